@@ -1,0 +1,1 @@
+//! The audit: findings catalogue (SPEC 9).

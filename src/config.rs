@@ -1,0 +1,1 @@
+//! Configuration (SPEC 10).

@@ -1,0 +1,17 @@
+//! normafs: AI-agent sessions (the Norma runtime's durable files) as a filesystem.
+//!
+//! Module map (see ../shared/SPEC.md for the formats and semantics):
+//! - [`format`]: lossless on-disk models — transcript, memory, state, archive (read + write).
+//! - [`noa`]: the pure core — tokens, refs, view, compress, rebuild, nudge; no I/O.
+//! - [`store`]: the session root on disk — discovery, incremental loading, durable writes,
+//!   lock, journal, and the compress/rebuild transactions.
+//! - [`audit`]: the findings catalogue (SPEC 9).
+//! - [`config`]: noa and mount settings.
+//! - [`cli`]: the command line.
+
+pub mod audit;
+pub mod cli;
+pub mod config;
+pub mod format;
+pub mod noa;
+pub mod store;
