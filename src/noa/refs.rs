@@ -1,0 +1,93 @@
+//! Refs (SPEC 4.2): stable short names `m0001`, `m0002`, … for transcript messages.
+//!
+//! Refs already in `messageRefs` are kept; a message without one gets the next number after the
+//! largest `m<digits>` ref ever recorded, in transcript order. Refs are never reused.
+
+use std::collections::HashMap;
+
+use crate::format::state::State;
+use crate::noa::Msg;
+
+/// The number N of a ref `m<N>`; `None` for anything else.
+pub fn ref_number(r: &str) -> Option<u64> {
+    let digits = r.strip_prefix('m')?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// `m` followed by N zero-padded to at least four digits.
+pub fn format_ref(n: u64) -> String {
+    format!("m{n:04}")
+}
+
+/// The refs of every message of a transcript: the recorded ones plus in-memory assignments.
+#[derive(Debug, Clone, Default)]
+pub struct RefAssignment {
+    /// The ref of each message, by message index.
+    pub per_msg: Vec<String>,
+    /// Indices of messages whose ref is new (not yet in `messageRefs`).
+    pub new: Vec<usize>,
+    /// Ref -> first message index carrying it.
+    pub index: HashMap<String, usize>,
+}
+
+impl RefAssignment {
+    /// The message index of a ref, if some message of the transcript carries it.
+    pub fn msg_of(&self, r: &str) -> Option<usize> {
+        self.index.get(r).copied()
+    }
+}
+
+/// Assign refs to `msgs` given the recorded map in `state` (pure; nothing is persisted).
+pub fn assign(state: &State, msgs: &[Msg<'_>]) -> RefAssignment {
+    let refs = &state.message_refs;
+    let mut max = refs
+        .by_ref
+        .keys()
+        .chain(refs.by_raw.values())
+        .filter_map(|r| ref_number(r))
+        .max()
+        .unwrap_or(0);
+    let mut fresh: HashMap<&str, String> = HashMap::new();
+    let mut out = RefAssignment {
+        per_msg: Vec::with_capacity(msgs.len()),
+        new: Vec::new(),
+        index: HashMap::with_capacity(msgs.len()),
+    };
+    for (i, m) in msgs.iter().enumerate() {
+        let r = if let Some(r) = refs.by_raw.get(m.raw_id) {
+            r.clone()
+        } else if let Some(r) = fresh.get(m.raw_id) {
+            // A duplicated uuid shares the ref of its first occurrence.
+            r.clone()
+        } else {
+            max += 1;
+            let r = format_ref(max);
+            fresh.insert(m.raw_id, r.clone());
+            out.new.push(i);
+            r
+        };
+        out.index.entry(r.clone()).or_insert(i);
+        out.per_msg.push(r);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ref_names() {
+        assert_eq!(format_ref(1), "m0001");
+        assert_eq!(format_ref(9999), "m9999");
+        assert_eq!(format_ref(10000), "m10000");
+        assert_eq!(ref_number("m0042"), Some(42));
+        assert_eq!(ref_number("m10000"), Some(10000));
+        assert_eq!(ref_number("m"), None);
+        assert_eq!(ref_number("x12"), None);
+        assert_eq!(ref_number("m-1"), None);
+    }
+}

@@ -1,0 +1,610 @@
+//! The projection (SPEC 4.3): what the model sees. [`materialize`] runs steps 1-5 (4.8);
+//! [`project`] adds measuring, emergency truncation, the nudge and reassembly into
+//! `view.jsonl` lines.
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+use crate::config::NoaConfig;
+use crate::format::state::{Block, State};
+use crate::format::transcript::{Content, ToolResultContent};
+use crate::noa::refs::{self, RefAssignment};
+use crate::noa::tokens;
+use crate::noa::Msg;
+
+/// One line of the view: a message, or the summary of a live block.
+#[derive(Debug, Clone)]
+pub enum Item<'a> {
+    Msg(MsgItem<'a>),
+    Block(BlockItem),
+}
+
+#[derive(Debug, Clone)]
+pub struct MsgItem<'a> {
+    /// Index of the message in the transcript's message list.
+    pub msg: usize,
+    /// The parts left after hiding consumed Compress calls (and truncation).
+    pub content: Vec<Cow<'a, Content>>,
+    pub tokens: u64,
+    pub truncated: bool,
+    /// Holds a hard-protected tool's call or result (never compressed or truncated).
+    pub protected_tool: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct BlockItem {
+    /// Index of the block in `state.blocks`.
+    pub block: usize,
+    /// Messages this block replaces in the view, ascending.
+    pub covered: Vec<usize>,
+    pub tokens: u64,
+    /// The summary message's text.
+    pub text: String,
+}
+
+impl Item<'_> {
+    pub fn tokens(&self) -> u64 {
+        match self {
+            Item::Msg(m) => m.tokens,
+            Item::Block(b) => b.tokens,
+        }
+    }
+}
+
+/// Steps 1-5 of the projection: the pruned message list and what led to it.
+#[derive(Debug, Clone)]
+pub struct Materialized<'a> {
+    pub msgs: &'a [Msg<'a>],
+    pub state: &'a State,
+    pub refs: RefAssignment,
+    /// Tokens of each whole message: the frozen value when recorded, else the estimate.
+    pub msg_tokens: Vec<u64>,
+    /// Whether each block of `state.blocks` is live (active, every message present).
+    pub live: Vec<bool>,
+    pub items: Vec<Item<'a>>,
+    /// Messages dropped because only consumed Compress calls were in them.
+    pub hidden: Vec<usize>,
+    /// The item showing each message (a block item for covered ones), `None` when hidden.
+    pub item_of_msg: Vec<Option<usize>>,
+}
+
+/// The text of a block's summary message (SPEC 4.3).
+pub fn summary_text(b: &Block) -> String {
+    let mut s = format!(
+        "[noa archive {} · tier {} · {}–{} · {} tokens]\n",
+        b.block_id.name(),
+        b.tier,
+        b.start_ref,
+        b.end_ref,
+        b.compressed_tokens
+    );
+    if let Some(t) = b.topic.as_deref().filter(|t| !t.is_empty()) {
+        s.push_str("topic: ");
+        s.push_str(t);
+        s.push('\n');
+    }
+    s.push_str(&b.summary);
+    s.push('\n');
+    s.push_str(&format!("archive: {} ({})", b.archive_rel, b.archive_path));
+    s
+}
+
+/// Sort key of a block when two live blocks cover one message: lower tier, then lower number.
+fn precedence(b: &Block, index: usize) -> (u32, u64, usize) {
+    (b.tier, b.block_id.number().unwrap_or(u64::MAX), index)
+}
+
+/// tool_use id -> tool name, over all messages.
+pub fn tool_names<'a>(msgs: &[Msg<'a>]) -> HashMap<&'a str, &'a str> {
+    let mut names = HashMap::new();
+    for m in msgs {
+        for c in &m.message.content {
+            if let Content::ToolUse(u) = c {
+                names.entry(u.id.as_str()).or_insert(u.name.as_str());
+            }
+        }
+    }
+    names
+}
+
+/// Whether parts hold a call of a hard-protected tool or the result of one.
+fn holds_protected_tool<'c>(
+    parts: impl IntoIterator<Item = &'c Content>,
+    names: &HashMap<&str, &str>,
+    cfg: &NoaConfig,
+) -> bool {
+    parts.into_iter().any(|c| match c {
+        Content::ToolUse(u) => cfg.is_protected_tool(&u.name),
+        Content::ToolResult(r) => names
+            .get(r.tool_use_id.as_str())
+            .is_some_and(|n| cfg.is_protected_tool(n)),
+        _ => false,
+    })
+}
+
+/// Steps 1-5 of SPEC 4.3 (= materialize, 4.8): project, assign refs, sync liveness, prune,
+/// hide consumed Compress calls.
+pub fn materialize<'a>(msgs: &'a [Msg<'a>], state: &'a State, cfg: &NoaConfig) -> Materialized<'a> {
+    let refs = refs::assign(state, msgs);
+    let frozen = state.token_snapshot.as_ref().map(|t| &t.by_ref);
+    let msg_tokens: Vec<u64> = msgs
+        .iter()
+        .zip(&refs.per_msg)
+        .map(|(m, r)| {
+            frozen
+                .and_then(|f| f.get(r).copied())
+                .unwrap_or_else(|| tokens::message_tokens(m.message))
+        })
+        .collect();
+
+    // First message index of each raw id (a duplicated uuid is covered at its first place).
+    let mut first: HashMap<&str, usize> = HashMap::with_capacity(msgs.len());
+    for (i, m) in msgs.iter().enumerate() {
+        first.entry(m.raw_id).or_insert(i);
+    }
+
+    let live: Vec<bool> = state
+        .blocks
+        .iter()
+        .map(|b| {
+            b.active
+                && b.effective_message_ids
+                    .iter()
+                    .all(|id| first.contains_key(id.as_str()))
+        })
+        .collect();
+
+    // Step 4: the winning live block of each covered message.
+    let mut winner: Vec<Option<usize>> = vec![None; msgs.len()];
+    for (bi, b) in state.blocks.iter().enumerate() {
+        if !live[bi] {
+            continue;
+        }
+        for id in &b.effective_message_ids {
+            let Some(&mi) = first.get(id.as_str()) else {
+                continue;
+            };
+            let slot = &mut winner[mi];
+            match *slot {
+                Some(cur) if precedence(&state.blocks[cur], cur) <= precedence(b, bi) => {}
+                _ => *slot = Some(bi),
+            }
+        }
+    }
+
+    let consumed: HashSet<&str> = state
+        .blocks
+        .iter()
+        .map(|b| b.compress_call_id.as_str())
+        .filter(|id| !id.is_empty())
+        .collect();
+    let names = tool_names(msgs);
+
+    let mut items: Vec<Item<'a>> = Vec::with_capacity(msgs.len());
+    let mut item_of_msg: Vec<Option<usize>> = vec![None; msgs.len()];
+    let mut item_of_block: Vec<Option<usize>> = vec![None; state.blocks.len()];
+    let mut hidden = Vec::new();
+    for (i, m) in msgs.iter().enumerate() {
+        if let Some(bi) = winner[i] {
+            let ii = match item_of_block[bi] {
+                Some(ii) => ii,
+                None => {
+                    let text = summary_text(&state.blocks[bi]);
+                    items.push(Item::Block(BlockItem {
+                        block: bi,
+                        covered: Vec::new(),
+                        tokens: tokens::text_tokens(&text),
+                        text,
+                    }));
+                    item_of_block[bi] = Some(items.len() - 1);
+                    items.len() - 1
+                }
+            };
+            if let Some(Item::Block(b)) = items.get_mut(ii) {
+                b.covered.push(i);
+            }
+            item_of_msg[i] = Some(ii);
+            continue;
+        }
+        // Step 5: hide consumed Compress calls and their results.
+        let mut removed = false;
+        let content: Vec<Cow<'a, Content>> = m
+            .message
+            .content
+            .iter()
+            .filter(|c| {
+                let hide = match c {
+                    Content::ToolUse(u) => consumed.contains(u.id.as_str()),
+                    Content::ToolResult(r) => consumed.contains(r.tool_use_id.as_str()),
+                    _ => false,
+                };
+                removed |= hide;
+                !hide
+            })
+            .map(Cow::Borrowed)
+            .collect();
+        if removed && content.is_empty() {
+            hidden.push(i);
+            continue;
+        }
+        let tokens = if removed {
+            tokens::parts_tokens(content.iter().map(|c| c.as_ref()))
+        } else {
+            msg_tokens[i]
+        };
+        let protected_tool = holds_protected_tool(content.iter().map(|c| c.as_ref()), &names, cfg);
+        items.push(Item::Msg(MsgItem {
+            msg: i,
+            content,
+            tokens,
+            truncated: false,
+            protected_tool,
+        }));
+        item_of_msg[i] = Some(items.len() - 1);
+    }
+
+    Materialized {
+        msgs,
+        state,
+        refs,
+        msg_tokens,
+        live,
+        items,
+        hidden,
+        item_of_msg,
+    }
+}
+
+impl Materialized<'_> {
+    /// Step 6: total projected tokens.
+    pub fn total_tokens(&self) -> u64 {
+        self.items.iter().map(Item::tokens).sum()
+    }
+
+    /// The ref of a message.
+    pub fn ref_of(&self, msg: usize) -> &str {
+        self.refs.per_msg.get(msg).map(String::as_str).unwrap_or("")
+    }
+
+    /// First and last ref an item stands for.
+    pub fn item_span(&self, item: &Item<'_>) -> (String, String) {
+        match item {
+            Item::Msg(m) => (
+                self.ref_of(m.msg).to_string(),
+                self.ref_of(m.msg).to_string(),
+            ),
+            Item::Block(b) => {
+                let blk = &self.state.blocks[b.block];
+                (blk.start_ref.clone(), blk.end_ref.clone())
+            }
+        }
+    }
+}
+
+/// Index of the first item of the protected tail (SPEC 4.5): the longer of the last
+/// `protect_recent_messages` items and the shortest suffix reaching `protect_recent_tokens`.
+pub fn protected_start(items: &[Item<'_>], cfg: &NoaConfig) -> usize {
+    let by_count = items.len().saturating_sub(cfg.protect_recent_messages);
+    let mut by_tokens = 0;
+    let mut sum = 0u64;
+    for (i, it) in items.iter().enumerate().rev() {
+        sum = sum.saturating_add(it.tokens());
+        if sum >= cfg.protect_recent_tokens {
+            by_tokens = i;
+            break;
+        }
+    }
+    by_count.min(by_tokens)
+}
+
+/// The nudge appended to a view (SPEC 4.6).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Nudge {
+    /// `urgent`, `tier1`, `tier2` or `tier3`.
+    pub kind: String,
+    pub text: String,
+}
+
+/// The full projection: materialized items after truncation, with the nudge.
+#[derive(Debug, Clone)]
+pub struct View<'a> {
+    pub mat: Materialized<'a>,
+    /// Projected tokens measured before truncation (step 6).
+    pub measured: u64,
+    /// Projected tokens after truncation.
+    pub projected: u64,
+    pub protected_start: usize,
+    pub nudge: Option<Nudge>,
+}
+
+/// Cut `s` to its first `head` and last `tail` bytes (on char boundaries) joined by the noa
+/// marker; `None` when that would not make it shorter.
+pub fn truncate_text(s: &str, head: usize, tail: usize) -> Option<String> {
+    if s.len() <= head.saturating_add(tail) {
+        return None;
+    }
+    let mut h = head.min(s.len());
+    while !s.is_char_boundary(h) {
+        h -= 1;
+    }
+    let mut t = s.len() - tail;
+    while !s.is_char_boundary(t) {
+        t += 1;
+    }
+    let removed = t.saturating_sub(h);
+    let out = format!(
+        "{}\n[… {removed} bytes truncated by noa …]\n{}",
+        &s[..h],
+        &s[t..]
+    );
+    (out.len() < s.len()).then_some(out)
+}
+
+/// A tool_result part with its text items truncated; `None` when nothing changed.
+fn truncate_result(c: &Content, cfg: &NoaConfig) -> Option<Content> {
+    let Content::ToolResult(r) = c else {
+        return None;
+    };
+    let cut = |t: &str| truncate_text(t, cfg.truncate_head, cfg.truncate_tail);
+    let content = match r.content.as_ref()? {
+        ToolResultContent::Text(t) => ToolResultContent::Text(cut(t)?),
+        ToolResultContent::Items(items) => {
+            let mut changed = false;
+            let items = items
+                .iter()
+                .map(|it| match it {
+                    Content::Text(t) => match cut(&t.text) {
+                        Some(s) => {
+                            changed = true;
+                            let mut t = t.clone();
+                            t.text = s;
+                            Content::Text(t)
+                        }
+                        None => it.clone(),
+                    },
+                    other => other.clone(),
+                })
+                .collect();
+            if !changed {
+                return None;
+            }
+            ToolResultContent::Items(items)
+        }
+    };
+    let mut r = r.clone();
+    r.content = Some(content);
+    Some(Content::ToolResult(r))
+}
+
+/// Step 7: truncate tool results oldest first, outside the protected tail and protected tools,
+/// until the total is at most the threshold. Returns the new total.
+fn emergency_truncate(
+    items: &mut [Item<'_>],
+    protected_start: usize,
+    mut total: u64,
+    cfg: &NoaConfig,
+) -> u64 {
+    let threshold = cfg.truncate_threshold();
+    for item in items.iter_mut().take(protected_start) {
+        if total <= threshold {
+            break;
+        }
+        let Item::Msg(m) = item else { continue };
+        if m.protected_tool {
+            continue;
+        }
+        for part in m.content.iter_mut() {
+            if total <= threshold {
+                break;
+            }
+            if let Some(new) = truncate_result(part, cfg) {
+                let before = tokens::part_tokens(part);
+                let after = tokens::part_tokens(&new);
+                let saved = before.saturating_sub(after);
+                *part = Cow::Owned(new);
+                m.tokens = m.tokens.saturating_sub(saved);
+                m.truncated = true;
+                total = total.saturating_sub(saved);
+            }
+        }
+    }
+    total
+}
+
+/// Compressible benefit: tokens of message items before the protected tail, outside blocks and
+/// protected tools. Also returns the first and last such ref.
+fn benefit(mat: &Materialized<'_>, protected_start: usize) -> (u64, Option<(String, String)>) {
+    let mut sum = 0;
+    let mut span: Option<(String, String)> = None;
+    for it in mat.items.iter().take(protected_start) {
+        if let Item::Msg(m) = it {
+            if m.protected_tool {
+                continue;
+            }
+            sum += m.tokens;
+            let r = mat.ref_of(m.msg).to_string();
+            match &mut span {
+                Some((_, last)) => *last = r,
+                None => span = Some((r.clone(), r)),
+            }
+        }
+    }
+    (sum, span)
+}
+
+/// Step 8 (SPEC 4.6): at most one nudge, by priority urgent > tier1 > tier2 > tier3.
+fn decide_nudge(
+    mat: &Materialized<'_>,
+    measured: u64,
+    projected: u64,
+    protected_start: usize,
+    cfg: &NoaConfig,
+) -> Option<Nudge> {
+    let window = cfg.window.max(1);
+    let usage = measured as f64 / window as f64;
+    let pct = (projected as f64 * 100.0 / window as f64).round() as u64;
+    let nudge_state = &mat.state.nudge;
+    let cadence = cfg.cadence();
+    let grown = |since: u64| projected.saturating_sub(since) >= cadence;
+    let (benefit, span) = benefit(mat, protected_start);
+    let tool = &cfg.compress_tool_name;
+    let example = span
+        .map(|(a, b)| format!(" (for example {a}–{b})"))
+        .unwrap_or_default();
+
+    if usage > cfg.truncate_ratio {
+        return Some(Nudge {
+            kind: "urgent".into(),
+            text: format!(
+                "[noa] URGENT: the context reached {measured} of {window} tokens, above the \
+                 emergency threshold; old tool results were truncated (now {projected} tokens, \
+                 {pct}%). Call {tool} now on older ranges{example}, with a summary of each."
+            ),
+        });
+    }
+    if usage >= cfg.floor_ratio && benefit >= cfg.min_benefit_tokens {
+        let in_pressure = usage >= cfg.pressure_ratio;
+        if in_pressure || grown(nudge_state.last_per_message_nudge_tokens) {
+            return Some(Nudge {
+                kind: "tier1".into(),
+                text: format!(
+                    "[noa] Context at {pct}% of the window ({projected} of {window} tokens). About \
+                     {benefit} tokens outside the protected tail can be compressed: call {tool} \
+                     with ranges of older messages{example} and a summary of each."
+                ),
+            });
+        }
+    }
+    for (tier, min_blocks) in [(2u32, cfg.tier2_min_blocks), (3u32, cfg.tier3_min_blocks)] {
+        if tier > cfg.max_tier {
+            break;
+        }
+        let lower: Vec<&Block> = mat
+            .state
+            .blocks
+            .iter()
+            .zip(&mat.live)
+            .filter(|(b, live)| **live && b.tier == tier - 1)
+            .map(|(b, _)| b)
+            .collect();
+        if lower.len() < min_blocks.max(1) {
+            continue;
+        }
+        let since = nudge_state
+            .last_shown_by_tier
+            .as_ref()
+            .and_then(|m| m.get(&tier.to_string()).copied())
+            .unwrap_or(0);
+        if !grown(since) {
+            continue;
+        }
+        let first = lower.first().map(|b| b.start_ref.as_str()).unwrap_or("");
+        let last = lower.last().map(|b| b.end_ref.as_str()).unwrap_or("");
+        let ids: Vec<String> = lower.iter().map(|b| b.block_id.name()).collect();
+        return Some(Nudge {
+            kind: format!("tier{tier}"),
+            text: format!(
+                "[noa] {} live tier-{} blocks ({}). Consolidate them into a tier-{tier} block: call \
+                 {tool} with one range spanning them ({first}–{last}) and one summary.",
+                lower.len(),
+                tier - 1,
+                ids.join(", ")
+            ),
+        });
+    }
+    None
+}
+
+/// The whole projection (SPEC 4.3 steps 1-8).
+pub fn project<'a>(msgs: &'a [Msg<'a>], state: &'a State, cfg: &NoaConfig) -> View<'a> {
+    let mut mat = materialize(msgs, state, cfg);
+    let measured = mat.total_tokens();
+    let protected_start = protected_start(&mat.items, cfg);
+    let projected = if measured > cfg.truncate_threshold() {
+        emergency_truncate(&mut mat.items, protected_start, measured, cfg)
+    } else {
+        measured
+    };
+    let nudge = decide_nudge(&mat, measured, projected, protected_start, cfg);
+    View {
+        mat,
+        measured,
+        projected,
+        protected_start,
+        nudge,
+    }
+}
+
+#[derive(Serialize)]
+struct MsgOut<'x> {
+    role: &'x str,
+    content: &'x [Cow<'x, Content>],
+    #[serde(flatten)]
+    extra: &'x Map<String, Value>,
+}
+
+#[derive(Serialize)]
+struct MsgLine<'x> {
+    #[serde(rename = "ref")]
+    reference: &'x str,
+    message: MsgOut<'x>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    truncated: bool,
+}
+
+fn user_text(text: &str) -> Value {
+    json!({"role": "user", "content": [{"type": "text", "text": text}]})
+}
+
+impl View<'_> {
+    /// `view.jsonl`: one JSON object per line (SPEC 4.3 step 9).
+    pub fn to_jsonl(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mat = &self.mat;
+        for it in &mat.items {
+            // Serializing maps and strings into a Vec cannot fail.
+            let _ = match it {
+                Item::Msg(m) => {
+                    let msg = mat.msgs[m.msg].message;
+                    serde_json::to_writer(
+                        &mut out,
+                        &MsgLine {
+                            reference: mat.ref_of(m.msg),
+                            message: MsgOut {
+                                role: &msg.role,
+                                content: &m.content,
+                                extra: &msg.extra,
+                            },
+                            truncated: m.truncated,
+                        },
+                    )
+                }
+                Item::Block(b) => {
+                    let blk = &mat.state.blocks[b.block];
+                    serde_json::to_writer(
+                        &mut out,
+                        &json!({
+                            "block": blk.block_id.name(),
+                            "tier": blk.tier,
+                            "start": blk.start_ref,
+                            "end": blk.end_ref,
+                            "message": user_text(&b.text),
+                        }),
+                    )
+                }
+            };
+            out.push(b'\n');
+        }
+        if let Some(n) = &self.nudge {
+            let _ = serde_json::to_writer(
+                &mut out,
+                &json!({"nudge": n.kind, "message": user_text(&n.text)}),
+            );
+            out.push(b'\n');
+        }
+        out
+    }
+}
