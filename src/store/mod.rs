@@ -1,6 +1,7 @@
 //! The session root on disk: discovery, incremental loading, durable writes, lock, journal.
 
 pub mod durable;
+pub mod failpoint;
 pub mod journal;
 pub mod lock;
 pub mod root;
