@@ -5,4 +5,5 @@ pub mod failpoint;
 pub mod journal;
 pub mod lock;
 pub mod root;
+pub mod session;
 pub mod transcripts;

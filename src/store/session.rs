@@ -1,0 +1,150 @@
+//! One session's files, loaded for the core, the audit and the CLI: the main transcript, its
+//! sidechains, `state.json`, the journal and the archive tree.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::format::loader::Transcript;
+use crate::format::state::{load_state, StateLoad};
+use crate::noa::Msg;
+use crate::store::durable::is_temp_name;
+use crate::store::journal::{self, JournalRead};
+use crate::store::root::RootPaths;
+use crate::store::transcripts::{sidechain_paths, TranscriptFile};
+
+/// An archive file found under the archive root, by its path relative to it.
+#[derive(Debug, Clone)]
+pub struct ArchiveFile {
+    /// e.g. `tier1/b1_m0001-m0006.md`.
+    pub rel: String,
+    /// The text, or why it could not be read.
+    pub text: Result<String, String>,
+}
+
+/// Everything on disk about one session.
+#[derive(Debug)]
+pub struct SessionData {
+    pub sid: String,
+    pub archive_root: PathBuf,
+    pub transcript_path: PathBuf,
+    pub transcript_exists: bool,
+    pub transcript: Transcript,
+    /// Sidechains: agent id, path, loaded transcript.
+    pub sidechains: Vec<(String, PathBuf, Transcript)>,
+    pub state: StateLoad,
+    /// The journal, or why it could not be read.
+    pub journal: Result<JournalRead, String>,
+    /// `*.md` files directly in the `tier<N>/` directories, sorted by path.
+    pub archives: Vec<ArchiveFile>,
+    /// Leftover temp files under the archive root and its tier directories (relative paths).
+    pub debris: Vec<String>,
+}
+
+/// `tier<N>` directory names.
+pub fn is_tier_dir(name: &str) -> bool {
+    name.strip_prefix("tier")
+        .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+}
+
+fn list_archives(root: &Path) -> (Vec<ArchiveFile>, Vec<String>) {
+    let mut files = Vec::new();
+    let mut debris = Vec::new();
+    let Ok(entries) = fs::read_dir(root) else {
+        return (files, debris);
+    };
+    let mut tiers = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Ok(ft) = e.file_type() else { continue };
+        if ft.is_dir() && is_tier_dir(&name) {
+            tiers.push(name);
+        } else if ft.is_file() && is_temp_name(&name) {
+            debris.push(name);
+        }
+    }
+    tiers.sort();
+    for t in tiers {
+        let Ok(entries) = fs::read_dir(root.join(&t)) else { continue };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Ok(ft) = e.file_type() else { continue };
+            if !ft.is_file() {
+                continue;
+            }
+            let rel = format!("{t}/{name}");
+            if is_temp_name(&name) {
+                debris.push(rel);
+            } else if name.ends_with(".md") {
+                let text = fs::read(e.path())
+                    .map_err(|e| e.to_string())
+                    .and_then(|b| String::from_utf8(b).map_err(|_| "not valid UTF-8".to_string()));
+                files.push(ArchiveFile { rel, text });
+            }
+        }
+    }
+    files.sort_by(|a, b| a.rel.cmp(&b.rel));
+    debris.sort();
+    (files, debris)
+}
+
+/// Load a transcript file whole (missing = empty); an unreadable file reads as empty and its
+/// error is returned beside it.
+pub fn load_transcript(path: &Path, sid: &str) -> (Transcript, Option<String>) {
+    match TranscriptFile::open(path, Some(sid)) {
+        Ok(f) => (f.transcript().clone(), None),
+        Err(e) => (Transcript::default(), Some(e.to_string())),
+    }
+}
+
+/// Load everything about session `sid`.
+pub fn load(paths: &RootPaths, sid: &str) -> SessionData {
+    let transcript_path = paths.transcript_path(sid);
+    let transcript_exists = transcript_path.is_file();
+    let (transcript, _) = load_transcript(&transcript_path, sid);
+    let sidechains = sidechain_paths(&paths.transcripts, sid)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(aid, p)| {
+            let (t, _) = load_transcript(&p, sid);
+            (aid, p, t)
+        })
+        .collect();
+    let archive_root = paths.archive_root(sid);
+    let state = load_state(&paths.state_path(sid), sid);
+    let journal = journal::read(&paths.journal_path(sid)).map_err(|e| e.to_string());
+    let (archives, debris) = list_archives(&archive_root);
+    SessionData {
+        sid: sid.to_string(),
+        archive_root,
+        transcript_path,
+        transcript_exists,
+        transcript,
+        sidechains,
+        state,
+        journal,
+        archives,
+        debris,
+    }
+}
+
+/// The messages of a transcript as the core sees them.
+pub fn msgs(t: &Transcript) -> Vec<Msg<'_>> {
+    t.iter_messages()
+        .map(|(l, m)| Msg {
+            raw_id: &l.record.uuid,
+            message: m,
+            timestamp: l.record.timestamp.as_deref(),
+        })
+        .collect()
+}
+
+impl SessionData {
+    pub fn msgs(&self) -> Vec<Msg<'_>> {
+        msgs(&self.transcript)
+    }
+
+    /// The archive root as a string, for `archivePath`.
+    pub fn archive_root_str(&self) -> String {
+        self.archive_root.to_string_lossy().into_owned()
+    }
+}
