@@ -204,3 +204,80 @@ impl State {
         s
     }
 }
+
+/// Why a `state.json` could not be used (SPEC 2.3 "Loading").
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StateLoadError {
+    /// Not JSON, not an object, or an object that does not fit the v1 shape.
+    #[error("malformed state.json: {0}")]
+    Malformed(String),
+    /// The file exists but cannot be read.
+    #[error("cannot read state.json: {0}")]
+    Io(String),
+    /// `version` is not 1; the raw JSON value as written (e.g. `2`, `"1"`).
+    #[error("unsupported state.json version {0} (expected 1)")]
+    Version(String),
+}
+
+/// Parse `state.json` bytes.
+///
+/// `version` is checked on the raw JSON first, so a file of another version reports
+/// [`StateLoadError::Version`] whatever its shape; a missing `version` is malformed.
+pub fn parse_state(bytes: &[u8]) -> Result<State, StateLoadError> {
+    let value: Value =
+        serde_json::from_slice(bytes).map_err(|e| StateLoadError::Malformed(e.to_string()))?;
+    let Value::Object(map) = &value else {
+        return Err(StateLoadError::Malformed(format!(
+            "expected a JSON object, found {}",
+            crate::format::transcript::json_kind(&value)
+        )));
+    };
+    match map.get("version") {
+        None => {
+            return Err(StateLoadError::Malformed(
+                "missing \"version\" field".to_string(),
+            ))
+        }
+        Some(v) if v.as_u64() == Some(1) => {}
+        Some(v) => return Err(StateLoadError::Version(v.to_string())),
+    }
+    State::deserialize(value).map_err(|e| StateLoadError::Malformed(e.to_string()))
+}
+
+/// The outcome of loading a session's `state.json`: always a usable state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StateLoad {
+    /// The loaded state, or [`State::initial`] when the file is missing or unusable.
+    pub state: State,
+    /// Why the file could not be used; `None` when loaded or missing.
+    pub error: Option<StateLoadError>,
+    /// Whether something exists at the path (a file, or anything that failed to read).
+    pub exists: bool,
+}
+
+/// Load `state.json` with the SPEC 2.3 rules: a missing file gives the initial state and no
+/// error; a malformed file, an I/O error or `version != 1` gives an error *and* the initial
+/// state of `session_id`. Nothing is repaired or rebuilt here.
+pub fn load_state(path: &std::path::Path, session_id: &str) -> StateLoad {
+    let failed = |error: StateLoadError| StateLoad {
+        state: State::initial(session_id),
+        error: Some(error),
+        exists: true,
+    };
+    match std::fs::read(path) {
+        Ok(bytes) => match parse_state(&bytes) {
+            Ok(state) => StateLoad {
+                state,
+                error: None,
+                exists: true,
+            },
+            Err(e) => failed(e),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => StateLoad {
+            state: State::initial(session_id),
+            error: None,
+            exists: false,
+        },
+        Err(e) => failed(StateLoadError::Io(format!("{}: {e}", path.display()))),
+    }
+}
