@@ -99,7 +99,8 @@ fn numeric_block_id_reads_as_b_n_and_writes_back_as_number() {
 
 #[test]
 fn parse_errors_are_classified() {
-    let cases: [(&str, fn(&StateLoadError) -> bool); 7] = [
+    type Check = fn(&StateLoadError) -> bool;
+    let cases: [(&str, Check); 7] = [
         ("{not json", |e| matches!(e, StateLoadError::Malformed(_))),
         ("", |e| matches!(e, StateLoadError::Malformed(_))),
         (

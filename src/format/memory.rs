@@ -78,34 +78,65 @@ fn file_stem(file_name: &str) -> &str {
     file_name.strip_suffix(".md").unwrap_or(file_name)
 }
 
-/// Split a frontmatter block off `text`: the pairs and the body, or `None` when not well-formed
-/// (first line not exactly `---`, no closing `---` line, or a line that is not `key: value`
-/// with a non-empty key). Blank lines inside the frontmatter are tolerated and skipped.
-fn split_frontmatter(text: &str) -> Option<(Vec<(String, String)>, &str)> {
+/// The lines of a `---` frontmatter, each with its 1-based line number, and the body after the
+/// closing `---` line; `None` unless the first line is exactly `---` and a closing line follows.
+///
+/// Shared by memories and tier archives: frontmatter is not YAML, each line is `key: value`
+/// split at its first `:` ([`split_pair`]).
+pub(crate) fn frontmatter_lines(text: &str) -> Option<(Vec<(usize, &str)>, &str)> {
     let mut rest = text.strip_prefix("---\n")?;
-    let mut pairs = Vec::new();
+    let mut lines = Vec::new();
+    let mut number = 1;
     loop {
+        number += 1;
         let (line, after, had_newline) = match rest.split_once('\n') {
             Some((line, after)) => (line, after, true),
             None => (rest, "", false),
         };
         if line == "---" {
-            return Some((pairs, after));
+            return Some((lines, after));
         }
         if !had_newline {
             // The end of the file, and no closing line.
             return None;
         }
-        if !line.trim().is_empty() {
-            let (key, value) = line.split_once(':')?;
-            let key = key.trim();
-            if key.is_empty() {
-                return None;
-            }
-            pairs.push((key.to_string(), value.trim().to_string()));
-        }
+        lines.push((number, line));
         rest = after;
     }
+}
+
+/// A frontmatter line split at its first `:`, key and value trimmed; `None` when it has no
+/// `:` or an empty key.
+pub(crate) fn split_pair(line: &str) -> Option<(&str, &str)> {
+    let (key, value) = line.split_once(':')?;
+    let key = key.trim();
+    (!key.is_empty()).then_some((key, value.trim()))
+}
+
+/// Line breaks (`\r\n`, `\r`, `\n`) as spaces: headings and header values are single lines.
+pub(crate) fn one_line(value: &str) -> String {
+    value.replace("\r\n", " ").replace(['\r', '\n'], " ")
+}
+
+/// A frontmatter value as written: one line, trimmed (the reader trims values).
+pub(crate) fn frontmatter_value(value: &str) -> String {
+    one_line(value).trim().to_string()
+}
+
+/// The pairs of a memory's frontmatter and its body; `None` when not well-formed (see
+/// [`frontmatter_lines`]; a non-blank line that is not `key: value` also makes it malformed).
+/// Blank lines inside the frontmatter are tolerated and skipped.
+fn split_frontmatter(text: &str) -> Option<(Vec<(String, String)>, &str)> {
+    let (lines, body) = frontmatter_lines(text)?;
+    let mut pairs = Vec::new();
+    for (_, line) in lines {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let (key, value) = split_pair(line)?;
+        pairs.push((key.to_string(), value.to_string()));
+    }
+    Some((pairs, body))
 }
 
 /// Parse one memory file. Never fails; see [`Memory::malformed`].
@@ -138,31 +169,29 @@ pub fn parse(file_name: &str, text: &str, mtime: SystemTime) -> Memory {
     }
 }
 
-/// A frontmatter value is a single line: line breaks become spaces, then it is trimmed
-/// (the parser trims values, so this is what reads back).
-fn single_line(value: &str) -> String {
-    value
-        .replace("\r\n", " ")
-        .replace(['\r', '\n'], " ")
-        .trim()
-        .to_string()
-}
-
 /// Write a memory in the SPEC 2.2 form: `name`, `description`, `type` (omitted when empty),
 /// then the unknown keys in their original order, then the body.
 pub fn render(m: &Memory) -> String {
     let mut out = String::from("---\n");
-    out.push_str(&format!("name: {}\n", single_line(&m.name)));
-    out.push_str(&format!("description: {}\n", single_line(&m.description)));
-    if let Some(kind) = m.kind.as_deref().map(single_line).filter(|k| !k.is_empty()) {
+    out.push_str(&format!("name: {}\n", frontmatter_value(&m.name)));
+    out.push_str(&format!(
+        "description: {}\n",
+        frontmatter_value(&m.description)
+    ));
+    if let Some(kind) = m
+        .kind
+        .as_deref()
+        .map(frontmatter_value)
+        .filter(|k| !k.is_empty())
+    {
         out.push_str(&format!("type: {kind}\n"));
     }
     for (k, v) in m.frontmatter.iter().flatten() {
         if matches!(k.as_str(), "name" | "description" | "type") {
             continue;
         }
-        let key = single_line(k).replace(':', "-");
-        out.push_str(&format!("{key}: {}\n", single_line(v)));
+        let key = frontmatter_value(k).replace(':', "-");
+        out.push_str(&format!("{key}: {}\n", frontmatter_value(v)));
     }
     out.push_str("---\n");
     out.push_str(&m.body);
