@@ -13,10 +13,10 @@ use serde_json::json;
 
 use crate::config::NoaConfig;
 use crate::format::archive;
-use crate::format::memory;
-use crate::format::state::StateLoadError;
 pub use crate::format::loader::Severity;
 use crate::format::loader::Transcript;
+use crate::format::memory;
+use crate::format::state::StateLoadError;
 use crate::format::transcript::Content;
 use crate::noa::refs::{self, ref_number};
 use crate::noa::view;
@@ -80,7 +80,14 @@ pub struct Audit {
 }
 
 impl Audit {
-    fn push(&mut self, severity: Severity, code: &'static str, path: String, line: Option<u64>, message: String) {
+    fn push(
+        &mut self,
+        severity: Severity,
+        code: &'static str,
+        path: String,
+        line: Option<u64>,
+        message: String,
+    ) {
         self.findings.push(Finding {
             severity,
             code,
@@ -93,7 +100,12 @@ impl Audit {
     /// Sort by path, then line (findings without a line first), then code and message.
     pub fn sort(&mut self) {
         self.findings.sort_by(|a, b| {
-            (a.path.as_str(), a.line, a.code, a.message.as_str()).cmp(&(b.path.as_str(), b.line, b.code, b.message.as_str()))
+            (a.path.as_str(), a.line, a.code, a.message.as_str()).cmp(&(
+                b.path.as_str(),
+                b.line,
+                b.code,
+                b.message.as_str(),
+            ))
         });
     }
 
@@ -137,7 +149,13 @@ impl Audit {
 
 fn transcript_findings(a: &mut Audit, t: &Transcript, path: &str) {
     for p in t.problems() {
-        a.push(p.severity(), p.code(), path.to_string(), Some(p.line), p.message);
+        a.push(
+            p.severity(),
+            p.code(),
+            path.to_string(),
+            Some(p.line),
+            p.message,
+        );
     }
 }
 
@@ -151,7 +169,9 @@ fn line_of(text: &str, needle: &str) -> Option<u64> {
 pub fn safe_rel(rel: &str) -> bool {
     !rel.is_empty()
         && !rel.starts_with('/')
-        && rel.split('/').all(|p| !p.is_empty() && p != "." && p != "..")
+        && rel
+            .split('/')
+            .all(|p| !p.is_empty() && p != "." && p != "..")
         && !rel.contains('\0')
 }
 
@@ -174,13 +194,25 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
     let journal = match &s.journal {
         Ok(j) => Some(j),
         Err(e) => {
-            a.push(Severity::Error, "journal.malformed", journal_path.clone(), None, format!("cannot read the journal: {e}"));
+            a.push(
+                Severity::Error,
+                "journal.malformed",
+                journal_path.clone(),
+                None,
+                format!("cannot read the journal: {e}"),
+            );
             None
         }
     };
     if let Some(j) = journal {
         for (line, msg) in &j.malformed {
-            a.push(Severity::Error, "journal.malformed", journal_path.clone(), Some(*line), format!("not a journal entry: {msg}"));
+            a.push(
+                Severity::Error,
+                "journal.malformed",
+                journal_path.clone(),
+                Some(*line),
+                format!("not a journal entry: {msg}"),
+            );
         }
         if j.torn_tail.is_some() {
             let line = j.entries.len() as u64 + j.malformed.len() as u64 + 1;
@@ -200,11 +232,23 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
                 StateLoadError::Version(_) => "state.version",
                 StateLoadError::Malformed(_) | StateLoadError::Io(_) => "state.malformed",
             };
-            a.push(Severity::Error, code, spath.clone(), None, format!("{e}; the view uses an empty state (run `rebuild` to recover)"));
+            a.push(
+                Severity::Error,
+                code,
+                spath.clone(),
+                None,
+                format!("{e}; the view uses an empty state (run `rebuild` to recover)"),
+            );
         }
         None if !s.state.exists => {
             if s.transcript_exists {
-                a.push(Severity::Info, "state.missing", spath.clone(), None, "no state.json: nothing compressed yet".into());
+                a.push(
+                    Severity::Info,
+                    "state.missing",
+                    spath.clone(),
+                    None,
+                    "no state.json: nothing compressed yet".into(),
+                );
             }
         }
         None => {}
@@ -228,25 +272,48 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
     let refs_map = &st.message_refs;
     for (raw, r) in &refs_map.by_raw {
         if refs_map.by_ref.get(r) != Some(raw) {
-            a.push(Severity::Error, "state.ref-map", spath.clone(), line_of(&state_text, &format!("\"{raw}\": \"{r}\"")), format!("byRaw maps {raw} to {r} but byRef does not map {r} back"));
+            a.push(
+                Severity::Error,
+                "state.ref-map",
+                spath.clone(),
+                line_of(&state_text, &format!("\"{raw}\": \"{r}\"")),
+                format!("byRaw maps {raw} to {r} but byRef does not map {r} back"),
+            );
         }
     }
     for (r, raw) in &refs_map.by_ref {
         if refs_map.by_raw.get(raw) != Some(r) {
-            a.push(Severity::Error, "state.ref-map", spath.clone(), line_of(&state_text, &format!("\"{r}\": \"{raw}\"")), format!("byRef maps {r} to {raw} but byRaw does not map {raw} back"));
+            a.push(
+                Severity::Error,
+                "state.ref-map",
+                spath.clone(),
+                line_of(&state_text, &format!("\"{r}\": \"{raw}\"")),
+                format!("byRef maps {r} to {raw} but byRaw does not map {raw} back"),
+            );
         }
     }
     if s.transcript_exists || !msgs.is_empty() {
         for (r, raw) in &refs_map.by_ref {
             if !present.contains(raw.as_str()) {
-                a.push(Severity::Error, "state.dangling-ref", spath.clone(), line_of(&state_text, &format!("\"{r}\": \"{raw}\"")), format!("{r} names message {raw}, which is not in the transcript"));
+                a.push(
+                    Severity::Error,
+                    "state.dangling-ref",
+                    spath.clone(),
+                    line_of(&state_text, &format!("\"{r}\": \"{raw}\"")),
+                    format!("{r} names message {raw}, which is not in the transcript"),
+                );
             }
         }
     }
 
     let assigned = refs::assign(st, &msgs);
     let known_ref = |r: &str| refs_map.by_ref.contains_key(r) || assigned.msg_of(r).is_some();
-    let by_name: HashMap<String, usize> = st.blocks.iter().enumerate().map(|(i, b)| (b.block_id.name(), i)).collect();
+    let by_name: HashMap<String, usize> = st
+        .blocks
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (b.block_id.name(), i))
+        .collect();
     let mut max_block = 0u64;
     let tool_ids: HashSet<&str> = msgs
         .iter()
@@ -256,7 +323,9 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
             _ => None,
         })
         .collect();
-    let journal_calls: HashSet<&str> = journal.map(|j| j.entries.iter().map(|(_, e)| e.call_id.as_str()).collect()).unwrap_or_default();
+    let journal_calls: HashSet<&str> = journal
+        .map(|j| j.entries.iter().map(|(_, e)| e.call_id.as_str()).collect())
+        .unwrap_or_default();
     let mat = view::materialize(&msgs, st, cfg);
     let root_str = s.archive_root_str();
     let mut referenced: HashSet<&str> = HashSet::new();
@@ -267,32 +336,80 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
         max_block = max_block.max(b.block_id.number().unwrap_or(0));
         for (label, r) in [("startRef", &b.start_ref), ("endRef", &b.end_ref)] {
             if !known_ref(r) {
-                a.push(Severity::Error, "state.block-range", spath.clone(), line, format!("{name}: {label} {r} is not a known ref"));
+                a.push(
+                    Severity::Error,
+                    "state.block-range",
+                    spath.clone(),
+                    line,
+                    format!("{name}: {label} {r} is not a known ref"),
+                );
             }
         }
         if let (Some(x), Some(y)) = (ref_number(&b.start_ref), ref_number(&b.end_ref)) {
             if x > y {
-                a.push(Severity::Error, "state.block-range", spath.clone(), line, format!("{name}: range {}..{} ends before it starts", b.start_ref, b.end_ref));
+                a.push(
+                    Severity::Error,
+                    "state.block-range",
+                    spath.clone(),
+                    line,
+                    format!(
+                        "{name}: range {}..{} ends before it starts",
+                        b.start_ref, b.end_ref
+                    ),
+                );
             }
         }
         for child in &b.direct_block_ids {
             match by_name.get(&child.name()) {
-                None => a.push(Severity::Error, "state.unknown-block", spath.clone(), line, format!("{name} absorbed {child}, which is not in blocks")),
-                Some(&ci) if st.blocks[ci].active => a.push(Severity::Warn, "state.consumed-active", spath.clone(), block_line(&child.name()), format!("{child} was absorbed by {name} but is still active")),
+                None => a.push(
+                    Severity::Error,
+                    "state.unknown-block",
+                    spath.clone(),
+                    line,
+                    format!("{name} absorbed {child}, which is not in blocks"),
+                ),
+                Some(&ci) if st.blocks[ci].active => a.push(
+                    Severity::Warn,
+                    "state.consumed-active",
+                    spath.clone(),
+                    block_line(&child.name()),
+                    format!("{child} was absorbed by {name} but is still active"),
+                ),
                 Some(_) => {}
             }
         }
-        if b.active && !b.effective_message_ids.iter().all(|id| present.contains(id.as_str())) {
-            let missing = b.effective_message_ids.iter().filter(|id| !present.contains(id.as_str())).count();
+        if b.active
+            && !b
+                .effective_message_ids
+                .iter()
+                .all(|id| present.contains(id.as_str()))
+        {
+            let missing = b
+                .effective_message_ids
+                .iter()
+                .filter(|id| !present.contains(id.as_str()))
+                .count();
             a.push(Severity::Warn, "state.dead-block", spath.clone(), line, format!("{name} is active but {missing} of its messages are not in the transcript; the view ignores it"));
         }
-        if b.compress_call_id.is_empty() || (!tool_ids.contains(b.compress_call_id.as_str()) && !journal_calls.contains(b.compress_call_id.as_str())) {
+        if b.compress_call_id.is_empty()
+            || (!tool_ids.contains(b.compress_call_id.as_str())
+                && !journal_calls.contains(b.compress_call_id.as_str()))
+        {
             a.push(Severity::Warn, "state.unreplayable", spath.clone(), line, format!("{name}: compressCallId {:?} is neither in the transcript nor in the journal; rebuild cannot reproduce it", b.compress_call_id));
         }
 
         // The block's archive.
         if !safe_rel(&b.archive_rel) {
-            a.push(Severity::Error, "archive.mismatch", spath.clone(), line, format!("{name}: archiveRel {:?} leaves the archive root", b.archive_rel));
+            a.push(
+                Severity::Error,
+                "archive.mismatch",
+                spath.clone(),
+                line,
+                format!(
+                    "{name}: archiveRel {:?} leaves the archive root",
+                    b.archive_rel
+                ),
+            );
             continue;
         }
         referenced.insert(b.archive_rel.as_str());
@@ -301,12 +418,20 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
         let text = match s.archives.iter().find(|f| f.rel == b.archive_rel) {
             Some(f) => Some(f.text.clone()),
             None => match std::fs::read(s.archive_root.join(&b.archive_rel)) {
-                Ok(bytes) => Some(String::from_utf8(bytes).map_err(|_| "not valid UTF-8".to_string())),
+                Ok(bytes) => {
+                    Some(String::from_utf8(bytes).map_err(|_| "not valid UTF-8".to_string()))
+                }
                 Err(_) => None,
             },
         };
         let Some(text) = text else {
-            a.push(Severity::Error, "archive.missing", apath, None, format!("the archive of {name} does not exist"));
+            a.push(
+                Severity::Error,
+                "archive.missing",
+                apath,
+                None,
+                format!("the archive of {name} does not exist"),
+            );
             continue;
         };
         if b.archive_path != expected_abs {
@@ -315,12 +440,24 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
         let text = match text {
             Ok(t) => t,
             Err(e) => {
-                a.push(Severity::Error, "archive.corrupt", apath, None, format!("cannot read: {e}"));
+                a.push(
+                    Severity::Error,
+                    "archive.corrupt",
+                    apath,
+                    None,
+                    format!("cannot read: {e}"),
+                );
                 continue;
             }
         };
         match archive::parse(&text) {
-            Err(e) => a.push(Severity::Error, "archive.corrupt", apath, Some(1), e.to_string()),
+            Err(e) => a.push(
+                Severity::Error,
+                "archive.corrupt",
+                apath,
+                Some(1),
+                e.to_string(),
+            ),
             Ok(parsed) => {
                 if parsed.sha_ok == Some(false) {
                     a.push(Severity::Error, "archive.corrupt", apath.clone(), None, "body_sha256 does not match the body (the archive was changed after it was written)".into());
@@ -334,7 +471,10 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
                     diffs.push(format!("tier {} (state: {})", f.tier, b.tier));
                 }
                 if f.start != b.start_ref || f.end != b.end_ref {
-                    diffs.push(format!("range {}-{} (state: {}-{})", f.start, f.end, b.start_ref, b.end_ref));
+                    diffs.push(format!(
+                        "range {}-{} (state: {}-{})",
+                        f.start, f.end, b.start_ref, b.end_ref
+                    ));
                 }
                 let file = b.archive_rel.rsplit('/').next().unwrap_or("");
                 if file != archive::file_name(&f.block, &f.start, &f.end) {
@@ -344,14 +484,33 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
                     diffs.push(format!("directory does not match tier {}", f.tier));
                 }
                 if !diffs.is_empty() {
-                    a.push(Severity::Error, "archive.mismatch", apath, Some(2), diffs.join("; "));
+                    a.push(
+                        Severity::Error,
+                        "archive.mismatch",
+                        apath,
+                        Some(2),
+                        diffs.join("; "),
+                    );
                 }
             }
         }
     }
 
-    if s.state.exists && s.state.error.is_none() && !st.blocks.is_empty() && st.next_block_id <= max_block {
-        a.push(Severity::Error, "state.next-block-id", spath.clone(), line_of(&state_text, "\"nextBlockId\""), format!("nextBlockId {} is not above every block number (highest b{max_block})", st.next_block_id));
+    if s.state.exists
+        && s.state.error.is_none()
+        && !st.blocks.is_empty()
+        && st.next_block_id <= max_block
+    {
+        a.push(
+            Severity::Error,
+            "state.next-block-id",
+            spath.clone(),
+            line_of(&state_text, "\"nextBlockId\""),
+            format!(
+                "nextBlockId {} is not above every block number (highest b{max_block})",
+                st.next_block_id
+            ),
+        );
     }
 
     // Overlap of live blocks, one finding per pair.
@@ -366,7 +525,11 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
                 Some(&other) => match pairs.iter_mut().find(|p| p.0 == other && p.1 == bi) {
                     Some(p) => p.3 += 1,
                     None => {
-                        let r = refs_map.by_raw.get(id).cloned().unwrap_or_else(|| id.clone());
+                        let r = refs_map
+                            .by_raw
+                            .get(id)
+                            .cloned()
+                            .unwrap_or_else(|| id.clone());
                         pairs.push((other, bi, r, 1));
                     }
                 },
@@ -378,7 +541,20 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
     }
     for (x, y, r, n) in pairs {
         let (bx, by) = (st.blocks[x].block_id.name(), st.blocks[y].block_id.name());
-        a.push(Severity::Error, "state.overlap", spath.clone(), block_line(&by), format!("live blocks {bx} and {by} both cover {r}{}", if n > 1 { format!(" and {} more messages", n - 1) } else { String::new() }));
+        a.push(
+            Severity::Error,
+            "state.overlap",
+            spath.clone(),
+            block_line(&by),
+            format!(
+                "live blocks {bx} and {by} both cover {r}{}",
+                if n > 1 {
+                    format!(" and {} more messages", n - 1)
+                } else {
+                    String::new()
+                }
+            ),
+        );
     }
 
     // Stats.
@@ -392,7 +568,11 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
 
     // Journal batches not in state.
     if let Some(j) = journal {
-        let calls: HashSet<&str> = st.blocks.iter().map(|b| b.compress_call_id.as_str()).collect();
+        let calls: HashSet<&str> = st
+            .blocks
+            .iter()
+            .map(|b| b.compress_call_id.as_str())
+            .collect();
         for (line, e) in &j.entries {
             if !calls.contains(e.call_id.as_str()) {
                 a.push(Severity::Warn, "state.behind-journal", journal_path.clone(), Some(*line), format!("committed batch {} is missing from state.json; the next ctl command or rebuild rolls it forward", e.call_id));
@@ -402,11 +582,23 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
 
     for f in &s.archives {
         if !referenced.contains(f.rel.as_str()) {
-            a.push(Severity::Warn, "archive.orphan", style.archive(sid, &f.rel), None, "no block points to this archive".into());
+            a.push(
+                Severity::Warn,
+                "archive.orphan",
+                style.archive(sid, &f.rel),
+                None,
+                "no block points to this archive".into(),
+            );
         }
     }
     for d in &s.debris {
-        a.push(Severity::Warn, "archive.temp-debris", style.archive(sid, d), None, "a leftover temp file of an interrupted write; the next ctl command removes it".into());
+        a.push(
+            Severity::Warn,
+            "archive.temp-debris",
+            style.archive(sid, d),
+            None,
+            "a leftover temp file of an interrupted write; the next ctl command removes it".into(),
+        );
     }
 }
 
@@ -414,18 +606,41 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
 pub fn audit_memory(a: &mut Audit, dir: &Path) {
     let scan = memory::scan(dir);
     for p in memory::check(&scan) {
-        let sev = if p.kind.is_error() { Severity::Error } else { Severity::Warn };
-        a.push(sev, p.kind.code(), format!("memory/{}", p.file_name), None, p.message);
+        let sev = if p.kind.is_error() {
+            Severity::Error
+        } else {
+            Severity::Warn
+        };
+        a.push(
+            sev,
+            p.kind.code(),
+            format!("memory/{}", p.file_name),
+            None,
+            p.message,
+        );
     }
     let computed = memory::render_index(&scan.memories);
     match std::fs::read_to_string(dir.join("MEMORY.md")) {
         Ok(on_disk) => {
             if !memory::index_entries_equal(&on_disk, &computed) {
-                a.push(Severity::Warn, "memory.index-stale", "memory/MEMORY.md".into(), None, "MEMORY.md does not list the memories as they are (run `reindex-memory`)".into());
+                a.push(
+                    Severity::Warn,
+                    "memory.index-stale",
+                    "memory/MEMORY.md".into(),
+                    None,
+                    "MEMORY.md does not list the memories as they are (run `reindex-memory`)"
+                        .into(),
+                );
             }
         }
         Err(_) if !scan.memories.is_empty() => {
-            a.push(Severity::Warn, "memory.index-stale", "memory/MEMORY.md".into(), None, "MEMORY.md is missing (run `reindex-memory`)".into());
+            a.push(
+                Severity::Warn,
+                "memory.index-stale",
+                "memory/MEMORY.md".into(),
+                None,
+                "MEMORY.md is missing (run `reindex-memory`)".into(),
+            );
         }
         Err(_) => {}
     }
@@ -434,13 +649,25 @@ pub fn audit_memory(a: &mut Audit, dir: &Path) {
 /// Audit bad names found by discovery into `a`.
 pub fn audit_names(a: &mut Audit, d: &Discovery) {
     for b in &d.bad_names {
-        a.push(Severity::Warn, "root.bad-name", b.path_rel.clone(), None, b.reason.clone());
+        a.push(
+            Severity::Warn,
+            "root.bad-name",
+            b.path_rel.clone(),
+            None,
+            b.reason.clone(),
+        );
     }
 }
 
 /// Audit a whole root: every session, the memory directory, bad names. `progress` is called
 /// after each session.
-pub fn audit_root(paths: &RootPaths, d: &Discovery, cfg: &NoaConfig, style: PathStyle, progress: &mut dyn FnMut(usize, usize)) -> Audit {
+pub fn audit_root(
+    paths: &RootPaths,
+    d: &Discovery,
+    cfg: &NoaConfig,
+    style: PathStyle,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Audit {
     let mut a = Audit::default();
     audit_names(&mut a, d);
     audit_memory(&mut a, &paths.memory);

@@ -1,6 +1,338 @@
-//! The command line (SPEC 7).
+//! The command line (SPEC 7): parse once into validated settings, run, map errors to an exit
+//! code. Every error is one line on stderr: `normafs: <message>`.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::audit::{self, PathStyle};
+use crate::config::{Config, Settings};
+use crate::store::ctl::{Runner, Scope};
+use crate::store::root::{self, RootOverrides, RootPaths};
+use crate::store::session;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "normafs",
+    version,
+    about = "AI-agent sessions as a filesystem: views, audits and control of Norma session roots"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+/// Where the three backing directories are.
+#[derive(Debug, Clone, Args)]
+struct RootArgs {
+    /// Transcripts directory [default: ROOT/transcripts]
+    #[arg(long, value_name = "DIR")]
+    transcripts: Option<PathBuf>,
+    /// Memory directory [default: ROOT/memory]
+    #[arg(long, value_name = "DIR")]
+    memory: Option<PathBuf>,
+    /// Archive base directory; a session's archive root is DIR/<sid> [default: ROOT/noa]
+    #[arg(long, value_name = "DIR")]
+    archives: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Print a session's view.jsonl (or view.md) without mounting
+    View {
+        /// The session root
+        root: PathBuf,
+        /// The session id
+        sid: String,
+        /// Print view.md instead of view.jsonl
+        #[arg(long)]
+        md: bool,
+        #[command(flatten)]
+        dirs: RootArgs,
+        #[command(flatten)]
+        settings: Settings,
+    },
+    /// Audit a root (or one session): exit 0 when no errors, 1 when there are errors
+    Audit {
+        /// The session root
+        root: PathBuf,
+        /// Only this session (the memory directory and bad names are still checked)
+        sid: Option<String>,
+        /// Print JSON instead of audit.txt lines
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        dirs: RootArgs,
+        #[command(flatten)]
+        settings: Settings,
+    },
+    /// Run a control command without mounting; prints its result line
+    #[command(
+        after_help = "Session commands: compress {json} | compress START END SUMMARY… | rebuild | help.\nUse `-` as SID for the root commands: reindex-memory | help."
+    )]
+    Ctl {
+        /// The session root
+        root: PathBuf,
+        /// The session id, or `-` for the root control file
+        sid: String,
+        /// The command and its arguments
+        #[arg(required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+        #[command(flatten)]
+        dirs: RootArgs,
+        #[command(flatten)]
+        settings: Settings,
+    },
+    /// Write a synthetic session root (for tests, demos, benchmarks)
+    Gen {
+        /// Where to write it (must not exist or be empty)
+        root: PathBuf,
+        /// Number of sessions
+        #[arg(long, default_value_t = 3)]
+        sessions: usize,
+        /// Messages per main transcript
+        #[arg(long, default_value_t = 200)]
+        messages: usize,
+        /// Seed: the same options give the same bytes
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Also add every kind of damage the audit catalogue names
+        #[arg(long)]
+        corrupt: bool,
+    },
+}
+
+/// A failed command: its message and exit code.
+#[derive(Debug)]
+pub struct CliError {
+    pub message: String,
+    pub code: i32,
+}
+
+impl CliError {
+    fn new(message: impl Into<String>) -> CliError {
+        CliError {
+            message: message.into(),
+            code: 1,
+        }
+    }
+}
+
+fn resolve_root(root: &Path, dirs: &RootArgs) -> Result<RootPaths, CliError> {
+    if !root.is_dir() {
+        return Err(CliError::new(format!(
+            "{} is not a directory",
+            root.display()
+        )));
+    }
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    Ok(RootPaths::with_overrides(
+        &abs(root),
+        RootOverrides {
+            transcripts: dirs.transcripts.as_deref().map(abs),
+            memory: dirs.memory.as_deref().map(abs),
+            archives: dirs.archives.as_deref().map(abs),
+        },
+    ))
+}
+
+fn config(settings: Settings) -> Result<Config, CliError> {
+    let (cfg, warnings) = settings
+        .resolve()
+        .map_err(|e| CliError::new(e.to_string()))?;
+    for w in warnings {
+        eprintln!("normafs: warning: {w}");
+    }
+    Ok(cfg)
+}
+
+fn check_session(paths: &RootPaths, sid: &str) -> Result<(), CliError> {
+    root::valid_session_name(std::ffi::OsStr::new(sid))
+        .map_err(|e| CliError::new(format!("{sid:?} is not a session name: {e}")))?;
+    if !paths.transcript_path(sid).exists() && !paths.archive_root(sid).is_dir() {
+        return Err(CliError::new(format!(
+            "no session {sid} (neither {} nor {} exists)",
+            paths.transcript_path(sid).display(),
+            paths.archive_root(sid).display()
+        )));
+    }
+    Ok(())
+}
+
+/// A progress bar on a terminal, nothing otherwise.
+fn progress(label: &'static str) -> impl FnMut(usize, usize) {
+    let tty = std::io::stderr().is_terminal();
+    let mut bar: Option<indicatif::ProgressBar> = None;
+    move |done, total| {
+        if !tty || total < 2 {
+            return;
+        }
+        let b = bar.get_or_insert_with(|| {
+            let b = indicatif::ProgressBar::new(total as u64);
+            if let Ok(style) =
+                indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {elapsed}")
+            {
+                b.set_style(style);
+            }
+            b.set_prefix(label);
+            b
+        });
+        b.set_position(done as u64);
+        if done >= total {
+            b.finish_and_clear();
+        }
+    }
+}
+
+fn write_stdout(bytes: &[u8]) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|_| out.flush()) {
+        Ok(()) => Ok(()),
+        // A closed pipe (`| head`) is not an error worth a message.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(CliError::new(format!("cannot write to stdout: {e}"))),
+    }
+}
+
+fn run(cli: Cli) -> Result<i32, CliError> {
+    match cli.command {
+        Cmd::View {
+            root,
+            sid,
+            md,
+            dirs,
+            settings,
+        } => {
+            let paths = resolve_root(&root, &dirs)?;
+            let cfg = config(settings)?;
+            check_session(&paths, &sid)?;
+            let s = session::load(&paths, &sid);
+            if let Some(e) = &s.state.error {
+                eprintln!("normafs: warning: {e}; showing the view without compression state");
+            }
+            let msgs = s.msgs();
+            let v = crate::noa::view::project(&msgs, &s.state.state, &cfg.noa);
+            if md {
+                write_stdout(v.to_markdown().as_bytes())?;
+            } else {
+                write_stdout(&v.to_jsonl())?;
+            }
+            Ok(0)
+        }
+        Cmd::Audit {
+            root,
+            sid,
+            json,
+            dirs,
+            settings,
+        } => {
+            let paths = resolve_root(&root, &dirs)?;
+            let cfg = config(settings)?;
+            let mut d = root::discover(&paths)
+                .map_err(|e| CliError::new(format!("cannot list the root: {e}")))?;
+            if let Some(sid) = &sid {
+                check_session(&paths, sid)?;
+                d.sessions = vec![sid.clone()];
+            }
+            let a = audit::audit_root(
+                &paths,
+                &d,
+                &cfg.noa,
+                PathStyle::Root,
+                &mut progress("audit"),
+            );
+            if json {
+                let mut s = serde_json::to_string_pretty(&a.to_json()).unwrap_or_default();
+                s.push('\n');
+                write_stdout(s.as_bytes())?;
+            } else {
+                write_stdout(a.to_text().as_bytes())?;
+            }
+            Ok(if a.has_errors() { 1 } else { 0 })
+        }
+        Cmd::Ctl {
+            root,
+            sid,
+            command,
+            dirs,
+            settings,
+        } => {
+            let paths = resolve_root(&root, &dirs)?;
+            let cfg = config(settings)?;
+            let scope = if sid == "-" {
+                Scope::Root
+            } else {
+                check_session(&paths, &sid)?;
+                Scope::Session(sid)
+            };
+            let line = command.join(" ");
+            let runner = Runner {
+                paths: &paths,
+                cfg: &cfg.noa,
+                read_only: false,
+            };
+            let rec = runner.run(&scope, &line, 1, chrono::Utc::now());
+            if rec.ok {
+                let mut s = rec.to_json().to_string();
+                s.push('\n');
+                write_stdout(s.as_bytes())?;
+                Ok(0)
+            } else {
+                Err(CliError::new(rec.message.replace('\n', " ")))
+            }
+        }
+        Cmd::Gen {
+            root,
+            sessions,
+            messages,
+            seed,
+            corrupt,
+        } => crate::gen_cli::run(
+            &root,
+            sessions,
+            messages,
+            seed,
+            corrupt,
+            &mut progress("gen"),
+        ),
+    }
+}
 
 /// Run the CLI; returns the process exit code.
 pub fn main() -> i32 {
-    0
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                let _ = e.print();
+                return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                    2
+                } else {
+                    0
+                };
+            }
+            let text = e.render().to_string();
+            let first = text
+                .lines()
+                .next()
+                .unwrap_or("invalid arguments")
+                .trim_start_matches("error: ");
+            eprintln!("normafs: {first} (see --help)");
+            return 2;
+        }
+    };
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("normafs: {}", e.message);
+            e.code
+        }
+    }
 }

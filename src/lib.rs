@@ -13,5 +13,6 @@ pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod format;
+mod gen_cli;
 pub mod noa;
 pub mod store;

@@ -408,7 +408,24 @@ fn render_body(doc: &ArchiveDoc) -> String {
     out.push_str("\n\n");
     push_quoted(&mut out, &doc.summary);
     out.push('\n');
-    for entry in &doc.entries {
+    out.push_str(&render_entries(&doc.entries));
+    out
+}
+
+/// The parts of one message, as in an archive's raw entry: each part followed by an empty line.
+pub fn render_parts(parts: &[Part]) -> String {
+    let mut out = String::new();
+    for (i, part) in parts.iter().enumerate() {
+        out.push_str(&render_part(part, i == 0));
+        out.push_str("\n\n");
+    }
+    out
+}
+
+/// Raw entries and absorbed sections, as in an archive body (also used for `raw/` files).
+pub fn render_entries(entries: &[Entry]) -> String {
+    let mut out = String::new();
+    for entry in entries {
         match entry {
             Entry::Raw {
                 reference,
@@ -421,10 +438,7 @@ fn render_body(doc: &ArchiveDoc) -> String {
                     out.push_str(&format!(" · {}", one_line(ts)));
                 }
                 out.push_str("\n\n");
-                for (i, part) in parts.iter().enumerate() {
-                    out.push_str(&render_part(part, i == 0));
-                    out.push_str("\n\n");
-                }
+                out.push_str(&render_parts(parts));
             }
             Entry::Absorbed {
                 block,

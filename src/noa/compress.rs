@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::config::NoaConfig;
-use crate::format::archive::{self, ArchiveDoc, Entry, Frontmatter, Part};
+use crate::format::archive::{self, ArchiveDoc, Entry, Frontmatter};
 use crate::format::state::{Block, BlockId, State, TokenSnapshot};
 use crate::format::transcript::Content;
 use crate::noa::tokens;
@@ -431,15 +431,7 @@ pub fn plan(ctx: &Ctx<'_>, batch: &Batch) -> Result<Planned, CompressError> {
             .iter()
             .map(|&mi| {
                 let m = &ctx.msgs[mi];
-                (
-                    mi,
-                    Entry::Raw {
-                        reference: mat.ref_of(mi).to_string(),
-                        role: m.message.role.clone(),
-                        timestamp: m.timestamp.map(str::to_string),
-                        parts: m.message.content.iter().map(Part::from_content).collect(),
-                    },
-                )
+                (mi, Entry::raw(mat.ref_of(mi), m.message, m.timestamp))
             })
             .collect();
         for &b in &absorbed {

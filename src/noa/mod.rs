@@ -11,6 +11,7 @@
 pub mod compress;
 pub mod refs;
 pub mod replay;
+pub mod status;
 pub mod tokens;
 pub mod view;
 

@@ -608,3 +608,88 @@ impl View<'_> {
         out
     }
 }
+
+impl View<'_> {
+    /// `view.md`: the same view for people, a heading per line.
+    pub fn to_markdown(&self) -> String {
+        use crate::format::archive::{render_parts, Part};
+        let mat = &self.mat;
+        let mut out = String::new();
+        for it in &mat.items {
+            match it {
+                Item::Msg(m) => {
+                    let msg = mat.msgs[m.msg].message;
+                    out.push_str(&format!("## {} · {}\n\n", mat.ref_of(m.msg), msg.role));
+                    let parts: Vec<Part> =
+                        m.content.iter().map(|c| Part::from_content(c)).collect();
+                    out.push_str(&render_parts(&parts));
+                }
+                Item::Block(b) => {
+                    let blk = &mat.state.blocks[b.block];
+                    out.push_str(&format!(
+                        "## {} · tier {} · {}–{}\n\n{}\n\n",
+                        blk.block_id.name(),
+                        blk.tier,
+                        blk.start_ref,
+                        blk.end_ref,
+                        b.text
+                    ));
+                }
+            }
+        }
+        if let Some(n) = &self.nudge {
+            out.push_str(&format!("## nudge · {}\n\n{}\n\n", n.kind, n.text));
+        }
+        out
+    }
+
+    /// The usage band of the measured tokens: `below-floor`, `floor`, `pressure`, `emergency`.
+    pub fn band(&self, cfg: &NoaConfig) -> &'static str {
+        let usage = self.measured as f64 / cfg.window.max(1) as f64;
+        if usage > cfg.truncate_ratio {
+            "emergency"
+        } else if usage >= cfg.pressure_ratio {
+            "pressure"
+        } else if usage >= cfg.floor_ratio {
+            "floor"
+        } else {
+            "below-floor"
+        }
+    }
+}
+
+/// Why a raw range cannot be rendered.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RawError {
+    #[error("unknown ref {0}")]
+    UnknownRef(String),
+    #[error("range {0}..{1} ends before it starts")]
+    Reversed(String, String),
+}
+
+/// `raw/<start>-<end>.md`: every raw transcript message from `start` to `end`, rendered like an
+/// archive body (untruncated, hidden and compressed messages included).
+pub fn raw_range(
+    msgs: &[Msg<'_>],
+    refs: &RefAssignment,
+    start: &str,
+    end: &str,
+) -> Result<String, RawError> {
+    use crate::format::archive::{render_entries, Entry};
+    let s = refs
+        .msg_of(start)
+        .ok_or_else(|| RawError::UnknownRef(start.to_string()))?;
+    let e = refs
+        .msg_of(end)
+        .ok_or_else(|| RawError::UnknownRef(end.to_string()))?;
+    if s > e {
+        return Err(RawError::Reversed(start.to_string(), end.to_string()));
+    }
+    let entries: Vec<Entry> = (s..=e)
+        .map(|i| Entry::raw(&refs.per_msg[i], msgs[i].message, msgs[i].timestamp))
+        .collect();
+    Ok(format!(
+        "# Raw {start}–{end}\n\n{}",
+        render_entries(&entries)
+    ))
+}

@@ -1,5 +1,6 @@
 //! The session root on disk: discovery, incremental loading, durable writes, lock, journal.
 
+pub mod ctl;
 pub mod durable;
 pub mod failpoint;
 pub mod journal;
@@ -7,3 +8,4 @@ pub mod lock;
 pub mod root;
 pub mod session;
 pub mod transcripts;
+pub mod txn;

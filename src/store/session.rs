@@ -64,7 +64,9 @@ fn list_archives(root: &Path) -> (Vec<ArchiveFile>, Vec<String>) {
     }
     tiers.sort();
     for t in tiers {
-        let Ok(entries) = fs::read_dir(root.join(&t)) else { continue };
+        let Ok(entries) = fs::read_dir(root.join(&t)) else {
+            continue;
+        };
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             let Ok(ft) = e.file_type() else { continue };

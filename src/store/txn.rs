@@ -1,0 +1,524 @@
+//! The ctl transactions on disk (SPEC 4.4 steps 4-6, recovery, 4.7 rebuild), each under the
+//! session lock.
+//!
+//! Order of a compress: archives (each created durably, never overwriting), then the journal
+//! line (the commit point), then `state.json` (atomic replace). A crash anywhere leaves either
+//! the old state or a state that the journal rolls forward; debris is removed by the recovery
+//! that starts every command.
+//!
+//! Failpoints: `compress.after-archive` (after each archive), `compress.before-journal`,
+//! `compress.after-journal`, `compress.after-state`, `recover.after-cut`,
+//! `recover.after-rollforward`, `rebuild.after-archive`, `rebuild.before-state`.
+
+use std::collections::HashSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{json, Value};
+
+use crate::config::NoaConfig;
+use crate::format::archive;
+use crate::format::state::{parse_state, State, StateLoadError};
+use crate::noa::compress::{self, Ctx, PlannedBlock};
+use crate::noa::replay::{self, Applied, Event, Source};
+use crate::noa::view;
+use crate::store::durable::{self, is_temp_name};
+use crate::store::failpoint;
+use crate::store::journal::{self, JournalEntry};
+use crate::store::lock::{self, LockError, SessionLock};
+use crate::store::root::RootPaths;
+use crate::store::session::{self, is_tier_dir};
+
+/// Why a command failed, by what the caller should answer (`EINVAL`, `EBUSY`, `EIO`).
+#[derive(Debug, thiserror::Error)]
+pub enum TxnError {
+    /// A bad request; nothing was changed.
+    #[error("{0}")]
+    Invalid(String),
+    /// Another command holds the session lock.
+    #[error("another ctl command holds the lock of session {0} (waited 5 s)")]
+    Busy(String),
+    /// Reading or writing the backing files failed.
+    #[error("{0}")]
+    Io(String),
+}
+
+impl From<compress::CompressError> for TxnError {
+    fn from(e: compress::CompressError) -> Self {
+        TxnError::Invalid(e.to_string())
+    }
+}
+
+fn io_err(what: &str, path: &Path, e: std::io::Error) -> TxnError {
+    TxnError::Io(format!("{what} {}: {e}", path.display()))
+}
+
+/// The outcome of a successful command.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// One line for people.
+    pub message: String,
+    /// Machine-readable detail.
+    pub result: Value,
+}
+
+/// RFC 3339 UTC with nanoseconds, the transcript's own time format.
+pub fn timestamp(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Nanos, true)
+}
+
+/// How long a command waits for the session lock.
+pub const LOCK_WAIT: Duration = Duration::from_secs(5);
+
+fn take_lock(paths: &RootPaths, sid: &str) -> Result<SessionLock, TxnError> {
+    let root = paths.archive_root(sid);
+    lock::acquire(&root, LOCK_WAIT).map_err(|e| match e {
+        LockError::Busy => TxnError::Busy(sid.to_string()),
+        LockError::Io(e) => io_err("cannot lock", &root, e),
+    })
+}
+
+/// Write a block's archive unless an equal one is there. A different file at the path is kept
+/// beside as `<name>.replaced-<stamp>` and the new one written. Returns what happened.
+fn place_archive(root: &Path, p: &PlannedBlock, stamp: &str) -> Result<ArchivePlacement, TxnError> {
+    let path = root.join(&p.block.archive_rel);
+    let dir = path.parent().unwrap_or(root).to_path_buf();
+    durable::create_dir_all_durable(&dir).map_err(|e| io_err("cannot create", &dir, e))?;
+    match fs::read(&path) {
+        Ok(bytes) => {
+            if adoptable(&bytes, &p.block) {
+                return Ok(ArchivePlacement::Adopted);
+            }
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let kept = dir.join(format!("{name}.replaced-{stamp}"));
+            fs::rename(&path, &kept).map_err(|e| io_err("cannot keep", &path, e))?;
+            durable::fsync_dir(&dir).map_err(|e| io_err("cannot sync", &dir, e))?;
+            durable::create_new_durable(&path, p.archive.as_bytes())
+                .map_err(|e| io_err("cannot write", &path, e))?;
+            Ok(ArchivePlacement::Replaced(kept))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            durable::create_new_durable(&path, p.archive.as_bytes())
+                .map_err(|e| io_err("cannot write", &path, e))?;
+            Ok(ArchivePlacement::Written)
+        }
+        Err(e) => Err(io_err("cannot read", &path, e)),
+    }
+}
+
+enum ArchivePlacement {
+    Adopted,
+    Written,
+    Replaced(PathBuf),
+}
+
+/// An existing archive is adopted only if its frontmatter's block, tier and range match the
+/// block, and its `body_sha256`, when present, matches its body (SPEC 4.7).
+fn adoptable(bytes: &[u8], b: &crate::format::state::Block) -> bool {
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return false;
+    };
+    let Ok(parsed) = archive::parse(text) else {
+        return false;
+    };
+    let f = &parsed.doc.front;
+    parsed.sha_ok != Some(false)
+        && f.block == b.block_id.name()
+        && f.tier == b.tier
+        && f.start == b.start_ref
+        && f.end == b.end_ref
+}
+
+/// Recovery (SPEC 4.4), run under the lock before every command: cut a torn journal tail, roll
+/// committed batches missing from `state.json` forward, remove debris of uncommitted batches.
+/// Returns notes on what it did.
+pub fn recover(
+    paths: &RootPaths,
+    sid: &str,
+    cfg: &NoaConfig,
+    now: DateTime<Utc>,
+) -> Result<Vec<String>, TxnError> {
+    let mut notes = Vec::new();
+    let root = paths.archive_root(sid);
+    let jpath = paths.journal_path(sid);
+    let mut jr = journal::read(&jpath).map_err(|e| io_err("cannot read", &jpath, e))?;
+    if let Some(off) = jr.torn_tail {
+        journal::cut_torn_tail(&jpath, off).map_err(|e| io_err("cannot cut", &jpath, e))?;
+        failpoint::hit("recover.after-cut").map_err(|e| io_err("recovery", &jpath, e))?;
+        notes.push("cut an uncommitted batch from the journal tail".to_string());
+        jr.torn_tail = None;
+    }
+    let journal_calls: HashSet<String> =
+        jr.entries.iter().map(|(_, e)| e.call_id.clone()).collect();
+
+    // Roll forward.
+    let spath = paths.state_path(sid);
+    let state = match fs::read(&spath) {
+        Ok(bytes) => parse_state(&bytes).ok(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(State::initial(sid)),
+        Err(e) => return Err(io_err("cannot read", &spath, e)),
+    };
+    if let Some(mut state) = state {
+        let have: HashSet<String> = state
+            .blocks
+            .iter()
+            .map(|b| b.compress_call_id.clone())
+            .collect();
+        let missing: Vec<&JournalEntry> = jr
+            .entries
+            .iter()
+            .map(|(_, e)| e)
+            .filter(|e| !have.contains(&e.call_id))
+            .collect();
+        if !missing.is_empty() {
+            let (t, _) = session::load_transcript(&paths.transcript_path(sid), sid);
+            let msgs = session::msgs(&t);
+            let root_str = root.to_string_lossy().into_owned();
+            let stamp = file_stamp(now);
+            let mut rolled = 0;
+            for e in missing {
+                let ev = Event {
+                    source: Source::Journal,
+                    at: e.at.clone(),
+                    call_id: e.call_id.clone(),
+                    input: e.input.clone(),
+                };
+                match replay::apply(&mut state, &msgs, &ev, cfg, sid, &root_str) {
+                    Applied::Done(blocks) => {
+                        for b in &blocks {
+                            place_archive(&root, b, &stamp)?;
+                        }
+                        rolled += 1;
+                    }
+                    Applied::Skipped(why) => notes.push(format!(
+                        "journal batch {} could not be rolled forward: {why}",
+                        e.call_id
+                    )),
+                }
+            }
+            if rolled > 0 {
+                let mat = view::materialize(&msgs, &state, cfg);
+                let mut st = state.clone();
+                compress::record_refs(&mut st, &mat);
+                durable::atomic_replace(&spath, st.to_pretty().as_bytes())
+                    .map_err(|e| io_err("cannot write", &spath, e))?;
+                failpoint::hit("recover.after-rollforward")
+                    .map_err(|e| io_err("recovery", &spath, e))?;
+                notes.push(format!(
+                    "rolled {rolled} committed batch(es) forward into state.json"
+                ));
+            }
+        }
+    }
+
+    // Debris: temp files, and archives of ctl batches that never committed.
+    let Ok(entries) = fs::read_dir(&root) else {
+        return Ok(notes);
+    };
+    let mut dirs = vec![root.clone()];
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if e.file_type().is_ok_and(|t| t.is_dir()) && is_tier_dir(&name) {
+            dirs.push(e.path());
+        }
+    }
+    for dir in dirs {
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !e.file_type().is_ok_and(|t| t.is_file()) {
+                continue;
+            }
+            let remove = if is_temp_name(&name) {
+                true
+            } else if name.ends_with(".md") && dir != root {
+                fs::read_to_string(e.path())
+                    .ok()
+                    .and_then(|t| archive::parse(&t).ok())
+                    .and_then(|p| p.doc.front.call)
+                    .is_some_and(|call| call.starts_with("ctl-") && !journal_calls.contains(&call))
+            } else {
+                false
+            };
+            if remove {
+                durable::remove_durable(&e.path())
+                    .map_err(|err| io_err("cannot remove", &e.path(), err))?;
+                notes.push(format!(
+                    "removed debris {}",
+                    e.path().strip_prefix(&root).unwrap_or(&e.path()).display()
+                ));
+            }
+        }
+    }
+    Ok(notes)
+}
+
+fn file_stamp(now: DateTime<Utc>) -> String {
+    now.format("%Y%m%dT%H%M%S%.9fZ").to_string()
+}
+
+/// Load the state for a command: a state.json that exists but cannot be used stops every
+/// command but `rebuild` (writing over it would lose it).
+fn usable_state(paths: &RootPaths, sid: &str) -> Result<State, TxnError> {
+    let loaded = crate::format::state::load_state(&paths.state_path(sid), sid);
+    match loaded.error {
+        None => Ok(loaded.state),
+        Some(StateLoadError::Io(e)) => Err(TxnError::Io(format!("cannot read state.json: {e}"))),
+        Some(e) => Err(TxnError::Invalid(format!(
+            "{e}; run `rebuild` to rebuild it from history (the old file is kept)"
+        ))),
+    }
+}
+
+/// Run a Compress batch from a ctl command (SPEC 4.4), durably.
+pub fn compress(
+    paths: &RootPaths,
+    sid: &str,
+    input: &Value,
+    cfg: &NoaConfig,
+    now: DateTime<Utc>,
+) -> Result<Outcome, TxnError> {
+    let batch = compress::parse_batch(input)?;
+    let _lock = take_lock(paths, sid)?;
+    let notes = recover(paths, sid, cfg, now)?;
+    let state = usable_state(paths, sid)?;
+    let (t, err) = session::load_transcript(&paths.transcript_path(sid), sid);
+    if let Some(e) = err {
+        return Err(TxnError::Io(format!("cannot read the transcript: {e}")));
+    }
+    let msgs = session::msgs(&t);
+    let root = paths.archive_root(sid);
+    let root_str = root.to_string_lossy().into_owned();
+    let call_id = format!("ctl-{}", uuid::Uuid::new_v4().simple());
+    let at = timestamp(now);
+    let ctx = Ctx {
+        msgs: &msgs,
+        state: &state,
+        cfg,
+        strict: true,
+        call_id: &call_id,
+        now: &at,
+        session: sid,
+        archive_root: &root_str,
+    };
+    let planned = compress::plan(&ctx, &batch)?;
+
+    // Step 4: archives, each new; on failure remove those written.
+    let mut written: Vec<PathBuf> = Vec::new();
+    let rollback = |written: &[PathBuf]| {
+        for p in written {
+            let _ = durable::remove_durable(p);
+        }
+    };
+    for p in &planned.blocks {
+        let path = root.join(&p.block.archive_rel);
+        let step = (|| {
+            let dir = path.parent().unwrap_or(&root);
+            durable::create_dir_all_durable(dir)?;
+            durable::create_new_durable(&path, p.archive.as_bytes())
+        })();
+        if let Err(e) = step {
+            rollback(&written);
+            return Err(io_err("cannot write archive", &path, e));
+        }
+        written.push(path.clone());
+        if let Err(e) = failpoint::hit("compress.after-archive") {
+            rollback(&written);
+            return Err(io_err("cannot write archive", &path, e));
+        }
+    }
+
+    // Step 5: the journal line is the commit point.
+    let jpath = paths.journal_path(sid);
+    let entry = JournalEntry {
+        at: at.clone(),
+        input: input.clone(),
+        blocks: planned
+            .blocks
+            .iter()
+            .map(|p| serde_json::to_value(&p.block).unwrap_or(Value::Null))
+            .collect(),
+        call_id: call_id.clone(),
+        extra: Default::default(),
+    };
+    if let Err(e) =
+        failpoint::hit("compress.before-journal").and_then(|_| journal::append(&jpath, &entry))
+    {
+        rollback(&written);
+        return Err(io_err("cannot commit to the journal", &jpath, e));
+    }
+
+    // Step 6: state. A failure here is a success with a warning: the batch is committed.
+    let spath = paths.state_path(sid);
+    let mut warnings: Vec<String> = Vec::new();
+    let state_write = failpoint::hit("compress.after-journal")
+        .and_then(|_| durable::atomic_replace(&spath, planned.state.to_pretty().as_bytes()));
+    if let Err(e) = state_write {
+        warnings.push(format!(
+            "committed to the journal but state.json could not be written ({e}); the next ctl command or rebuild rolls it forward"
+        ));
+    }
+    let _ = failpoint::hit("compress.after-state");
+
+    let blocks: Vec<Value> = planned
+        .blocks
+        .iter()
+        .map(PlannedBlock::result_json)
+        .collect();
+    let saved: u64 = planned.blocks.iter().map(|p| p.tokens_saved).sum();
+    let names: Vec<String> = planned
+        .blocks
+        .iter()
+        .map(|p| {
+            format!(
+                "{}..{} into {} (tier {})",
+                p.block.start_ref, p.block.end_ref, p.block.block_id, p.block.tier
+            )
+        })
+        .collect();
+    let mut message = format!("compressed {}; {saved} tokens saved", names.join(", "));
+    if planned.blocks.iter().any(|p| p.terminal) {
+        message.push_str("; terminal recompress (detail loss)");
+    }
+    if !warnings.is_empty() {
+        message.push_str("; warning: state.json not written");
+    }
+    Ok(Outcome {
+        message,
+        result: json!({"callId": call_id, "blocks": blocks, "tokensSaved": saved, "warnings": warnings, "recovery": notes}),
+    })
+}
+
+/// Rebuild state from history (SPEC 4.7), durably.
+pub fn rebuild(
+    paths: &RootPaths,
+    sid: &str,
+    cfg: &NoaConfig,
+    now: DateTime<Utc>,
+) -> Result<Outcome, TxnError> {
+    let _lock = take_lock(paths, sid)?;
+    let notes = recover(paths, sid, cfg, now)?;
+    let (t, err) = session::load_transcript(&paths.transcript_path(sid), sid);
+    if let Some(e) = err {
+        return Err(TxnError::Io(format!("cannot read the transcript: {e}")));
+    }
+    let msgs = session::msgs(&t);
+    let root = paths.archive_root(sid);
+    let root_str = root.to_string_lossy().into_owned();
+    let jpath = paths.journal_path(sid);
+    let jr = journal::read(&jpath).map_err(|e| io_err("cannot read", &jpath, e))?;
+
+    let mut events = replay::transcript_calls(&msgs, cfg);
+    events.extend(jr.entries.iter().map(|(_, e)| Event {
+        source: Source::Journal,
+        at: e.at.clone(),
+        call_id: e.call_id.clone(),
+        input: e.input.clone(),
+    }));
+    replay::order(&mut events);
+    let rep = replay::replay(&msgs, &events, cfg, sid, &root_str);
+    let mut state = rep.state;
+
+    // Carry over what normafs does not interpret from a parsable old state.
+    let spath = paths.state_path(sid);
+    let old_bytes = fs::read(&spath).ok();
+    let old = old_bytes.as_deref().map(parse_state);
+    let stamp = file_stamp(now);
+    let mut kept_state = None;
+    match &old {
+        Some(Ok(o)) => {
+            state.extra = o.extra.clone();
+            state.derived_from = o.derived_from.clone();
+            state.nudge = o.nudge.clone();
+            for b in state.blocks.iter_mut() {
+                if let Some(ob) = o.blocks.iter().find(|ob| {
+                    ob.block_id.name() == b.block_id.name()
+                        && ob.compress_call_id == b.compress_call_id
+                }) {
+                    b.extra = ob.extra.clone();
+                }
+            }
+            let reproduced: HashSet<(String, String)> = state
+                .blocks
+                .iter()
+                .map(|b| (b.block_id.name(), b.compress_call_id.clone()))
+                .collect();
+            let lost = o
+                .blocks
+                .iter()
+                .any(|ob| !reproduced.contains(&(ob.block_id.name(), ob.compress_call_id.clone())));
+            if lost {
+                kept_state = Some(spath.with_file_name(format!("state.json.replaced-{stamp}")));
+            }
+        }
+        Some(Err(_)) => {
+            kept_state = Some(spath.with_file_name(format!("state.json.replaced-{stamp}")))
+        }
+        None => {}
+    }
+    let mat = view::materialize(&msgs, &state, cfg);
+    let mut final_state = state.clone();
+    compress::record_refs(&mut final_state, &mat);
+
+    // Archives: adopt matching ones, rewrite others keeping the old file beside.
+    let (mut adopted, mut written, mut replaced) = (Vec::new(), Vec::new(), Vec::new());
+    for (_, blocks) in &rep.applied {
+        for p in blocks {
+            match place_archive(&root, p, &stamp)? {
+                ArchivePlacement::Adopted => adopted.push(p.block.archive_rel.clone()),
+                ArchivePlacement::Written => written.push(p.block.archive_rel.clone()),
+                ArchivePlacement::Replaced(k) => replaced.push(json!({"archive": p.block.archive_rel, "kept": k.strip_prefix(&root).unwrap_or(&k).to_string_lossy()})),
+            }
+            failpoint::hit("rebuild.after-archive").map_err(|e| io_err("rebuild", &root, e))?;
+        }
+    }
+    if let Some(k) = &kept_state {
+        if let Some(bytes) = &old_bytes {
+            durable::create_dir_all_durable(&root)
+                .map_err(|e| io_err("cannot create", &root, e))?;
+            durable::create_new_durable(k, bytes).map_err(|e| io_err("cannot keep", k, e))?;
+        }
+    }
+    failpoint::hit("rebuild.before-state").map_err(|e| io_err("rebuild", &spath, e))?;
+    durable::create_dir_all_durable(&root).map_err(|e| io_err("cannot create", &root, e))?;
+    durable::atomic_replace(&spath, final_state.to_pretty().as_bytes())
+        .map_err(|e| io_err("cannot write", &spath, e))?;
+
+    let skipped: Vec<Value> = rep
+        .skipped
+        .iter()
+        .map(|(c, why)| json!({"callId": c, "reason": why}))
+        .collect();
+    let message = format!(
+        "rebuilt {} block(s) from {} call(s); {} archive(s) adopted, {} written, {} replaced{}",
+        final_state.blocks.len(),
+        rep.applied.len(),
+        adopted.len(),
+        written.len(),
+        replaced.len(),
+        if skipped.is_empty() {
+            String::new()
+        } else {
+            format!("; {} call(s) skipped", skipped.len())
+        }
+    );
+    Ok(Outcome {
+        message,
+        result: json!({
+            "blocks": final_state.blocks.len(),
+            "adopted": adopted,
+            "written": written,
+            "replaced": replaced,
+            "skipped": skipped,
+            "keptState": kept_state.map(|k| k.to_string_lossy().into_owned()),
+            "recovery": notes,
+        }),
+    })
+}
