@@ -122,3 +122,53 @@ pub fn lines(bytes: &[u8]) -> Vec<Value> {
         .map(|l| serde_json::from_str(l).expect("view line is JSON"))
         .collect()
 }
+
+/// Copy a directory tree (files and dirs only), making it writable.
+pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read_dir") {
+        let e = e.expect("entry");
+        let dst = to.join(e.file_name());
+        if e.file_type().expect("type").is_dir() {
+            copy_tree(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), &dst).expect("copy");
+            let mut p = std::fs::metadata(&dst).expect("meta").permissions();
+            std::os::unix::fs::PermissionsExt::set_mode(&mut p, 0o644);
+            std::fs::set_permissions(&dst, p).expect("chmod");
+        }
+    }
+}
+
+/// A temporary copy of the example root (tests/data/example-root).
+pub fn example_root() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy_tree(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/example-root"), dir.path());
+    dir
+}
+
+/// Every file under `root` with its bytes, by relative path (the lock file excluded).
+pub fn snapshot(root: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    fn walk(base: &std::path::Path, dir: &std::path::Path, out: &mut std::collections::BTreeMap<String, Vec<u8>>) {
+        for e in std::fs::read_dir(dir).expect("read_dir") {
+            let e = e.expect("entry");
+            let p = e.path();
+            if e.file_type().expect("type").is_dir() {
+                walk(base, &p, out);
+            } else if e.file_name() != ".normafs.lock" {
+                let rel = p.strip_prefix(base).expect("prefix").to_string_lossy().into_owned();
+                out.insert(rel, std::fs::read(&p).expect("read"));
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
+/// Write a built session's transcript under `root/transcripts/`.
+pub fn write_session(root: &std::path::Path, s: &Session) {
+    let dir = root.join("transcripts");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join(format!("{}.jsonl", s.sid)), s.jsonl()).expect("write");
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The test command of normafs: formatting, lints, and every test (unit, integration, property).
+# Used as-is by CI (.ci/run) and given in the README.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Tools the mount tests drive (installed only when missing; needs root or sudo).
+need=()
+for t in jq python3; do command -v "$t" >/dev/null 2>&1 || need+=("$t"); done
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing: ${need[*]}"
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  else
+    echo "note: missing ${need[*]}; tests that need them print a notice and skip that step" >&2
+  fi
+fi
+
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+cargo fmt --all -- --check
+cargo clippy --all-targets --locked -- -D warnings
+cargo test --locked --all-targets
