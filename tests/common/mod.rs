@@ -21,6 +21,20 @@ impl Session {
         }
     }
 
+    /// The timestamp the next record will get.
+    pub fn next_timestamp(&self) -> String {
+        Self::timestamp_of(self.n + 1)
+    }
+
+    fn timestamp_of(n: u64) -> String {
+        format!(
+            "2026-11-30T{:02}:{:02}:{:02}.000000001Z",
+            10 + n / 3600,
+            (n / 60) % 60,
+            n % 60
+        )
+    }
+
     fn push(&mut self, kind: &str, message: Option<Value>) -> &mut Self {
         self.n += 1;
         let uuid = format!("{:032x}", 0xabc000 + self.n);
@@ -69,6 +83,13 @@ impl Session {
         self.push(
             "message",
             Some(json!({"role":"user","content":[{"type":"tool_result","tool_use_id":id,"content":[{"type":"text","text":text}]}]})),
+        )
+    }
+
+    pub fn tool_result_error(&mut self, id: &str, text: &str) -> &mut Self {
+        self.push(
+            "message",
+            Some(json!({"role":"user","content":[{"type":"tool_result","tool_use_id":id,"content":[{"type":"text","text":text}],"is_error":true}]})),
         )
     }
 
@@ -143,20 +164,31 @@ pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
 /// A temporary copy of the example root (tests/data/example-root).
 pub fn example_root() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
-    copy_tree(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/example-root"), dir.path());
+    copy_tree(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/example-root"),
+        dir.path(),
+    );
     dir
 }
 
 /// Every file under `root` with its bytes, by relative path (the lock file excluded).
 pub fn snapshot(root: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
-    fn walk(base: &std::path::Path, dir: &std::path::Path, out: &mut std::collections::BTreeMap<String, Vec<u8>>) {
+    fn walk(
+        base: &std::path::Path,
+        dir: &std::path::Path,
+        out: &mut std::collections::BTreeMap<String, Vec<u8>>,
+    ) {
         for e in std::fs::read_dir(dir).expect("read_dir") {
             let e = e.expect("entry");
             let p = e.path();
             if e.file_type().expect("type").is_dir() {
                 walk(base, &p, out);
             } else if e.file_name() != ".normafs.lock" {
-                let rel = p.strip_prefix(base).expect("prefix").to_string_lossy().into_owned();
+                let rel = p
+                    .strip_prefix(base)
+                    .expect("prefix")
+                    .to_string_lossy()
+                    .into_owned();
                 out.insert(rel, std::fs::read(&p).expect("read"));
             }
         }
