@@ -240,16 +240,14 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
                 format!("{e}; the view uses an empty state (run `rebuild` to recover)"),
             );
         }
-        None if !s.state.exists => {
-            if s.transcript_exists {
-                a.push(
-                    Severity::Info,
-                    "state.missing",
-                    spath.clone(),
-                    None,
-                    "no state.json: nothing compressed yet".into(),
-                );
-            }
+        None if !s.state.exists && s.transcript_exists => {
+            a.push(
+                Severity::Info,
+                "state.missing",
+                spath.clone(),
+                None,
+                "no state.json: nothing compressed yet".into(),
+            );
         }
         None => {}
     }
