@@ -860,13 +860,17 @@ fn rewriting_the_last_line_in_place_reloads() {
     let mut tf = TranscriptFile::open(&path, Some("s")).unwrap();
     assert_eq!(tf.transcript().records.len(), 3);
 
-    // Same size, last line changed, same inode.
+    // Same size, last line changed, same inode, and the old mtime put back: only the
+    // checksum of the last line can tell.
+    let mtime = fs::metadata(&path).unwrap().modified().unwrap();
     let rewritten = content.replacen("\"c\"", "\"z\"", 1);
     assert_eq!(rewritten.len(), content.len());
     let f = fs::OpenOptions::new().write(true).open(&path).unwrap();
     use std::os::unix::fs::FileExt;
     f.write_all_at(rewritten.as_bytes(), 0).unwrap();
+    f.set_modified(mtime).unwrap();
     drop(f);
+    assert_eq!(fs::metadata(&path).unwrap().modified().unwrap(), mtime);
     assert_eq!(tf.refresh().unwrap(), Refresh::Reloaded);
     check_file(&tf);
     assert_eq!(tf.transcript().records[2].record.uuid, "z");
