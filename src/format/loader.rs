@@ -1,1 +1,588 @@
-//! TODO
+//! The tolerant, incremental transcript loader (SPEC 3): bytes in, records and problems out.
+//!
+//! Pure code, no I/O. It never fails on content: every well-formed line becomes a [`Loaded`]
+//! record, everything else becomes a [`Problem`] with its line number and byte offset.
+//!
+//! Incremental loading: a [`Parser`] is fed the bytes of a file in order, in chunks of any size.
+//! Only newline-terminated lines are committed; an unterminated last line is parsed tentatively
+//! (a record, or a torn tail) and parsed again when more bytes arrive. Invariant: after any
+//! sequence of feeds, [`Parser::transcript`] equals [`Transcript::parse`] of all bytes fed.
+//! A feed costs O(new bytes + length of the unterminated last line).
+//!
+//! Rules where SPEC 3/9 leave room (normafs choices):
+//! - A line is malformed when it is empty or blank, not a JSON object, or an object whose known
+//!   fields do not have their types (`"uuid": 5`, a missing `uuid` or `type`, a known field
+//!   twice); the message is serde_json's (its column is within the line). Bytes are not
+//!   altered: a trailing `\r` is JSON whitespace and accepted.
+//! - The unterminated last line is a record when it parses, else a torn tail (a warning).
+//! - The parent chain follows parsed records: a malformed line in between is skipped, so it
+//!   does not break the chain by itself. The first record must have no `parent_uuid`; every
+//!   later one must name the previous parsed record.
+//! - Tool ids are read from the top level of `content[]` of messages (SPEC 3 "Messages");
+//!   a tool_use answered by an earlier tool_result (the orphan case) stays unanswered; a second
+//!   result for an answered tool_use is not an orphan; a repeated tool_use id replaces the
+//!   earlier open one.
+//! - Pending: walking back from the last message, each assistant message that has tool uses
+//!   and none of them answered is in the trailing run; any other message ends it. The open
+//!   tool uses of the run are `pending-tool-use` (info), all others `unanswered-tool-use`.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+
+use serde::de::IgnoredAny;
+
+use super::transcript::{parse_line, Content, Message, Record, ToolUsePart, Usage};
+
+/// How bad a finding is (SPEC 9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Severity {
+    Error,
+    Warn,
+    Info,
+}
+
+impl Severity {
+    /// The word used in `audit.txt`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warn => "warn",
+            Severity::Info => "info",
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The transcript findings of SPEC 9.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProblemKind {
+    /// A newline-terminated line that is not a JSON object of the record shape.
+    MalformedLine,
+    /// The last line has no newline and does not parse (a write in progress); ignored.
+    TornTail,
+    /// A record reuses the uuid of an earlier record (reported on the later one).
+    DuplicateUuid,
+    /// `parent_uuid` is not the uuid of the previous parsed record.
+    ParentChain,
+    /// `session_id` differs from the session the file belongs to.
+    SessionMismatch,
+    /// A tool_result whose `tool_use_id` had no earlier tool_use.
+    OrphanToolResult,
+    /// A tool_use never answered by a later tool_result, not in the trailing run.
+    UnansweredToolUse,
+    /// A tool_use in the trailing run of unanswered assistant messages.
+    PendingToolUse,
+}
+
+impl ProblemKind {
+    /// The SPEC 9 code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ProblemKind::MalformedLine => "transcript.malformed-line",
+            ProblemKind::TornTail => "transcript.torn-tail",
+            ProblemKind::DuplicateUuid => "transcript.duplicate-uuid",
+            ProblemKind::ParentChain => "transcript.parent-chain",
+            ProblemKind::SessionMismatch => "transcript.session-mismatch",
+            ProblemKind::OrphanToolResult => "transcript.orphan-tool-result",
+            ProblemKind::UnansweredToolUse => "transcript.unanswered-tool-use",
+            ProblemKind::PendingToolUse => "transcript.pending-tool-use",
+        }
+    }
+
+    /// The SPEC 9 severity.
+    pub fn severity(&self) -> Severity {
+        match self {
+            ProblemKind::MalformedLine | ProblemKind::DuplicateUuid => Severity::Error,
+            ProblemKind::TornTail
+            | ProblemKind::ParentChain
+            | ProblemKind::SessionMismatch
+            | ProblemKind::OrphanToolResult
+            | ProblemKind::UnansweredToolUse => Severity::Warn,
+            ProblemKind::PendingToolUse => Severity::Info,
+        }
+    }
+}
+
+/// One finding about a transcript, located by 1-based line and byte offset of the line start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub kind: ProblemKind,
+    pub line: u64,
+    pub offset: u64,
+    pub message: String,
+}
+
+impl Problem {
+    pub fn code(&self) -> &'static str {
+        self.kind.code()
+    }
+
+    pub fn severity(&self) -> Severity {
+        self.kind.severity()
+    }
+}
+
+/// A parsed record and where its line is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loaded {
+    pub record: Record,
+    /// 1-based line number.
+    pub line: u64,
+    /// Byte offset of the start of the line.
+    pub offset: u64,
+}
+
+/// Where an open (not yet answered) tool_use is.
+#[derive(Debug, Clone, PartialEq)]
+struct OpenUse {
+    /// Index into `Transcript::records`.
+    record: usize,
+    /// Index into the message's `content[]`.
+    item: usize,
+    line: u64,
+    offset: u64,
+}
+
+/// The result of loading a transcript.
+#[derive(Debug, Clone, Default)]
+pub struct Transcript {
+    /// Every well-formed record, in file order (including a parsable unterminated last line).
+    pub records: Vec<Loaded>,
+    /// Indices into `records` of the `message` records with a non-null message, in file order.
+    pub messages: Vec<usize>,
+    /// Usage summed over all records.
+    pub usage: Usage,
+    /// Line-local and backward-looking problems, in line order (tool-use findings are derived
+    /// on demand from `open`, since they depend on what follows).
+    found: Vec<Problem>,
+    /// The torn tail, when the unterminated last line does not parse.
+    torn: Option<Problem>,
+    /// Every tool_use id seen so far.
+    seen_tool_uses: HashSet<String>,
+    /// Tool uses not (yet) answered by a later tool_result.
+    open: HashMap<String, OpenUse>,
+}
+
+impl Transcript {
+    /// Load a whole transcript. `session` is the session id the file belongs to, when known.
+    pub fn parse(bytes: &[u8], session: Option<&str>) -> Transcript {
+        let mut parser = Parser::new(session);
+        parser.feed(bytes);
+        parser.into_transcript()
+    }
+
+    /// All problems, sorted by line (within a line: line-local findings, then tool uses in
+    /// content order).
+    pub fn problems(&self) -> Vec<Problem> {
+        let pending = self.pending_records();
+        let mut tools: Vec<(&String, &OpenUse)> = self.open.iter().collect();
+        tools.sort_by_key(|(_, u)| (u.record, u.item));
+        let mut all: Vec<Problem> = self.found.iter().chain(self.torn.iter()).cloned().collect();
+        for (id, u) in tools {
+            let name = self.tool_use_part(u).map_or("", |p| p.name.as_str());
+            let (kind, message) = if pending.contains(&u.record) {
+                (
+                    ProblemKind::PendingToolUse,
+                    format!(
+                        "tool_use {id} ({name}) at the tail awaits its result; \
+                         the runtime drops it on resume"
+                    ),
+                )
+            } else {
+                (
+                    ProblemKind::UnansweredToolUse,
+                    format!("tool_use {id} ({name}) has no tool_result"),
+                )
+            };
+            all.push(Problem {
+                kind,
+                line: u.line,
+                offset: u.offset,
+                message,
+            });
+        }
+        // Stable: keeps line-local findings before tool findings of the same line.
+        all.sort_by_key(|p| p.line);
+        all
+    }
+
+    /// The messages (SPEC 3), in file order, with their records.
+    pub fn iter_messages(&self) -> impl Iterator<Item = (&Loaded, &Message)> + '_ {
+        self.messages.iter().filter_map(|&i| {
+            let loaded = self.records.get(i)?;
+            Some((loaded, loaded.record.as_message()?))
+        })
+    }
+
+    /// Records that form the trailing run of assistant messages whose tool uses are all
+    /// unanswered (what the runtime drops on resume). An assistant message without tool_use,
+    /// or any other message, ends the run.
+    fn pending_records(&self) -> HashSet<usize> {
+        let mut run = HashSet::new();
+        for &i in self.messages.iter().rev() {
+            let Some(msg) = self.records.get(i).and_then(|l| l.record.as_message()) else {
+                break;
+            };
+            if msg.role != "assistant" {
+                break;
+            }
+            let ids: Vec<&str> = msg
+                .content
+                .iter()
+                .filter_map(|c| match c {
+                    Content::ToolUse(u) => Some(u.id.as_str()),
+                    _ => None,
+                })
+                .collect();
+            let all_open = ids
+                .iter()
+                .all(|id| self.open.get(*id).is_some_and(|o| o.record == i));
+            if ids.is_empty() || !all_open {
+                break;
+            }
+            run.insert(i);
+        }
+        run
+    }
+
+    fn tool_use_part(&self, u: &OpenUse) -> Option<&ToolUsePart> {
+        let msg = self.records.get(u.record)?.record.as_message()?;
+        match msg.content.get(u.item)? {
+            Content::ToolUse(p) => Some(p),
+            _ => None,
+        }
+    }
+}
+
+/// What applying the tentative last record changed, so that it can be taken back.
+#[derive(Debug, Clone, Default)]
+struct Undo {
+    usage: Usage,
+    messages_len: usize,
+    found_len: usize,
+    uuid_inserted: Option<String>,
+    prev: Option<(String, u64)>,
+    seen_inserted: Vec<String>,
+    /// Changes to `open`, in order: `(id, value before the change)`.
+    open_changes: Vec<(String, Option<OpenUse>)>,
+}
+
+/// An incremental transcript loader: feed it the bytes of a file in order.
+#[derive(Debug, Clone)]
+pub struct Parser {
+    t: Transcript,
+    session: Option<String>,
+    /// First line of each uuid.
+    uuids: HashMap<String, u64>,
+    /// Uuid and line of the previous parsed record.
+    prev: Option<(String, u64)>,
+    /// Bytes of complete lines so far.
+    committed: u64,
+    /// Number of complete lines so far.
+    lines: u64,
+    /// Start offset and length (newline included) of the last complete line.
+    last_line: Option<(u64, u64)>,
+    /// The unterminated last line.
+    pending: Vec<u8>,
+    /// Set while the tentative parse of `pending` produced a record: how to take it back.
+    tail_undo: Option<Undo>,
+}
+
+impl Parser {
+    pub fn new(session: Option<&str>) -> Parser {
+        Parser {
+            t: Transcript::default(),
+            session: session.map(str::to_string),
+            uuids: HashMap::new(),
+            prev: None,
+            committed: 0,
+            lines: 0,
+            last_line: None,
+            pending: Vec::new(),
+            tail_undo: None,
+        }
+    }
+
+    /// The transcript of all bytes fed so far.
+    pub fn transcript(&self) -> &Transcript {
+        &self.t
+    }
+
+    pub fn into_transcript(self) -> Transcript {
+        self.t
+    }
+
+    /// Bytes of complete (newline-terminated) lines fed so far.
+    pub fn committed_len(&self) -> u64 {
+        self.committed
+    }
+
+    /// All bytes fed so far (complete lines plus the unterminated last line).
+    pub fn fed_len(&self) -> u64 {
+        self.committed.saturating_add(self.pending.len() as u64)
+    }
+
+    /// The unterminated last line fed so far (empty when the input ends with a newline).
+    pub fn pending(&self) -> &[u8] {
+        &self.pending
+    }
+
+    /// Offset and length (newline included) of the last complete line, if any.
+    pub fn last_line(&self) -> Option<(u64, u64)> {
+        self.last_line
+    }
+
+    /// Feed the bytes that follow everything fed before.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        self.rollback_tail();
+        let mut rest = bytes;
+        if !self.pending.is_empty() {
+            match memchr::memchr(b'\n', rest) {
+                Some(nl) => {
+                    let mut line = std::mem::take(&mut self.pending);
+                    line.extend_from_slice(rest.get(..nl).unwrap_or_default());
+                    self.commit_line(&line);
+                    // Keep the allocation for the next unterminated line.
+                    line.clear();
+                    self.pending = line;
+                    rest = rest.get(nl + 1..).unwrap_or_default();
+                }
+                None => {
+                    self.pending.extend_from_slice(rest);
+                    rest = &[];
+                }
+            }
+        }
+        let mut start = 0;
+        for nl in memchr::memchr_iter(b'\n', rest) {
+            self.commit_line(rest.get(start..nl).unwrap_or_default());
+            start = nl + 1;
+        }
+        self.pending
+            .extend_from_slice(rest.get(start..).unwrap_or_default());
+        self.parse_tail();
+    }
+
+    /// Parse and commit one complete line (without its newline).
+    fn commit_line(&mut self, line: &[u8]) {
+        let number = self.lines + 1;
+        let offset = self.committed;
+        match parse_record(line) {
+            Ok(record) => self.apply(record, number, offset, None),
+            Err(message) => self.t.found.push(Problem {
+                kind: ProblemKind::MalformedLine,
+                line: number,
+                offset,
+                message,
+            }),
+        }
+        let len = line.len() as u64 + 1;
+        self.lines = number;
+        self.committed = offset.saturating_add(len);
+        self.last_line = Some((offset, len));
+    }
+
+    /// Tentatively parse the unterminated last line.
+    fn parse_tail(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let number = self.lines + 1;
+        let offset = self.committed;
+        // A JSON object ends with `}`: skip the parse while a long line is still arriving.
+        let trimmed = self.pending.trim_ascii();
+        let parsed = if trimmed.first() == Some(&b'{') && trimmed.last() == Some(&b'}') {
+            parse_record(&self.pending)
+        } else {
+            Err("does not end with '}'".to_string())
+        };
+        match parsed {
+            Ok(record) => {
+                let mut undo = Undo::default();
+                self.apply(record, number, offset, Some(&mut undo));
+                self.tail_undo = Some(undo);
+            }
+            Err(reason) => {
+                self.t.torn = Some(Problem {
+                    kind: ProblemKind::TornTail,
+                    line: number,
+                    offset,
+                    message: format!(
+                        "last line has no newline and does not parse ({} bytes, ignored): {reason}",
+                        self.pending.len()
+                    ),
+                })
+            }
+        }
+    }
+
+    /// Take back the tentative last record or torn tail, restoring the committed state.
+    fn rollback_tail(&mut self) {
+        self.t.torn = None;
+        let Some(undo) = self.tail_undo.take() else {
+            return;
+        };
+        self.t.records.pop();
+        self.t.messages.truncate(undo.messages_len);
+        self.t.usage = undo.usage;
+        self.t.found.truncate(undo.found_len);
+        if let Some(uuid) = undo.uuid_inserted {
+            self.uuids.remove(&uuid);
+        }
+        self.prev = undo.prev;
+        for id in undo.seen_inserted {
+            self.t.seen_tool_uses.remove(&id);
+        }
+        for (id, before) in undo.open_changes.into_iter().rev() {
+            match before {
+                Some(u) => self.t.open.insert(id, u),
+                None => self.t.open.remove(&id),
+            };
+        }
+    }
+
+    /// Add one parsed record: cross-record checks, tool-use bookkeeping, usage, indices.
+    /// With `undo`, every change to the running state is logged so it can be taken back.
+    fn apply(&mut self, record: Record, line: u64, offset: u64, mut undo: Option<&mut Undo>) {
+        if let Some(u) = undo.as_deref_mut() {
+            u.usage = self.t.usage.clone();
+            u.messages_len = self.t.messages.len();
+            u.found_len = self.t.found.len();
+            u.prev = self.prev.clone();
+        }
+        let index = self.t.records.len();
+        let problem = |kind, message| Problem {
+            kind,
+            line,
+            offset,
+            message,
+        };
+        let mut found = Vec::new();
+
+        match self.uuids.get(&record.uuid) {
+            Some(first) => found.push(problem(
+                ProblemKind::DuplicateUuid,
+                format!("uuid {} was already used on line {first}", record.uuid),
+            )),
+            None => {
+                self.uuids.insert(record.uuid.clone(), line);
+                if let Some(u) = undo.as_deref_mut() {
+                    u.uuid_inserted = Some(record.uuid.clone());
+                }
+            }
+        }
+
+        if let Some(message) = parent_chain_problem(record.parent_uuid.as_deref(), &self.prev) {
+            found.push(problem(ProblemKind::ParentChain, message));
+        }
+        self.prev = Some((record.uuid.clone(), line));
+
+        if let (Some(expected), Some(actual)) = (&self.session, &record.session_id) {
+            if expected != actual {
+                found.push(problem(
+                    ProblemKind::SessionMismatch,
+                    format!("session_id {actual} differs from the file's session {expected}"),
+                ));
+            }
+        }
+
+        if let Some(msg) = record.as_message() {
+            for (item, content) in msg.content.iter().enumerate() {
+                match content {
+                    Content::ToolUse(part) => {
+                        if self.t.seen_tool_uses.insert(part.id.clone()) {
+                            if let Some(u) = undo.as_deref_mut() {
+                                u.seen_inserted.push(part.id.clone());
+                            }
+                        }
+                        let open = OpenUse {
+                            record: index,
+                            item,
+                            line,
+                            offset,
+                        };
+                        let before = self.t.open.insert(part.id.clone(), open);
+                        if let Some(u) = undo.as_deref_mut() {
+                            u.open_changes.push((part.id.clone(), before));
+                        }
+                    }
+                    Content::ToolResult(part) => {
+                        if !self.t.seen_tool_uses.contains(&part.tool_use_id) {
+                            found.push(problem(
+                                ProblemKind::OrphanToolResult,
+                                format!(
+                                    "tool_result for {} has no earlier tool_use",
+                                    part.tool_use_id
+                                ),
+                            ));
+                        } else if let Some(before) = self.t.open.remove(&part.tool_use_id) {
+                            if let Some(u) = undo.as_deref_mut() {
+                                u.open_changes
+                                    .push((part.tool_use_id.clone(), Some(before)));
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            self.t.messages.push(index);
+        }
+
+        if let Some(usage) = record.usage() {
+            self.t.usage.add(usage);
+        }
+        self.t.found.append(&mut found);
+        self.t.records.push(Loaded {
+            record,
+            line,
+            offset,
+        });
+    }
+}
+
+/// The parent-chain finding for a record, given the previous parsed record.
+fn parent_chain_problem(parent: Option<&str>, prev: &Option<(String, u64)>) -> Option<String> {
+    match (parent, prev) {
+        (None, None) => None,
+        (Some(p), Some((u, _))) if p == u => None,
+        (Some(p), None) => Some(format!("first record has parent_uuid {p}")),
+        (None, Some((u, l))) => Some(format!(
+            "parent_uuid is absent; the previous record (line {l}) has uuid {u}"
+        )),
+        (Some(p), Some((u, l))) => Some(format!(
+            "parent_uuid {p} is not the previous record's uuid {u} (line {l})"
+        )),
+    }
+}
+
+/// Parse one line into a record, or say why it is not one.
+fn parse_record(line: &[u8]) -> Result<Record, String> {
+    let trimmed = line.trim_ascii();
+    match trimmed.first() {
+        None => Err("empty line".to_string()),
+        Some(b'{') => parse_line(line).map_err(|e| e.to_string()),
+        Some(&first) => match serde_json::from_slice::<IgnoredAny>(line) {
+            Ok(_) => Err(format!("not a JSON object: found {}", value_kind(first))),
+            Err(e) => Err(e.to_string()),
+        },
+    }
+}
+
+/// The kind of a JSON value from its first byte, for messages.
+fn value_kind(first: u8) -> &'static str {
+    match first {
+        b'[' => "an array",
+        b'"' => "a string",
+        b't' | b'f' => "a boolean",
+        b'n' => "null",
+        _ => "a number",
+    }
+}

@@ -5,48 +5,133 @@
 //! raw JSON value. Serializing a parsed record gives back a JSON value equal to its input; for
 //! input in the runtime's canonical compact form, the very same bytes.
 
-use serde::de::Error as _;
+use std::fmt;
+
+use serde::de::{Error as _, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 /// One line of a transcript.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// Deserialized by hand (see `RecordVisitor`) rather than with serde `flatten`, which would
+/// buffer every line into an intermediate tree first. An optional string or bool field written
+/// as `null` reads as `None` and the `null` is kept in `extra` under its own name, so that it is
+/// written back.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Record {
     pub uuid: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub parent_uuid: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub agent_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub is_sidechain: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub timestamp: Option<String>,
     /// `"message"` or `"boundary"`; any other value is kept as written.
     #[serde(rename = "type")]
     pub kind: String,
     /// `None`: absent. `Some(None)`: present and `null` (kept so the line round-trips).
-    #[serde(
-        default,
-        deserialize_with = "present_or_null",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<Option<Message>>,
-    #[serde(
-        default,
-        deserialize_with = "present_or_null",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Option<Usage>>,
-    #[serde(
-        default,
-        deserialize_with = "present_or_null",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub boundary: Option<Option<BoundaryMeta>>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+impl<'de> Deserialize<'de> for Record {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(RecordVisitor)
+    }
+}
+
+/// Reads a record field by field: known fields typed, any other kept in `extra`.
+struct RecordVisitor;
+
+impl<'de> Visitor<'de> for RecordVisitor {
+    type Value = Record;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a transcript record (a JSON object)")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Record, A::Error> {
+        let mut uuid = None;
+        let mut kind = None;
+        let mut parent_uuid = None;
+        let mut session_id = None;
+        let mut agent_id = None;
+        let mut is_sidechain = None;
+        let mut timestamp = None;
+        let mut message = None;
+        let mut usage = None;
+        let mut boundary = None;
+        let mut extra = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "uuid" => once(&mut uuid, "uuid", map.next_value()?)?,
+                "type" => once(&mut kind, "type", map.next_value()?)?,
+                "parent_uuid" => optional(&mut parent_uuid, &mut extra, key, map.next_value()?)?,
+                "session_id" => optional(&mut session_id, &mut extra, key, map.next_value()?)?,
+                "agent_id" => optional(&mut agent_id, &mut extra, key, map.next_value()?)?,
+                "is_sidechain" => optional(&mut is_sidechain, &mut extra, key, map.next_value()?)?,
+                "timestamp" => optional(&mut timestamp, &mut extra, key, map.next_value()?)?,
+                "message" => once(&mut message, "message", map.next_value()?)?,
+                "usage" => once(&mut usage, "usage", map.next_value()?)?,
+                "boundary" => once(&mut boundary, "boundary", map.next_value()?)?,
+                _ => {
+                    let value = map.next_value()?;
+                    extra.insert(key, value);
+                }
+            }
+        }
+        Ok(Record {
+            uuid: uuid.ok_or_else(|| A::Error::missing_field("uuid"))?,
+            parent_uuid,
+            session_id,
+            agent_id,
+            is_sidechain,
+            timestamp,
+            kind: kind.ok_or_else(|| A::Error::missing_field("type"))?,
+            message,
+            usage,
+            boundary,
+            extra,
+        })
+    }
+}
+
+/// Set a field that may appear once.
+fn once<T, E: serde::de::Error>(slot: &mut Option<T>, name: &'static str, v: T) -> Result<(), E> {
+    if slot.is_some() {
+        return Err(E::duplicate_field(name));
+    }
+    *slot = Some(v);
+    Ok(())
+}
+
+/// Set an optional field; a `null` leaves it `None` and is kept in `extra` to be written back.
+fn optional<T, E: serde::de::Error>(
+    slot: &mut Option<T>,
+    extra: &mut Map<String, Value>,
+    key: String,
+    v: Option<T>,
+) -> Result<(), E> {
+    if slot.is_some() || extra.contains_key(&key) {
+        return Err(E::custom(format_args!("duplicate field `{key}`")));
+    }
+    match v {
+        Some(v) => *slot = Some(v),
+        None => {
+            extra.insert(key, Value::Null);
+        }
+    }
+    Ok(())
 }
 
 impl Record {
@@ -70,22 +155,50 @@ impl Record {
     }
 }
 
-fn present_or_null<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    Option::<T>::deserialize(d).map(Some)
-}
-
-/// `{role, content[]}` of an LLM message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `{role, content[]}` of an LLM message (deserialized by hand, like [`Record`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Message {
     pub role: String,
-    #[serde(default)]
     pub content: Vec<Content>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+impl<'de> Deserialize<'de> for Message {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(MessageVisitor)
+    }
+}
+
+struct MessageVisitor;
+
+impl<'de> Visitor<'de> for MessageVisitor {
+    type Value = Message;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a message object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Message, A::Error> {
+        let mut role = None;
+        let mut content = None;
+        let mut extra = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "role" => once(&mut role, "role", map.next_value()?)?,
+                "content" => optional(&mut content, &mut extra, key, map.next_value()?)?,
+                _ => {
+                    let value = map.next_value()?;
+                    extra.insert(key, value);
+                }
+            }
+        }
+        Ok(Message {
+            role: role.ok_or_else(|| A::Error::missing_field("role"))?,
+            content: content.unwrap_or_default(),
+            extra,
+        })
+    }
 }
 
 impl Message {
@@ -282,43 +395,105 @@ impl Content {
     }
 
     /// Classify a raw JSON item; never fails.
+    ///
+    /// An item is typed when its required fields have their types and its optional fields
+    /// are absent, `null` or of their type; a `null` optional field reads as `None` and stays
+    /// in `extra` to be written back. Anything else is kept whole as `Other`.
     pub fn from_value(v: Value) -> Content {
         let Value::Object(mut map) = v else {
             return Content::Other(v);
         };
         let kind = match map.get("type") {
-            Some(Value::String(s)) => s.clone(),
+            Some(Value::String(s)) => s.as_str(),
             _ => return Content::Other(Value::Object(map)),
         };
-        // Parse without the `type` key, then put it back on failure so nothing is lost.
-        let type_value = map.shift_remove("type");
-        let obj = Value::Object(map);
-        let typed = match kind.as_str() {
-            "text" => TextPart::deserialize(&obj).ok().map(Content::Text),
-            "thinking" => ThinkingPart::deserialize(&obj).ok().map(Content::Thinking),
-            "tool_use" => ToolUsePart::deserialize(&obj).ok().map(Content::ToolUse),
-            "tool_result" => ToolResultPart::deserialize(&obj)
-                .ok()
-                .map(Content::ToolResult),
-            "compact_boundary" => CompactBoundaryPart::deserialize(&obj)
-                .ok()
-                .map(Content::CompactBoundary),
-            _ => None,
-        };
-        match typed {
-            Some(c) => c,
-            None => {
-                let Value::Object(rest) = obj else {
-                    return Content::Other(obj);
-                };
-                let mut map = Map::new();
-                if let Some(t) = type_value {
-                    map.insert("type".to_string(), t);
-                }
-                map.extend(rest);
-                Content::Other(Value::Object(map))
+        let fits = match kind {
+            "text" => is_str(map.get("text")),
+            "thinking" => is_str(map.get("thinking")) && opt_str(map.get("signature")),
+            "tool_use" => is_str(map.get("id")) && is_str(map.get("name")),
+            "tool_result" => {
+                is_str(map.get("tool_use_id"))
+                    && matches!(
+                        map.get("content"),
+                        None | Some(Value::Null | Value::String(_) | Value::Array(_))
+                    )
+                    && matches!(
+                        map.get("is_error"),
+                        None | Some(Value::Null | Value::Bool(_))
+                    )
             }
+            "compact_boundary" => true,
+            _ => false,
+        };
+        if !fits {
+            return Content::Other(Value::Object(map));
         }
+        // The shape is checked: take the fields out, the rest is `extra`.
+        let kind = match map.shift_remove("type") {
+            Some(Value::String(k)) => k,
+            _ => String::new(),
+        };
+        match kind.as_str() {
+            "text" => Content::Text(TextPart {
+                text: take_str(&mut map, "text").unwrap_or_default(),
+                extra: map,
+            }),
+            "thinking" => Content::Thinking(ThinkingPart {
+                thinking: take_str(&mut map, "thinking").unwrap_or_default(),
+                signature: take_str(&mut map, "signature"),
+                extra: map,
+            }),
+            "tool_use" => Content::ToolUse(ToolUsePart {
+                id: take_str(&mut map, "id").unwrap_or_default(),
+                name: take_str(&mut map, "name").unwrap_or_default(),
+                input: map.shift_remove("input").unwrap_or_default(),
+                extra: map,
+            }),
+            "tool_result" => {
+                let tool_use_id = take_str(&mut map, "tool_use_id").unwrap_or_default();
+                let content = match take_non_null(&mut map, "content") {
+                    Some(Value::String(t)) => Some(ToolResultContent::Text(t)),
+                    Some(Value::Array(items)) => Some(ToolResultContent::Items(
+                        items.into_iter().map(Content::from_value).collect(),
+                    )),
+                    _ => None,
+                };
+                let is_error = take_non_null(&mut map, "is_error").and_then(|v| v.as_bool());
+                Content::ToolResult(ToolResultPart {
+                    tool_use_id,
+                    content,
+                    is_error,
+                    extra: map,
+                })
+            }
+            _ => Content::CompactBoundary(CompactBoundaryPart {
+                input: map.shift_remove("input").unwrap_or_default(),
+                extra: map,
+            }),
+        }
+    }
+}
+
+fn is_str(v: Option<&Value>) -> bool {
+    matches!(v, Some(Value::String(_)))
+}
+
+fn opt_str(v: Option<&Value>) -> bool {
+    matches!(v, None | Some(Value::Null | Value::String(_)))
+}
+
+/// Remove a field unless it is `null` (a `null` stays, to be written back from `extra`).
+fn take_non_null(map: &mut Map<String, Value>, key: &str) -> Option<Value> {
+    match map.get(key) {
+        None | Some(Value::Null) => None,
+        Some(_) => map.shift_remove(key),
+    }
+}
+
+fn take_str(map: &mut Map<String, Value>, key: &str) -> Option<String> {
+    match take_non_null(map, key) {
+        Some(Value::String(s)) => Some(s),
+        _ => None,
     }
 }
 

@@ -1,0 +1,974 @@
+//! Transcript records round-trip losslessly; the tolerant loader finds every record and problem,
+//! incrementally exactly as in one pass; transcript files refresh by appending or reloading.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use normafs::format::loader::{Parser, Problem, ProblemKind, Severity, Transcript};
+use normafs::format::transcript::{parse_line, Content, Record, ToolResultContent};
+use normafs::store::transcripts::{sidechain_paths, Refresh, TranscriptFile};
+use proptest::prelude::*;
+use serde_json::{json, Value};
+
+fn example_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/example-root")
+}
+
+fn main_transcript() -> PathBuf {
+    example_root().join("transcripts/7f0c2a.jsonl")
+}
+
+fn sidechain_transcript() -> PathBuf {
+    example_root().join("transcripts/7f0c2a/subagents/agent-ag-41.jsonl")
+}
+
+/// Lines of a file without their newlines.
+fn lines(bytes: &[u8]) -> Vec<&[u8]> {
+    let mut v: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
+    if bytes.ends_with(b"\n") {
+        v.pop();
+    }
+    v
+}
+
+/// Parse then serialize: the same JSON value, and for canonical input (compact, keys in the
+/// runtime's order) the same bytes.
+fn assert_round_trip(line: &str, canonical: bool) -> Record {
+    let record = parse_line(line.as_bytes()).unwrap_or_else(|e| panic!("{e}: {line}"));
+    let out = record.to_line();
+    let input: Value = serde_json::from_str(line).unwrap();
+    let output: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(input, output, "value changed: {line}");
+    if canonical {
+        assert_eq!(out, line, "bytes changed");
+    }
+    record
+}
+
+fn kinds(problems: &[Problem]) -> Vec<(ProblemKind, u64, u64)> {
+    problems
+        .iter()
+        .map(|p| (p.kind, p.line, p.offset))
+        .collect()
+}
+
+/// Two loads agree on everything a caller can see.
+fn assert_same(a: &Transcript, b: &Transcript) {
+    assert_eq!(a.records, b.records);
+    assert_eq!(a.messages, b.messages);
+    assert_eq!(a.usage, b.usage);
+    assert_eq!(a.problems(), b.problems());
+}
+
+// ---------------------------------------------------------------- round trips
+
+#[test]
+fn example_records_round_trip_byte_for_byte() {
+    for path in [main_transcript(), sidechain_transcript()] {
+        let bytes = fs::read(&path).unwrap();
+        let lines = lines(&bytes);
+        assert!(!lines.is_empty());
+        for line in lines {
+            let line = std::str::from_utf8(line).unwrap();
+            assert_round_trip(line, true);
+        }
+    }
+}
+
+const HAND_WRITTEN: &[&str] = &[
+    // text, minimal record
+    r#"{"uuid":"u1","type":"message","message":{"role":"user","content":[{"type":"text","text":"héllo 日本 🎉"}]}}"#,
+    // thinking with and without signature, tool_use with nested input, usage
+    r#"{"uuid":"u2","parent_uuid":"u1","session_id":"s1","timestamp":"2026-10-02T09:00:11.000000001Z","type":"message","message":{"role":"assistant","content":[{"type":"thinking","thinking":"hmm","signature":"c2ln"},{"type":"thinking","thinking":"no signature"},{"type":"tool_use","id":"t1","name":"Edit","input":{"z":1,"a":[1,2.5,{"deep":{"deeper":[true,null,"x"]}}],"m":null}}]},"usage":{"input_tokens":10,"output_tokens":2,"cache_read_tokens":3,"cache_write_tokens":4}}"#,
+    // tool_use with a non-object input
+    r#"{"uuid":"u2b","type":"message","message":{"role":"assistant","content":[{"type":"tool_use","id":"t9","name":"Raw","input":"just a string"},{"type":"tool_use","id":"t8","name":"Arr","input":[1,[2,[3]]]}]}}"#,
+    // tool_result: array content, string content with is_error, no content, nested unknown
+    r#"{"uuid":"u3","type":"message","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"ok"},{"type":"image","source":{"b":1}}]},{"type":"tool_result","tool_use_id":"t2","content":"plain string","is_error":true},{"type":"tool_result","tool_use_id":"t3","is_error":false}]}}"#,
+    // compact_boundary with an object and with a bare integer
+    r#"{"uuid":"u4","type":"message","message":{"role":"system","content":[{"type":"compact_boundary","input":{"trigger":"manual","pre_tokens":5,"messages_summarized":3,"active_skills":["rust"]}},{"type":"compact_boundary","input":151000}]}}"#,
+    // skill with odd fields, an unknown type, an item without type, a known type that does not fit
+    r#"{"uuid":"u5","type":"message","message":{"role":"user","content":[{"type":"skill","name":"rust","weird":[1,{"x":null}],"n":1.5,"nested":{"k":{"v":[]}}},{"type":"hologram","data":{"q":[1,2]}},{"no_type":1},{"type":"text","text":5},"bare string",7]}}"#,
+    // unknown top-level fields and unknown nested fields
+    r#"{"uuid":"u6","session_id":"s1","agent_id":"ag-1","is_sidechain":true,"type":"message","message":{"role":"assistant","content":[{"type":"text","text":"x","citations":[{"url":"u"}]},{"type":"thinking","thinking":"t","signature":"s","redacted":false},{"type":"tool_use","id":"t4","name":"N","input":{},"cache_control":{"type":"ephemeral"}},{"type":"tool_result","tool_use_id":"t4","content":[],"is_error":false,"meta":1}],"model":"m-1","stop_reason":"end"},"usage":{"input_tokens":1,"output_tokens":2,"cache_read_tokens":0,"cache_write_tokens":0,"service_tier":"p"},"future_field":{"a":1},"another":[true]}"#,
+    // message: null, usage: null
+    r#"{"uuid":"u7","type":"message","message":null,"usage":null}"#,
+    // a boundary record, with unknown boundary fields
+    r#"{"uuid":"u8","parent_uuid":"u7","type":"boundary","boundary":{"trigger":"auto","pre_tokens":151000,"messages_summarized":12,"active_skills":["rust"],"reason":"x"}}"#,
+    // boundary: null
+    r#"{"uuid":"u9","type":"boundary","boundary":null}"#,
+    // optional fields written as null: typed, and the nulls written back
+    r#"{"uuid":"u13","type":"message","message":{"role":"user","content":[{"type":"thinking","thinking":"t","signature":null},{"type":"tool_result","tool_use_id":"t5","content":null,"is_error":null}]}}"#,
+    // an unknown record type
+    r#"{"uuid":"u10","type":"checkpoint","payload":{"k":[1,2,3]}}"#,
+];
+
+/// Value-equal after a round trip, not byte-equal.
+const NON_CANONICAL: &[&str] = &[
+    // unknown fields interleaved with known ones
+    r#"{"zzz":1,"uuid":"u11","type":"message","aaa":2,"message":{"extra_first":true,"role":"user","content":[{"text":"t","type":"text"}]}}"#,
+    // nulls for optional record fields and for message content
+    r#"{"uuid":"u14","parent_uuid":null,"session_id":null,"agent_id":null,"is_sidechain":null,"timestamp":null,"type":"message","message":{"role":"user","content":null}}"#,
+    // non-canonical spelling (whitespace, escapes): value-equal
+    r#"{ "uuid" : "u12", "type":"message", "message": {"role":"user","content":[{"type":"text","text":"caf\u00e9 \n"}]} } "#,
+];
+
+#[test]
+fn hand_written_records_round_trip() {
+    for line in HAND_WRITTEN {
+        assert_round_trip(line, true);
+    }
+    for line in NON_CANONICAL {
+        assert_round_trip(line, false);
+    }
+}
+
+#[test]
+fn hand_written_records_are_typed_as_expected() {
+    let r = parse_line(HAND_WRITTEN[1].as_bytes()).unwrap();
+    let msg = r.as_message().unwrap();
+    assert!(
+        matches!(&msg.content[0], Content::Thinking(t) if t.signature.as_deref() == Some("c2ln"))
+    );
+    assert!(matches!(&msg.content[1], Content::Thinking(t) if t.signature.is_none()));
+    assert!(
+        matches!(&msg.content[2], Content::ToolUse(u) if u.input["a"][2]["deep"]["deeper"][2] == "x")
+    );
+
+    let r = parse_line(HAND_WRITTEN[3].as_bytes()).unwrap();
+    let c = &r.as_message().unwrap().content;
+    let Content::ToolResult(first) = &c[0] else {
+        panic!("not a tool_result: {:?}", c[0])
+    };
+    assert_eq!(first.items().len(), 2);
+    assert_eq!(first.items()[1].type_name(), "image");
+    let Content::ToolResult(second) = &c[1] else {
+        panic!("not a tool_result")
+    };
+    assert!(second.is_error());
+    assert_eq!(
+        second.content,
+        Some(ToolResultContent::Text("plain string".into()))
+    );
+    assert!(matches!(&c[2], Content::ToolResult(t) if t.content.is_none() && !t.is_error()));
+
+    let r = parse_line(HAND_WRITTEN[4].as_bytes()).unwrap();
+    let c = &r.as_message().unwrap().content;
+    assert!(matches!(&c[0], Content::CompactBoundary(b) if b.input["pre_tokens"] == 5));
+    assert!(matches!(&c[1], Content::CompactBoundary(b) if b.input == json!(151000)));
+
+    let r = parse_line(HAND_WRITTEN[5].as_bytes()).unwrap();
+    let c = &r.as_message().unwrap().content;
+    let names: Vec<&str> = c.iter().map(|c| c.type_name()).collect();
+    assert_eq!(names, ["skill", "hologram", "", "text", "", ""]);
+    assert!(c.iter().all(|c| matches!(c, Content::Other(_))));
+
+    let r = parse_line(HAND_WRITTEN[10].as_bytes()).unwrap();
+    let c = &r.as_message().unwrap().content;
+    assert!(matches!(&c[0], Content::Thinking(t) if t.signature.is_none()));
+    assert!(matches!(&c[1], Content::ToolResult(t) if t.content.is_none() && t.is_error.is_none()));
+
+    let r = parse_line(NON_CANONICAL[1].as_bytes()).unwrap();
+    assert_eq!((&r.parent_uuid, r.is_sidechain), (&None, None));
+    assert!(r.as_message().unwrap().content.is_empty());
+
+    let r = parse_line(HAND_WRITTEN[7].as_bytes()).unwrap();
+    assert_eq!(r.message, Some(None));
+    assert!(r.as_message().is_none());
+    assert!(r.usage().is_none());
+}
+
+// ---------------------------------------------------------------- loader on the example
+
+#[test]
+fn example_loads_without_problems() {
+    let bytes = fs::read(main_transcript()).unwrap();
+    let t = Transcript::parse(&bytes, Some("7f0c2a"));
+    assert_eq!(t.problems(), vec![]);
+    assert_eq!(t.records.len(), 17);
+    // 16 messages: every record but the boundary on line 15.
+    assert_eq!(t.messages.len(), 16);
+    assert!(!t.messages.contains(&14));
+    assert_eq!(t.records[14].record.kind, "boundary");
+    assert_eq!(
+        (
+            t.usage.input_tokens,
+            t.usage.output_tokens,
+            t.usage.cache_read_tokens,
+            t.usage.cache_write_tokens
+        ),
+        (9600, 640, 7200, 320)
+    );
+    // Line numbers and offsets point at the lines.
+    let mut offset = 0u64;
+    for (i, (loaded, line)) in t.records.iter().zip(lines(&bytes)).enumerate() {
+        assert_eq!(loaded.line, i as u64 + 1);
+        assert_eq!(loaded.offset, offset);
+        assert_eq!(loaded.record.to_line().as_bytes(), line);
+        offset += line.len() as u64 + 1;
+    }
+    let first = t.iter_messages().next().unwrap().1;
+    assert_eq!(first.role, "user");
+
+    let bytes = fs::read(sidechain_transcript()).unwrap();
+    let t = Transcript::parse(&bytes, Some("7f0c2a"));
+    assert_eq!(t.problems(), vec![]);
+    assert_eq!(t.messages.len(), 2);
+    assert_eq!(t.usage.total(), 1200 + 80 + 900 + 40);
+}
+
+#[test]
+fn example_with_another_session_reports_every_record() {
+    let bytes = fs::read(sidechain_transcript()).unwrap();
+    let t = Transcript::parse(&bytes, Some("other"));
+    let problems = t.problems();
+    assert_eq!(problems.len(), 2);
+    assert!(problems
+        .iter()
+        .all(|p| p.kind == ProblemKind::SessionMismatch && p.message.contains("other")));
+}
+
+// ---------------------------------------------------------------- problems, one by one
+
+fn msg(uuid: &str, parent: Option<&str>, role: &str, content: Value) -> String {
+    let mut v = json!({"uuid": uuid});
+    if let Some(p) = parent {
+        v["parent_uuid"] = json!(p);
+    }
+    v["session_id"] = json!("s");
+    v["type"] = json!("message");
+    v["message"] = json!({"role": role, "content": content});
+    serde_json::to_string(&v).unwrap()
+}
+
+fn text(uuid: &str, parent: Option<&str>, role: &str) -> String {
+    msg(uuid, parent, role, json!([{"type": "text", "text": "hi"}]))
+}
+
+fn tool_use(uuid: &str, parent: Option<&str>, ids: &[&str]) -> String {
+    let items: Vec<Value> = ids
+        .iter()
+        .map(|id| json!({"type": "tool_use", "id": id, "name": "Bash", "input": {}}))
+        .collect();
+    msg(uuid, parent, "assistant", Value::Array(items))
+}
+
+fn tool_result(uuid: &str, parent: Option<&str>, id: &str) -> String {
+    msg(
+        uuid,
+        parent,
+        "user",
+        json!([{"type": "tool_result", "tool_use_id": id, "content": "done"}]),
+    )
+}
+
+/// Join lines with newlines; returns the bytes and each line's offset.
+fn join(lines: &[String], final_newline: bool) -> (Vec<u8>, Vec<u64>) {
+    let mut bytes = Vec::new();
+    let mut offsets = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        offsets.push(bytes.len() as u64);
+        bytes.extend_from_slice(l.as_bytes());
+        if final_newline || i + 1 < lines.len() {
+            bytes.push(b'\n');
+        }
+    }
+    (bytes, offsets)
+}
+
+#[test]
+fn malformed_lines_are_errors_with_line_and_offset() {
+    let lines = vec![
+        text("a", None, "user"),
+        String::new(),
+        "5".to_string(),
+        "[]".to_string(),
+        "{\"uuid\":5,\"type\":\"message\"}".to_string(),
+        "{\"type\":\"message\"}".to_string(),
+        "{\"uuid\":\"x\",\"type\":\"message\"".to_string(),
+        "\0\0\0".to_string(),
+        text("b", Some("a"), "assistant"),
+    ];
+    let (mut bytes, offsets) = join(&lines, true);
+    // Invalid UTF-8 inside a string, as line 10.
+    let bad_utf8_offset = bytes.len() as u64;
+    bytes.extend_from_slice(b"{\"uuid\":\"c\xff\",\"type\":\"message\"}\n");
+    bytes.extend_from_slice(text("d", Some("b"), "user").as_bytes());
+    bytes.push(b'\n');
+
+    let t = Transcript::parse(&bytes, Some("s"));
+    let problems = t.problems();
+    assert_eq!(
+        kinds(&problems),
+        vec![
+            (ProblemKind::MalformedLine, 2, offsets[1]),
+            (ProblemKind::MalformedLine, 3, offsets[2]),
+            (ProblemKind::MalformedLine, 4, offsets[3]),
+            (ProblemKind::MalformedLine, 5, offsets[4]),
+            (ProblemKind::MalformedLine, 6, offsets[5]),
+            (ProblemKind::MalformedLine, 7, offsets[6]),
+            (ProblemKind::MalformedLine, 8, offsets[7]),
+            (ProblemKind::MalformedLine, 10, bad_utf8_offset),
+        ]
+    );
+    assert_eq!(problems[0].message, "empty line");
+    assert_eq!(problems[1].message, "not a JSON object: found a number");
+    assert_eq!(problems[2].message, "not a JSON object: found an array");
+    assert!(
+        problems[3].message.contains("invalid type"),
+        "{}",
+        problems[3].message
+    );
+    assert!(problems[4].message.contains("missing field `uuid`"));
+    assert!(
+        problems[5].message.contains("EOF"),
+        "{}",
+        problems[5].message
+    );
+    assert!(problems
+        .iter()
+        .all(|p| p.severity() == Severity::Error && p.code() == "transcript.malformed-line"));
+    let found: Vec<(u64, &str)> = t
+        .records
+        .iter()
+        .map(|l| (l.line, l.record.uuid.as_str()))
+        .collect();
+    assert_eq!(found, vec![(1, "a"), (9, "b"), (11, "d")]);
+}
+
+#[test]
+fn torn_tail_is_a_warning_and_a_parsable_tail_is_a_record() {
+    let lines = vec![text("a", None, "user"), "{\"uuid\":\"b\",\"ty".to_string()];
+    let (bytes, offsets) = join(&lines, false);
+    let t = Transcript::parse(&bytes, None);
+    let problems = t.problems();
+    assert_eq!(
+        kinds(&problems),
+        vec![(ProblemKind::TornTail, 2, offsets[1])]
+    );
+    assert_eq!(problems[0].severity(), Severity::Warn);
+    assert_eq!(problems[0].code(), "transcript.torn-tail");
+    assert_eq!(t.records.len(), 1);
+
+    // An unparsable non-object last line without newline is a torn tail too.
+    let t = Transcript::parse(b"[1,2", None);
+    assert_eq!(kinds(&t.problems()), vec![(ProblemKind::TornTail, 1, 0)]);
+
+    let lines = vec![text("a", None, "user"), text("b", Some("a"), "assistant")];
+    let (bytes, offsets) = join(&lines, false);
+    let t = Transcript::parse(&bytes, None);
+    assert_eq!(t.problems(), vec![]);
+    assert_eq!(t.records.len(), 2);
+    assert_eq!((t.records[1].line, t.records[1].offset), (2, offsets[1]));
+}
+
+#[test]
+fn duplicate_uuid_names_the_first_line() {
+    let lines = vec![
+        text("a", None, "user"),
+        text("b", Some("a"), "assistant"),
+        text("a", Some("b"), "user"),
+    ];
+    let (bytes, offsets) = join(&lines, true);
+    let problems = Transcript::parse(&bytes, None).problems();
+    assert_eq!(
+        kinds(&problems),
+        vec![(ProblemKind::DuplicateUuid, 3, offsets[2])]
+    );
+    assert!(
+        problems[0].message.contains("line 1"),
+        "{}",
+        problems[0].message
+    );
+    assert_eq!(problems[0].severity(), Severity::Error);
+}
+
+#[test]
+fn parent_chain_breaks_are_reported() {
+    let lines = vec![
+        text("a", Some("ghost"), "user"),
+        text("b", Some("a"), "assistant"),
+        text("c", Some("a"), "user"),
+        text("d", None, "assistant"),
+        "garbage".to_string(),
+        // The chain skips malformed lines: the previous parsed record is d.
+        text("e", Some("d"), "user"),
+    ];
+    let (bytes, offsets) = join(&lines, true);
+    let problems = Transcript::parse(&bytes, None).problems();
+    assert_eq!(
+        kinds(&problems),
+        vec![
+            (ProblemKind::ParentChain, 1, offsets[0]),
+            (ProblemKind::ParentChain, 3, offsets[2]),
+            (ProblemKind::ParentChain, 4, offsets[3]),
+            (ProblemKind::MalformedLine, 5, offsets[4]),
+        ]
+    );
+    assert!(problems[1].message.contains("b"));
+    assert_eq!(problems[0].code(), "transcript.parent-chain");
+    assert_eq!(problems[0].severity(), Severity::Warn);
+}
+
+#[test]
+fn session_mismatch_only_when_a_session_is_expected() {
+    let mut other =
+        json!({"uuid": "b", "parent_uuid": "a", "session_id": "zz", "type": "boundary"});
+    let lines = vec![
+        text("a", None, "user"),
+        serde_json::to_string(&other).unwrap(),
+        {
+            other = json!({"uuid": "c", "parent_uuid": "b", "type": "boundary"});
+            serde_json::to_string(&other).unwrap()
+        },
+    ];
+    let (bytes, offsets) = join(&lines, true);
+    let problems = Transcript::parse(&bytes, Some("s")).problems();
+    assert_eq!(
+        kinds(&problems),
+        vec![(ProblemKind::SessionMismatch, 2, offsets[1])]
+    );
+    assert_eq!(problems[0].code(), "transcript.session-mismatch");
+    assert!(Transcript::parse(&bytes, None).problems().is_empty());
+}
+
+#[test]
+fn tool_use_pairing_findings() {
+    let lines = vec![
+        tool_result("a", None, "early"), // 1: orphan (no earlier tool_use)
+        tool_use("b", Some("a"), &["t1", "t2"]), // 2: t2 never answered
+        tool_result("c", Some("b"), "t1"), // 3
+        tool_use("d", Some("c"), &["t3"]), // 4: t3 answered below
+        tool_result("e", Some("d"), "t3"), // 5
+        tool_result("f", Some("e"), "t3"), // 6: a second result is not an orphan
+        text("g", Some("f"), "user"),    // 7
+        tool_use("h", Some("g"), &["early"]), // 8: answered before: still unanswered
+        text("i", Some("h"), "assistant"), // 9: ends the trailing run
+        tool_use("j", Some("i"), &["p1"]), // 10: pending
+        tool_use("k", Some("j"), &["p2", "p3"]), // 11: pending
+    ];
+    let (bytes, offsets) = join(&lines, true);
+    let problems = Transcript::parse(&bytes, None).problems();
+    assert_eq!(
+        kinds(&problems),
+        vec![
+            (ProblemKind::OrphanToolResult, 1, offsets[0]),
+            (ProblemKind::UnansweredToolUse, 2, offsets[1]),
+            (ProblemKind::UnansweredToolUse, 8, offsets[7]),
+            (ProblemKind::PendingToolUse, 10, offsets[9]),
+            (ProblemKind::PendingToolUse, 11, offsets[10]),
+            (ProblemKind::PendingToolUse, 11, offsets[10]),
+        ]
+    );
+    assert!(problems[1].message.contains("t2"));
+    assert!(problems[4].message.contains("p2") && problems[5].message.contains("p3"));
+    let codes: Vec<(&str, Severity)> = problems.iter().map(|p| (p.code(), p.severity())).collect();
+    assert_eq!(
+        codes[..2],
+        [
+            ("transcript.orphan-tool-result", Severity::Warn),
+            ("transcript.unanswered-tool-use", Severity::Warn)
+        ]
+    );
+    assert_eq!(codes[3], ("transcript.pending-tool-use", Severity::Info));
+}
+
+#[test]
+fn a_partly_answered_tail_message_is_not_pending() {
+    // The last assistant message has one answered (in the same message) and one open tool use.
+    let lines = vec![
+        text("a", None, "user"),
+        msg(
+            "b",
+            Some("a"),
+            "assistant",
+            json!([
+                {"type": "tool_use", "id": "t1", "name": "X", "input": {}},
+                {"type": "tool_result", "tool_use_id": "t1", "content": "r"},
+                {"type": "tool_use", "id": "t2", "name": "X", "input": {}}
+            ]),
+        ),
+    ];
+    let (bytes, offsets) = join(&lines, true);
+    let problems = Transcript::parse(&bytes, None).problems();
+    assert_eq!(
+        kinds(&problems),
+        vec![(ProblemKind::UnansweredToolUse, 2, offsets[1])]
+    );
+}
+
+#[test]
+fn boundaries_and_null_messages_are_not_messages_but_usage_counts() {
+    let lines = vec![
+        r#"{"uuid":"a","type":"message","message":null,"usage":{"input_tokens":1,"output_tokens":2,"cache_read_tokens":3,"cache_write_tokens":4}}"#.to_string(),
+        r#"{"uuid":"b","parent_uuid":"a","type":"boundary","message":{"role":"user","content":[]},"usage":{"input_tokens":10,"output_tokens":0,"cache_read_tokens":0,"cache_write_tokens":0}}"#.to_string(),
+        text("c", Some("b"), "user"),
+    ];
+    let (bytes, _) = join(&lines, true);
+    let t = Transcript::parse(&bytes, None);
+    assert_eq!(t.messages, vec![2]);
+    assert_eq!(t.usage.input_tokens, 11);
+    assert_eq!(t.usage.total(), 20);
+}
+
+// ---------------------------------------------------------------- incremental
+
+#[test]
+fn feeding_byte_by_byte_equals_one_pass() {
+    let bytes = fs::read(main_transcript()).unwrap();
+    let whole = Transcript::parse(&bytes, Some("7f0c2a"));
+    let mut parser = Parser::new(Some("7f0c2a"));
+    for (i, b) in bytes.iter().enumerate() {
+        parser.feed(std::slice::from_ref(b));
+        assert_eq!(parser.fed_len(), i as u64 + 1);
+    }
+    assert_same(parser.transcript(), &whole);
+    assert_eq!(parser.committed_len(), bytes.len() as u64);
+    assert!(parser.pending().is_empty());
+}
+
+#[test]
+fn a_ten_megabyte_line_loads_whole_and_in_chunks() {
+    let big = "é".repeat(5 << 20);
+    let lines = vec![
+        text("a", None, "user"),
+        msg(
+            "b",
+            Some("a"),
+            "assistant",
+            json!([{"type": "text", "text": big}]),
+        ),
+        "x".repeat(10 << 20),
+        text("c", Some("b"), "user"),
+    ];
+    let (bytes, offsets) = join(&lines, false);
+    let whole = Transcript::parse(&bytes, None);
+    assert_eq!(whole.records.len(), 3);
+    assert_eq!(whole.records[2].offset, offsets[3]);
+    assert_eq!(
+        kinds(&whole.problems()),
+        vec![(ProblemKind::MalformedLine, 3, offsets[2])]
+    );
+    let mut parser = Parser::new(None);
+    for chunk in bytes.chunks(64 << 10) {
+        parser.feed(chunk);
+    }
+    assert_same(parser.transcript(), &whole);
+}
+
+// ---------------------------------------------------------------- property tests
+
+/// One line of a damaged transcript.
+#[derive(Debug, Clone)]
+enum Seg {
+    Good,
+    Garbage(Vec<u8>),
+    /// A good line cut short (at this fraction, in 1/256).
+    Cut(u8),
+    /// A good line with an invalid UTF-8 byte inside its text.
+    BadUtf8,
+    Nul(usize),
+    Empty,
+    Huge,
+}
+
+fn seg() -> impl Strategy<Value = Seg> {
+    prop_oneof![
+        8 => Just(Seg::Good),
+        2 => proptest::collection::vec(any::<u8>().prop_filter("no newline", |b| *b != b'\n'), 1..40)
+            .prop_map(Seg::Garbage),
+        2 => any::<u8>().prop_map(Seg::Cut),
+        1 => Just(Seg::BadUtf8),
+        1 => (1usize..20).prop_map(Seg::Nul),
+        1 => Just(Seg::Empty),
+    ]
+}
+
+/// A well-formed record line number `i`, chained to the previous good one.
+fn good_line(i: usize, parent: Option<&str>) -> String {
+    let uuid = format!("u{i}");
+    let body = format!("line {i}: naïve ☃ 🎉");
+    msg(
+        &uuid,
+        parent,
+        if i % 2 == 0 { "user" } else { "assistant" },
+        json!([{"type": "text", "text": body}]),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn damage_never_loses_an_intact_line(
+        mut segs in proptest::collection::vec(seg(), 0..25),
+        final_newline in any::<bool>(),
+        // Rare, since each costs a 10 MB line.
+        huge_at in proptest::option::weighted(0.1, any::<usize>()),
+    ) {
+        if let Some(at) = huge_at {
+            segs.insert(at % (segs.len() + 1), Seg::Huge);
+        }
+        let mut bytes = Vec::new();
+        let mut good = Vec::new(); // (line, offset, text)
+        let mut damaged = Vec::new(); // (line, offset)
+        let mut parent: Option<String> = None;
+        for (i, s) in segs.iter().enumerate() {
+            let line_no = i as u64 + 1;
+            let offset = bytes.len() as u64;
+            let line: Vec<u8> = match s {
+                Seg::Good => {
+                    let l = good_line(i, parent.as_deref());
+                    parent = Some(format!("u{i}"));
+                    good.push((line_no, offset, l.clone()));
+                    l.into_bytes()
+                }
+                Seg::Garbage(g) => g.clone(),
+                Seg::Cut(f) => {
+                    let l = good_line(i, None).into_bytes();
+                    let at = (l.len() * (*f as usize) / 256).max(1).min(l.len() - 1);
+                    l[..at].to_vec()
+                }
+                Seg::BadUtf8 => good_line(i, None).replace("naïve", "na\u{1}ve").into_bytes()
+                    .into_iter().map(|b| if b == 1 { 0xff } else { b }).collect(),
+                Seg::Nul(n) => vec![0; *n],
+                Seg::Empty => Vec::new(),
+                Seg::Huge => vec![b'{'; 10 << 20],
+            };
+            let last = i + 1 == segs.len();
+            // An empty last line without newline is no line at all.
+            let no_line = last && !final_newline && line.is_empty();
+            if !matches!(s, Seg::Good) && !no_line {
+                damaged.push((line_no, offset));
+            }
+            bytes.extend_from_slice(&line);
+            if final_newline || !last {
+                bytes.push(b'\n');
+            }
+        }
+        let t = Transcript::parse(&bytes, Some("s"));
+        let got: Vec<(u64, u64, String)> = t.records.iter().map(|l| (l.line, l.offset, l.record.to_line())).collect();
+        prop_assert_eq!(got, good);
+        let torn_at_end = !final_newline && matches!(segs.last(), Some(s) if !matches!(s, Seg::Good));
+        let expected: Vec<(ProblemKind, u64, u64)> = damaged.iter().enumerate().map(|(k, &(line, offset))| {
+            let kind = if torn_at_end && k + 1 == damaged.len() && line == segs.len() as u64 {
+                ProblemKind::TornTail
+            } else {
+                ProblemKind::MalformedLine
+            };
+            (kind, line, offset)
+        }).collect();
+        prop_assert_eq!(kinds(&t.problems()), expected);
+    }
+}
+
+/// One line of a transcript for the incremental test: a record with tools, or damage.
+fn incremental_line(kind: u8, a: u8, b: u8, i: usize, prev: &mut Option<String>) -> Vec<u8> {
+    let uuid = if b % 7 == 0 {
+        format!("dup{}", a % 3)
+    } else {
+        format!("r{i}")
+    };
+    let parent = if b % 5 == 0 {
+        Some("wrong".to_string())
+    } else {
+        prev.clone()
+    };
+    let id = format!("t{}", a % 3);
+    let mut v = match kind % 8 {
+        0 => {
+            json!({"type": "message", "message": {"role": "user", "content": [{"type": "text", "text": format!("ü{a}🎉")}]}})
+        }
+        1 | 2 => json!({"type": "message", "message": {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "…"},
+            {"type": "tool_use", "id": id, "name": "Bash", "input": {"n": b}}]},
+            "usage": {"input_tokens": a, "output_tokens": b, "cache_read_tokens": 1, "cache_write_tokens": 0}}),
+        3 => json!({"type": "message", "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": id, "content": [{"type": "text", "text": "ok ☃"}]}]}}),
+        4 => json!({"type": "boundary", "boundary": {"pre_tokens": a}}),
+        5 => json!({"type": "message", "message": null}),
+        6 => return format!("garbage ☃ {a}").into_bytes(),
+        _ => {
+            return if a % 2 == 0 {
+                Vec::new()
+            } else {
+                vec![b'{', 0xff, 0]
+            }
+        }
+    };
+    v["uuid"] = json!(uuid);
+    if let Some(p) = parent {
+        v["parent_uuid"] = json!(p);
+    }
+    v["session_id"] = json!(if b % 11 == 0 { "other" } else { "s" });
+    *prev = Some(uuid);
+    let mut line = serde_json::to_vec(&v).unwrap();
+    if b % 13 == 0 {
+        // Parses until its last bytes arrive: a tentative record that turns malformed.
+        line.extend_from_slice(b" !");
+    }
+    line
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn incremental_equals_one_pass(
+        spec in proptest::collection::vec((any::<u8>(), any::<u8>(), any::<u8>()), 0..16),
+        final_newline in any::<bool>(),
+        cuts in proptest::collection::vec(any::<u16>(), 0..12),
+        // Cuts just before a line's newline or trailing bytes, where a tentative parse succeeds.
+        end_cuts in proptest::collection::vec(any::<u8>(), 0..6),
+    ) {
+        let mut bytes = Vec::new();
+        let mut prev = None;
+        for (i, &(kind, a, b)) in spec.iter().enumerate() {
+            bytes.extend_from_slice(&incremental_line(kind, a, b, i, &mut prev));
+            if final_newline || i + 1 < spec.len() {
+                bytes.push(b'\n');
+            }
+        }
+        // Split points anywhere, including inside multi-byte characters.
+        let mut points: Vec<usize> = cuts.iter().map(|&c| c as usize % (bytes.len() + 1)).collect();
+        let ends: Vec<usize> = bytes
+            .iter()
+            .enumerate()
+            .filter(|&(i, &c)| c == b'}' && matches!(bytes.get(i + 1), None | Some(b'\n' | b' ')))
+            .map(|(i, _)| i + 1)
+            .collect();
+        if !ends.is_empty() {
+            points.extend(end_cuts.iter().map(|&c| ends[c as usize % ends.len()]));
+        }
+        points.push(bytes.len());
+        points.sort_unstable();
+        let mut parser = Parser::new(Some("s"));
+        let mut at = 0;
+        for p in points {
+            parser.feed(&bytes[at..p]);
+            at = p;
+            assert_same(parser.transcript(), &Transcript::parse(&bytes[..p], Some("s")));
+            prop_assert_eq!(parser.fed_len(), p as u64);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- files
+
+fn append(path: &Path, bytes: &[u8]) {
+    let mut f = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    f.write_all(bytes).unwrap();
+}
+
+fn check_file(tf: &TranscriptFile) {
+    let bytes = fs::read(tf.path()).unwrap_or_default();
+    assert_same(tf.transcript(), &Transcript::parse(&bytes, Some("s")));
+    assert_eq!(tf.len(), bytes.len() as u64);
+}
+
+#[test]
+fn missing_file_is_empty_then_appends_are_incremental() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let mut tf = TranscriptFile::open(&path, Some("s")).unwrap();
+    assert!(!tf.exists());
+    assert!(tf.transcript().records.is_empty());
+    assert_eq!(tf.refresh().unwrap(), Refresh::Unchanged);
+
+    let first = format!("{}\n", text("a", None, "user"));
+    append(&path, first.as_bytes());
+    assert_eq!(tf.refresh().unwrap(), Refresh::Reloaded);
+    check_file(&tf);
+    assert_eq!(tf.refresh().unwrap(), Refresh::Unchanged);
+
+    let second = format!("{}\n", tool_use("b", Some("a"), &["t1"]));
+    append(&path, second.as_bytes());
+    assert_eq!(
+        tf.refresh().unwrap(),
+        Refresh::Appended {
+            bytes: second.len() as u64
+        }
+    );
+    check_file(&tf);
+    assert_eq!(
+        tf.transcript().problems()[0].kind,
+        ProblemKind::PendingToolUse
+    );
+
+    // A line arriving in two writes, split inside a multi-byte character.
+    let third = format!(
+        "{}\n",
+        msg(
+            "c",
+            Some("b"),
+            "user",
+            json!([
+                {"type": "tool_result", "tool_use_id": "t1", "content": "日本"}
+            ])
+        )
+    );
+    let split = third.find('本').unwrap() + 1;
+    append(&path, &third.as_bytes()[..split]);
+    assert_eq!(
+        tf.refresh().unwrap(),
+        Refresh::Appended {
+            bytes: split as u64
+        }
+    );
+    check_file(&tf);
+    let kinds_now: Vec<ProblemKind> = tf.transcript().problems().iter().map(|p| p.kind).collect();
+    assert_eq!(
+        kinds_now,
+        [ProblemKind::PendingToolUse, ProblemKind::TornTail]
+    );
+    append(&path, &third.as_bytes()[split..]);
+    assert_eq!(
+        tf.refresh().unwrap(),
+        Refresh::Appended {
+            bytes: (third.len() - split) as u64
+        }
+    );
+    check_file(&tf);
+    assert_eq!(tf.transcript().problems(), vec![]);
+    assert_eq!(tf.transcript().records.len(), 3);
+
+    fs::remove_file(&path).unwrap();
+    assert_eq!(tf.refresh().unwrap(), Refresh::Reloaded);
+    assert!(tf.transcript().records.is_empty());
+    assert!(!tf.exists());
+}
+
+fn three_lines() -> String {
+    format!(
+        "{}\n{}\n{}\n",
+        text("a", None, "user"),
+        text("b", Some("a"), "assistant"),
+        text("c", Some("b"), "user")
+    )
+}
+
+#[test]
+fn rewriting_the_last_line_in_place_reloads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let content = three_lines();
+    fs::write(&path, &content).unwrap();
+    let mut tf = TranscriptFile::open(&path, Some("s")).unwrap();
+    assert_eq!(tf.transcript().records.len(), 3);
+
+    // Same size, last line changed, same inode, and the old mtime put back: only the
+    // checksum of the last line can tell.
+    let mtime = fs::metadata(&path).unwrap().modified().unwrap();
+    let rewritten = content.replacen("\"c\"", "\"z\"", 1);
+    assert_eq!(rewritten.len(), content.len());
+    let f = fs::OpenOptions::new().write(true).open(&path).unwrap();
+    use std::os::unix::fs::FileExt;
+    f.write_all_at(rewritten.as_bytes(), 0).unwrap();
+    f.set_modified(mtime).unwrap();
+    drop(f);
+    assert_eq!(fs::metadata(&path).unwrap().modified().unwrap(), mtime);
+    assert_eq!(tf.refresh().unwrap(), Refresh::Reloaded);
+    check_file(&tf);
+    assert_eq!(tf.transcript().records[2].record.uuid, "z");
+}
+
+#[test]
+fn shrinking_reloads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let content = three_lines();
+    fs::write(&path, &content).unwrap();
+    let mut tf = TranscriptFile::open(&path, Some("s")).unwrap();
+    let f = fs::OpenOptions::new().write(true).open(&path).unwrap();
+    let keep = content.find('\n').unwrap() + 1;
+    f.set_len(keep as u64).unwrap();
+    drop(f);
+    assert_eq!(tf.refresh().unwrap(), Refresh::Reloaded);
+    check_file(&tf);
+    assert_eq!(tf.transcript().records.len(), 1);
+}
+
+#[test]
+fn rewriting_the_prefix_and_growing_reloads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let content = three_lines();
+    fs::write(&path, &content).unwrap();
+    let mut tf = TranscriptFile::open(&path, Some("s")).unwrap();
+    // Replaced by a new file (new inode) whose last old line moved: reparse everything.
+    let tmp = dir.path().join("tmp");
+    let grown = format!(
+        "{}{}\n",
+        content.replacen("\"a\"", "\"aa\"", 1),
+        text("d", Some("c"), "assistant")
+    );
+    fs::write(&tmp, &grown).unwrap();
+    fs::rename(&tmp, &path).unwrap();
+    assert_eq!(tf.refresh().unwrap(), Refresh::Reloaded);
+    check_file(&tf);
+    assert_eq!(tf.transcript().records[0].record.uuid, "aa");
+}
+
+#[test]
+fn rewriting_the_torn_tail_reloads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    fs::write(
+        &path,
+        format!("{}\n{{\"uuid\":\"b", text("a", None, "user")),
+    )
+    .unwrap();
+    let mut tf = TranscriptFile::open(&path, Some("s")).unwrap();
+    assert_eq!(tf.transcript().problems()[0].kind, ProblemKind::TornTail);
+    let f = fs::OpenOptions::new().write(true).open(&path).unwrap();
+    use std::os::unix::fs::FileExt;
+    let at = tf.len() - 1;
+    f.write_all_at(b"X\",\"type\":\"boundary\"}\n", at).unwrap();
+    drop(f);
+    assert_eq!(tf.refresh().unwrap(), Refresh::Reloaded);
+    check_file(&tf);
+    assert_eq!(tf.transcript().records[1].record.uuid, "X");
+}
+
+#[test]
+fn example_file_loads() {
+    let tf = TranscriptFile::open(main_transcript(), Some("7f0c2a")).unwrap();
+    assert!(tf.exists());
+    assert_eq!(tf.transcript().messages.len(), 16);
+    assert_eq!(tf.transcript().problems(), vec![]);
+}
+
+#[test]
+fn sidechains_are_found_sorted_and_other_files_ignored() {
+    let found = sidechain_paths(&example_root().join("transcripts"), "7f0c2a").unwrap();
+    assert_eq!(found, vec![("ag-41".to_string(), sidechain_transcript())]);
+
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(sidechain_paths(dir.path(), "s").unwrap(), vec![]);
+    let sub = dir.path().join("s/subagents");
+    fs::create_dir_all(&sub).unwrap();
+    for name in [
+        "agent-b.jsonl",
+        "agent-a.jsonl",
+        "agent-.jsonl",
+        "notes.txt",
+        "agent-c.json",
+        "b.jsonl",
+    ] {
+        fs::write(sub.join(name), "").unwrap();
+    }
+    fs::create_dir(sub.join("agent-d.jsonl")).unwrap();
+    let found = sidechain_paths(dir.path(), "s").unwrap();
+    assert_eq!(
+        found,
+        vec![
+            ("a".to_string(), sub.join("agent-a.jsonl")),
+            ("b".to_string(), sub.join("agent-b.jsonl")),
+        ]
+    );
+    assert!(sidechain_paths(dir.path(), "../x").is_err());
+}
