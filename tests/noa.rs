@@ -460,3 +460,63 @@ fn tier2_nudge_after_enough_tier1_blocks() {
     assert_eq!(n.kind, "tier2");
     assert!(n.text.contains("b1, b2, b3"), "{}", n.text);
 }
+
+#[test]
+fn example_root_view_status_and_raw_range() {
+    use normafs::noa::status::{status, StatusInputs};
+    use normafs::store::root::RootPaths;
+    use normafs::store::session;
+    let d = common::example_root();
+    let paths = RootPaths::from_root(d.path());
+    let s = session::load(&paths, "7f0c2a");
+    let msgs = s.msgs();
+    let cfg = NoaConfig::default();
+    let v = view::project(&msgs, &s.state.state, &cfg);
+    assert_eq!(
+        v.mat.hidden.len(),
+        4,
+        "the two consumed Compress calls and their results"
+    );
+    let subs: Vec<(String, normafs::format::transcript::Usage)> = s
+        .sidechains
+        .iter()
+        .map(|(a, _, t)| (a.clone(), t.usage.clone()))
+        .collect();
+    let st = status(
+        &v,
+        &cfg,
+        &StatusInputs {
+            session: "7f0c2a",
+            usage: &s.transcript.usage,
+            subagents: &subs,
+            problems: (0, 0, 0),
+            state_error: None,
+        },
+    );
+    assert_eq!(st["messages"], 16);
+    assert_eq!(st["viewLines"], 4);
+    assert_eq!(st["band"], "below-floor");
+    assert_eq!(st["liveBlocksByTier"]["1"], 2);
+    assert_eq!(st["refs"]["last"], "m0016");
+    assert_eq!(st["usage"]["parent"]["input_tokens"], 9600);
+    assert_eq!(st["usage"]["subagents"]["ag-41"]["input_tokens"], 1200);
+    assert_eq!(st["usage"]["sum"]["input_tokens"], 10800);
+    assert_eq!(st["projectedTokens"], v.projected);
+
+    // raw/m0002-m0003.md: untruncated raw messages rendered like an archive body.
+    let raw = view::raw_range(&msgs, &v.mat.refs, "m0002", "m0003").expect("raw");
+    assert!(raw.starts_with("# Raw m0002–m0003\n\n## m0002 · assistant · 2026-10-02T09:00:22.000000001Z\n\n### thinking\n\nCheck the CI log first."), "{raw}");
+    assert!(
+        raw.contains("### tool_result toolu_a1\n\n```\nld: error: undefined symbol: zstd_compress")
+    );
+    // A range spanning hidden Compress calls includes them: raw evidence.
+    let raw = view::raw_range(&msgs, &v.mat.refs, "m0011", "m0012").expect("raw");
+    assert!(raw.contains("### tool_use Compress (toolu_c1)"));
+    assert_eq!(
+        view::raw_range(&msgs, &v.mat.refs, "m0003", "m0099")
+            .expect_err("unknown")
+            .to_string(),
+        "unknown ref m0099"
+    );
+    assert!(view::raw_range(&msgs, &v.mat.refs, "m0005", "m0002").is_err());
+}
