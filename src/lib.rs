@@ -13,6 +13,7 @@ pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod format;
+pub mod fs;
 mod gen_cli;
 pub mod noa;
 pub mod store;

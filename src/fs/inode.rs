@@ -1,0 +1,166 @@
+//! The one owner of inode numbers: node identity -> stable inode, with lookup counts.
+//!
+//! An inode number is never reused for another node during the life of the mount, and a node
+//! keeps its number while it exists. Lookup counts follow the kernel's lookup/forget protocol;
+//! forgetting does not free the number (so a path keeps its inode), it only lets the table know
+//! the kernel holds no reference.
+
+use std::collections::HashMap;
+
+use parking_lot::RwLock;
+
+use super::node::Node;
+
+/// Inode number of the mount's root.
+pub const ROOT_INO: u64 = 1;
+
+#[derive(Debug, Default)]
+struct Inner {
+    by_node: HashMap<Node, u64>,
+    /// Index `ino - 1`: the node, `None` once detached (renamed over or removed).
+    nodes: Vec<(Option<Node>, u64)>,
+}
+
+#[derive(Debug)]
+pub struct InodeTable {
+    inner: RwLock<Inner>,
+}
+
+impl Default for InodeTable {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl InodeTable {
+    pub fn new() -> InodeTable {
+        let mut inner = Inner::default();
+        inner.by_node.insert(Node::Root, ROOT_INO);
+        inner.nodes.push((Some(Node::Root), 1));
+        InodeTable {
+            inner: RwLock::new(inner),
+        }
+    }
+
+    /// The inode of `node`, allocated on first sight.
+    pub fn ino(&self, node: &Node) -> u64 {
+        if let Some(&ino) = self.inner.read().by_node.get(node) {
+            return ino;
+        }
+        let mut w = self.inner.write();
+        if let Some(&ino) = w.by_node.get(node) {
+            return ino;
+        }
+        w.nodes.push((Some(node.clone()), 0));
+        let ino = w.nodes.len() as u64;
+        w.by_node.insert(node.clone(), ino);
+        ino
+    }
+
+    /// The inode of `node`, counting one kernel lookup.
+    pub fn lookup(&self, node: &Node) -> u64 {
+        let ino = self.ino(node);
+        let mut w = self.inner.write();
+        if let Some(slot) = w.nodes.get_mut((ino - 1) as usize) {
+            slot.1 = slot.1.saturating_add(1);
+        }
+        ino
+    }
+
+    /// The kernel dropped `n` lookups of `ino`.
+    pub fn forget(&self, ino: u64, n: u64) {
+        let mut w = self.inner.write();
+        if let Some(slot) = w.nodes.get_mut((ino.wrapping_sub(1)) as usize) {
+            slot.1 = slot.1.saturating_sub(n);
+        }
+    }
+
+    /// The node of an inode; `None` for unknown or detached inodes.
+    pub fn node(&self, ino: u64) -> Option<Node> {
+        let r = self.inner.read();
+        r.nodes
+            .get((ino.wrapping_sub(1)) as usize)
+            .and_then(|s| s.0.clone())
+    }
+
+    /// The kernel's lookup count of `ino` (for tests and debugging).
+    pub fn lookups(&self, ino: u64) -> u64 {
+        let r = self.inner.read();
+        r.nodes
+            .get((ino.wrapping_sub(1)) as usize)
+            .map(|s| s.1)
+            .unwrap_or(0)
+    }
+
+    /// `from` was renamed to `to`: the inode of `from` now names `to`; the inode that named `to`
+    /// before (replaced) is detached. Children of renamed directories keep their old names
+    /// (memory/ has no sub-directories normafs manages).
+    pub fn rename(&self, from: &Node, to: &Node) {
+        let mut w = self.inner.write();
+        if let Some(old_to) = w.by_node.remove(to) {
+            if let Some(slot) = w.nodes.get_mut((old_to - 1) as usize) {
+                slot.0 = None;
+            }
+        }
+        if let Some(ino) = w.by_node.remove(from) {
+            if let Some(slot) = w.nodes.get_mut((ino - 1) as usize) {
+                slot.0 = Some(to.clone());
+            }
+            w.by_node.insert(to.clone(), ino);
+        }
+    }
+
+    /// `node` was removed: detach its inode so a new file of the same name gets a new one.
+    pub fn remove(&self, node: &Node) {
+        let mut w = self.inner.write();
+        if let Some(ino) = w.by_node.remove(node) {
+            if let Some(slot) = w.nodes.get_mut((ino - 1) as usize) {
+                slot.0 = None;
+            }
+        }
+    }
+
+    /// Number of inodes ever allocated.
+    pub fn len(&self) -> usize {
+        self.inner.read().nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::node::Base;
+    use std::path::PathBuf;
+
+    #[test]
+    fn stable_counted_and_renamed() {
+        let t = InodeTable::new();
+        let a = Node::Real(Base::Memory, PathBuf::from("a.md"));
+        let b = Node::Real(Base::Memory, PathBuf::from("b.md"));
+        let ia = t.lookup(&a);
+        assert_eq!(t.lookup(&a), ia);
+        assert_eq!(t.lookups(ia), 2);
+        t.forget(ia, 2);
+        assert_eq!(t.lookups(ia), 0);
+        assert_eq!(t.ino(&a), ia, "a forgotten path keeps its inode");
+        let ib = t.ino(&b);
+        t.rename(&a, &b);
+        assert_eq!(t.node(ia), Some(b.clone()));
+        assert_eq!(t.node(ib), None, "the replaced inode is detached");
+        assert_eq!(t.ino(&b), ia);
+        t.remove(&b);
+        assert_eq!(t.node(ia), None);
+        assert_ne!(
+            t.ino(&b),
+            ia,
+            "a new file of the same name gets a new inode"
+        );
+        assert_eq!(t.node(ROOT_INO), Some(Node::Root));
+        assert_eq!(t.node(0), None);
+        assert_eq!(t.node(9999), None);
+    }
+}

@@ -1,0 +1,1041 @@
+//! The filesystem without fuser: nodes, inodes, attributes, handles with snapshots, the ctl
+//! protocol and errors. `fuse.rs` only translates kernel requests into these calls.
+//!
+//! Every method returns plain structs or an [`FsError`]; tests drive this layer with no mount.
+
+pub mod error;
+pub mod inode;
+pub mod node;
+pub mod real;
+pub mod synth;
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+
+use crate::config::Config;
+use crate::store::ctl::{CtlRecord, Runner, Scope};
+use crate::store::root::{self, RootPaths};
+
+pub use error::FsError;
+pub use inode::ROOT_INO;
+pub use node::{Base, Node, SynthKind};
+use real::{Backing, Stat};
+use synth::{systime, Synth};
+
+/// The kind of a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    Dir,
+    File,
+    Symlink,
+    Fifo,
+    Socket,
+    CharDevice,
+    BlockDevice,
+}
+
+/// Attributes of a node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attr {
+    pub ino: u64,
+    pub kind: FileKind,
+    pub size: u64,
+    pub blocks: u64,
+    pub perm: u16,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub rdev: u32,
+    pub atime: SystemTime,
+    pub mtime: SystemTime,
+    pub ctime: SystemTime,
+}
+
+/// A looked-up node: its attributes and how long the kernel may cache them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub attr: Attr,
+    pub ttl: Duration,
+}
+
+/// One directory entry; `offset` is the offset of the *next* entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DirEntry {
+    pub ino: u64,
+    pub offset: i64,
+    pub kind: FileKind,
+    pub name: OsString,
+}
+
+/// An opened file.
+#[derive(Debug, Clone)]
+pub struct Opened {
+    pub fh: u64,
+    /// Bypass the page cache (synthetic files and ctl).
+    pub direct_io: bool,
+    /// The backing file, for kernel passthrough of real files.
+    pub backing: Option<Arc<File>>,
+}
+
+/// Attribute changes requested by `setattr`.
+#[derive(Debug, Clone, Default)]
+pub struct SetAttr {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<SystemTime>,
+    pub mtime: Option<SystemTime>,
+    /// Set atime/mtime to now.
+    pub atime_now: bool,
+    pub mtime_now: bool,
+}
+
+/// Mount options that change behaviour.
+#[derive(Debug, Clone)]
+pub struct FsOptions {
+    pub read_only: bool,
+    /// Owner of synthetic nodes.
+    pub uid: u32,
+    pub gid: u32,
+    /// Largest write the kernel sends; a ctl write of this size may be a split command.
+    pub max_write: u32,
+    /// TTL of real files' attributes and entries.
+    pub real_ttl: Duration,
+}
+
+impl FsOptions {
+    pub fn new(cfg: &Config, read_only: bool) -> FsOptions {
+        // SAFETY: getuid/getgid cannot fail.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        FsOptions {
+            read_only,
+            uid,
+            gid,
+            max_write: 1 << 20,
+            real_ttl: Duration::from_millis(cfg.ttl_ms),
+        }
+    }
+}
+
+enum Handle {
+    Synth(Arc<Vec<u8>>),
+    Real(Arc<File>),
+    Ctl {
+        scope: Scope,
+        own: Vec<CtlRecord>,
+        wrote: bool,
+        snapshot: Option<Arc<Vec<u8>>>,
+    },
+    Dir(Vec<DirEntry>),
+}
+
+/// Per ctl file: the last sequence number and the latest results.
+type CtlLog = (u64, VecDeque<CtlRecord>);
+
+/// How many results a fresh `ctl` handle reads.
+pub const CTL_HISTORY: usize = 32;
+
+/// The filesystem.
+pub struct NormaFs {
+    paths: RootPaths,
+    backing: Backing,
+    cfg: Config,
+    opts: FsOptions,
+    inodes: inode::InodeTable,
+    synth: Synth,
+    handles: Mutex<HashMap<u64, Handle>>,
+    next_fh: AtomicU64,
+    ctl_log: Mutex<HashMap<Option<String>, CtlLog>>,
+    started: SystemTime,
+}
+
+fn kind_of(st: &Stat) -> FileKind {
+    match st.st_mode & libc::S_IFMT {
+        libc::S_IFDIR => FileKind::Dir,
+        libc::S_IFLNK => FileKind::Symlink,
+        libc::S_IFIFO => FileKind::Fifo,
+        libc::S_IFSOCK => FileKind::Socket,
+        libc::S_IFCHR => FileKind::CharDevice,
+        libc::S_IFBLK => FileKind::BlockDevice,
+        _ => FileKind::File,
+    }
+}
+
+fn to_timespec(t: SystemTime) -> libc::timespec {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    libc::timespec {
+        tv_sec: d.as_secs() as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    }
+}
+
+impl NormaFs {
+    pub fn new(paths: RootPaths, cfg: Config, opts: FsOptions) -> NormaFs {
+        let backing = Backing {
+            transcripts: paths.transcripts.clone(),
+            memory: paths.memory.clone(),
+            archives: paths.archives.clone(),
+        };
+        NormaFs {
+            synth: Synth::new(paths.clone(), cfg.clone()),
+            paths,
+            backing,
+            cfg,
+            opts,
+            inodes: inode::InodeTable::new(),
+            handles: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            ctl_log: Mutex::new(HashMap::new()),
+            started: SystemTime::now(),
+        }
+    }
+
+    pub fn options(&self) -> &FsOptions {
+        &self.opts
+    }
+
+    pub fn paths(&self) -> &RootPaths {
+        &self.paths
+    }
+
+    /// The node of an inode, or `ENOENT` for a stale one.
+    pub fn node(&self, ino: u64) -> Result<Node, FsError> {
+        self.inodes.node(ino).ok_or(FsError::NotFound)
+    }
+
+    /// The inode a node has (allocating it), without counting a lookup.
+    pub fn ino_of(&self, node: &Node) -> u64 {
+        self.inodes.ino(node)
+    }
+
+    pub fn lookup_count(&self, ino: u64) -> u64 {
+        self.inodes.lookups(ino)
+    }
+
+    fn session_exists(&self, sid: &str) -> bool {
+        root::valid_session_name(OsStr::new(sid)).is_ok()
+            && (self.paths.transcript_path(sid).is_file() || self.paths.archive_root(sid).is_dir())
+    }
+
+    // ---- attributes ------------------------------------------------------------------------
+
+    fn synthetic_attr(
+        &self,
+        ino: u64,
+        kind: FileKind,
+        perm: u16,
+        size: u64,
+        mtime: SystemTime,
+    ) -> Attr {
+        Attr {
+            ino,
+            kind,
+            size,
+            blocks: size.div_ceil(512),
+            perm,
+            nlink: if kind == FileKind::Dir { 2 } else { 1 },
+            uid: self.opts.uid,
+            gid: self.opts.gid,
+            rdev: 0,
+            atime: mtime,
+            mtime,
+            ctime: mtime,
+        }
+    }
+
+    fn real_attr(&self, ino: u64, st: &Stat) -> Attr {
+        Attr {
+            ino,
+            kind: kind_of(st),
+            size: st.st_size as u64,
+            blocks: st.st_blocks as u64,
+            perm: (st.st_mode & 0o7777) as u16,
+            nlink: st.st_nlink as u32,
+            uid: st.st_uid,
+            gid: st.st_gid,
+            rdev: st.st_rdev as u32,
+            atime: systime(st.st_atime, st.st_atime_nsec),
+            mtime: systime(st.st_mtime, st.st_mtime_nsec),
+            ctime: systime(st.st_ctime, st.st_ctime_nsec),
+        }
+    }
+
+    fn mtime_of(p: &Path) -> Option<SystemTime> {
+        std::fs::metadata(p).and_then(|m| m.modified()).ok()
+    }
+
+    /// Attributes of a node and their TTL.
+    pub fn attr_of(&self, node: &Node, ino: u64) -> Result<Entry, FsError> {
+        let zero = Duration::ZERO;
+        let ttl = self.opts.real_ttl;
+        let attr = match node {
+            Node::Root => self.synthetic_attr(ino, FileKind::Dir, 0o755, 0, self.started),
+            Node::Sessions => {
+                let m = [&self.paths.transcripts, &self.paths.archives]
+                    .iter()
+                    .filter_map(|p| Self::mtime_of(p))
+                    .max()
+                    .unwrap_or(self.started);
+                self.synthetic_attr(ino, FileKind::Dir, 0o755, 0, m)
+            }
+            Node::Session(sid) => {
+                if !self.session_exists(sid) {
+                    return Err(FsError::NotFound);
+                }
+                let m = [
+                    self.paths.transcript_path(sid),
+                    self.paths.archive_root(sid),
+                ]
+                .iter()
+                .filter_map(|p| Self::mtime_of(p))
+                .max()
+                .unwrap_or(self.started);
+                self.synthetic_attr(ino, FileKind::Dir, 0o755, 0, m)
+            }
+            Node::RawDir(sid) => {
+                if !self.session_exists(sid) {
+                    return Err(FsError::NotFound);
+                }
+                let m = Self::mtime_of(&self.paths.state_path(sid)).unwrap_or(self.started);
+                self.synthetic_attr(ino, FileKind::Dir, 0o555, 0, m)
+            }
+            Node::MemoryLink(_) => self.synthetic_attr(
+                ino,
+                FileKind::Symlink,
+                0o777,
+                MEMORY_LINK.len() as u64,
+                self.started,
+            ),
+            Node::Ctl(sid) => {
+                if let Some(sid) = sid {
+                    if !self.session_exists(sid) {
+                        return Err(FsError::NotFound);
+                    }
+                }
+                return Ok(Entry {
+                    attr: self.synthetic_attr(ino, FileKind::File, 0o600, 0, self.started),
+                    ttl: zero,
+                });
+            }
+            Node::MemoryDir => match self.backing.lstat(Base::Memory, Path::new("")) {
+                Ok(st) => {
+                    let mut a = self.real_attr(ino, &st);
+                    a.kind = FileKind::Dir;
+                    a
+                }
+                Err(_) => self.synthetic_attr(ino, FileKind::Dir, 0o755, 0, self.started),
+            },
+            n if n.is_synthetic_file() => {
+                if let Node::Synth(sid, _) | Node::Raw(sid, _, _) = n {
+                    if !self.session_exists(sid) {
+                        return Err(FsError::NotFound);
+                    }
+                }
+                let c = self.synth.content(n)?;
+                return Ok(Entry {
+                    attr: self.synthetic_attr(
+                        ino,
+                        FileKind::File,
+                        0o444,
+                        c.data.len() as u64,
+                        c.mtime,
+                    ),
+                    ttl: zero,
+                });
+            }
+            Node::Real(base, rel) => {
+                let st = self.backing.lstat(*base, rel)?;
+                return Ok(Entry {
+                    attr: self.real_attr(ino, &st),
+                    ttl,
+                });
+            }
+            _ => return Err(FsError::NotFound),
+        };
+        Ok(Entry { attr, ttl })
+    }
+
+    // ---- namespace -------------------------------------------------------------------------
+
+    /// The child `name` of `parent`, if it exists.
+    pub fn child(&self, parent: &Node, name: &OsStr) -> Result<Node, FsError> {
+        if name.len() > 255 {
+            return Err(FsError::NameTooLong);
+        }
+        if !real::valid_component(name) {
+            return Err(FsError::NotFound);
+        }
+        let s = name.to_str();
+        let node = match (parent, s) {
+            (Node::Root, Some("sessions")) => Node::Sessions,
+            (Node::Root, Some("memory")) => Node::MemoryDir,
+            (Node::Root, Some("audit.txt")) => Node::RootAudit,
+            (Node::Root, Some("ctl")) => Node::Ctl(None),
+            (Node::Sessions, Some(sid)) if self.session_exists(sid) => {
+                Node::Session(sid.to_string())
+            }
+            (Node::Session(sid), Some(n)) => match n {
+                "view.jsonl" => Node::Synth(sid.clone(), SynthKind::View),
+                "view.md" => Node::Synth(sid.clone(), SynthKind::ViewMd),
+                "audit.txt" => Node::Synth(sid.clone(), SynthKind::Audit),
+                "status.json" => Node::Synth(sid.clone(), SynthKind::Status),
+                "raw" => Node::RawDir(sid.clone()),
+                "memory" => Node::MemoryLink(sid.clone()),
+                "ctl" => Node::Ctl(Some(sid.clone())),
+                other => match node::session_real(sid, other) {
+                    Some((b, rel)) => {
+                        self.backing.lstat(b, &rel)?;
+                        Node::Real(b, rel)
+                    }
+                    None => return Err(FsError::NotFound),
+                },
+            },
+            (Node::RawDir(sid), Some(n)) => {
+                let Some((start, end)) = n.strip_suffix(".md").and_then(|r| r.split_once('-'))
+                else {
+                    return Err(FsError::NotFound);
+                };
+                if !self.synth.raw_range_exists(sid, start, end)? {
+                    return Err(FsError::NotFound);
+                }
+                Node::Raw(sid.clone(), start.to_string(), end.to_string())
+            }
+            (Node::MemoryDir, Some("MEMORY.md")) => Node::MemoryIndex,
+            (Node::MemoryDir, _) => {
+                let rel = PathBuf::from(name);
+                self.backing.lstat(Base::Memory, &rel)?;
+                Node::Real(Base::Memory, rel)
+            }
+            (Node::Real(b, rel), _) => {
+                let rel = rel.join(name);
+                self.backing.lstat(*b, &rel)?;
+                Node::Real(*b, rel)
+            }
+            _ => return Err(FsError::NotFound),
+        };
+        Ok(node)
+    }
+
+    /// `lookup`: the child's attributes; counts one kernel reference.
+    pub fn lookup(&self, parent: u64, name: &OsStr) -> Result<Entry, FsError> {
+        let p = self.node(parent)?;
+        let child = self.child(&p, name)?;
+        let ino = self.inodes.ino(&child);
+        let e = self.attr_of(&child, ino)?;
+        self.inodes.lookup(&child);
+        Ok(e)
+    }
+
+    pub fn forget(&self, ino: u64, n: u64) {
+        self.inodes.forget(ino, n);
+    }
+
+    pub fn getattr(&self, ino: u64, fh: Option<u64>) -> Result<Entry, FsError> {
+        if let Some(fh) = fh {
+            // An open synthetic handle reports the size of its own snapshot.
+            if let Some(Handle::Synth(data)) = self.handles.lock().get(&fh) {
+                let node = self.node(ino)?;
+                let mut e = self.attr_of(&node, ino)?;
+                e.attr.size = data.len() as u64;
+                return Ok(e);
+            }
+        }
+        let node = self.node(ino)?;
+        self.attr_of(&node, ino)
+    }
+
+    pub fn readlink(&self, ino: u64) -> Result<Vec<u8>, FsError> {
+        match self.node(ino)? {
+            Node::MemoryLink(_) => Ok(MEMORY_LINK.as_bytes().to_vec()),
+            Node::Real(b, rel) => self.backing.readlink(b, &rel),
+            _ => Err(FsError::Invalid("not a symbolic link".into())),
+        }
+    }
+
+    /// Every entry of a directory, `.` and `..` first.
+    pub fn list(&self, ino: u64) -> Result<Vec<DirEntry>, FsError> {
+        let node = self.node(ino)?;
+        let parent_ino = match &node {
+            Node::Root | Node::Sessions | Node::MemoryDir | Node::RootAudit => ROOT_INO,
+            Node::Session(_) => self.inodes.ino(&Node::Sessions),
+            Node::RawDir(sid) => self.inodes.ino(&Node::Session(sid.clone())),
+            _ => ROOT_INO,
+        };
+        let mut out: Vec<(u64, FileKind, OsString)> = vec![
+            (ino, FileKind::Dir, ".".into()),
+            (parent_ino, FileKind::Dir, "..".into()),
+        ];
+        let mut add = |n: Node, kind: FileKind, name: &OsStr| {
+            out.push((self.inodes.ino(&n), kind, name.to_os_string()));
+        };
+        match &node {
+            Node::Root => {
+                add(Node::Sessions, FileKind::Dir, OsStr::new("sessions"));
+                add(Node::MemoryDir, FileKind::Dir, OsStr::new("memory"));
+                add(Node::RootAudit, FileKind::File, OsStr::new("audit.txt"));
+                add(Node::Ctl(None), FileKind::File, OsStr::new("ctl"));
+            }
+            Node::Sessions => {
+                let d = root::discover(&self.paths).map_err(FsError::from)?;
+                for sid in d.sessions {
+                    add(Node::Session(sid.clone()), FileKind::Dir, OsStr::new(&sid));
+                }
+            }
+            Node::Session(sid) => {
+                if !self.session_exists(sid) {
+                    return Err(FsError::NotFound);
+                }
+                for name in ["transcript.jsonl", "subagents", "state.json", "ctl.jsonl"] {
+                    if let Some((b, rel)) = node::session_real(sid, name) {
+                        if let Ok(st) = self.backing.lstat(b, &rel) {
+                            add(Node::Real(b, rel), kind_of(&st), OsStr::new(name));
+                        }
+                    }
+                }
+                if let Ok(names) = self.backing.list(Base::Archives, Path::new(sid)) {
+                    for n in names {
+                        if let Some(s) =
+                            n.to_str().filter(|s| crate::store::session::is_tier_dir(s))
+                        {
+                            let rel = PathBuf::from(sid).join(s);
+                            if let Ok(st) = self.backing.lstat(Base::Archives, &rel) {
+                                add(Node::Real(Base::Archives, rel), kind_of(&st), &n);
+                            }
+                        }
+                    }
+                }
+                for k in SynthKind::ALL {
+                    add(
+                        Node::Synth(sid.clone(), k),
+                        FileKind::File,
+                        OsStr::new(k.name()),
+                    );
+                }
+                add(Node::RawDir(sid.clone()), FileKind::Dir, OsStr::new("raw"));
+                add(
+                    Node::MemoryLink(sid.clone()),
+                    FileKind::Symlink,
+                    OsStr::new("memory"),
+                );
+                add(
+                    Node::Ctl(Some(sid.clone())),
+                    FileKind::File,
+                    OsStr::new("ctl"),
+                );
+            }
+            Node::RawDir(sid) => {
+                for n in self.synth.raw_names(sid) {
+                    if let Some((s, e)) = n.strip_suffix(".md").and_then(|r| r.split_once('-')) {
+                        add(
+                            Node::Raw(sid.clone(), s.to_string(), e.to_string()),
+                            FileKind::File,
+                            OsStr::new(&n),
+                        );
+                    }
+                }
+            }
+            Node::MemoryDir => {
+                let names = match self.backing.list(Base::Memory, Path::new("")) {
+                    Ok(n) => n,
+                    Err(FsError::NotFound) => Vec::new(),
+                    Err(e) => return Err(e),
+                };
+                add(Node::MemoryIndex, FileKind::File, OsStr::new("MEMORY.md"));
+                for n in names {
+                    if n == "MEMORY.md" {
+                        continue;
+                    }
+                    let rel = PathBuf::from(&n);
+                    if let Ok(st) = self.backing.lstat(Base::Memory, &rel) {
+                        add(Node::Real(Base::Memory, rel), kind_of(&st), &n);
+                    }
+                }
+            }
+            Node::Real(b, rel) => {
+                for n in self.backing.list(*b, rel)? {
+                    let crel = rel.join(&n);
+                    if let Ok(st) = self.backing.lstat(*b, &crel) {
+                        add(Node::Real(*b, crel), kind_of(&st), &n);
+                    }
+                }
+            }
+            _ => return Err(FsError::NotDir),
+        }
+        Ok(out
+            .into_iter()
+            .enumerate()
+            .map(|(i, (ino, kind, name))| DirEntry {
+                ino,
+                offset: i as i64 + 1,
+                kind,
+                name,
+            })
+            .collect())
+    }
+
+    pub fn opendir(&self, ino: u64) -> Result<u64, FsError> {
+        let entries = self.list(ino)?;
+        Ok(self.new_handle(Handle::Dir(entries)))
+    }
+
+    /// Entries after `offset` (0 = from the start), from the handle's snapshot.
+    pub fn readdir(&self, ino: u64, fh: u64, offset: i64) -> Result<Vec<DirEntry>, FsError> {
+        let snapshot = match self.handles.lock().get(&fh) {
+            Some(Handle::Dir(e)) => Some(e.clone()),
+            _ => None,
+        };
+        let entries = match snapshot {
+            Some(e) => e,
+            None => self.list(ino)?,
+        };
+        Ok(entries.into_iter().filter(|e| e.offset > offset).collect())
+    }
+
+    pub fn releasedir(&self, fh: u64) {
+        self.handles.lock().remove(&fh);
+    }
+
+    // ---- files -----------------------------------------------------------------------------
+
+    fn new_handle(&self, h: Handle) -> u64 {
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        self.handles.lock().insert(fh, h);
+        fh
+    }
+
+    fn writes(flags: i32) -> bool {
+        let acc = flags & libc::O_ACCMODE;
+        acc == libc::O_WRONLY || acc == libc::O_RDWR || flags & libc::O_TRUNC != 0
+    }
+
+    pub fn open(&self, ino: u64, flags: i32) -> Result<Opened, FsError> {
+        let node = self.node(ino)?;
+        match &node {
+            Node::Ctl(sid) => {
+                if let Some(sid) = sid {
+                    if !self.session_exists(sid) {
+                        return Err(FsError::NotFound);
+                    }
+                }
+                let scope = match sid {
+                    Some(s) => Scope::Session(s.clone()),
+                    None => Scope::Root,
+                };
+                let fh = self.new_handle(Handle::Ctl {
+                    scope,
+                    own: Vec::new(),
+                    wrote: false,
+                    snapshot: None,
+                });
+                Ok(Opened {
+                    fh,
+                    direct_io: true,
+                    backing: None,
+                })
+            }
+            n if n.is_synthetic_file() => {
+                if Self::writes(flags) {
+                    return Err(FsError::Access);
+                }
+                self.attr_of(n, ino)?;
+                let c = self.synth.content(n)?;
+                let fh = self.new_handle(Handle::Synth(c.data));
+                Ok(Opened {
+                    fh,
+                    direct_io: true,
+                    backing: None,
+                })
+            }
+            Node::Real(b, rel) => {
+                if self.opts.read_only && Self::writes(flags) {
+                    return Err(FsError::ReadOnly);
+                }
+                let f = Arc::new(self.backing.open(
+                    *b,
+                    rel,
+                    flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW),
+                )?);
+                let fh = self.new_handle(Handle::Real(f.clone()));
+                Ok(Opened {
+                    fh,
+                    direct_io: false,
+                    backing: Some(f),
+                })
+            }
+            Node::MemoryLink(_) => Err(FsError::Loop),
+            _ => Err(FsError::IsDir),
+        }
+    }
+
+    pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, FsError> {
+        let mut handles = self.handles.lock();
+        match handles.get_mut(&fh) {
+            Some(Handle::Synth(data)) => Ok(slice(data, offset, size)),
+            Some(Handle::Real(f)) => {
+                let f = f.clone();
+                drop(handles);
+                let mut buf = vec![0u8; size as usize];
+                let mut got = 0;
+                while got < buf.len() {
+                    let n = f.read_at(&mut buf[got..], offset + got as u64)?;
+                    if n == 0 {
+                        break;
+                    }
+                    got += n;
+                }
+                buf.truncate(got);
+                Ok(buf)
+            }
+            Some(Handle::Ctl {
+                scope,
+                own,
+                wrote,
+                snapshot,
+            }) => {
+                if offset == 0 || snapshot.is_none() {
+                    let records: Vec<CtlRecord> = if *wrote {
+                        own.clone()
+                    } else {
+                        let key = scope_key(scope);
+                        self.ctl_log
+                            .lock()
+                            .get(&key)
+                            .map(|(_, q)| q.iter().cloned().collect())
+                            .unwrap_or_default()
+                    };
+                    let mut text = Vec::new();
+                    for r in records {
+                        text.extend_from_slice(r.to_json().to_string().as_bytes());
+                        text.push(b'\n');
+                    }
+                    *snapshot = Some(Arc::new(text));
+                }
+                Ok(snapshot
+                    .as_ref()
+                    .map(|d| slice(d, offset, size))
+                    .unwrap_or_default())
+            }
+            Some(Handle::Dir(_)) => Err(FsError::IsDir),
+            None => Err(FsError::BadHandle),
+        }
+    }
+
+    pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32, FsError> {
+        let target = {
+            let handles = self.handles.lock();
+            match handles.get(&fh) {
+                Some(Handle::Real(f)) => Ok(Some(f.clone())),
+                Some(Handle::Ctl { .. }) => Ok(None),
+                Some(Handle::Synth(_)) => Err(FsError::Access),
+                Some(Handle::Dir(_)) => Err(FsError::IsDir),
+                None => Err(FsError::BadHandle),
+            }
+        }?;
+        if let Some(f) = target {
+            if self.opts.read_only {
+                return Err(FsError::ReadOnly);
+            }
+            f.write_all_at(data, offset)?;
+            return Ok(data.len() as u32);
+        }
+        self.write_ctl(fh, data)
+    }
+
+    /// A write to `ctl`: one or more whole commands, run in order, stopping at the first failure.
+    fn write_ctl(&self, fh: u64, data: &[u8]) -> Result<u32, FsError> {
+        let scope = match self.handles.lock().get(&fh) {
+            Some(Handle::Ctl { scope, .. }) => scope.clone(),
+            _ => return Err(FsError::BadHandle),
+        };
+        if data.len() >= self.opts.max_write as usize {
+            return Err(FsError::Invalid(format!(
+                "a ctl write must be shorter than {} bytes",
+                self.opts.max_write
+            )));
+        }
+        let text = std::str::from_utf8(data)
+            .map_err(|_| FsError::Invalid("ctl commands must be UTF-8".into()))?;
+        let runner = Runner {
+            paths: &self.paths,
+            cfg: &self.cfg.noa,
+            read_only: self.opts.read_only,
+        };
+        let key = scope_key(&scope);
+        let mut failure = None;
+        for line in text.split('\n').map(str::trim).filter(|l| !l.is_empty()) {
+            let seq = {
+                let mut log = self.ctl_log.lock();
+                let e = log.entry(key.clone()).or_default();
+                e.0 += 1;
+                e.0
+            };
+            let rec = runner.run(&scope, line, seq, chrono::Utc::now());
+            {
+                let mut log = self.ctl_log.lock();
+                let e = log.entry(key.clone()).or_default();
+                e.1.push_back(rec.clone());
+                while e.1.len() > CTL_HISTORY {
+                    e.1.pop_front();
+                }
+            }
+            if let Some(Handle::Ctl {
+                own,
+                wrote,
+                snapshot,
+                ..
+            }) = self.handles.lock().get_mut(&fh)
+            {
+                own.push(rec.clone());
+                *wrote = true;
+                *snapshot = None;
+            }
+            if let Some(kind) = &rec.error {
+                failure = Some(match kind {
+                    crate::store::ctl::CtlErrorKind::Invalid => {
+                        FsError::Invalid(rec.message.clone())
+                    }
+                    crate::store::ctl::CtlErrorKind::Busy => FsError::Busy(rec.message.clone()),
+                    crate::store::ctl::CtlErrorKind::Io => FsError::Io(rec.message.clone()),
+                    crate::store::ctl::CtlErrorKind::ReadOnly => FsError::ReadOnly,
+                });
+                break;
+            }
+        }
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(data.len() as u32),
+        }
+    }
+
+    pub fn release(&self, fh: u64) {
+        self.handles.lock().remove(&fh);
+    }
+
+    /// `fsync` of a real file reaches the backing file; synthetic files have nothing to sync.
+    pub fn fsync(&self, fh: u64, datasync: bool) -> Result<(), FsError> {
+        let f = match self.handles.lock().get(&fh) {
+            Some(Handle::Real(f)) => f.clone(),
+            Some(_) => return Ok(()),
+            None => return Err(FsError::BadHandle),
+        };
+        if datasync {
+            f.sync_data()?;
+        } else {
+            f.sync_all()?;
+        }
+        Ok(())
+    }
+
+    /// `fsyncdir` reaches the backing directory.
+    pub fn fsyncdir(&self, ino: u64) -> Result<(), FsError> {
+        let (b, rel) = match self.node(ino)? {
+            Node::Real(b, rel) => (b, rel),
+            Node::MemoryDir => (Base::Memory, PathBuf::new()),
+            _ => return Ok(()),
+        };
+        let d = self.backing.open_dir(b, &rel)?;
+        // SAFETY: a valid open descriptor.
+        if unsafe { libc::fsync(d.raw()) } < 0 {
+            return Err(FsError::from(std::io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
+    // ---- changes ---------------------------------------------------------------------------
+
+    /// The backing directory where a child of `parent` may be created, removed or renamed:
+    /// only `memory/` accepts new names.
+    fn mutable_dir(&self, parent: &Node) -> Result<(Base, PathBuf), FsError> {
+        match parent {
+            Node::MemoryDir => Ok((Base::Memory, PathBuf::new())),
+            _ => Err(FsError::Access),
+        }
+    }
+
+    pub fn create(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        flags: i32,
+    ) -> Result<(Entry, Opened), FsError> {
+        let p = self.node(parent)?;
+        let (b, dir) = self.mutable_dir(&p)?;
+        if self.opts.read_only {
+            return Err(FsError::ReadOnly);
+        }
+        if !real::valid_component(name) {
+            return Err(FsError::Invalid("bad name".into()));
+        }
+        if name == "MEMORY.md" {
+            return Err(FsError::Access);
+        }
+        let rel = dir.join(name);
+        let f = Arc::new(self.backing.create(
+            b,
+            &rel,
+            (flags & !libc::O_NOFOLLOW) | libc::O_CREAT,
+            mode & 0o7777,
+        )?);
+        let node = Node::Real(b, rel);
+        let ino = self.inodes.lookup(&node);
+        let e = self.attr_of(&node, ino)?;
+        let fh = self.new_handle(Handle::Real(f.clone()));
+        Ok((
+            e,
+            Opened {
+                fh,
+                direct_io: false,
+                backing: Some(f),
+            },
+        ))
+    }
+
+    pub fn unlink(&self, parent: u64, name: &OsStr) -> Result<(), FsError> {
+        let p = self.node(parent)?;
+        let child = self.child(&p, name)?;
+        let (b, _) = self.mutable_dir(&p)?;
+        if self.opts.read_only {
+            return Err(FsError::ReadOnly);
+        }
+        let Node::Real(_, rel) = &child else {
+            return Err(FsError::Access);
+        };
+        self.backing.unlink(b, rel)?;
+        self.inodes.remove(&child);
+        Ok(())
+    }
+
+    pub fn rename(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        flags: u32,
+    ) -> Result<(), FsError> {
+        let p = self.node(parent)?;
+        let np = self.node(newparent)?;
+        let (b, _) = self.mutable_dir(&p)?;
+        let (nb, _) = self.mutable_dir(&np)?;
+        if self.opts.read_only {
+            return Err(FsError::ReadOnly);
+        }
+        if b != nb {
+            return Err(FsError::CrossDevice);
+        }
+        if !real::valid_component(newname) {
+            return Err(FsError::Invalid("bad name".into()));
+        }
+        if name == "MEMORY.md" || newname == "MEMORY.md" {
+            return Err(FsError::Access);
+        }
+        let from = PathBuf::from(name);
+        let to = PathBuf::from(newname);
+        self.backing.rename(b, &from, &to, flags)?;
+        self.inodes.rename(&Node::Real(b, from), &Node::Real(b, to));
+        Ok(())
+    }
+
+    pub fn setattr(&self, ino: u64, fh: Option<u64>, set: &SetAttr) -> Result<Entry, FsError> {
+        let node = self.node(ino)?;
+        match &node {
+            Node::Ctl(_) => {
+                // `echo … > ctl` truncates first: accepted and ignored.
+                if set.size.is_some_and(|s| s != 0)
+                    || set.mode.is_some()
+                    || set.uid.is_some()
+                    || set.gid.is_some()
+                {
+                    return Err(FsError::Perm);
+                }
+                self.attr_of(&node, ino)
+            }
+            Node::Real(b, rel) => {
+                if self.opts.read_only {
+                    return Err(FsError::ReadOnly);
+                }
+                if let Some(size) = set.size {
+                    let handle_file = fh.and_then(|fh| match self.handles.lock().get(&fh) {
+                        Some(Handle::Real(f)) => Some(f.clone()),
+                        _ => None,
+                    });
+                    match handle_file {
+                        Some(f) => f.set_len(size)?,
+                        None => self.backing.truncate(*b, rel, size)?,
+                    }
+                }
+                if let Some(mode) = set.mode {
+                    self.backing.chmod(*b, rel, mode & 0o7777)?;
+                }
+                if set.uid.is_some() || set.gid.is_some() {
+                    self.backing.chown(*b, rel, set.uid, set.gid)?;
+                }
+                let now = SystemTime::now();
+                let at = if set.atime_now { Some(now) } else { set.atime };
+                let mt = if set.mtime_now { Some(now) } else { set.mtime };
+                if at.is_some() || mt.is_some() {
+                    self.backing
+                        .utimes(*b, rel, at.map(to_timespec), mt.map(to_timespec))?;
+                }
+                self.attr_of(&node, ino)
+            }
+            Node::MemoryDir => {
+                if self.opts.read_only {
+                    return Err(FsError::ReadOnly);
+                }
+                Err(FsError::Perm)
+            }
+            _ => {
+                if self.opts.read_only {
+                    return Err(FsError::ReadOnly);
+                }
+                Err(FsError::Perm)
+            }
+        }
+    }
+
+    /// `statfs` of the transcripts directory.
+    pub fn statfs(&self) -> Result<libc::statvfs, FsError> {
+        let p = std::ffi::CString::new(self.paths.transcripts.as_os_str().as_bytes())
+            .map_err(|_| FsError::Invalid("path".into()))?;
+        // SAFETY: zeroed statvfs is a valid out-parameter.
+        let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: valid pointers.
+        if unsafe { libc::statvfs(p.as_ptr(), &mut s) } < 0 {
+            return Err(FsError::from(std::io::Error::last_os_error()));
+        }
+        Ok(s)
+    }
+
+    /// Bytes held by the synthetic-content cache.
+    pub fn cached_bytes(&self) -> usize {
+        self.synth.cached_bytes()
+    }
+}
+
+/// Target of every session's `memory` link.
+pub const MEMORY_LINK: &str = "../../memory";
+
+fn scope_key(s: &Scope) -> Option<String> {
+    match s {
+        Scope::Session(sid) => Some(sid.clone()),
+        Scope::Root => None,
+    }
+}
+
+fn slice(data: &[u8], offset: u64, size: u32) -> Vec<u8> {
+    let start = (offset as usize).min(data.len());
+    let end = start.saturating_add(size as usize).min(data.len());
+    data[start..end].to_vec()
+}

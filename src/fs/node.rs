@@ -1,0 +1,91 @@
+//! What an inode stands for: the mount's namespace (SPEC 5).
+
+use std::path::PathBuf;
+
+/// One of the three backing directories.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Base {
+    Transcripts,
+    Memory,
+    Archives,
+}
+
+/// A synthetic file of a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SynthKind {
+    View,
+    ViewMd,
+    Audit,
+    Status,
+}
+
+impl SynthKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            SynthKind::View => "view.jsonl",
+            SynthKind::ViewMd => "view.md",
+            SynthKind::Audit => "audit.txt",
+            SynthKind::Status => "status.json",
+        }
+    }
+
+    pub const ALL: [SynthKind; 4] = [
+        SynthKind::View,
+        SynthKind::ViewMd,
+        SynthKind::Audit,
+        SynthKind::Status,
+    ];
+}
+
+/// A node of the mount.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Node {
+    /// `/`
+    Root,
+    /// `/sessions`
+    Sessions,
+    /// `/sessions/<sid>`
+    Session(String),
+    /// `/sessions/<sid>/raw`
+    RawDir(String),
+    /// `/sessions/<sid>/raw/<start>-<end>.md`
+    Raw(String, String, String),
+    /// `/sessions/<sid>/{view.jsonl,view.md,audit.txt,status.json}`
+    Synth(String, SynthKind),
+    /// `/sessions/<sid>/memory -> ../../memory`
+    MemoryLink(String),
+    /// `/sessions/<sid>/ctl` (`Some`) or `/ctl` (`None`)
+    Ctl(Option<String>),
+    /// `/audit.txt`
+    RootAudit,
+    /// `/memory`
+    MemoryDir,
+    /// `/memory/MEMORY.md` (synthetic)
+    MemoryIndex,
+    /// A real file or directory: a path relative to a backing directory.
+    Real(Base, PathBuf),
+}
+
+impl Node {
+    /// Synthetic files are computed on read (ctl excluded).
+    pub fn is_synthetic_file(&self) -> bool {
+        matches!(
+            self,
+            Node::Raw(..) | Node::Synth(..) | Node::RootAudit | Node::MemoryIndex
+        )
+    }
+}
+
+/// Where the real files of a session are: its name in the session directory, and its backing
+/// path. Directories `tier<N>` are matched separately.
+pub fn session_real(sid: &str, name: &str) -> Option<(Base, PathBuf)> {
+    match name {
+        "transcript.jsonl" => Some((Base::Transcripts, PathBuf::from(format!("{sid}.jsonl")))),
+        "subagents" => Some((Base::Transcripts, PathBuf::from(sid).join("subagents"))),
+        "state.json" | "ctl.jsonl" => Some((Base::Archives, PathBuf::from(sid).join(name))),
+        n if crate::store::session::is_tier_dir(n) => {
+            Some((Base::Archives, PathBuf::from(sid).join(n)))
+        }
+        _ => None,
+    }
+}

@@ -1,0 +1,311 @@
+//! Real files under the three backing directories, reached without ever following a symlink:
+//! every path component is opened relative to its directory with `O_NOFOLLOW`, so nothing
+//! outside the backing directories can be read or written through the mount.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use super::error::FsError;
+use super::node::Base;
+
+/// The three backing directories.
+#[derive(Debug, Clone)]
+pub struct Backing {
+    pub transcripts: PathBuf,
+    pub memory: PathBuf,
+    pub archives: PathBuf,
+}
+
+fn last_err() -> FsError {
+    FsError::from(std::io::Error::last_os_error())
+}
+
+fn cstr(name: &OsStr) -> Result<CString, FsError> {
+    CString::new(name.as_bytes()).map_err(|_| FsError::Invalid("NUL in a name".into()))
+}
+
+/// A name that may appear as one path component.
+pub fn valid_component(name: &OsStr) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty() && b != b"." && b != b".." && !b.contains(&b'/') && !b.contains(&0)
+}
+
+/// An open directory (or any file) descriptor.
+#[derive(Debug)]
+pub struct Fd(OwnedFd);
+
+impl Fd {
+    pub fn raw(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+fn openat(dir: RawFd, name: &CString, flags: i32, mode: u32) -> Result<OwnedFd, FsError> {
+    // SAFETY: `name` is a valid C string; the returned descriptor is owned by us on success.
+    let fd = unsafe {
+        libc::openat(
+            dir,
+            name.as_ptr(),
+            flags | libc::O_CLOEXEC,
+            mode as libc::c_uint,
+        )
+    };
+    if fd < 0 {
+        return Err(last_err());
+    }
+    // SAFETY: `fd` is a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `fstatat` result.
+pub type Stat = libc::stat;
+
+fn fstatat(dir: RawFd, name: &CString, flags: i32) -> Result<Stat, FsError> {
+    // SAFETY: zeroed stat is a valid out-parameter.
+    let mut st: Stat = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointers for the call's duration.
+    let r = unsafe { libc::fstatat(dir, name.as_ptr(), &mut st, flags) };
+    if r < 0 {
+        return Err(last_err());
+    }
+    Ok(st)
+}
+
+impl Backing {
+    pub fn base(&self, b: Base) -> &Path {
+        match b {
+            Base::Transcripts => &self.transcripts,
+            Base::Memory => &self.memory,
+            Base::Archives => &self.archives,
+        }
+    }
+
+    /// The components of `rel`, each checked.
+    fn components(rel: &Path) -> Result<Vec<&OsStr>, FsError> {
+        rel.components()
+            .map(|c| match c {
+                Component::Normal(n) if valid_component(n) => Ok(n),
+                _ => Err(FsError::NotFound),
+            })
+            .collect()
+    }
+
+    /// Open the backing directory itself (the base may be a symlink the user configured).
+    fn open_base(&self, b: Base) -> Result<OwnedFd, FsError> {
+        let p = cstr(self.base(b).as_os_str())?;
+        openat(libc::AT_FDCWD, &p, libc::O_RDONLY | libc::O_DIRECTORY, 0)
+    }
+
+    /// Open the directory holding the last component of `rel`, walking with `O_NOFOLLOW`.
+    /// Returns the directory and the last component (`None` when `rel` is empty: the base).
+    fn parent(&self, b: Base, rel: &Path) -> Result<(OwnedFd, Option<CString>), FsError> {
+        let comps = Self::components(rel)?;
+        let mut dir = self.open_base(b)?;
+        let Some((last, init)) = comps.split_last() else {
+            return Ok((dir, None));
+        };
+        for c in init {
+            dir = openat(
+                dir.as_raw_fd(),
+                &cstr(c)?,
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+                0,
+            )
+            .map_err(|e| match e {
+                FsError::Loop => FsError::NotFound,
+                e => e,
+            })?;
+        }
+        Ok((dir, Some(cstr(last)?)))
+    }
+
+    /// `lstat` of a real node (never follows a symlink).
+    pub fn lstat(&self, b: Base, rel: &Path) -> Result<Stat, FsError> {
+        let (dir, leaf) = self.parent(b, rel)?;
+        match leaf {
+            Some(l) => fstatat(dir.as_raw_fd(), &l, libc::AT_SYMLINK_NOFOLLOW),
+            None => fstatat(dir.as_raw_fd(), &CString::from(c"."), 0),
+        }
+    }
+
+    /// Open a real file (`O_NOFOLLOW`: a symlink is refused with `ELOOP`).
+    pub fn open(&self, b: Base, rel: &Path, flags: i32) -> Result<File, FsError> {
+        let (dir, leaf) = self.parent(b, rel)?;
+        let leaf = leaf.ok_or(FsError::IsDir)?;
+        let fd = openat(dir.as_raw_fd(), &leaf, flags | libc::O_NOFOLLOW, 0)?;
+        Ok(File::from(fd))
+    }
+
+    /// Create a new file (`O_CREAT|O_EXCL|O_NOFOLLOW` unless `exclusive` is false).
+    pub fn create(&self, b: Base, rel: &Path, flags: i32, mode: u32) -> Result<File, FsError> {
+        let (dir, leaf) = self.parent(b, rel)?;
+        let leaf = leaf.ok_or(FsError::Exists)?;
+        let fd = openat(
+            dir.as_raw_fd(),
+            &leaf,
+            flags | libc::O_CREAT | libc::O_NOFOLLOW,
+            mode,
+        )?;
+        Ok(File::from(fd))
+    }
+
+    /// A real directory, opened for listing and fsync.
+    pub fn open_dir(&self, b: Base, rel: &Path) -> Result<Fd, FsError> {
+        let (dir, leaf) = self.parent(b, rel)?;
+        match leaf {
+            Some(l) => Ok(Fd(openat(
+                dir.as_raw_fd(),
+                &l,
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+                0,
+            )?)),
+            None => Ok(Fd(dir)),
+        }
+    }
+
+    /// Entries of a real directory (no `.`/`..`), sorted by name.
+    pub fn list(&self, b: Base, rel: &Path) -> Result<Vec<OsString>, FsError> {
+        let fd = self.open_dir(b, rel)?;
+        // Reading through the descriptor's /proc link lists exactly the directory we opened.
+        let path = format!("/proc/self/fd/{}", fd.raw());
+        let mut names: Vec<OsString> = std::fs::read_dir(path)?
+            .filter_map(|e| e.ok().map(|e| e.file_name()))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    pub fn readlink(&self, b: Base, rel: &Path) -> Result<Vec<u8>, FsError> {
+        let (dir, leaf) = self.parent(b, rel)?;
+        let leaf = leaf.ok_or(FsError::Invalid("not a symlink".into()))?;
+        let mut buf = vec![0u8; 4096];
+        // SAFETY: buffer valid for its length.
+        let n = unsafe {
+            libc::readlinkat(
+                dir.as_raw_fd(),
+                leaf.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
+        if n < 0 {
+            return Err(last_err());
+        }
+        buf.truncate(n as usize);
+        Ok(buf)
+    }
+
+    pub fn unlink(&self, b: Base, rel: &Path) -> Result<(), FsError> {
+        let (dir, leaf) = self.parent(b, rel)?;
+        let leaf = leaf.ok_or(FsError::Perm)?;
+        // SAFETY: valid C string.
+        if unsafe { libc::unlinkat(dir.as_raw_fd(), leaf.as_ptr(), 0) } < 0 {
+            return Err(last_err());
+        }
+        Ok(())
+    }
+
+    /// `renameat2` within one backing directory.
+    pub fn rename(&self, b: Base, from: &Path, to: &Path, flags: u32) -> Result<(), FsError> {
+        let (fd, fl) = self.parent(b, from)?;
+        let (td, tl) = self.parent(b, to)?;
+        let (fl, tl) = (fl.ok_or(FsError::Perm)?, tl.ok_or(FsError::Perm)?);
+        // SAFETY: valid descriptors and C strings.
+        let r = unsafe {
+            libc::renameat2(
+                fd.as_raw_fd(),
+                fl.as_ptr(),
+                td.as_raw_fd(),
+                tl.as_ptr(),
+                flags,
+            )
+        };
+        if r < 0 {
+            return Err(last_err());
+        }
+        Ok(())
+    }
+
+    /// chmod without following a symlink (refused on symlinks).
+    pub fn chmod(&self, b: Base, rel: &Path, mode: u32) -> Result<(), FsError> {
+        let (dir, leaf) = self.parent(b, rel)?;
+        let leaf = leaf.ok_or(FsError::Perm)?;
+        let fd = openat(dir.as_raw_fd(), &leaf, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
+        let st = fstatat(fd.as_raw_fd(), &CString::from(c""), libc::AT_EMPTY_PATH)?;
+        if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+            return Err(FsError::Perm);
+        }
+        let p =
+            CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).map_err(|_| FsError::Perm)?;
+        // SAFETY: valid C string; the /proc link names the file we opened without following.
+        if unsafe { libc::chmod(p.as_ptr(), mode as libc::mode_t) } < 0 {
+            return Err(last_err());
+        }
+        Ok(())
+    }
+
+    pub fn chown(
+        &self,
+        b: Base,
+        rel: &Path,
+        uid: Option<u32>,
+        gid: Option<u32>,
+    ) -> Result<(), FsError> {
+        let (dir, leaf) = self.parent(b, rel)?;
+        let leaf = leaf.ok_or(FsError::Perm)?;
+        let u = uid.unwrap_or(u32::MAX);
+        let g = gid.unwrap_or(u32::MAX);
+        // SAFETY: valid descriptor and C string; -1 leaves an id unchanged.
+        if unsafe {
+            libc::fchownat(
+                dir.as_raw_fd(),
+                leaf.as_ptr(),
+                u,
+                g,
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        } < 0
+        {
+            return Err(last_err());
+        }
+        Ok(())
+    }
+
+    pub fn utimes(
+        &self,
+        b: Base,
+        rel: &Path,
+        atime: Option<libc::timespec>,
+        mtime: Option<libc::timespec>,
+    ) -> Result<(), FsError> {
+        let (dir, leaf) = self.parent(b, rel)?;
+        let leaf = leaf.ok_or(FsError::Perm)?;
+        let omit = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        };
+        let times = [atime.unwrap_or(omit), mtime.unwrap_or(omit)];
+        // SAFETY: valid pointers.
+        if unsafe {
+            libc::utimensat(
+                dir.as_raw_fd(),
+                leaf.as_ptr(),
+                times.as_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        } < 0
+        {
+            return Err(last_err());
+        }
+        Ok(())
+    }
+
+    pub fn truncate(&self, b: Base, rel: &Path, size: u64) -> Result<(), FsError> {
+        let f = self.open(b, rel, libc::O_WRONLY)?;
+        f.set_len(size)?;
+        Ok(())
+    }
+}
