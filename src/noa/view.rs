@@ -288,6 +288,10 @@ impl Materialized<'_> {
 /// `protect_recent_messages` items and the shortest suffix reaching `protect_recent_tokens`.
 pub fn protected_start(items: &[Item<'_>], cfg: &NoaConfig) -> usize {
     let by_count = items.len().saturating_sub(cfg.protect_recent_messages);
+    if cfg.protect_recent_tokens == 0 {
+        // The empty suffix already reaches zero tokens.
+        return by_count;
+    }
     let mut by_tokens = 0;
     let mut sum = 0u64;
     for (i, it) in items.iter().enumerate().rev() {

@@ -1,0 +1,497 @@
+//! The filesystem layer without a mount: every operation the kernel would send.
+
+mod common;
+
+use std::ffi::OsStr;
+
+use common::{example_root, snapshot};
+use normafs::config::Settings;
+use normafs::fs::{FileKind, FsError, FsOptions, Node, NormaFs, SetAttr, ROOT_INO};
+use normafs::store::root::RootPaths;
+
+const SID: &str = "7f0c2a";
+
+fn fs_for(root: &std::path::Path, read_only: bool) -> NormaFs {
+    let (cfg, _) = Settings {
+        protect_recent_messages: Some(0),
+        protect_recent_tokens: Some(0),
+        ..Settings::default()
+    }
+    .build();
+    let opts = FsOptions::new(&cfg, read_only);
+    NormaFs::new(RootPaths::from_root(root), cfg, opts)
+}
+
+fn lookup_path(fs: &NormaFs, path: &str) -> Result<u64, FsError> {
+    let mut ino = ROOT_INO;
+    for c in path.split('/').filter(|c| !c.is_empty()) {
+        ino = fs.lookup(ino, OsStr::new(c))?.attr.ino;
+    }
+    Ok(ino)
+}
+
+fn read_all(fs: &NormaFs, ino: u64) -> Vec<u8> {
+    let o = fs.open(ino, libc::O_RDONLY).expect("open");
+    let mut out = Vec::new();
+    loop {
+        let chunk = fs.read(o.fh, out.len() as u64, 7).expect("read");
+        if chunk.is_empty() {
+            break;
+        }
+        out.extend(chunk);
+    }
+    fs.release(o.fh);
+    out
+}
+
+fn names(fs: &NormaFs, ino: u64) -> Vec<String> {
+    let fh = fs.opendir(ino).expect("opendir");
+    let e = fs.readdir(ino, fh, 0).expect("readdir");
+    fs.releasedir(fh);
+    e.into_iter()
+        .map(|e| e.name.to_string_lossy().into_owned())
+        .collect()
+}
+
+#[test]
+fn namespace_matches_the_spec_layout() {
+    let d = example_root();
+    let fs = fs_for(d.path(), false);
+    assert_eq!(
+        names(&fs, ROOT_INO),
+        [".", "..", "sessions", "memory", "audit.txt", "ctl"]
+    );
+    let sessions = lookup_path(&fs, "sessions").expect("sessions");
+    assert_eq!(names(&fs, sessions), [".", "..", SID]);
+    let s = lookup_path(&fs, "sessions/7f0c2a").expect("session");
+    assert_eq!(
+        names(&fs, s),
+        [
+            ".",
+            "..",
+            "transcript.jsonl",
+            "subagents",
+            "state.json",
+            "tier1",
+            "view.jsonl",
+            "view.md",
+            "audit.txt",
+            "status.json",
+            "raw",
+            "memory",
+            "ctl"
+        ]
+    );
+    let raw = lookup_path(&fs, "sessions/7f0c2a/raw").expect("raw");
+    assert_eq!(
+        names(&fs, raw),
+        [".", "..", "m0001-m0006.md", "m0007-m0010.md"]
+    );
+    let mem = lookup_path(&fs, "memory").expect("memory");
+    assert_eq!(
+        names(&fs, mem),
+        [
+            ".",
+            "..",
+            "MEMORY.md",
+            "build-system.md",
+            "ci-dashboard.md",
+            "prefers-small-prs.md"
+        ]
+    );
+    let sub = lookup_path(&fs, "sessions/7f0c2a/subagents").expect("subagents");
+    assert_eq!(names(&fs, sub), [".", "..", "agent-ag-41.jsonl"]);
+    let link = lookup_path(&fs, "sessions/7f0c2a/memory").expect("link");
+    assert_eq!(
+        fs.getattr(link, None).expect("attr").attr.kind,
+        FileKind::Symlink
+    );
+    assert_eq!(fs.readlink(link).expect("readlink"), b"../../memory");
+}
+
+#[test]
+fn errors_are_errno_values() {
+    let d = example_root();
+    let fs = fs_for(d.path(), false);
+    let s = lookup_path(&fs, "sessions/7f0c2a").expect("session");
+    assert_eq!(
+        fs.lookup(s, OsStr::new("nope"))
+            .expect_err("enoent")
+            .errno(),
+        libc::ENOENT
+    );
+    assert_eq!(
+        lookup_path(&fs, "sessions/nosuch")
+            .expect_err("enoent")
+            .errno(),
+        libc::ENOENT
+    );
+    assert_eq!(
+        lookup_path(&fs, "sessions/7f0c2a/raw/m0001-m0099.md")
+            .expect_err("enoent")
+            .errno(),
+        libc::ENOENT
+    );
+    assert_eq!(
+        lookup_path(&fs, "sessions/7f0c2a/raw/garbage")
+            .expect_err("enoent")
+            .errno(),
+        libc::ENOENT
+    );
+    assert_eq!(
+        fs.lookup(s, OsStr::new("..")).expect_err("dotdot").errno(),
+        libc::ENOENT
+    );
+    assert_eq!(
+        fs.getattr(999_999, None).expect_err("stale").errno(),
+        libc::ENOENT
+    );
+    let view = lookup_path(&fs, "sessions/7f0c2a/view.jsonl").expect("view");
+    assert_eq!(
+        fs.open(view, libc::O_WRONLY)
+            .expect_err("synthetic write")
+            .errno(),
+        libc::EACCES
+    );
+    assert_eq!(
+        fs.setattr(
+            view,
+            None,
+            &SetAttr {
+                size: Some(0),
+                ..SetAttr::default()
+            }
+        )
+        .expect_err("truncate")
+        .errno(),
+        libc::EPERM
+    );
+    assert_eq!(
+        fs.read(424_242, 0, 10).expect_err("bad fh").errno(),
+        libc::EBADF
+    );
+    // Creating outside memory/ is refused.
+    assert_eq!(
+        fs.create(s, OsStr::new("x.md"), 0o644, libc::O_WRONLY)
+            .expect_err("create")
+            .errno(),
+        libc::EACCES
+    );
+    assert_eq!(
+        fs.unlink(s, OsStr::new("state.json"))
+            .expect_err("unlink")
+            .errno(),
+        libc::EACCES
+    );
+}
+
+#[test]
+fn synthetic_sizes_are_exact_and_snapshots_consistent() {
+    let d = example_root();
+    let fs = fs_for(d.path(), false);
+    for p in [
+        "sessions/7f0c2a/view.jsonl",
+        "sessions/7f0c2a/view.md",
+        "sessions/7f0c2a/audit.txt",
+        "sessions/7f0c2a/status.json",
+        "sessions/7f0c2a/raw/m0001-m0006.md",
+        "memory/MEMORY.md",
+        "audit.txt",
+    ] {
+        let ino = lookup_path(&fs, p).expect(p);
+        let size = fs.getattr(ino, None).expect("attr").attr.size;
+        let bytes = read_all(&fs, ino);
+        assert_eq!(size, bytes.len() as u64, "{p}");
+        assert!(!bytes.is_empty(), "{p}");
+    }
+    // One open = one snapshot, even while the transcript grows.
+    let view = lookup_path(&fs, "sessions/7f0c2a/view.jsonl").expect("view");
+    let o = fs.open(view, libc::O_RDONLY).expect("open");
+    let first = fs.read(o.fh, 0, 1 << 20).expect("read");
+    let tpath = d.path().join("transcripts/7f0c2a.jsonl");
+    let mut t = std::fs::read_to_string(&tpath).expect("transcript");
+    t.push_str(r#"{"uuid":"ffff0000000000000000000000000001","parent_uuid":"2e7ea2dc2eae7bab7c871c11bbf70ff4","session_id":"7f0c2a","timestamp":"2026-10-02T09:03:18.000000001Z","type":"message","message":{"role":"user","content":[{"type":"text","text":"one more"}]}}"#);
+    t.push('\n');
+    std::fs::write(&tpath, t).expect("append");
+    assert_eq!(
+        fs.read(o.fh, 0, 1 << 20).expect("read"),
+        first,
+        "the handle keeps its snapshot"
+    );
+    assert_eq!(
+        fs.getattr(view, Some(o.fh)).expect("attr").attr.size,
+        first.len() as u64
+    );
+    fs.release(o.fh);
+    let after = read_all(&fs, view);
+    assert!(after.len() > first.len());
+    assert!(String::from_utf8_lossy(&after).contains("\"ref\":\"m0017\""));
+    assert_eq!(
+        fs.getattr(view, None).expect("attr").attr.size,
+        after.len() as u64
+    );
+}
+
+#[test]
+fn readdir_offsets_resume_where_they_stopped() {
+    let d = example_root();
+    let fs = fs_for(d.path(), false);
+    let s = lookup_path(&fs, "sessions/7f0c2a").expect("session");
+    let fh = fs.opendir(s).expect("opendir");
+    let all = fs.readdir(s, fh, 0).expect("all");
+    for (i, e) in all.iter().enumerate() {
+        let rest = fs.readdir(s, fh, e.offset).expect("rest");
+        assert_eq!(rest, all[i + 1..].to_vec());
+    }
+    // Inodes in the listing are the ones lookup gives.
+    for e in &all[2..] {
+        assert_eq!(
+            fs.lookup(s, &e.name).expect("lookup").attr.ino,
+            e.ino,
+            "{:?}",
+            e.name
+        );
+    }
+    fs.releasedir(fh);
+}
+
+#[test]
+fn inodes_are_stable_and_lookups_counted() {
+    let d = example_root();
+    let fs = fs_for(d.path(), false);
+    let a = lookup_path(&fs, "sessions/7f0c2a/transcript.jsonl").expect("a");
+    let b = lookup_path(&fs, "sessions/7f0c2a/transcript.jsonl").expect("b");
+    assert_eq!(a, b);
+    assert_eq!(fs.lookup_count(a), 2);
+    fs.forget(a, 2);
+    assert_eq!(fs.lookup_count(a), 0);
+    assert_eq!(
+        lookup_path(&fs, "sessions/7f0c2a/transcript.jsonl").expect("c"),
+        a
+    );
+    assert_eq!(fs.ino_of(&Node::Root), ROOT_INO);
+}
+
+#[test]
+fn real_files_pass_through_with_real_attributes() {
+    let d = example_root();
+    let fs = fs_for(d.path(), false);
+    let t = lookup_path(&fs, "sessions/7f0c2a/transcript.jsonl").expect("t");
+    let attr = fs.getattr(t, None).expect("attr").attr;
+    let meta = std::fs::metadata(d.path().join("transcripts/7f0c2a.jsonl")).expect("meta");
+    assert_eq!(attr.size, meta.len());
+    assert_eq!(
+        attr.perm as u32,
+        std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o7777
+    );
+    assert_eq!(
+        read_all(&fs, t),
+        std::fs::read(d.path().join("transcripts/7f0c2a.jsonl")).expect("bytes")
+    );
+    let arch = lookup_path(&fs, "sessions/7f0c2a/tier1/b1_m0001-m0006.md").expect("archive");
+    assert_eq!(
+        read_all(&fs, arch),
+        std::fs::read(d.path().join("noa/7f0c2a/tier1/b1_m0001-m0006.md")).expect("bytes")
+    );
+}
+
+#[test]
+fn memory_edits_create_rename_unlink_setattr() {
+    let d = example_root();
+    let fs = fs_for(d.path(), false);
+    let mem = lookup_path(&fs, "memory").expect("memory");
+    let (e, o) = fs
+        .create(
+            mem,
+            OsStr::new("new-note.md"),
+            0o644,
+            libc::O_WRONLY | libc::O_EXCL,
+        )
+        .expect("create");
+    let body =
+        b"---\nname: New note\ndescription: made through the mount\ntype: user\n---\nhello\n";
+    assert_eq!(fs.write(o.fh, 0, body).expect("write"), body.len() as u32);
+    fs.fsync(o.fh, false).expect("fsync");
+    fs.release(o.fh);
+    fs.fsyncdir(mem).expect("fsyncdir");
+    assert_eq!(
+        std::fs::read(d.path().join("memory/new-note.md")).expect("real"),
+        body
+    );
+    let idx = lookup_path(&fs, "memory/MEMORY.md").expect("index");
+    assert!(String::from_utf8_lossy(&read_all(&fs, idx))
+        .contains("- [New note](new-note.md) — made through the mount (user)"));
+    // sed -i style: write a temp file, rename it over.
+    let (_, o) = fs
+        .create(mem, OsStr::new("sedXYZ"), 0o600, libc::O_WRONLY)
+        .expect("tmp");
+    fs.write(
+        o.fh,
+        0,
+        b"---\nname: New note\ndescription: edited\n---\nbye\n",
+    )
+    .expect("write");
+    fs.release(o.fh);
+    fs.setattr(
+        lookup_path(&fs, "memory/sedXYZ").expect("tmp"),
+        None,
+        &SetAttr {
+            mode: Some(0o644),
+            ..SetAttr::default()
+        },
+    )
+    .expect("chmod");
+    fs.rename(mem, OsStr::new("sedXYZ"), mem, OsStr::new("new-note.md"), 0)
+        .expect("rename");
+    assert_eq!(
+        fs.getattr(e.attr.ino, None)
+            .expect_err("replaced inode is gone")
+            .errno(),
+        libc::ENOENT
+    );
+    let renamed = lookup_path(&fs, "memory/new-note.md").expect("renamed");
+    assert_eq!(fs.getattr(renamed, None).expect("attr").attr.perm, 0o644);
+    assert!(String::from_utf8_lossy(&read_all(&fs, idx)).contains("— edited"));
+    // truncate and utimes
+    let t0 = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+    let a = fs
+        .setattr(
+            renamed,
+            None,
+            &SetAttr {
+                size: Some(3),
+                mtime: Some(t0),
+                ..SetAttr::default()
+            },
+        )
+        .expect("setattr")
+        .attr;
+    assert_eq!((a.size, a.mtime), (3, t0));
+    fs.unlink(mem, OsStr::new("new-note.md")).expect("unlink");
+    assert!(!d.path().join("memory/new-note.md").exists());
+    // MEMORY.md is synthetic: cannot be replaced or removed.
+    assert_eq!(
+        fs.unlink(mem, OsStr::new("MEMORY.md"))
+            .expect_err("index")
+            .errno(),
+        libc::EACCES
+    );
+}
+
+#[test]
+fn read_only_refuses_every_change() {
+    let d = example_root();
+    let before = snapshot(d.path());
+    let fs = fs_for(d.path(), true);
+    let mem = lookup_path(&fs, "memory").expect("memory");
+    assert_eq!(
+        fs.create(mem, OsStr::new("x.md"), 0o644, libc::O_WRONLY)
+            .expect_err("create")
+            .errno(),
+        libc::EROFS
+    );
+    let f = lookup_path(&fs, "memory/build-system.md").expect("file");
+    assert_eq!(
+        fs.open(f, libc::O_WRONLY).expect_err("open").errno(),
+        libc::EROFS
+    );
+    assert_eq!(
+        fs.unlink(mem, OsStr::new("build-system.md"))
+            .expect_err("unlink")
+            .errno(),
+        libc::EROFS
+    );
+    assert_eq!(
+        fs.setattr(
+            f,
+            None,
+            &SetAttr {
+                mode: Some(0o600),
+                ..SetAttr::default()
+            }
+        )
+        .expect_err("chmod")
+        .errno(),
+        libc::EROFS
+    );
+    let ctl = lookup_path(&fs, "sessions/7f0c2a/ctl").expect("ctl");
+    let o = fs
+        .open(ctl, libc::O_WRONLY | libc::O_TRUNC)
+        .expect("open ctl");
+    assert_eq!(
+        fs.write(o.fh, 0, b"rebuild\n")
+            .expect_err("rebuild")
+            .errno(),
+        libc::EROFS
+    );
+    assert!(fs.write(o.fh, 0, b"help\n").is_ok());
+    assert_eq!(snapshot(d.path()), before);
+}
+
+#[test]
+fn ctl_runs_commands_and_reports_results() {
+    let d = example_root();
+    let fs = fs_for(d.path(), false);
+    let ctl = lookup_path(&fs, "sessions/7f0c2a/ctl").expect("ctl");
+    assert_eq!(fs.getattr(ctl, None).expect("attr").attr.perm, 0o600);
+    // `echo … > ctl`: open with O_TRUNC and the size-0 setattr are accepted.
+    let o = fs.open(ctl, libc::O_WRONLY | libc::O_TRUNC).expect("open");
+    fs.setattr(
+        ctl,
+        Some(o.fh),
+        &SetAttr {
+            size: Some(0),
+            ..SetAttr::default()
+        },
+    )
+    .expect("truncate ctl");
+    let before = snapshot(d.path());
+    let e = fs.write(o.fh, 0, b"nonsense\n").expect_err("nonsense");
+    assert_eq!(e.errno(), libc::EINVAL);
+    assert_eq!(
+        snapshot(d.path()),
+        before,
+        "a failed command changes nothing"
+    );
+    // Two commands in one write; the second fails: the first stays done.
+    let cmd = b"compress m0015 m0016 The user asked for a CI check and got a link smoke test.\ncompress m0001 m0099 bad\n";
+    assert_eq!(
+        fs.write(o.fh, 0, cmd).expect_err("second fails").errno(),
+        libc::EINVAL
+    );
+    let results: Vec<serde_json::Value> =
+        String::from_utf8(fs.read(o.fh, 0, 1 << 20).expect("read"))
+            .expect("utf8")
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("json"))
+            .collect();
+    assert_eq!(results.len(), 3, "own results of this handle: {results:?}");
+    assert_eq!(results[0]["ok"], false);
+    assert_eq!(results[1]["ok"], true);
+    assert_eq!(results[1]["result"]["blocks"][0]["block"], "b3");
+    assert_eq!(results[2]["message"], "unknown ref m0099");
+    fs.release(o.fh);
+    // The view shows the block.
+    let view = lookup_path(&fs, "sessions/7f0c2a/view.jsonl").expect("view");
+    assert!(String::from_utf8_lossy(&read_all(&fs, view)).contains("\"block\":\"b3\""));
+    // A fresh handle reads the session's latest results.
+    let o = fs.open(ctl, libc::O_RDONLY).expect("open");
+    let text = String::from_utf8(fs.read(o.fh, 0, 1 << 20).expect("read")).expect("utf8");
+    assert_eq!(text.lines().count(), 3);
+    fs.release(o.fh);
+    // A write at max_write is refused: it may be a split command.
+    let o = fs.open(ctl, libc::O_WRONLY).expect("open");
+    let big = vec![b'x'; fs.options().max_write as usize];
+    assert_eq!(
+        fs.write(o.fh, 0, &big).expect_err("too big").errno(),
+        libc::EINVAL
+    );
+    // Root ctl.
+    let rctl = lookup_path(&fs, "ctl").expect("root ctl");
+    let o = fs.open(rctl, libc::O_WRONLY).expect("open");
+    assert!(fs.write(o.fh, 0, b"reindex-memory").is_ok());
+    assert_eq!(
+        fs.write(o.fh, 0, b"rebuild").expect_err("not here").errno(),
+        libc::EINVAL
+    );
+}
