@@ -7,11 +7,13 @@
 //!   lock, journal, and the compress/rebuild transactions.
 //! - [`audit`]: the findings catalogue (SPEC 9).
 //! - [`config`]: noa and mount settings.
+//! - [`gen`]: synthetic session roots for tests, demos and benchmarks.
 //! - [`cli`]: the command line.
 
 pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod format;
+pub mod gen;
 pub mod noa;
 pub mod store;
