@@ -11,6 +11,13 @@
 //! Output depends only on the options and the root path (archive paths are absolute): the same
 //! options give byte-identical files. Randomness comes from a self-contained splitmix64 stream
 //! per session.
+//!
+//! Choices: every main transcript has exactly `messages` messages and ends with an assistant
+//! answer (an odd count gets one user follow-up right after the first prompt); about a fifth of
+//! the sessions never compress and get no `noa/<sid>/` at all (so the audit shows `state.missing`
+//! info for them); `state.json` is written only for sessions with blocks; Compress attempts are
+//! spaced so that a session makes about 30 at most (each costs O(messages) in the core); memory
+//! files get fixed modification times so that scan order, and `MEMORY.md`, are reproducible.
 
 mod damage;
 mod text;
@@ -109,6 +116,29 @@ pub struct GenReport {
     pub bytes: u64,
     /// With `corrupt`: every damage injected and the finding it must produce.
     pub damages: Vec<Damage>,
+}
+
+impl GenReport {
+    /// One line for people: what was written.
+    pub fn summary(&self) -> String {
+        let mut s = format!(
+            "wrote {} sessions ({} messages, {} compress calls, {} refused, {} blocks, {} \
+             subagents), {} memories: {} files, {} bytes",
+            self.sessions,
+            self.messages,
+            self.compress_calls,
+            self.refused_calls,
+            self.blocks,
+            self.subagents,
+            self.memories,
+            self.files,
+            self.bytes
+        );
+        if !self.damages.is_empty() {
+            s.push_str(&format!("; {} damages injected", self.damages.len()));
+        }
+        s
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

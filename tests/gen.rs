@@ -323,6 +323,11 @@ fn a_clean_root_parses_and_rebuilds_to_the_state_written() {
         .map(|b| b.len() as u64)
         .sum();
     assert_eq!(report.bytes, on_disk);
+    let line = report.summary();
+    assert!(
+        line.starts_with("wrote 8 sessions (1288 messages,"),
+        "{line}"
+    );
 
     let sids: Vec<String> = (1..=8).map(|i| format!("s3-{i:04}")).collect();
     assert_eq!(report.clean_sessions, sids);
