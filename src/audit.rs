@@ -326,7 +326,16 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
         .unwrap_or_default();
     let mat = view::materialize(&msgs, st, cfg);
     let root_str = s.archive_root_str();
-    let mut referenced: HashSet<&str> = HashSet::new();
+    // Archives of committed journal batches are not orphans, even before a roll-forward.
+    let mut referenced: HashSet<&str> = journal
+        .map(|j| {
+            j.entries
+                .iter()
+                .flat_map(|(_, e)| e.blocks.iter())
+                .filter_map(|b| b.get("archiveRel").and_then(|v| v.as_str()))
+                .collect()
+        })
+        .unwrap_or_default();
 
     for b in &st.blocks {
         let name = b.block_id.name();

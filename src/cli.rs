@@ -288,14 +288,19 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             messages,
             seed,
             corrupt,
-        } => crate::gen_cli::run(
-            &root,
-            sessions,
-            messages,
-            seed,
-            corrupt,
-            &mut progress("gen"),
-        ),
+        } => {
+            let opts = crate::gen::GenOptions {
+                sessions,
+                messages,
+                seed,
+                corrupt,
+                ..crate::gen::GenOptions::default()
+            };
+            let report = crate::gen::generate(&root, &opts, &mut progress("gen"))
+                .map_err(|e| CliError::new(e.to_string()))?;
+            eprintln!("normafs: {}", report.summary());
+            Ok(0)
+        }
     }
 }
 

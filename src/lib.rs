@@ -7,6 +7,7 @@
 //!   lock, journal, and the compress/rebuild transactions.
 //! - [`audit`]: the findings catalogue (SPEC 9).
 //! - [`config`]: noa and mount settings.
+//! - [`gen`]: synthetic session roots for tests, demos and benchmarks.
 //! - [`cli`]: the command line.
 
 pub mod audit;
@@ -14,6 +15,6 @@ pub mod cli;
 pub mod config;
 pub mod format;
 pub mod fs;
-mod gen_cli;
+pub mod gen;
 pub mod noa;
 pub mod store;
