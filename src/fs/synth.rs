@@ -124,7 +124,6 @@ impl Synth {
                     SynthKind::Audit => {
                         inp.tree(&p.subagents_dir(sid), 1);
                         inp.tree(&p.archive_root(sid), 2);
-                        inp.tree(&p.memory, 1);
                     }
                 }
             }
@@ -145,22 +144,21 @@ impl Synth {
 
     /// The parsed transcript of a session, refreshed (only new bytes are parsed).
     fn transcript(&self, sid: &str) -> Result<Arc<Mutex<TranscriptFile>>, FsError> {
-        let mut map = self.transcripts.lock();
-        if let Some(t) = map.get(sid) {
-            let t = t.clone();
-            drop(map);
+        let known = self.transcripts.lock().get(sid).cloned();
+        if let Some(t) = known {
             t.lock().refresh().map_err(FsError::from)?;
             return Ok(t);
         }
-        if map.len() >= TRANSCRIPTS_KEPT {
-            map.clear();
-        }
+        // Parse outside the map's lock: other sessions stay readable meanwhile.
         let t = Arc::new(Mutex::new(
             TranscriptFile::open(self.paths.transcript_path(sid), Some(sid))
                 .map_err(FsError::from)?,
         ));
-        map.insert(sid.to_string(), t.clone());
-        Ok(t)
+        let mut map = self.transcripts.lock();
+        if map.len() >= TRANSCRIPTS_KEPT {
+            map.clear();
+        }
+        Ok(map.entry(sid.to_string()).or_insert(t).clone())
     }
 
     /// The content of a synthetic node, from the cache when its inputs are unchanged.
