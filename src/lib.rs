@@ -7,6 +7,8 @@
 //!   lock, journal, and the compress/rebuild transactions.
 //! - [`audit`]: the findings catalogue (SPEC 9).
 //! - [`config`]: noa and mount settings.
+//! - [`fs`]: the filesystem without fuser: nodes, inodes, handles, ctl, freshness decisions.
+//! - [`fuse`]: the fuser adapter and the mount.
 //! - [`cli`]: the command line.
 
 pub mod audit;
@@ -14,6 +16,7 @@ pub mod cli;
 pub mod config;
 pub mod format;
 pub mod fs;
+pub mod fuse;
 mod gen_cli;
 pub mod noa;
 pub mod store;
