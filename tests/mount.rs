@@ -620,7 +620,13 @@ impl BinMount {
             lines: Vec::new(),
             stderr,
         };
-        b.read_line();
+        // Up to the start line (warnings may come first); stops at the end of stderr.
+        for _ in 0..20 {
+            let l = b.read_line();
+            if l.is_empty() || l.starts_with("normafs: mounted ") {
+                break;
+            }
+        }
         b
     }
 
@@ -689,7 +695,7 @@ fn the_binary_mounts_and_unmounts_on_signals() {
             args.push(OsStr::new(e));
         }
         let mut b = BinMount::start(&args, mnt.path());
-        let first = b.lines[0].clone();
+        let first = b.lines.last().cloned().unwrap_or_default();
         assert!(
             first.starts_with(&format!(
                 "normafs: mounted {} at {} (passthrough: ",
