@@ -39,6 +39,32 @@ struct RootArgs {
 
 #[derive(Debug, Subcommand)]
 enum Cmd {
+    /// Mount a session root (stays in the foreground; Ctrl-C or SIGTERM unmounts)
+    Mount {
+        /// The session root
+        root: PathBuf,
+        /// The mount point: an existing, empty directory
+        mnt: PathBuf,
+        /// Refuse every change (EROFS), ctl commands that would write included
+        #[arg(long)]
+        read_only: bool,
+        /// Serve real files with pread/pwrite instead of kernel FUSE passthrough
+        #[arg(long)]
+        no_passthrough: bool,
+        /// Say how the mount is set up (passthrough, threads, inotify) and log failed requests
+        #[arg(long)]
+        verbose: bool,
+        /// Let other users reach the mount (FUSE allow_other)
+        #[arg(long)]
+        allow_other: bool,
+        /// Worker threads
+        #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
+        threads: u16,
+        #[command(flatten)]
+        dirs: RootArgs,
+        #[command(flatten)]
+        settings: Settings,
+    },
     /// Print a session's view.jsonl (or view.md) without mounting
     View {
         /// The session root
@@ -77,7 +103,8 @@ enum Cmd {
         /// The session id, or `-` for the root control file
         sid: String,
         /// The command and its arguments
-        #[arg(required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
+        /// (flags may come before or after it; quote a summary word that starts with `-`)
+        #[arg(required = true, num_args = 1..)]
         command: Vec<String>,
         #[command(flatten)]
         dirs: RootArgs,
@@ -195,8 +222,89 @@ fn write_stdout(bytes: &[u8]) -> Result<(), CliError> {
     }
 }
 
+/// Logs on stderr: warnings, or with `--verbose` also failed requests; `RUST_LOG` wins.
+fn init_logging(verbose: bool) {
+    let default = if verbose {
+        "normafs=info"
+    } else {
+        "normafs=warn"
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
+}
+
+fn mount(
+    root: &Path,
+    mnt: &Path,
+    opts: crate::fuse::MountOptions,
+    verbose: bool,
+    dirs: &RootArgs,
+    settings: Settings,
+) -> Result<i32, CliError> {
+    let paths = resolve_root(root, dirs)?;
+    let cfg = config(settings)?;
+    let ttl_ms = cfg.ttl_ms;
+    init_logging(verbose);
+    // Before any thread exists, so that every thread leaves these signals to `wait_for_exit`.
+    crate::fuse::block_exit_signals();
+    let threads = opts.threads;
+    let h = crate::fuse::mount_background(paths, cfg, opts, mnt)
+        .map_err(|e| CliError::new(e.to_string()))?;
+    eprintln!(
+        "normafs: mounted {} at {} (passthrough: {}); Ctrl-C to unmount",
+        root.display(),
+        mnt.display(),
+        if h.passthrough() { "on" } else { "off" }
+    );
+    if verbose {
+        eprintln!("normafs: passthrough {}", h.passthrough_note());
+        eprintln!(
+            "normafs: {threads} worker threads, max_write {} bytes, attribute TTL {ttl_ms} ms, \
+             inotify watching {} directories",
+            h.fs().options().max_write,
+            h.watches()
+        );
+    }
+    let signal = crate::fuse::wait_for_exit(&h);
+    h.unmount()
+        .map_err(|e| CliError::new(format!("cannot unmount {}: {e}", mnt.display())))?;
+    match signal {
+        Some(_) => eprintln!("normafs: unmounted {}", mnt.display()),
+        None => eprintln!("normafs: {} was unmounted", mnt.display()),
+    }
+    Ok(0)
+}
+
 fn run(cli: Cli) -> Result<i32, CliError> {
     match cli.command {
+        Cmd::Mount {
+            root,
+            mnt,
+            read_only,
+            no_passthrough,
+            verbose,
+            allow_other,
+            threads,
+            dirs,
+            settings,
+        } => mount(
+            &root,
+            &mnt,
+            crate::fuse::MountOptions {
+                read_only,
+                passthrough: !no_passthrough,
+                allow_other,
+                threads: usize::from(threads),
+            },
+            verbose,
+            &dirs,
+            settings,
+        ),
         Cmd::View {
             root,
             sid,

@@ -8,6 +8,8 @@
 //! - [`audit`]: the findings catalogue (SPEC 9).
 //! - [`config`]: noa and mount settings.
 //! - [`gen`]: synthetic session roots for tests, demos and benchmarks.
+//! - [`fs`]: the filesystem without fuser: nodes, inodes, handles, ctl, freshness decisions.
+//! - [`fuse`]: the fuser adapter and the mount.
 //! - [`cli`]: the command line.
 
 pub mod audit;
@@ -15,6 +17,7 @@ pub mod cli;
 pub mod config;
 pub mod format;
 pub mod fs;
+pub mod fuse;
 pub mod gen;
 pub mod noa;
 pub mod store;

@@ -476,7 +476,9 @@ fn corrupt_roots_carry_every_catalogue_damage() {
             .expect("sid")
             .to_string_lossy()
             .into_owned();
-        let st = parse_state(&std::fs::read(&p).expect("state")).expect("state");
+        // A journal damage is reported at ctl.jsonl, beside the state.
+        let st = parse_state(&std::fs::read(p.with_file_name("state.json")).expect("state"))
+            .expect("state");
         let recs = records(&root.join(format!("transcripts/{sid}.jsonl")));
         (st, recs, root.join("noa").join(sid))
     };
@@ -536,7 +538,7 @@ fn corrupt_roots_carry_every_catalogue_damage() {
     assert!(call.starts_with("ctl-"));
     assert!(st.blocks.iter().all(|b| b.compress_call_id != call));
     for b in entry["blocks"].as_array().expect("blocks") {
-        let rel = b["archive"].as_str().expect("archive");
+        let rel = b["archiveRel"].as_str().expect("archiveRel");
         assert!(dir.join(rel).is_file(), "the journal batch's archive {rel}");
     }
 

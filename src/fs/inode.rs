@@ -57,6 +57,11 @@ impl InodeTable {
         ino
     }
 
+    /// The inode of `node` if it has one (never allocates).
+    pub fn get(&self, node: &Node) -> Option<u64> {
+        self.inner.read().by_node.get(node).copied()
+    }
+
     /// The inode of `node`, counting one kernel lookup.
     pub fn lookup(&self, node: &Node) -> u64 {
         let ino = self.ino(node);

@@ -8,6 +8,7 @@ pub mod inode;
 pub mod node;
 pub mod real;
 pub mod synth;
+pub mod watch;
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{OsStr, OsString};
@@ -216,6 +217,18 @@ impl NormaFs {
     /// The inode a node has (allocating it), without counting a lookup.
     pub fn ino_of(&self, node: &Node) -> u64 {
         self.inodes.ino(node)
+    }
+
+    /// The inode a node has, if one was ever allocated (for cache invalidation: a node the
+    /// kernel was never told about needs none).
+    pub fn known_ino(&self, node: &Node) -> Option<u64> {
+        self.inodes.get(node)
+    }
+
+    /// Record the `max_write` the kernel accepted when mounting (before requests are served):
+    /// a ctl write of that size may be one the kernel split.
+    pub fn set_max_write(&mut self, max_write: u32) {
+        self.opts.max_write = max_write;
     }
 
     pub fn lookup_count(&self, ino: u64) -> u64 {

@@ -204,3 +204,137 @@ pub fn write_session(root: &std::path::Path, s: &Session) {
     std::fs::create_dir_all(&dir).expect("mkdir");
     std::fs::write(dir.join(format!("{}.jsonl", s.sid)), s.jsonl()).expect("write");
 }
+
+// ---- mounts ---------------------------------------------------------------------------------
+
+/// Whether FUSE mounts can be tested here; prints a notice when not.
+pub fn fuse_available() -> bool {
+    if std::path::Path::new("/dev/fuse").exists() {
+        true
+    } else {
+        eprintln!("notice: /dev/fuse is absent: mount test skipped");
+        false
+    }
+}
+
+/// Whether `p` is a mount point now (per /proc/self/mountinfo).
+pub fn is_mounted(p: &std::path::Path) -> bool {
+    let p = p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let want = p.to_string_lossy();
+    info.lines()
+        .any(|l| l.split(' ').nth(4).is_some_and(|m| m == want))
+}
+
+/// Detach whatever is still mounted at `p` (the last resort of the guards).
+pub fn force_unmount(p: &std::path::Path) {
+    if is_mounted(p) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(p)
+            .status();
+    }
+}
+
+/// A temporary root mounted (through the library) on a temporary directory. Dropping it unmounts
+/// first, then removes both directories, also when the test panics.
+pub struct Mounted {
+    handle: Option<normafs::fuse::MountHandle>,
+    pub root: tempfile::TempDir,
+    pub mnt: tempfile::TempDir,
+}
+
+impl Mounted {
+    pub fn new(
+        root: tempfile::TempDir,
+        cfg: normafs::config::Config,
+        opts: normafs::fuse::MountOptions,
+    ) -> Mounted {
+        let mnt = tempfile::tempdir().expect("tempdir");
+        let paths = normafs::store::root::RootPaths::from_root(root.path());
+        let handle = normafs::fuse::mount_background(paths, cfg, opts, mnt.path()).expect("mount");
+        Mounted {
+            handle: Some(handle),
+            root,
+            mnt,
+        }
+    }
+
+    /// The example root, mounted with the default settings.
+    pub fn example() -> Mounted {
+        Mounted::new(
+            example_root(),
+            normafs::config::Config::default(),
+            normafs::fuse::MountOptions::default(),
+        )
+    }
+
+    pub fn mnt(&self) -> &std::path::Path {
+        self.mnt.path()
+    }
+
+    pub fn root(&self) -> &std::path::Path {
+        self.root.path()
+    }
+
+    /// A path inside the mount.
+    pub fn at(&self, rel: &str) -> std::path::PathBuf {
+        self.mnt.path().join(rel)
+    }
+
+    pub fn handle(&self) -> &normafs::fuse::MountHandle {
+        self.handle.as_ref().expect("mounted")
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        drop(self.handle.take());
+        force_unmount(self.mnt.path());
+    }
+}
+
+/// Run a command line in bash (dash's `echo` reports every failed write as "I/O error"; bash
+/// names the errno, as users see it); its output.
+pub fn sh(cmd: &str) -> std::process::Output {
+    std::process::Command::new("bash")
+        .arg("-c")
+        .arg(cmd)
+        .output()
+        .expect("run sh")
+}
+
+/// Run a program; its output.
+pub fn tool(prog: &str, args: &[&std::ffi::OsStr]) -> std::process::Output {
+    std::process::Command::new(prog)
+        .args(args)
+        .output()
+        .expect("run tool")
+}
+
+/// Whether a program is installed (prints a notice when not).
+pub fn have(prog: &str) -> bool {
+    let ok = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {prog}"))
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("notice: {prog} is not installed: that step is skipped");
+    }
+    ok
+}
+
+/// Poll `f` until it holds or `limit` passes; whether it held.
+pub fn within(limit: std::time::Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = std::time::Instant::now() + limit;
+    loop {
+        if f() {
+            return true;
+        }
+        if std::time::Instant::now() >= end {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -1,0 +1,701 @@
+//! Freshness (SPEC 5): which kernel caches a change in a backing directory makes stale, and an
+//! inotify watcher that reports them.
+//!
+//! [`plan`] is the pure decision: one inotify event in one watched directory gives the nodes
+//! whose cached attributes (and pages) and the directory entries the kernel must drop, and the
+//! new directories to watch. [`Watcher`] owns the inotify descriptor: the three backing
+//! directories are watched from the start; a session's own directories (`transcripts/<sid>/`,
+//! its `subagents/`, the archive root and its `tier<N>/`) once the kernel has looked the session
+//! up. The caller turns nodes into inode numbers and notifies the kernel; it never needs to hold
+//! a lock of this module while doing so.
+//!
+//! When inotify is unavailable or its watch limit is reached, freshness falls back to the
+//! attribute TTL (`--ttl-ms`), which is always in force.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::{CString, OsStr, OsString};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+
+use parking_lot::Mutex;
+
+use super::node::{Base, Node};
+use crate::store::root::{valid_session_name, RootPaths};
+use crate::store::session::is_tier_dir;
+
+/// A watched backing directory.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Dir {
+    /// The transcripts directory (`<sid>.jsonl`, `<sid>/`).
+    Transcripts,
+    /// The memory directory.
+    Memory,
+    /// The archive base directory (`<sid>/`).
+    Archives,
+    /// `transcripts/<sid>/` (holds `subagents/`).
+    SessionTranscripts(String),
+    /// `transcripts/<sid>/subagents/`.
+    Subagents(String),
+    /// The archive root `noa/<sid>/`.
+    ArchiveRoot(String),
+    /// `noa/<sid>/tier<N>/`.
+    Tier(String, String),
+}
+
+impl Dir {
+    /// Where the directory is on disk.
+    pub fn path(&self, paths: &RootPaths) -> PathBuf {
+        match self {
+            Dir::Transcripts => paths.transcripts.clone(),
+            Dir::Memory => paths.memory.clone(),
+            Dir::Archives => paths.archives.clone(),
+            Dir::SessionTranscripts(sid) => paths.transcripts.join(sid),
+            Dir::Subagents(sid) => paths.subagents_dir(sid),
+            Dir::ArchiveRoot(sid) => paths.archive_root(sid),
+            Dir::Tier(sid, t) => paths.archive_root(sid).join(t),
+        }
+    }
+
+    /// The session whose watches this directory belongs to.
+    fn session(&self) -> Option<&str> {
+        match self {
+            Dir::SessionTranscripts(s)
+            | Dir::Subagents(s)
+            | Dir::ArchiveRoot(s)
+            | Dir::Tier(s, _) => Some(s),
+            Dir::Transcripts | Dir::Memory | Dir::Archives => None,
+        }
+    }
+}
+
+/// A kernel cache to drop.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Inval {
+    /// The attributes of a node; with `data`, its cached pages too.
+    Inode { node: Node, data: bool },
+    /// The entry `name` of the directory `parent` (a name appeared or disappeared).
+    Entry { parent: Node, name: OsString },
+}
+
+/// What one event means.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub invals: Vec<Inval>,
+    /// Directories that appeared and belong to a watched session.
+    pub watch: Vec<Dir>,
+}
+
+const NAME_CHANGED: u32 =
+    libc::IN_CREATE | libc::IN_DELETE | libc::IN_MOVED_FROM | libc::IN_MOVED_TO;
+/// The file was rewritten or replaced as a whole: drop its pages, not just its attributes.
+const REPLACED: u32 = libc::IN_CLOSE_WRITE | libc::IN_MOVED_TO | libc::IN_CREATE;
+const APPEARED: u32 = libc::IN_CREATE | libc::IN_MOVED_TO;
+
+/// The events the watcher asks for.
+pub const MASK: u32 = libc::IN_CREATE
+    | libc::IN_DELETE
+    | libc::IN_MODIFY
+    | libc::IN_MOVED_FROM
+    | libc::IN_MOVED_TO
+    | libc::IN_CLOSE_WRITE
+    | libc::IN_ATTRIB
+    | libc::IN_ONLYDIR;
+
+/// The kernel caches that the event `mask` on `name` in the watched `dir` makes stale.
+/// `watched` tells whether a session's directories are watched (so a directory of it that
+/// appears is watched too).
+pub fn plan(dir: &Dir, name: &OsStr, mask: u32, watched: &dyn Fn(&str) -> bool) -> Plan {
+    let mut p = Plan::default();
+    let changed = mask & NAME_CHANGED != 0;
+    let data = mask & REPLACED != 0;
+    let new_dir = mask & APPEARED != 0 && mask & libc::IN_ISDIR != 0;
+    let inode = |node: Node, data: bool| Inval::Inode { node, data };
+    let entry = |parent: Node, name: &OsStr| Inval::Entry {
+        parent,
+        name: name.to_os_string(),
+    };
+    let Some(s) = name.to_str() else {
+        // No node of the mount has a name that is not UTF-8 except real files under memory/
+        // and archive directories; those are handled below by their byte names.
+        if let Dir::Memory = dir {
+            memory_event(&mut p, name, changed, data);
+        }
+        return p;
+    };
+    match dir {
+        Dir::Transcripts => {
+            if let Some(sid) = s.strip_suffix(".jsonl").filter(|sid| is_session(sid)) {
+                p.invals
+                    .push(inode(Node::Real(Base::Transcripts, PathBuf::from(s)), data));
+                p.invals.push(inode(Node::Session(sid.to_string()), false));
+                if changed {
+                    p.invals.push(entry(Node::Sessions, OsStr::new(sid)));
+                    p.invals.push(inode(Node::Sessions, false));
+                    p.invals.push(entry(
+                        Node::Session(sid.to_string()),
+                        OsStr::new("transcript.jsonl"),
+                    ));
+                }
+            } else if is_session(s) && new_dir && watched(s) {
+                p.watch.push(Dir::SessionTranscripts(s.to_string()));
+            }
+        }
+        Dir::SessionTranscripts(sid) => {
+            if s == "subagents" {
+                let rel = PathBuf::from(sid).join(s);
+                p.invals
+                    .push(inode(Node::Real(Base::Transcripts, rel), false));
+                if changed {
+                    p.invals.push(entry(Node::Session(sid.clone()), name));
+                }
+                if new_dir {
+                    p.watch.push(Dir::Subagents(sid.clone()));
+                }
+            }
+        }
+        Dir::Subagents(sid) => {
+            let dir_rel = PathBuf::from(sid).join("subagents");
+            p.invals.push(inode(
+                Node::Real(Base::Transcripts, dir_rel.join(name)),
+                data,
+            ));
+            if changed {
+                let parent = Node::Real(Base::Transcripts, dir_rel);
+                p.invals.push(entry(parent.clone(), name));
+                p.invals.push(inode(parent, false));
+            }
+        }
+        Dir::Memory => memory_event(&mut p, name, changed, data),
+        Dir::Archives => {
+            if is_session(s) && mask & libc::IN_ISDIR != 0 {
+                p.invals.push(inode(Node::Session(s.to_string()), false));
+                if changed {
+                    p.invals.push(entry(Node::Sessions, name));
+                    p.invals.push(inode(Node::Sessions, false));
+                }
+                if new_dir && watched(s) {
+                    p.watch.push(Dir::ArchiveRoot(s.to_string()));
+                }
+            }
+        }
+        Dir::ArchiveRoot(sid) => {
+            let is_file = matches!(s, "state.json" | "ctl.jsonl");
+            let is_tier = is_tier_dir(s);
+            if is_file || is_tier {
+                let rel = PathBuf::from(sid).join(s);
+                p.invals
+                    .push(inode(Node::Real(Base::Archives, rel), data && is_file));
+                p.invals.push(inode(Node::Session(sid.clone()), false));
+                if changed {
+                    p.invals.push(entry(Node::Session(sid.clone()), name));
+                }
+                if is_tier && new_dir {
+                    p.watch.push(Dir::Tier(sid.clone(), s.to_string()));
+                }
+            }
+        }
+        Dir::Tier(sid, t) => {
+            let dir_rel = PathBuf::from(sid).join(t);
+            p.invals
+                .push(inode(Node::Real(Base::Archives, dir_rel.join(name)), data));
+            if changed {
+                let parent = Node::Real(Base::Archives, dir_rel);
+                p.invals.push(entry(parent.clone(), name));
+                p.invals.push(inode(parent, false));
+            }
+        }
+    }
+    p
+}
+
+fn is_session(s: &str) -> bool {
+    valid_session_name(OsStr::new(s)).is_ok()
+}
+
+/// `memory/<name>`: a real file, except `MEMORY.md`, which the mount computes (TTL 0, direct
+/// I/O: nothing of it is cached).
+fn memory_event(p: &mut Plan, name: &OsStr, changed: bool, data: bool) {
+    if name == "MEMORY.md" {
+        return;
+    }
+    p.invals.push(Inval::Inode {
+        node: Node::Real(Base::Memory, PathBuf::from(name)),
+        data,
+    });
+    if changed {
+        p.invals.push(Inval::Entry {
+            parent: Node::MemoryDir,
+            name: name.to_os_string(),
+        });
+        p.invals.push(Inval::Inode {
+            node: Node::MemoryDir,
+            data: false,
+        });
+    }
+}
+
+// ---- the inotify watcher ------------------------------------------------------------------
+
+#[derive(Default)]
+struct State {
+    by_wd: HashMap<i32, Dir>,
+    /// Sessions whose directories are watched.
+    sessions: HashSet<String>,
+    /// The watch limit was reached (logged once; TTLs keep the mount correct).
+    full: bool,
+}
+
+/// An inotify watcher of the backing directories.
+pub struct Watcher {
+    inotify: OwnedFd,
+    /// Written by [`Watcher::stop`] to end [`Watcher::run`].
+    stop: OwnedFd,
+    paths: RootPaths,
+    state: Mutex<State>,
+}
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+impl Watcher {
+    /// A watcher of the three backing directories (those that exist).
+    pub fn new(paths: &RootPaths) -> io::Result<Watcher> {
+        // SAFETY: plain syscalls; the descriptors are owned below.
+        let ino = cvt(unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) })?;
+        // SAFETY: `ino` is a fresh descriptor we own.
+        let inotify = unsafe { OwnedFd::from_raw_fd(ino) };
+        // SAFETY: as above.
+        let ev = cvt(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })?;
+        // SAFETY: `ev` is a fresh descriptor we own.
+        let stop = unsafe { OwnedFd::from_raw_fd(ev) };
+        let w = Watcher {
+            inotify,
+            stop,
+            paths: paths.clone(),
+            state: Mutex::new(State::default()),
+        };
+        for d in [Dir::Transcripts, Dir::Memory, Dir::Archives] {
+            w.add(d);
+        }
+        Ok(w)
+    }
+
+    /// Number of directories watched.
+    pub fn watches(&self) -> usize {
+        self.state.lock().by_wd.len()
+    }
+
+    /// Watch a directory (missing directories are skipped silently).
+    fn add(&self, d: Dir) {
+        let path = d.path(&self.paths);
+        let Ok(c) = CString::new(path.as_os_str().as_bytes()) else {
+            return;
+        };
+        // SAFETY: valid descriptor and C string.
+        let wd = unsafe { libc::inotify_add_watch(self.inotify.as_raw_fd(), c.as_ptr(), MASK) };
+        let mut st = self.state.lock();
+        if wd < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::ENOSPC) && !st.full {
+                st.full = true;
+                tracing::warn!(
+                    "inotify watch limit reached (fs.inotify.max_user_watches); \
+                     further changes show after the attribute TTL"
+                );
+            }
+            return;
+        }
+        st.by_wd.insert(wd, d);
+    }
+
+    /// The kernel looked `node` up: watch its session's directories the first time.
+    pub fn seen(&self, node: &Node) {
+        if let Node::Session(sid) = node {
+            self.watch_session(sid);
+        }
+    }
+
+    /// Watch the directories of a session (once).
+    pub fn watch_session(&self, sid: &str) {
+        if !self.state.lock().sessions.insert(sid.to_string()) {
+            return;
+        }
+        self.add(Dir::SessionTranscripts(sid.to_string()));
+        self.add(Dir::Subagents(sid.to_string()));
+        // The archive root first, then its tiers: a tier created in between is reported by
+        // the archive root's watch.
+        self.add(Dir::ArchiveRoot(sid.to_string()));
+        if let Ok(rd) = std::fs::read_dir(self.paths.archive_root(sid)) {
+            for e in rd.flatten() {
+                if let Some(t) = e.file_name().to_str().filter(|t| is_tier_dir(t)) {
+                    self.add(Dir::Tier(sid.to_string(), t.to_string()));
+                }
+            }
+        }
+    }
+
+    fn watched(&self, sid: &str) -> bool {
+        self.state.lock().sessions.contains(sid)
+    }
+
+    /// End [`Watcher::run`] (from any thread).
+    pub fn stop(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a valid u64 to our eventfd.
+        let _ = unsafe {
+            libc::write(
+                self.stop.as_raw_fd(),
+                (&one as *const u64).cast(),
+                std::mem::size_of::<u64>(),
+            )
+        };
+    }
+
+    /// Read events until [`Watcher::stop`]; each batch of events is planned, deduplicated and
+    /// handed to `on` (never under a lock of the watcher). An overflow of the event queue is
+    /// reported as `overflow()`.
+    pub fn run(&self, on: &mut dyn FnMut(&Inval), overflow: &mut dyn FnMut()) {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let mut fds = [
+                libc::pollfd {
+                    fd: self.inotify.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: self.stop.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            // SAFETY: two valid pollfd entries.
+            let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+            if r < 0 {
+                if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                tracing::warn!("inotify poll failed: {}", io::Error::last_os_error());
+                return;
+            }
+            if fds[1].revents != 0 {
+                return;
+            }
+            // SAFETY: reads into our buffer of the given length.
+            let n =
+                unsafe { libc::read(self.inotify.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n <= 0 {
+                continue;
+            }
+            let events = parse_events(buf.get(..n as usize).unwrap_or_default());
+            let mut todo: Vec<Inval> = Vec::new();
+            let mut seen: HashSet<Inval> = HashSet::new();
+            let mut overflowed = false;
+            for ev in events {
+                if ev.mask & libc::IN_Q_OVERFLOW != 0 {
+                    overflowed = true;
+                    continue;
+                }
+                let dir = {
+                    let mut st = self.state.lock();
+                    if ev.mask & libc::IN_IGNORED != 0 {
+                        // The directory is gone: let its session be watched again when it
+                        // comes back.
+                        if let Some(d) = st.by_wd.remove(&ev.wd) {
+                            if let Some(s) = d.session() {
+                                st.sessions.remove(s);
+                            }
+                        }
+                        continue;
+                    }
+                    st.by_wd.get(&ev.wd).cloned()
+                };
+                let Some(dir) = dir else { continue };
+                let p = plan(&dir, &ev.name, ev.mask, &|s| self.watched(s));
+                for d in p.watch {
+                    self.add(d);
+                }
+                for i in p.invals {
+                    if seen.insert(i.clone()) {
+                        todo.push(i);
+                    }
+                }
+            }
+            if overflowed {
+                overflow();
+            }
+            for i in &todo {
+                on(i);
+            }
+        }
+    }
+}
+
+/// One inotify event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub wd: i32,
+    pub mask: u32,
+    pub name: OsString,
+}
+
+/// Split a buffer read from an inotify descriptor into events (a truncated tail is dropped).
+pub fn parse_events(buf: &[u8]) -> Vec<Event> {
+    const HEADER: usize = 16;
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while let Some(h) = buf.get(at..at + HEADER) {
+        let word = |i: usize| -> [u8; 4] {
+            let mut w = [0u8; 4];
+            if let Some(s) = h.get(i..i + 4) {
+                w.copy_from_slice(s);
+            }
+            w
+        };
+        let wd = i32::from_ne_bytes(word(0));
+        let mask = u32::from_ne_bytes(word(4));
+        let len = u32::from_ne_bytes(word(12)) as usize;
+        let Some(raw) = buf.get(at + HEADER..at + HEADER + len) else {
+            break;
+        };
+        let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+        out.push(Event {
+            wd,
+            mask,
+            name: OsStr::from_bytes(raw.get(..end).unwrap_or_default()).to_os_string(),
+        });
+        at += HEADER + len;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn has(p: &Plan, i: &Inval) -> bool {
+        p.invals.contains(i)
+    }
+
+    fn real(b: Base, rel: &str) -> Node {
+        Node::Real(b, PathBuf::from(rel))
+    }
+
+    #[test]
+    fn a_new_session_transcript_drops_the_sessions_entry() {
+        let p = plan(
+            &Dir::Transcripts,
+            OsStr::new("abc.jsonl"),
+            libc::IN_CREATE,
+            &|_| false,
+        );
+        assert!(has(
+            &p,
+            &Inval::Entry {
+                parent: Node::Sessions,
+                name: "abc".into()
+            }
+        ));
+        assert!(has(
+            &p,
+            &Inval::Inode {
+                node: real(Base::Transcripts, "abc.jsonl"),
+                data: true
+            }
+        ));
+    }
+
+    #[test]
+    fn an_append_drops_attributes_only() {
+        let p = plan(
+            &Dir::Transcripts,
+            OsStr::new("abc.jsonl"),
+            libc::IN_MODIFY,
+            &|_| false,
+        );
+        assert_eq!(
+            p.invals,
+            vec![
+                Inval::Inode {
+                    node: real(Base::Transcripts, "abc.jsonl"),
+                    data: false
+                },
+                Inval::Inode {
+                    node: Node::Session("abc".into()),
+                    data: false
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn temp_files_and_bad_names_are_ignored() {
+        for (d, n) in [
+            (Dir::Transcripts, ".abc.jsonl.tmp-1"),
+            (Dir::Transcripts, "notes.txt"),
+            (Dir::ArchiveRoot("s".into()), ".normafs.lock"),
+            (Dir::ArchiveRoot("s".into()), ".state.json.tmp-x"),
+            (Dir::Memory, "MEMORY.md"),
+        ] {
+            let p = plan(&d, OsStr::new(n), libc::IN_CREATE, &|_| true);
+            assert!(p.invals.is_empty() && p.watch.is_empty(), "{d:?} {n}");
+        }
+    }
+
+    #[test]
+    fn a_new_tier_and_archive() {
+        let p = plan(
+            &Dir::ArchiveRoot("s".into()),
+            OsStr::new("tier2"),
+            libc::IN_CREATE | libc::IN_ISDIR,
+            &|_| true,
+        );
+        assert_eq!(p.watch, vec![Dir::Tier("s".into(), "tier2".into())]);
+        assert!(has(
+            &p,
+            &Inval::Entry {
+                parent: Node::Session("s".into()),
+                name: "tier2".into()
+            }
+        ));
+        let p = plan(
+            &Dir::Tier("s".into(), "tier1".into()),
+            OsStr::new("b3_m0001-m0004.md"),
+            libc::IN_MOVED_TO,
+            &|_| true,
+        );
+        assert!(has(
+            &p,
+            &Inval::Entry {
+                parent: real(Base::Archives, "s/tier1"),
+                name: "b3_m0001-m0004.md".into()
+            }
+        ));
+    }
+
+    #[test]
+    fn state_replaced_by_rename() {
+        let p = plan(
+            &Dir::ArchiveRoot("s".into()),
+            OsStr::new("state.json"),
+            libc::IN_MOVED_TO,
+            &|_| true,
+        );
+        assert!(has(
+            &p,
+            &Inval::Inode {
+                node: real(Base::Archives, "s/state.json"),
+                data: true
+            }
+        ));
+    }
+
+    #[test]
+    fn a_new_archive_root_is_watched_only_for_watched_sessions() {
+        let m = libc::IN_CREATE | libc::IN_ISDIR;
+        let p = plan(&Dir::Archives, OsStr::new("s"), m, &|_| false);
+        assert!(p.watch.is_empty());
+        assert!(has(
+            &p,
+            &Inval::Entry {
+                parent: Node::Sessions,
+                name: "s".into()
+            }
+        ));
+        let p = plan(&Dir::Archives, OsStr::new("s"), m, &|_| true);
+        assert_eq!(p.watch, vec![Dir::ArchiveRoot("s".into())]);
+    }
+
+    #[test]
+    fn memory_edits() {
+        let p = plan(
+            &Dir::Memory,
+            OsStr::new("a.md"),
+            libc::IN_CLOSE_WRITE,
+            &|_| false,
+        );
+        assert_eq!(
+            p.invals,
+            vec![Inval::Inode {
+                node: real(Base::Memory, "a.md"),
+                data: true
+            }]
+        );
+        let p = plan(&Dir::Memory, OsStr::new("b.md"), libc::IN_DELETE, &|_| {
+            false
+        });
+        assert!(has(
+            &p,
+            &Inval::Entry {
+                parent: Node::MemoryDir,
+                name: "b.md".into()
+            }
+        ));
+    }
+
+    #[test]
+    fn events_parse_and_a_torn_buffer_is_cut() {
+        let mut b = Vec::new();
+        for (wd, mask, name) in [(1i32, 2u32, &b"ab"[..]), (3, 4, b"")] {
+            let len = if name.is_empty() { 0 } else { 16 };
+            b.extend_from_slice(&wd.to_ne_bytes());
+            b.extend_from_slice(&mask.to_ne_bytes());
+            b.extend_from_slice(&0u32.to_ne_bytes());
+            b.extend_from_slice(&(len as u32).to_ne_bytes());
+            let mut n = name.to_vec();
+            n.resize(len, 0);
+            b.extend_from_slice(&n);
+        }
+        let ev = parse_events(&b);
+        assert_eq!(ev.len(), 2);
+        assert_eq!(ev[0].name, "ab");
+        assert_eq!((ev[1].wd, ev[1].mask), (3, 4));
+        assert_eq!(parse_events(&b[..20]).len(), 0);
+    }
+
+    #[test]
+    fn the_watcher_reports_a_real_change() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let paths = RootPaths::from_root(d.path());
+        for p in [&paths.transcripts, &paths.memory, &paths.archives] {
+            std::fs::create_dir_all(p).expect("mkdir");
+        }
+        let w = std::sync::Arc::new(Watcher::new(&paths).expect("inotify"));
+        assert_eq!(w.watches(), 3);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let w2 = w.clone();
+        let t = std::thread::spawn(move || {
+            w2.run(
+                &mut |i| {
+                    let _ = tx.send(i.clone());
+                },
+                &mut || {},
+            )
+        });
+        std::fs::write(paths.memory.join("x.md"), "hi").expect("write");
+        let want = Inval::Entry {
+            parent: Node::MemoryDir,
+            name: "x.md".into(),
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut found = false;
+        while std::time::Instant::now() < deadline {
+            if let Ok(i) = rx.recv_timeout(std::time::Duration::from_millis(100)) {
+                if i == want {
+                    found = true;
+                    break;
+                }
+            }
+        }
+        w.stop();
+        t.join().expect("join");
+        assert!(found, "the watcher reported the new memory file");
+    }
+}

@@ -1,0 +1,1012 @@
+//! The fuser adapter: each kernel request is converted into a [`NormaFs`] call and its result
+//! into the reply; plus the mount itself (options, the passthrough decision, inotify
+//! invalidation, a clean unmount).
+//!
+//! Decisions about the filesystem live in `fs/`; this file only translates. Every handler runs
+//! its work inside `catch_unwind`: a panic is logged and answered with `EIO`, and the mount keeps
+//! serving.
+//!
+//! Real files use kernel FUSE passthrough when the kernel grants it (decided once at mount by
+//! registering one backing file; `--no-passthrough` turns it off): reads and writes then go from
+//! the kernel straight to the backing file. Otherwise they go through `NormaFs::read`/`write`
+//! (pread/pwrite on the handle's backing file). Synthetic files and `ctl` always use direct I/O.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::thread::JoinHandle;
+use std::time::SystemTime;
+
+use fuser::{
+    BackgroundSession, BackingId, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
+    Generation, INodeNo, InitFlags, KernelConfig, LockOwner, MountOption, Notifier, OpenFlags,
+    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
+    ReplyOpen, ReplyStatfs, ReplyWrite, Request, Session, SessionACL, TimeOrNow, WriteFlags,
+};
+use parking_lot::Mutex;
+
+use crate::config::Config;
+use crate::fs::watch::{Inval, Watcher};
+use crate::fs::{Attr, FileKind, FsError, FsOptions, Node, NormaFs, Opened, SetAttr};
+use crate::store::root::RootPaths;
+
+/// How to mount.
+#[derive(Debug, Clone)]
+pub struct MountOptions {
+    /// Refuse every change (`EROFS`), ctl commands that would write included.
+    pub read_only: bool,
+    /// Use kernel FUSE passthrough for real files when the kernel allows it.
+    pub passthrough: bool,
+    /// Let other users reach the mount (`allow_other`; needs `user_allow_other` for non-root).
+    pub allow_other: bool,
+    /// Worker threads, each with its own `/dev/fuse` descriptor.
+    pub threads: usize,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        MountOptions {
+            read_only: false,
+            passthrough: true,
+            allow_other: false,
+            threads: 4,
+        }
+    }
+}
+
+/// What the mount agreed with the kernel.
+#[derive(Default)]
+struct Shared {
+    /// The filesystem as initialized (after `max_write` was negotiated).
+    fs: OnceLock<Arc<NormaFs>>,
+    /// The kernel granted `FUSE_PASSTHROUGH`.
+    kernel_passthrough: AtomicBool,
+    /// Real files are opened with passthrough (decided once, at mount).
+    passthrough: AtomicBool,
+}
+
+/// How a backing file was opened: a passthrough backing id serves only opens it can serve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Access {
+    read: bool,
+    write: bool,
+    append: bool,
+}
+
+impl Access {
+    fn of(flags: i32) -> Access {
+        let acc = flags & libc::O_ACCMODE;
+        Access {
+            read: acc == libc::O_RDONLY || acc == libc::O_RDWR,
+            write: acc == libc::O_WRONLY || acc == libc::O_RDWR,
+            append: flags & libc::O_APPEND != 0,
+        }
+    }
+
+    fn serves(self, need: Access) -> bool {
+        (!need.read || self.read) && (!need.write || self.write) && self.append == need.append
+    }
+}
+
+/// Passthrough backing ids: one per inode while any handle of it is open (the kernel requires
+/// all passthrough opens of an inode to share one), kept alive by the handles using it.
+#[derive(Default)]
+struct Backings {
+    by_handle: HashMap<u64, Arc<BackingId>>,
+    by_inode: HashMap<u64, (Weak<BackingId>, Access)>,
+}
+
+/// How to answer an open of a real file.
+enum OpenAs {
+    Passthrough(Arc<BackingId>),
+    Plain(FopenFlags),
+}
+
+/// The fuser [`Filesystem`] of normafs.
+pub struct NormaFuse {
+    fs: Arc<NormaFs>,
+    want_passthrough: bool,
+    shared: Arc<Shared>,
+    backings: Mutex<Backings>,
+    watcher: Option<Arc<Watcher>>,
+}
+
+fn file_type(k: FileKind) -> FileType {
+    match k {
+        FileKind::Dir => FileType::Directory,
+        FileKind::File => FileType::RegularFile,
+        FileKind::Symlink => FileType::Symlink,
+        FileKind::Fifo => FileType::NamedPipe,
+        FileKind::Socket => FileType::Socket,
+        FileKind::CharDevice => FileType::CharDevice,
+        FileKind::BlockDevice => FileType::BlockDevice,
+    }
+}
+
+fn file_attr(a: &Attr) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(a.ino),
+        size: a.size,
+        blocks: a.blocks,
+        atime: a.atime,
+        mtime: a.mtime,
+        ctime: a.ctime,
+        crtime: a.ctime,
+        kind: file_type(a.kind),
+        perm: a.perm,
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: a.rdev,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
+fn time_of(t: Option<TimeOrNow>) -> (Option<SystemTime>, bool) {
+    match t {
+        Some(TimeOrNow::SpecificTime(t)) => (Some(t), false),
+        Some(TimeOrNow::Now) => (None, true),
+        None => (None, false),
+    }
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
+    p.downcast_ref::<&str>()
+        .copied()
+        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
+}
+
+/// Log a failed request at the level its cause deserves.
+fn log_error(op: &str, e: &FsError) {
+    match e {
+        e if e.is_expected() => tracing::debug!("{op}: {e}"),
+        FsError::Io(_) | FsError::Os(_) | FsError::BadHandle => tracing::warn!("{op}: {e}"),
+        e => tracing::info!("{op}: {e}"),
+    }
+}
+
+/// The largest write the kernel will send, given what we ask: without `FUSE_MAX_PAGES` it
+/// splits at 32 pages; with it, at `fs.fuse.max_pages_limit` pages (256 by default).
+fn kernel_max_write(want: u32, caps: InitFlags) -> u32 {
+    // SAFETY: sysconf has no preconditions.
+    let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        p if p > 0 => p as u32,
+        _ => 4096,
+    };
+    let pages: u32 = if caps.contains(InitFlags::FUSE_MAX_PAGES) {
+        std::fs::read_to_string("/proc/sys/fs/fuse/max_pages_limit")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(256)
+    } else {
+        32
+    };
+    want.min(pages.saturating_mul(page)).max(4096)
+}
+
+impl NormaFuse {
+    /// Run `f`; a panic becomes `EIO`, an error its errno (both logged).
+    fn run<T>(&self, op: &str, f: impl FnOnce() -> Result<T, FsError>) -> Result<T, Errno> {
+        match catch_unwind(AssertUnwindSafe(f)) {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => {
+                log_error(op, &e);
+                Err(Errno::from_i32(e.errno()))
+            }
+            Err(p) => {
+                tracing::error!("{op}: panic: {}; answered EIO", panic_message(&*p));
+                Err(Errno::EIO)
+            }
+        }
+    }
+
+    /// The kernel now knows `ino`: watch its session's directories if it is a session.
+    fn seen(&self, ino: u64) {
+        if let Some(w) = &self.watcher {
+            if let Ok(n @ Node::Session(_)) = self.fs.node(ino) {
+                w.seen(&n);
+            }
+        }
+    }
+
+    /// How to answer the open of `ino` (handle `o`, open `flags`). `open_backing` registers a
+    /// backing file with the kernel.
+    fn open_as(
+        &self,
+        ino: u64,
+        flags: i32,
+        o: &Opened,
+        open_backing: &dyn Fn(&File) -> io::Result<BackingId>,
+    ) -> OpenAs {
+        if o.direct_io {
+            return OpenAs::Plain(FopenFlags::FOPEN_DIRECT_IO);
+        }
+        let Some(file) = &o.backing else {
+            return OpenAs::Plain(FopenFlags::empty());
+        };
+        if !self.shared.passthrough.load(Ordering::Relaxed) {
+            return OpenAs::Plain(FopenFlags::empty());
+        }
+        let need = Access::of(flags);
+        let mut b = self.backings.lock();
+        let existing = b
+            .by_inode
+            .get(&ino)
+            .and_then(|(w, has)| w.upgrade().map(|id| (id, *has)));
+        let id = match existing {
+            Some((id, has)) if has.serves(need) => id,
+            // Another open of this inode passes through with another access mode: serve this
+            // one with direct I/O (never the page cache, which the kernel refuses to mix
+            // with passthrough on one inode).
+            Some(_) => return OpenAs::Plain(FopenFlags::FOPEN_DIRECT_IO),
+            None => match open_backing(file) {
+                Ok(id) => {
+                    let id = Arc::new(id);
+                    if b.by_inode.len() > 2 * b.by_handle.len() + 64 {
+                        b.by_inode.retain(|_, (w, _)| w.strong_count() > 0);
+                    }
+                    b.by_inode.insert(ino, (Arc::downgrade(&id), need));
+                    id
+                }
+                Err(e) => {
+                    tracing::warn!("passthrough refused for inode {ino}: {e}; using pread/pwrite");
+                    return OpenAs::Plain(FopenFlags::FOPEN_DIRECT_IO);
+                }
+            },
+        };
+        b.by_handle.insert(o.fh, id.clone());
+        OpenAs::Passthrough(id)
+    }
+}
+
+impl Filesystem for NormaFuse {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        let want = self.fs.options().max_write;
+        let mut accepted = kernel_max_write(want, config.capabilities());
+        if let Err(nearest) = config.set_max_write(accepted) {
+            accepted = nearest;
+            let _ = config.set_max_write(accepted);
+        }
+        if accepted != want {
+            match Arc::get_mut(&mut self.fs) {
+                Some(fs) => fs.set_max_write(accepted),
+                None => tracing::warn!("max_write {accepted} could not be recorded"),
+            }
+        }
+        if self.want_passthrough && config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok() {
+            // Depth 2: backing files may live on a stacked filesystem (overlayfs).
+            let _ = config.set_max_stack_depth(2);
+            self.shared
+                .kernel_passthrough
+                .store(true, Ordering::Relaxed);
+        }
+        let _ = self.shared.fs.set(self.fs.clone());
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match self.run("lookup", || {
+            let e = self.fs.lookup(parent.0, name)?;
+            self.seen(e.attr.ino);
+            Ok(e)
+        }) {
+            Ok(e) => reply.entry(&e.ttl, &file_attr(&e.attr), Generation(0)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        let _ = self.run("forget", || {
+            self.fs.forget(ino.0, nlookup);
+            Ok(())
+        });
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.run("getattr", || self.fs.getattr(ino.0, fh.map(|f| f.0))) {
+            Ok(e) => reply.attr(&e.ttl, &file_attr(&e.attr)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let (atime, atime_now) = time_of(atime);
+        let (mtime, mtime_now) = time_of(mtime);
+        let set = SetAttr {
+            mode,
+            uid,
+            gid,
+            size,
+            atime,
+            mtime,
+            atime_now,
+            mtime_now,
+        };
+        match self.run("setattr", || self.fs.setattr(ino.0, fh.map(|f| f.0), &set)) {
+            Ok(e) => reply.attr(&e.ttl, &file_attr(&e.attr)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.run("readlink", || self.fs.readlink(ino.0)) {
+            Ok(d) => reply.data(&d),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mknod(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        reply.error(self.no_namespace_change());
+    }
+
+    fn mkdir(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        reply.error(self.no_namespace_change());
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.run("unlink", || self.fs.unlink(parent.0, name)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(self.no_namespace_change());
+    }
+
+    fn symlink(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _link_name: &OsStr,
+        _target: &Path,
+        reply: ReplyEntry,
+    ) {
+        reply.error(self.no_namespace_change());
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        match self.run("rename", || {
+            self.fs
+                .rename(parent.0, name, newparent.0, newname, flags.bits())
+        }) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _newparent: INodeNo,
+        _newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        reply.error(self.no_namespace_change());
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match self.run("open", || {
+            let o = self.fs.open(ino.0, flags.0)?;
+            let how = self.open_as(ino.0, flags.0, &o, &|f| reply.open_backing(f));
+            Ok((o.fh, how))
+        }) {
+            Ok((fh, OpenAs::Passthrough(id))) => {
+                reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &id)
+            }
+            Ok((fh, OpenAs::Plain(f))) => reply.opened(FileHandle(fh), f),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match self.run("read", || self.fs.read(fh.0, offset, size)) {
+            Ok(d) => reply.data(&d),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self.run("write", || self.fs.write(fh.0, offset, data)) {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    /// Nothing to do on `close()`: answering `ENOSYS` once makes the kernel stop sending it.
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let _ = self.run("release", || {
+            self.fs.release(fh.0);
+            self.backings.lock().by_handle.remove(&fh.0);
+            Ok(())
+        });
+        reply.ok();
+    }
+
+    /// Never `ENOSYS`: the kernel would then report every later fsync as done (SPEC 5).
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.run("fsync", || self.fs.fsync(fh.0, datasync)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.run("opendir", || self.fs.opendir(ino.0)) {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        match self.run("readdir", || {
+            self.fs
+                .readdir(ino.0, fh.0, i64::try_from(offset).unwrap_or(i64::MAX))
+        }) {
+            Ok(entries) => {
+                for e in entries {
+                    let next = u64::try_from(e.offset).unwrap_or(0);
+                    if reply.add(INodeNo(e.ino), next, file_type(e.kind), &e.name) {
+                        break;
+                    }
+                }
+                reply.ok();
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        let _ = self.run("releasedir", || {
+            self.fs.releasedir(fh.0);
+            Ok(())
+        });
+        reply.ok();
+    }
+
+    /// Never `ENOSYS` (see `fsync`).
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.run("fsyncdir", || self.fs.fsyncdir(ino.0)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        match self.run("statfs", || self.fs.statfs()) {
+            Ok(s) => reply.statfs(
+                s.f_blocks,
+                s.f_bfree,
+                s.f_bavail,
+                s.f_files,
+                s.f_ffree,
+                s.f_bsize as u32,
+                s.f_namemax as u32,
+                s.f_frsize as u32,
+            ),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn create(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        match self.run("create", || {
+            let (e, o) = self.fs.create(parent.0, name, mode & !umask, flags)?;
+            let how = self.open_as(e.attr.ino, flags, &o, &|f| reply.open_backing(f));
+            Ok((e, o.fh, how))
+        }) {
+            Ok((e, fh, OpenAs::Passthrough(id))) => reply.created_passthrough(
+                &e.ttl,
+                &file_attr(&e.attr),
+                Generation(0),
+                FileHandle(fh),
+                FopenFlags::empty(),
+                &id,
+            ),
+            Ok((e, fh, OpenAs::Plain(f))) => reply.created(
+                &e.ttl,
+                &file_attr(&e.attr),
+                Generation(0),
+                FileHandle(fh),
+                f,
+            ),
+            Err(e) => reply.error(e),
+        }
+    }
+}
+
+impl NormaFuse {
+    /// mkdir, rmdir, mknod, symlink and link: the namespace has no place for them.
+    fn no_namespace_change(&self) -> Errno {
+        if self.fs.options().read_only {
+            Errno::EROFS
+        } else {
+            Errno::EPERM
+        }
+    }
+}
+
+// ---- the mount ----------------------------------------------------------------------------
+
+/// A running mount; unmounts on drop.
+pub struct MountHandle {
+    session: Option<BackgroundSession>,
+    watcher: Option<Arc<Watcher>>,
+    watch_thread: Option<JoinHandle<()>>,
+    mountpoint: PathBuf,
+    passthrough: bool,
+    passthrough_note: String,
+    fs: Arc<NormaFs>,
+}
+
+impl MountHandle {
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+
+    /// Whether real files use kernel passthrough.
+    pub fn passthrough(&self) -> bool {
+        self.passthrough
+    }
+
+    /// Why passthrough is on or off, for `--verbose`.
+    pub fn passthrough_note(&self) -> &str {
+        &self.passthrough_note
+    }
+
+    pub fn fs(&self) -> &Arc<NormaFs> {
+        &self.fs
+    }
+
+    /// Directories watched by inotify (0 when inotify is unavailable).
+    pub fn watches(&self) -> usize {
+        self.watcher.as_ref().map_or(0, |w| w.watches())
+    }
+
+    /// The session ended without us (someone unmounted it).
+    pub fn is_finished(&self) -> bool {
+        self.session.as_ref().is_none_or(|s| s.guard.is_finished())
+    }
+
+    /// Unmount now and wait for the workers.
+    pub fn unmount(mut self) -> io::Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> io::Result<()> {
+        if let Some(w) = self.watcher.take() {
+            w.stop();
+        }
+        if let Some(t) = self.watch_thread.take() {
+            let _ = t.join();
+        }
+        let Some(s) = self.session.take() else {
+            return Ok(());
+        };
+        match s.umount_and_join() {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                // Busy (a process still has a file or its cwd there): detach it lazily; the
+                // kernel ends the session when the last user leaves.
+                tracing::warn!(
+                    "unmounting {}: {e}; detaching lazily",
+                    self.mountpoint.display()
+                );
+                lazy_unmount(&self.mountpoint)
+            }
+        }
+    }
+}
+
+impl Drop for MountHandle {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            tracing::error!("cannot unmount {}: {e}", self.mountpoint.display());
+        }
+    }
+}
+
+fn lazy_unmount(p: &Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in the mount point"))?;
+    // SAFETY: a valid C string.
+    if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINVAL) {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// `/dev/fuse` can be opened.
+fn check_fuse() -> io::Result<()> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+        .map(drop)
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "FUSE is not available: cannot open /dev/fuse ({e}); install the fuse3 \
+                     package and load the fuse kernel module (modprobe fuse)"
+                ),
+            )
+        })
+}
+
+/// The mount point exists, is an empty directory, and is not inside a backing directory.
+fn check_mountpoint(paths: &RootPaths, mnt: &Path) -> io::Result<PathBuf> {
+    let bad = |kind: io::ErrorKind, what: &str| {
+        io::Error::new(kind, format!("mount point {} {what}", mnt.display()))
+    };
+    let meta = std::fs::metadata(mnt).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => bad(e.kind(), "does not exist"),
+        _ => bad(e.kind(), &format!("cannot be used: {e}")),
+    })?;
+    if !meta.is_dir() {
+        return Err(bad(io::ErrorKind::InvalidInput, "is not a directory"));
+    }
+    let mut rd =
+        std::fs::read_dir(mnt).map_err(|e| bad(e.kind(), &format!("cannot be read: {e}")))?;
+    if rd.next().is_some() {
+        return Err(bad(io::ErrorKind::InvalidInput, "is not empty"));
+    }
+    let canon = mnt.canonicalize()?;
+    for (label, dir) in [
+        ("transcripts", &paths.transcripts),
+        ("memory", &paths.memory),
+        ("archives", &paths.archives),
+    ] {
+        if let Ok(d) = dir.canonicalize() {
+            if canon.starts_with(&d) {
+                return Err(bad(
+                    io::ErrorKind::InvalidInput,
+                    &format!("is inside the {label} directory {}", d.display()),
+                ));
+            }
+        }
+    }
+    Ok(canon)
+}
+
+/// A regular file of the root, to try passthrough with.
+fn probe_file(paths: &RootPaths) -> Option<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    for dir in [&paths.transcripts, &paths.memory] {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for e in rd.flatten().take(64) {
+            if e.file_type().is_ok_and(|t| t.is_file()) {
+                if let Ok(f) = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                    .open(e.path())
+                {
+                    return Some(f);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// `FUSE_DEV_IOC_BACKING_CLOSE`: `_IOW(229, 2, u32)`.
+const FUSE_DEV_IOC_BACKING_CLOSE: libc::c_ulong = (1 << 30) | (4 << 16) | (229 << 8) | 2;
+
+/// Decide passthrough once: the kernel must have granted it and accept a backing file.
+fn decide_passthrough<S: AsFd>(
+    dev: &S,
+    paths: &RootPaths,
+    want: bool,
+    granted: bool,
+) -> (bool, String) {
+    if !want {
+        return (
+            false,
+            "off (--no-passthrough): real files are read and written with pread/pwrite".into(),
+        );
+    }
+    if !granted {
+        return (false, "off: the kernel does not offer FUSE passthrough (Linux 6.9+); real files are read and written with pread/pwrite".into());
+    }
+    let Some(f) = probe_file(paths) else {
+        return (true, "on: kernel FUSE passthrough for real files (granted by the kernel; no file to try yet)".into());
+    };
+    match BackingId::create_raw(dev, &f) {
+        Ok(id) => {
+            // SAFETY: closes the backing id we just opened on our own /dev/fuse descriptor.
+            unsafe {
+                libc::ioctl(
+                    dev.as_fd().as_raw_fd(),
+                    FUSE_DEV_IOC_BACKING_CLOSE as _,
+                    &id as *const u32,
+                )
+            };
+            (true, "on: kernel FUSE passthrough for real files".into())
+        }
+        Err(e) => (false, format!("off: the kernel refused a backing file ({e}); real files are read and written with pread/pwrite")),
+    }
+}
+
+/// Drop one kernel cache (a node the kernel was never told about needs nothing).
+fn invalidate(fs: &NormaFs, n: &Notifier, i: &Inval) {
+    let r = match i {
+        Inval::Inode { node, data } => match fs.known_ino(node) {
+            Some(ino) => n.inval_inode(INodeNo(ino), if *data { 0 } else { -1 }, 0),
+            None => return,
+        },
+        Inval::Entry { parent, name } => match fs.known_ino(parent) {
+            Some(ino) => n.inval_entry(INodeNo(ino), name),
+            None => return,
+        },
+    };
+    if let Err(e) = r {
+        tracing::debug!("invalidate {i:?}: {e}");
+    }
+}
+
+/// Mount `paths` at `mnt` and serve it from background threads until the handle is dropped.
+pub fn mount_background(
+    paths: RootPaths,
+    cfg: Config,
+    opts: MountOptions,
+    mnt: &Path,
+) -> io::Result<MountHandle> {
+    check_fuse()?;
+    let mountpoint = check_mountpoint(&paths, mnt)?;
+    let fs = NormaFs::new(
+        paths.clone(),
+        cfg.clone(),
+        FsOptions::new(&cfg, opts.read_only),
+    );
+    let watcher = match Watcher::new(&paths) {
+        Ok(w) => Some(Arc::new(w)),
+        Err(e) => {
+            tracing::warn!("inotify unavailable ({e}); changes show after the attribute TTL");
+            None
+        }
+    };
+    let shared = Arc::new(Shared::default());
+    let nf = NormaFuse {
+        fs: Arc::new(fs),
+        want_passthrough: opts.passthrough,
+        shared: shared.clone(),
+        backings: Mutex::new(Backings::default()),
+        watcher: watcher.clone(),
+    };
+    let mut config = fuser::Config::default();
+    config.mount_options = vec![
+        MountOption::FSName("normafs".into()),
+        MountOption::Subtype("normafs".into()),
+        MountOption::DefaultPermissions,
+        MountOption::NoAtime,
+        MountOption::NoSuid,
+        MountOption::NoDev,
+    ];
+    // `--read-only` is enforced by `NormaFs` (EROFS for every change), not by the kernel's
+    // read-only flag: that would refuse to open `ctl` for writing, and `help` must still work
+    // there (SPEC 6).
+    if opts.allow_other {
+        config.acl = SessionACL::All;
+    }
+    config.n_threads = Some(opts.threads.max(1));
+    config.clone_fd = true;
+    let session = Session::new(nf, &mountpoint, &config).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot mount at {}: {e}", mountpoint.display()),
+        )
+    })?;
+    let fs = shared
+        .fs
+        .get()
+        .cloned()
+        .ok_or_else(|| io::Error::other("the kernel did not initialize the mount"))?;
+    let (passthrough, passthrough_note) = decide_passthrough(
+        &session,
+        &paths,
+        opts.passthrough,
+        shared.kernel_passthrough.load(Ordering::Relaxed),
+    );
+    shared.passthrough.store(passthrough, Ordering::Relaxed);
+    let notifier = session.notifier();
+    let bg = session.spawn()?;
+    let mut handle = MountHandle {
+        session: Some(bg),
+        watcher: watcher.clone(),
+        watch_thread: None,
+        mountpoint,
+        passthrough,
+        passthrough_note,
+        fs: fs.clone(),
+    };
+    if let Some(w) = watcher {
+        let t = std::thread::Builder::new()
+            .name("normafs-watch".into())
+            .spawn(move || {
+                w.run(&mut |i| invalidate(&fs, &notifier, i), &mut || {
+                    tracing::info!("inotify queue overflowed; relying on the attribute TTL");
+                    for node in [Node::Sessions, Node::MemoryDir] {
+                        invalidate(&fs, &notifier, &Inval::Inode { node, data: false });
+                    }
+                })
+            })?;
+        handle.watch_thread = Some(t);
+    }
+    Ok(handle)
+}
+
+// ---- the foreground process -----------------------------------------------------------------
+
+fn exit_signals() -> libc::sigset_t {
+    // SAFETY: sigemptyset/sigaddset initialize and fill a local set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGHUP);
+        set
+    }
+}
+
+/// Block SIGINT, SIGTERM and SIGHUP in this thread and every thread it starts later, so that
+/// [`wait_for_exit`] receives them. Call before mounting.
+pub fn block_exit_signals() {
+    let set = exit_signals();
+    // SAFETY: a valid set; changes only this thread's mask.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+}
+
+/// Wait until an exit signal arrives (its number) or the mount ends by itself (`None`).
+pub fn wait_for_exit(h: &MountHandle) -> Option<i32> {
+    let set = exit_signals();
+    let timeout = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 200_000_000,
+    };
+    loop {
+        // SAFETY: valid set and timeout; no siginfo wanted.
+        let s = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &timeout) };
+        if s > 0 {
+            return Some(s);
+        }
+        if h.is_finished() {
+            return None;
+        }
+    }
+}

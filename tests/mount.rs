@@ -1,0 +1,804 @@
+//! Real mounts, used with the tools people use: `ls`, `cat`, `stat`, `grep`, `jq`, `tail`, `cp`,
+//! `sed -i`, shell redirections and python. Each test mounts its own temporary copy of a root on
+//! its own temporary directory; the guard unmounts even when the test fails. Without /dev/fuse
+//! every test prints a notice and passes.
+
+mod common;
+
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{
+    example_root, fuse_available, have, is_mounted, sh, snapshot, text_of, tool, within,
+    write_session, Mounted, Session,
+};
+use normafs::config::Config;
+use normafs::fuse::MountOptions;
+
+const SID: &str = "7f0c2a";
+
+fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn err(o: &Output) -> String {
+    assert!(!o.status.success(), "should have failed: {o:?}");
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn os(p: &Path) -> &OsStr {
+    p.as_os_str()
+}
+
+fn stat(fmt: &str, p: &Path) -> String {
+    ok(&tool("stat", &[OsStr::new("-c"), OsStr::new(fmt), os(p)]))
+        .trim()
+        .to_string()
+}
+
+fn cat(p: &Path) -> Vec<u8> {
+    let o = tool("cat", &[os(p)]);
+    assert!(
+        o.status.success(),
+        "cat {}: {}",
+        p.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o.stdout
+}
+
+/// Every synthetic file of the example mount (ctl excluded: its size is not its content).
+fn synthetic_files(m: &Mounted) -> Vec<PathBuf> {
+    let s = m.at(&format!("sessions/{SID}"));
+    let mut v = vec![
+        m.at("audit.txt"),
+        m.at("memory/MEMORY.md"),
+        s.join("view.jsonl"),
+        s.join("view.md"),
+        s.join("audit.txt"),
+        s.join("status.json"),
+    ];
+    let raw = ok(&tool("ls", &[os(&s.join("raw"))]));
+    assert!(!raw.trim().is_empty(), "raw/ lists the block ranges");
+    v.extend(raw.lines().map(|n| s.join("raw").join(n)));
+    v
+}
+
+#[test]
+fn tools_read_the_example_root() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mounted::example();
+    let s = m.at(&format!("sessions/{SID}"));
+
+    assert_eq!(
+        ok(&tool("ls", &[os(&m.at("sessions"))])),
+        format!("{SID}\n")
+    );
+    let names = ok(&tool("ls", &[os(&s)]));
+    for n in [
+        "audit.txt",
+        "ctl",
+        "memory",
+        "raw",
+        "state.json",
+        "status.json",
+        "subagents",
+        "tier1",
+        "transcript.jsonl",
+        "view.jsonl",
+        "view.md",
+    ] {
+        assert!(names.lines().any(|l| l == n), "{n} in {names}");
+    }
+
+    // Real files are the backing bytes.
+    let backing = m.root().join(format!("transcripts/{SID}.jsonl"));
+    assert_eq!(
+        cat(&s.join("transcript.jsonl")),
+        std::fs::read(&backing).expect("read")
+    );
+
+    // Synthetic files: st_size is exactly what a read returns; mode 0444.
+    for p in synthetic_files(&m) {
+        let bytes = cat(&p);
+        assert!(!bytes.is_empty(), "{} is empty", p.display());
+        assert_eq!(
+            stat("%s", &p),
+            bytes.len().to_string(),
+            "st_size of {}",
+            p.display()
+        );
+        assert_eq!(stat("%a", &p), "444", "{}", p.display());
+    }
+    assert_eq!(stat("%a", &s.join("ctl")), "600");
+
+    // tail -c seeks by st_size.
+    let view = cat(&s.join("view.jsonl"));
+    let tail = ok(&tool(
+        "tail",
+        &[
+            OsStr::new("-c"),
+            OsStr::new("100"),
+            os(&s.join("view.jsonl")),
+        ],
+    ));
+    assert_eq!(tail.as_bytes(), &view[view.len() - 100..]);
+
+    // grep -r over the whole mount finds text of a transcript, an archive and a memory.
+    let hits = ok(&tool(
+        "grep",
+        &[OsStr::new("-rl"), OsStr::new("zstd"), os(m.mnt())],
+    ));
+    for want in ["transcript.jsonl", "view.jsonl", "tier1/b1_m0001-m0006.md"] {
+        assert!(hits.lines().any(|l| l.ends_with(want)), "{want} in {hits}");
+    }
+
+    // jq reads every view line.
+    if have("jq") {
+        let out = ok(&tool(
+            "jq",
+            &[
+                OsStr::new("-c"),
+                OsStr::new(".message"),
+                os(&s.join("view.jsonl")),
+            ],
+        ));
+        assert_eq!(
+            out.lines().count(),
+            view.split(|&b| b == b'\n')
+                .filter(|l| !l.is_empty())
+                .count()
+        );
+        assert!(out.lines().all(|l| l.starts_with("{\"role\":")), "{out}");
+    }
+
+    // python: walk the whole mount, parse every line of every view.jsonl.
+    if have("python3") {
+        let script = r#"
+import json, os, sys
+views = lines = 0
+for d, dirs, files in os.walk(sys.argv[1]):
+    for f in files:
+        if f == "view.jsonl":
+            views += 1
+            with open(os.path.join(d, f)) as fh:
+                for line in fh:
+                    json.loads(line)
+                    lines += 1
+print(views, lines)
+"#;
+        let out = ok(&Command::new("python3")
+            .arg("-c")
+            .arg(script)
+            .arg(m.mnt())
+            .output()
+            .expect("python3"));
+        assert_eq!(out.trim(), format!("1 {}", common::lines(&view).len()));
+    }
+
+    // cp -r of a session directory: its real files arrive byte-identical.
+    let dest = tempfile::tempdir().expect("tempdir");
+    ok(&tool(
+        "cp",
+        &[OsStr::new("-r"), os(&s), os(&dest.path().join("copy"))],
+    ));
+    let copy = dest.path().join("copy");
+    let root = m.root();
+    for (in_copy, in_root) in [
+        ("transcript.jsonl", format!("transcripts/{SID}.jsonl")),
+        ("state.json", format!("noa/{SID}/state.json")),
+        (
+            "tier1/b1_m0001-m0006.md",
+            format!("noa/{SID}/tier1/b1_m0001-m0006.md"),
+        ),
+        (
+            "tier1/b2_m0007-m0010.md",
+            format!("noa/{SID}/tier1/b2_m0007-m0010.md"),
+        ),
+        (
+            "subagents/agent-ag-41.jsonl",
+            format!("transcripts/{SID}/subagents/agent-ag-41.jsonl"),
+        ),
+    ] {
+        assert_eq!(
+            std::fs::read(copy.join(in_copy)).expect("copied"),
+            std::fs::read(root.join(&in_root)).expect("backing"),
+            "{in_copy}"
+        );
+    }
+    assert_eq!(
+        std::fs::read(copy.join("view.jsonl")).expect("copied view"),
+        view
+    );
+
+    // Inode numbers are stable across lookups.
+    let first = stat("%i", &s.join("transcript.jsonl"));
+    assert_eq!(stat("%i", &s.join("transcript.jsonl")), first);
+    assert_eq!(
+        stat("%i", &s.join("view.jsonl")),
+        stat("%i", &s.join("view.jsonl"))
+    );
+}
+
+#[test]
+fn inodes_stay_after_the_kernel_forgets_them() {
+    if !fuse_available() {
+        return;
+    }
+    let cfg = Config {
+        ttl_ms: 50,
+        ..Config::default()
+    };
+    let m = Mounted::new(example_root(), cfg, MountOptions::default());
+    let p = m.at(&format!("sessions/{SID}/tier1/b1_m0001-m0006.md"));
+    let first = stat("%i", &p);
+    std::thread::sleep(Duration::from_millis(120));
+    assert_eq!(stat("%i", &p), first, "same path, same inode after the TTL");
+}
+
+#[test]
+fn memory_edits_with_sed_and_redirection() {
+    if !fuse_available() {
+        return;
+    }
+    for passthrough in [true, false] {
+        let m = Mounted::new(
+            example_root(),
+            Config::default(),
+            MountOptions {
+                passthrough,
+                ..MountOptions::default()
+            },
+        );
+        let file = m.at("memory/build-system.md");
+        let backing = m.root().join("memory/build-system.md");
+        ok(&tool(
+            "sed",
+            &[
+                OsStr::new("-i"),
+                OsStr::new("s/native libraries/C libraries/"),
+                os(&file),
+            ],
+        ));
+        let text = std::fs::read_to_string(&backing).expect("backing");
+        assert!(text.contains("How the crate links C libraries"), "{text}");
+        assert_eq!(cat(&file), text.as_bytes());
+
+        ok(&sh(&format!(
+            "printf -- '---\\nname: Release train\\ndescription: Releases leave on Tuesdays\\ntype: project\\n---\\nBody.\\n' > '{}'",
+            m.at("memory/release-train.md").display()
+        )));
+        let created = std::fs::read_to_string(m.root().join("memory/release-train.md"))
+            .expect("created in the backing directory");
+        assert!(
+            created.starts_with("---\nname: Release train\n"),
+            "{created}"
+        );
+
+        let index = String::from_utf8(cat(&m.at("memory/MEMORY.md"))).expect("utf8");
+        assert!(
+            index.contains(
+                "- [Release train](release-train.md) — Releases leave on Tuesdays (project)"
+            ),
+            "{index}"
+        );
+        assert!(index.contains("How the crate links C libraries"), "{index}");
+
+        // fsync through the mount reaches the backing file (and fsyncdir its directory).
+        if have("python3") {
+            ok(&Command::new("python3")
+                .arg("-c")
+                .arg(
+                    "import os,sys\n\
+                     fd=os.open(sys.argv[1], os.O_WRONLY|os.O_APPEND)\n\
+                     os.write(fd, b'More.\\n'); os.fsync(fd); os.fdatasync(fd); os.close(fd)\n\
+                     d=os.open(sys.argv[2], os.O_RDONLY); os.fsync(d); os.close(d)",
+                )
+                .arg(m.at("memory/release-train.md"))
+                .arg(m.at("memory"))
+                .output()
+                .expect("python3"));
+            assert!(
+                std::fs::read_to_string(m.root().join("memory/release-train.md"))
+                    .expect("read")
+                    .ends_with("Body.\nMore.\n")
+            );
+        }
+    }
+}
+
+/// A session of 24 messages whose first 22 may be compressed.
+fn compressible_root() -> (tempfile::TempDir, Config) {
+    let root = tempfile::tempdir().expect("tempdir");
+    let mut s = Session::new("s1");
+    for i in 0..12 {
+        s.user(&format!("question {i}: {}", text_of(40, 'q')));
+        s.assistant(&format!("answer {i}: {}", text_of(40, 'a')));
+    }
+    write_session(root.path(), &s);
+    std::fs::create_dir_all(root.path().join("memory")).expect("mkdir");
+    std::fs::create_dir_all(root.path().join("noa")).expect("mkdir");
+    let mut cfg = Config::default();
+    cfg.noa.protect_recent_messages = 2;
+    cfg.noa.protect_recent_tokens = 0;
+    (root, cfg)
+}
+
+#[test]
+fn ctl_through_the_shell() {
+    if !fuse_available() {
+        return;
+    }
+    let (root, cfg) = compressible_root();
+    let m = Mounted::new(root, cfg, MountOptions::default());
+    let ctl = m.at("sessions/s1/ctl");
+    let view = m.at("sessions/s1/view.jsonl");
+
+    ok(&sh(&format!(
+        "echo 'compress m0003 m0010 The user asked eight questions about q and got answers.' > '{}'",
+        ctl.display()
+    )));
+    let lines = common::lines(&cat(&view));
+    let block = lines
+        .iter()
+        .find(|l| l["block"] == "b1")
+        .expect("a block line in view.jsonl");
+    assert_eq!(
+        (block["start"].as_str(), block["end"].as_str()),
+        (Some("m0003"), Some("m0010"))
+    );
+    assert!(
+        !lines.iter().any(|l| l["ref"] == "m0005"),
+        "m0005 is compressed"
+    );
+    assert!(m.root().join("noa/s1/tier1/b1_m0003-m0010.md").is_file());
+    assert!(ok(&tool("ls", &[os(&m.at("sessions/s1/tier1"))])).contains("b1_m0003-m0010.md"));
+
+    // A bad command fails in the shell with EINVAL and changes nothing.
+    let before = snapshot(m.root());
+    let e = err(&sh(&format!("echo nonsense > '{}'", ctl.display())));
+    assert!(e.contains("Invalid argument"), "{e}");
+    let e = err(&sh(&format!(
+        "echo 'compress m0011 m0023 too late: the tail is protected here' > '{}'",
+        ctl.display()
+    )));
+    assert!(e.contains("Invalid argument"), "{e}");
+    assert_eq!(snapshot(m.root()), before, "failed commands change nothing");
+
+    // A fresh handle reads the latest results as JSON lines.
+    let results = common::lines(&cat(&ctl));
+    assert_eq!(results.len(), 3, "{results:?}");
+    assert_eq!(results[0]["ok"], true);
+    assert_eq!(
+        results[0]["command"]
+            .as_str()
+            .map(|c| c.starts_with("compress m0003")),
+        Some(true)
+    );
+    assert_eq!(results[1]["ok"], false);
+    assert_eq!(results[1]["command"], "nonsense");
+    for r in &results {
+        for k in ["seq", "at", "command", "ok", "message", "result"] {
+            assert!(r.get(k).is_some(), "{k} in {r}");
+        }
+    }
+
+    // The root ctl answers help.
+    ok(&sh(&format!("echo help > '{}'", m.at("ctl").display())));
+}
+
+#[test]
+fn synthetic_files_refuse_writes() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mounted::example();
+    let before = snapshot(m.root());
+    for f in [
+        format!("sessions/{SID}/view.jsonl"),
+        format!("sessions/{SID}/audit.txt"),
+        "memory/MEMORY.md".to_string(),
+        "audit.txt".to_string(),
+    ] {
+        let e = err(&sh(&format!("echo x > '{}'", m.at(&f).display())));
+        assert!(e.contains("Permission denied"), "{f}: {e}");
+        let e = err(&sh(&format!("echo x >> '{}'", m.at(&f).display())));
+        assert!(e.contains("Permission denied"), "{f}: {e}");
+    }
+    let e = err(&tool(
+        "touch",
+        &[os(&m.at(&format!("sessions/{SID}/new-file")))],
+    ));
+    assert!(e.contains("Permission denied"), "{e}");
+    let e = err(&tool("mkdir", &[os(&m.at("memory/sub"))]));
+    assert!(e.contains("Operation not permitted"), "{e}");
+    assert_eq!(snapshot(m.root()), before);
+}
+
+#[test]
+fn read_only_mount() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mounted::new(
+        example_root(),
+        Config::default(),
+        MountOptions {
+            read_only: true,
+            ..MountOptions::default()
+        },
+    );
+    let before = snapshot(m.root());
+    let mem = m.at("memory/build-system.md");
+    let e = err(&sh(&format!("echo x >> '{}'", mem.display())));
+    assert!(e.contains("Read-only file system"), "{e}");
+    let e = err(&tool(
+        "sed",
+        &[OsStr::new("-i"), OsStr::new("s/a/b/"), os(&mem)],
+    ));
+    assert!(e.contains("Read-only file system"), "{e}");
+    let e = err(&sh(&format!(
+        "echo x > '{}'",
+        m.at("memory/new.md").display()
+    )));
+    assert!(e.contains("Read-only file system"), "{e}");
+    let e = err(&tool("rm", &[os(&mem)]));
+    assert!(e.contains("Read-only file system"), "{e}");
+    let ctl = m.at(&format!("sessions/{SID}/ctl"));
+    let e = err(&sh(&format!("echo rebuild > '{}'", ctl.display())));
+    assert!(e.contains("Read-only file system"), "{e}");
+    // Reading still works, and so does `help` (SPEC 6).
+    ok(&sh(&format!("echo help > '{}'", ctl.display())));
+    assert!(!cat(&mem).is_empty());
+    assert_eq!(snapshot(m.root()), before);
+}
+
+#[test]
+fn changes_in_the_backing_dirs_show_at_once() {
+    if !fuse_available() {
+        return;
+    }
+    // A long TTL: anything fresh within a second was invalidated through inotify.
+    let cfg = Config {
+        ttl_ms: 60_000,
+        ..Config::default()
+    };
+    let m = Mounted::new(
+        example_root(),
+        cfg,
+        MountOptions {
+            passthrough: false,
+            ..MountOptions::default()
+        },
+    );
+    let s = m.at(&format!("sessions/{SID}"));
+    let root = m.root().to_path_buf();
+    let transcript = root.join(format!("transcripts/{SID}.jsonl"));
+    let size0 = stat("%s", &s.join("transcript.jsonl"));
+    let view0 = cat(&s.join("view.jsonl"));
+    let mem = m.at("memory/ci-dashboard.md");
+    assert!(!cat(&mem).is_empty());
+
+    // The runtime appends a message.
+    let old = std::fs::read_to_string(&transcript).expect("read");
+    let last: serde_json::Value =
+        serde_json::from_str(old.lines().last().expect("a line")).expect("json");
+    let line = serde_json::json!({
+        "uuid": "0123456789abcdef0123456789abcdef",
+        "parent_uuid": last["uuid"],
+        "session_id": SID,
+        "timestamp": "2026-10-02T09:10:00.000000001Z",
+        "type": "message",
+        "message": {"role": "user", "content": [{"type": "text", "text": "Appended while mounted."}]}
+    });
+    let t0 = Instant::now();
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&transcript)
+            .expect("open");
+        writeln!(f, "{line}").expect("append");
+    }
+    let want = std::fs::metadata(&transcript)
+        .expect("meta")
+        .len()
+        .to_string();
+    assert_ne!(want, size0);
+    assert!(
+        within(Duration::from_secs(1), || stat(
+            "%s",
+            &s.join("transcript.jsonl")
+        ) == want),
+        "transcript.jsonl size follows within a second"
+    );
+    let view1 = cat(&s.join("view.jsonl"));
+    assert_ne!(view1, view0);
+    assert!(String::from_utf8_lossy(&view1).contains("Appended while mounted."));
+    let tail = ok(&tool(
+        "tail",
+        &[
+            OsStr::new("-n"),
+            OsStr::new("1"),
+            os(&s.join("transcript.jsonl")),
+        ],
+    ));
+    assert!(tail.contains("Appended while mounted."), "{tail}");
+    assert!(t0.elapsed() < Duration::from_secs(5));
+
+    // A memory file deleted and another rewritten behind the mount's back.
+    std::fs::remove_file(root.join("memory/ci-dashboard.md")).expect("rm");
+    assert!(
+        within(Duration::from_secs(1), || !mem.exists()),
+        "a deleted memory disappears"
+    );
+    let prefs = m.at("memory/prefers-small-prs.md");
+    assert!(!cat(&prefs).is_empty());
+    let tmp = root.join("memory/.prefs.tmp");
+    std::fs::write(&tmp, "---\nname: Prefers small PRs\ndescription: Rewritten\n---\nlonger body than before, much longer\n").expect("write");
+    std::fs::rename(&tmp, root.join("memory/prefers-small-prs.md")).expect("rename");
+    assert!(
+        within(Duration::from_secs(1), || String::from_utf8_lossy(&cat(
+            &prefs
+        ))
+        .ends_with("much longer\n")),
+        "a replaced memory shows its new content"
+    );
+
+    // A new session and a new archive.
+    std::fs::copy(&transcript, root.join("transcripts/s2.jsonl")).expect("copy");
+    assert!(within(Duration::from_secs(1), || m
+        .at("sessions/s2")
+        .is_dir()));
+    std::fs::write(root.join(format!("noa/{SID}/tier1/extra.md")), "x").expect("write");
+    assert!(within(Duration::from_secs(1), || ok(&tool(
+        "ls",
+        &[os(&s.join("tier1"))]
+    ))
+    .contains("extra.md")));
+    assert!(
+        m.handle().watches() > 3,
+        "the session's directories are watched"
+    );
+}
+
+#[test]
+fn a_thousand_sessions() {
+    if !fuse_available() {
+        return;
+    }
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = root.path().join("transcripts");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    for i in 0..1000 {
+        std::fs::write(dir.join(format!("s{i:04}.jsonl")), "").expect("write");
+    }
+    let m = Mounted::new(root, Config::default(), MountOptions::default());
+    let out = ok(&tool("ls", &[os(&m.at("sessions"))]));
+    let names: Vec<&str> = out.lines().collect();
+    assert_eq!(names.len(), 1000);
+    assert_eq!((names[0], names[999]), ("s0000", "s0999"));
+    let out = ok(&tool("ls", &[OsStr::new("-l"), os(&m.at("sessions"))]));
+    assert_eq!(out.lines().filter(|l| l.starts_with('d')).count(), 1000);
+}
+
+// ---- the binary ---------------------------------------------------------------------------
+
+/// `normafs mount` as a child process; on drop: SIGTERM, wait, and detach if still mounted.
+struct BinMount {
+    child: Option<Child>,
+    mnt: PathBuf,
+    /// stderr lines read so far.
+    lines: Vec<String>,
+    stderr: Option<BufReader<std::process::ChildStderr>>,
+}
+
+impl BinMount {
+    fn start(args: &[&OsStr], mnt: &Path) -> BinMount {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_normafs"))
+            .arg("mount")
+            .args(args)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn normafs mount");
+        let stderr = child.stderr.take().map(BufReader::new);
+        let mut b = BinMount {
+            child: Some(child),
+            mnt: mnt.to_path_buf(),
+            lines: Vec::new(),
+            stderr,
+        };
+        // Up to the start line (warnings may come first); stops at the end of stderr.
+        for _ in 0..20 {
+            let l = b.read_line();
+            if l.is_empty() || l.starts_with("normafs: mounted ") {
+                break;
+            }
+        }
+        b
+    }
+
+    /// Read one stderr line (blocking); empty at end of stream.
+    fn read_line(&mut self) -> String {
+        let mut l = String::new();
+        if let Some(r) = &mut self.stderr {
+            let _ = r.read_line(&mut l);
+        }
+        self.lines.push(l.clone());
+        l
+    }
+
+    fn signal(&self, sig: i32) {
+        if let Some(c) = &self.child {
+            // SAFETY: sends a signal to our own child.
+            unsafe { libc::kill(c.id() as i32, sig) };
+        }
+    }
+
+    /// Wait for the exit (at most 10 s); the status and the rest of stderr.
+    fn wait(&mut self) -> (std::process::ExitStatus, String) {
+        let mut c = self.child.take().expect("running");
+        let end = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(s) = c.try_wait().expect("wait") {
+                break s;
+            }
+            if Instant::now() > end {
+                let _ = c.kill();
+                break c.wait().expect("wait");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut rest = String::new();
+        if let Some(r) = &mut self.stderr {
+            let _ = std::io::Read::read_to_string(r, &mut rest);
+        }
+        (status, rest)
+    }
+}
+
+impl Drop for BinMount {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            self.signal(libc::SIGTERM);
+            let _ = self.wait();
+        }
+        common::force_unmount(&self.mnt);
+    }
+}
+
+#[test]
+fn the_binary_mounts_and_unmounts_on_signals() {
+    if !fuse_available() {
+        return;
+    }
+    for (sig, extra) in [
+        (libc::SIGTERM, None),
+        (libc::SIGINT, Some("--no-passthrough")),
+    ] {
+        let root = example_root();
+        let mnt = tempfile::tempdir().expect("tempdir");
+        let mut args = vec![os(root.path()), os(mnt.path()), OsStr::new("--verbose")];
+        if let Some(e) = extra {
+            args.push(OsStr::new(e));
+        }
+        let mut b = BinMount::start(&args, mnt.path());
+        let first = b.lines.last().cloned().unwrap_or_default();
+        assert!(
+            first.starts_with(&format!(
+                "normafs: mounted {} at {} (passthrough: ",
+                root.path().display(),
+                mnt.path().display()
+            )) && first.trim_end().ends_with("); Ctrl-C to unmount"),
+            "{first:?}"
+        );
+        let note = b.read_line();
+        assert!(note.starts_with("normafs: passthrough "), "{note}");
+        if extra.is_some() {
+            assert!(first.contains("(passthrough: off)"), "{first}");
+            assert!(note.contains("--no-passthrough"), "{note}");
+        }
+        assert!(is_mounted(mnt.path()));
+        assert_eq!(
+            cat(&mnt.path().join(format!("sessions/{SID}/transcript.jsonl"))),
+            std::fs::read(root.path().join(format!("transcripts/{SID}.jsonl"))).expect("read")
+        );
+        b.signal(sig);
+        let (status, rest) = b.wait();
+        assert!(status.success(), "exit {status:?}: {rest}");
+        assert!(rest.contains("normafs: unmounted"), "{rest}");
+        assert!(!is_mounted(mnt.path()), "unmounted after signal {sig}");
+    }
+}
+
+#[test]
+fn the_binary_refuses_bad_mount_points() {
+    if !fuse_available() {
+        return;
+    }
+    let root = example_root();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let file = tmp.path().join("file");
+    std::fs::write(&file, "x").expect("write");
+    let full = tmp.path().join("full");
+    std::fs::create_dir(&full).expect("mkdir");
+    std::fs::write(full.join("x"), "x").expect("write");
+    let cases: Vec<(PathBuf, PathBuf, &str)> = vec![
+        (
+            tmp.path().join("nope"),
+            tmp.path().join("m1"),
+            "is not a directory",
+        ),
+        (
+            root.path().to_path_buf(),
+            tmp.path().join("missing"),
+            "does not exist",
+        ),
+        (
+            root.path().to_path_buf(),
+            file.clone(),
+            "is not a directory",
+        ),
+        (root.path().to_path_buf(), full.clone(), "is not empty"),
+        (
+            root.path().to_path_buf(),
+            root.path().join("memory"),
+            "is not empty",
+        ),
+    ];
+    for (r, m, needle) in cases {
+        let o = Command::new(env!("CARGO_BIN_EXE_normafs"))
+            .arg("mount")
+            .arg(&r)
+            .arg(&m)
+            .output()
+            .expect("run");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{r:?} {m:?}");
+        assert_eq!(e.lines().count(), 1, "one line: {e}");
+        assert!(
+            e.starts_with("normafs: ") && e.contains(needle),
+            "{needle}: {e}"
+        );
+        assert!(!is_mounted(&m));
+    }
+    let sub = root.path().join("memory/mnt");
+    std::fs::create_dir(&sub).expect("mkdir");
+    let o = Command::new(env!("CARGO_BIN_EXE_normafs"))
+        .arg("mount")
+        .arg(root.path())
+        .arg(&sub)
+        .output()
+        .expect("run");
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("is inside the memory directory"), "{e}");
+    let o = Command::new(env!("CARGO_BIN_EXE_normafs"))
+        .args(["mount", "--help"])
+        .output()
+        .expect("run");
+    let help = String::from_utf8_lossy(&o.stdout);
+    for flag in [
+        "--read-only",
+        "--no-passthrough",
+        "--verbose",
+        "--allow-other",
+        "--threads <N>",
+        "--transcripts <DIR>",
+        "--protect-recent-messages",
+        "--config <FILE>",
+    ] {
+        assert!(help.contains(flag), "{flag} in {help}");
+    }
+}
