@@ -65,6 +65,14 @@ enum Cmd {
         #[command(flatten)]
         settings: Settings,
     },
+    /// Write a built-in example root to a temporary directory and mount it at MNT: the one-command first run
+    Demo {
+        /// The mount point (created when missing)
+        mnt: PathBuf,
+        /// Serve real files with pread/pwrite instead of kernel FUSE passthrough
+        #[arg(long)]
+        no_passthrough: bool,
+    },
     /// Print a session's view.jsonl (or view.md) without mounting
     View {
         /// The session root
@@ -280,8 +288,69 @@ fn mount(
     Ok(0)
 }
 
+/// `normafs demo MNT`: example root in a temporary directory, mounted until Ctrl-C, then removed.
+fn demo(mnt: &Path, no_passthrough: bool) -> Result<i32, CliError> {
+    let created_mnt = if mnt.exists() {
+        false
+    } else {
+        std::fs::create_dir_all(mnt)
+            .map_err(|e| CliError::new(format!("cannot create {}: {e}", mnt.display())))?;
+        true
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let root = std::env::temp_dir().join(format!("normafs-demo-{}-{nanos:x}", std::process::id()));
+    let cleanup = |root: &Path| {
+        let _ = std::fs::remove_dir_all(root);
+        if created_mnt {
+            let _ = std::fs::remove_dir(mnt);
+        }
+    };
+    let cfg = Config::default();
+    let d = match crate::demo::write_demo_root(&root, &cfg.noa) {
+        Ok(d) => d,
+        Err(e) => {
+            cleanup(&root);
+            return Err(CliError::new(format!("cannot write the demo root: {e}")));
+        }
+    };
+    init_logging(false);
+    crate::fuse::block_exit_signals();
+    let opts = crate::fuse::MountOptions {
+        passthrough: !no_passthrough,
+        ..crate::fuse::MountOptions::default()
+    };
+    let h = match crate::fuse::mount_background(RootPaths::from_root(&root), cfg, opts, mnt) {
+        Ok(h) => h,
+        Err(e) => {
+            cleanup(&root);
+            return Err(CliError::new(e.to_string()));
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(crate::demo::instructions(&d, mnt).as_bytes());
+    let _ = out.flush();
+    drop(out);
+    let _ = crate::fuse::wait_for_exit(&h);
+    let unmounted = h.unmount();
+    cleanup(&root);
+    unmounted.map_err(|e| CliError::new(format!("cannot unmount {}: {e}", mnt.display())))?;
+    eprintln!(
+        "normafs: unmounted {} and removed {}",
+        mnt.display(),
+        root.display()
+    );
+    Ok(0)
+}
+
 fn run(cli: Cli) -> Result<i32, CliError> {
     match cli.command {
+        Cmd::Demo {
+            mnt,
+            no_passthrough,
+        } => demo(&mnt, no_passthrough),
         Cmd::Mount {
             root,
             mnt,

@@ -15,6 +15,7 @@
 pub mod audit;
 pub mod cli;
 pub mod config;
+pub mod demo;
 pub mod format;
 pub mod fs;
 pub mod fuse;

@@ -802,3 +802,100 @@ fn the_binary_refuses_bad_mount_points() {
         assert!(help.contains(flag), "{flag} in {help}");
     }
 }
+
+/// `normafs demo MNT` as a user runs it: the printed lines work, Ctrl-C cleans everything up.
+#[test]
+fn the_demo_mounts_an_example_and_cleans_up() {
+    if !fuse_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mnt = dir.path().join("demo-mnt");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_normafs"))
+        .arg("demo")
+        .arg(&mnt)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn normafs demo");
+    struct Guard(Option<Child>, PathBuf);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            if let Some(c) = &mut self.0 {
+                // SAFETY: our own child.
+                unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+                let _ = c.wait();
+            }
+            common::force_unmount(&self.1);
+        }
+    }
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut g = Guard(Some(child), mnt.clone());
+    let mut printed = Vec::new();
+    loop {
+        let mut l = String::new();
+        if out.read_line(&mut l).expect("read") == 0 {
+            break;
+        }
+        let done = l.starts_with("Ctrl-C");
+        printed.push(l);
+        if done {
+            break;
+        }
+    }
+    let text = printed.concat();
+    assert!(text.starts_with("normafs demo: 3 sessions from "), "{text}");
+    let root = PathBuf::from(
+        text.split(" from ")
+            .nth(1)
+            .and_then(|r| r.split(" mounted at ").next())
+            .expect("root"),
+    );
+    assert!(root.is_dir());
+    assert!(is_mounted(&mnt));
+    // Every suggested command line that reads works.
+    for l in printed.iter().filter(|l| l.starts_with("  ")) {
+        let cmd = l.split("  #").next().unwrap_or(l).trim();
+        if cmd.starts_with("jq") && !have("jq") {
+            continue;
+        }
+        if cmd.starts_with("less") {
+            continue;
+        }
+        let o = sh(cmd);
+        assert!(
+            o.status.success(),
+            "{cmd}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let audit = String::from_utf8(cat(&mnt.join("audit.txt"))).expect("utf8");
+    assert!(audit.contains("warn transcript.torn-tail"), "{audit}");
+    assert!(audit.contains("warn memory.index-stale"), "{audit}");
+    let hint = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("echo 'compress"))
+        .expect("a compress example");
+    let ctl = hint.rsplit("> ").next().expect("ctl path").trim();
+    let results = String::from_utf8(cat(Path::new(ctl))).expect("utf8");
+    assert!(
+        results.contains("\"ok\":true") && results.contains("\"command\":\"compress"),
+        "{results}"
+    );
+    let view =
+        String::from_utf8(cat(&PathBuf::from(ctl.replace("/ctl", "/view.jsonl")))).expect("utf8");
+    assert!(
+        view.contains("Summary written by hand"),
+        "the new block shows in the view"
+    );
+
+    let mut c = g.0.take().expect("child");
+    // SAFETY: our own child.
+    unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+    let status = c.wait().expect("wait");
+    assert!(status.success(), "{status:?}");
+    assert!(!is_mounted(&mnt));
+    assert!(!root.exists(), "the demo root is removed");
+    assert!(!mnt.exists(), "the mount point it created is removed");
+}
