@@ -99,11 +99,18 @@ fn place_archive(root: &Path, p: &PlannedBlock, stamp: &str) -> Result<ArchivePl
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
             let kept = dir.join(format!("{name}.replaced-{stamp}"));
-            fs::rename(&path, &kept).map_err(|e| io_err("cannot keep", &path, e))?;
+            // Keep the old file under a second name, then replace the path atomically: the
+            // path always holds a complete archive, so a state.json pointing at it never points
+            // at a missing file, whenever a crash comes. (A rename away, then a create, left it
+            // missing in between.)
+            if fs::hard_link(&path, &kept).is_err() {
+                durable::create_new_durable(&kept, &bytes)
+                    .map_err(|e| io_err("cannot keep", &path, e))?;
+            }
             durable::fsync_dir(&dir).map_err(|e| io_err("cannot sync", &dir, e))?;
             failpoint::hit("rebuild.after-keep-archive")
                 .map_err(|e| io_err("cannot keep", &path, e))?;
-            durable::create_new_durable(&path, p.archive.as_bytes())
+            durable::atomic_replace(&path, p.archive.as_bytes())
                 .map_err(|e| io_err("cannot write", &path, e))?;
             Ok(ArchivePlacement::Replaced(kept))
         }
