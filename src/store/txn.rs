@@ -175,6 +175,12 @@ pub fn recover(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(State::initial(sid)),
         Err(e) => return Err(io_err("cannot read", &spath, e)),
     };
+    // An archive state.json points at is never debris, whatever the journal says (a damaged
+    // journal line must not cost the archive of a block the state holds).
+    let referenced: HashSet<PathBuf> = state
+        .iter()
+        .flat_map(|s| s.blocks.iter().map(|b| root.join(&b.archive_rel)))
+        .collect();
     if let Some(mut state) = state {
         let have: HashSet<String> = state
             .blocks
@@ -252,7 +258,7 @@ pub fn recover(
             }
             let remove = if is_temp_name(&name) {
                 true
-            } else if name.ends_with(".md") && dir != root {
+            } else if name.ends_with(".md") && dir != root && !referenced.contains(&e.path()) {
                 fs::read_to_string(e.path())
                     .ok()
                     .and_then(|t| archive::parse(&t).ok())
