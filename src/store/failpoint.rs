@@ -18,13 +18,29 @@
 //!
 //! | name | where |
 //! |---|---|
-//! | `atomic.after-temp-write` | [`durable`](super::durable) temp write: bytes written, not yet fsynced |
+//! | `atomic.after-temp-write` | [`durable`](super::durable) (SPEC 8.1) temp file written, not yet fsynced |
 //! | `atomic.before-rename` | temp file fsynced, target not yet replaced |
 //! | `atomic.after-rename` | target replaced (or created), directory not yet fsynced |
-//! | `journal.before-append` | journal open, the line not yet written |
-//! | `journal.after-append` | journal line written and fsynced (the batch is committed) |
+//! | `journal.before-append` | [`journal`](super::journal) open and checked, the line not yet written |
+//! | `journal.after-write` | journal line written, not yet fsynced |
+//! | `journal.after-append` | journal line fsynced (and a new journal's directory): the batch is committed |
+//! | `compress.after-archive` | [`txn`](super::txn) compress step 4: after each archive (`:2` = the second) |
+//! | `compress.before-journal` | every archive written, journal not yet appended |
+//! | `compress.after-journal` | step 5 done (committed), `state.json` not yet written |
+//! | `compress.after-state` | step 6 done: `state.json` replaced |
+//! | `recover.after-cut` | recovery: a torn journal tail cut off |
+//! | `recover.after-archive` | recovery roll-forward: after placing each block's archive |
+//! | `recover.after-rollforward` | rolled-forward `state.json` written |
+//! | `recover.after-remove-debris` | after removing each temp file or uncommitted `ctl-` archive |
+//! | `rebuild.after-keep-archive` | an archive that cannot be adopted kept as `<name>.replaced-<stamp>`, the new one not yet written (rebuild and roll-forward) |
+//! | `rebuild.after-archive` | rebuild: after each block's archive is adopted, written or replaced |
+//! | `rebuild.after-keep-state` | the old `state.json` kept as `state.json.replaced-<stamp>` |
+//! | `rebuild.before-state` | every archive placed, `state.json` not yet written |
+//! | `rebuild.after-state` | rebuilt `state.json` written |
 //!
-//! `atomic.*` are hit by both `atomic_replace` and `create_new_durable`.
+//! `atomic.*` are hit by both `atomic_replace` and `create_new_durable`, so by every archive and
+//! `state.json` write; a command hits them several times (`NORMAFS_FAILPOINT=atomic.before-rename:3`).
+//! `tests/crash.rs` checks that this table lists every name the code hits and that each is reached.
 
 use std::cell::RefCell;
 use std::io;

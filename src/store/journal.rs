@@ -11,7 +11,8 @@
 //! skipped; lines holding only whitespace carry nothing and are skipped silently. Lines are
 //! numbered from 1.
 //!
-//! Failpoints: `journal.before-append`, `journal.after-append`.
+//! Failpoints: `journal.before-append`, `journal.after-write` (line written, not yet fsynced),
+//! `journal.after-append`.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -72,6 +73,7 @@ pub fn append(path: &Path, entry: &JournalEntry) -> io::Result<()> {
     }
     failpoint::hit("journal.before-append")?;
     file.write_all(&line)?;
+    failpoint::hit("journal.after-write")?;
     file.sync_all()?;
     if created {
         durable::fsync_dir(path.parent().unwrap_or(Path::new(".")))?;

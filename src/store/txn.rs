@@ -6,9 +6,12 @@
 //! the old state or a state that the journal rolls forward; debris is removed by the recovery
 //! that starts every command.
 //!
-//! Failpoints: `compress.after-archive` (after each archive), `compress.before-journal`,
-//! `compress.after-journal`, `compress.after-state`, `recover.after-cut`,
-//! `recover.after-rollforward`, `rebuild.after-archive`, `rebuild.before-state`.
+//! Failpoints (the table is in [`failpoint`](super::failpoint)): `compress.after-archive` (after
+//! each archive), `compress.before-journal`, `compress.after-journal`, `compress.after-state`,
+//! `recover.after-cut`, `recover.after-archive` (each rolled-forward block),
+//! `recover.after-rollforward`, `recover.after-remove-debris` (each file),
+//! `rebuild.after-keep-archive`, `rebuild.after-archive`, `rebuild.after-keep-state`,
+//! `rebuild.before-state`, `rebuild.after-state`.
 
 use std::collections::HashSet;
 use std::fs;
@@ -96,9 +99,18 @@ fn place_archive(root: &Path, p: &PlannedBlock, stamp: &str) -> Result<ArchivePl
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
             let kept = dir.join(format!("{name}.replaced-{stamp}"));
-            fs::rename(&path, &kept).map_err(|e| io_err("cannot keep", &path, e))?;
+            // Keep the old file under a second name, then replace the path atomically: the
+            // path always holds a complete archive, so a state.json pointing at it never points
+            // at a missing file, whenever a crash comes. (A rename away, then a create, left it
+            // missing in between.)
+            if fs::hard_link(&path, &kept).is_err() {
+                durable::create_new_durable(&kept, &bytes)
+                    .map_err(|e| io_err("cannot keep", &path, e))?;
+            }
             durable::fsync_dir(&dir).map_err(|e| io_err("cannot sync", &dir, e))?;
-            durable::create_new_durable(&path, p.archive.as_bytes())
+            failpoint::hit("rebuild.after-keep-archive")
+                .map_err(|e| io_err("cannot keep", &path, e))?;
+            durable::atomic_replace(&path, p.archive.as_bytes())
                 .map_err(|e| io_err("cannot write", &path, e))?;
             Ok(ArchivePlacement::Replaced(kept))
         }
@@ -163,6 +175,12 @@ pub fn recover(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(State::initial(sid)),
         Err(e) => return Err(io_err("cannot read", &spath, e)),
     };
+    // An archive state.json points at is never debris, whatever the journal says (a damaged
+    // journal line must not cost the archive of a block the state holds).
+    let referenced: HashSet<PathBuf> = state
+        .iter()
+        .flat_map(|s| s.blocks.iter().map(|b| root.join(&b.archive_rel)))
+        .collect();
     if let Some(mut state) = state {
         let have: HashSet<String> = state
             .blocks
@@ -192,6 +210,8 @@ pub fn recover(
                     Applied::Done(blocks) => {
                         for b in &blocks {
                             place_archive(&root, b, &stamp)?;
+                            failpoint::hit("recover.after-archive")
+                                .map_err(|e| io_err("recovery", &root, e))?;
                         }
                         rolled += 1;
                     }
@@ -238,7 +258,7 @@ pub fn recover(
             }
             let remove = if is_temp_name(&name) {
                 true
-            } else if name.ends_with(".md") && dir != root {
+            } else if name.ends_with(".md") && dir != root && !referenced.contains(&e.path()) {
                 fs::read_to_string(e.path())
                     .ok()
                     .and_then(|t| archive::parse(&t).ok())
@@ -250,6 +270,8 @@ pub fn recover(
             if remove {
                 durable::remove_durable(&e.path())
                     .map_err(|err| io_err("cannot remove", &e.path(), err))?;
+                failpoint::hit("recover.after-remove-debris")
+                    .map_err(|err| io_err("recovery", &e.path(), err))?;
                 notes.push(format!(
                     "removed debris {}",
                     e.path().strip_prefix(&root).unwrap_or(&e.path()).display()
@@ -484,12 +506,14 @@ pub fn rebuild(
             durable::create_dir_all_durable(&root)
                 .map_err(|e| io_err("cannot create", &root, e))?;
             durable::create_new_durable(k, bytes).map_err(|e| io_err("cannot keep", k, e))?;
+            failpoint::hit("rebuild.after-keep-state").map_err(|e| io_err("cannot keep", k, e))?;
         }
     }
     failpoint::hit("rebuild.before-state").map_err(|e| io_err("rebuild", &spath, e))?;
     durable::create_dir_all_durable(&root).map_err(|e| io_err("cannot create", &root, e))?;
     durable::atomic_replace(&spath, final_state.to_pretty().as_bytes())
         .map_err(|e| io_err("cannot write", &spath, e))?;
+    failpoint::hit("rebuild.after-state").map_err(|e| io_err("rebuild", &spath, e))?;
 
     let skipped: Vec<Value> = rep
         .skipped
