@@ -185,7 +185,14 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
     }
 
     let spath = style.archive(sid, "state.json");
-    let state_text = std::fs::read_to_string(s.archive_root.join("state.json")).unwrap_or_default();
+    let state_text = if s.state.exists {
+        crate::format::read_no_follow(&s.archive_root.join("state.json"))
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+            .unwrap_or_default()
+    } else {
+        String::new()
+    };
     let block_line = |name: &str| {
         line_of(&state_text, &format!("\"blockId\": \"{name}\""))
             .or_else(|| line_of(&state_text, &format!("\"blockId\":\"{name}\"")))
@@ -424,11 +431,13 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
         let expected_abs = format!("{}/{}", root_str.trim_end_matches('/'), b.archive_rel);
         let text = match s.archives.iter().find(|f| f.rel == b.archive_rel) {
             Some(f) => Some(f.text.clone()),
-            None => match std::fs::read(s.archive_root.join(&b.archive_rel)) {
+            // Not listed: missing, or reached through a symbolic link (never followed).
+            None => match crate::format::read_under(&s.archive_root, Path::new(&b.archive_rel)) {
                 Ok(bytes) => {
                     Some(String::from_utf8(bytes).map_err(|_| "not valid UTF-8".to_string()))
                 }
-                Err(_) => None,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => Some(Err(e.to_string())),
             },
         };
         let Some(text) = text else {
@@ -566,7 +575,10 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
 
     // Stats.
     if s.state.exists && s.state.error.is_none() {
-        let sum: u64 = st.blocks.iter().map(|b| b.compressed_tokens).sum();
+        let sum: u64 = st
+            .blocks
+            .iter()
+            .fold(0u64, |sum, b| sum.saturating_add(b.compressed_tokens));
         let count = st.blocks.len() as u64;
         if st.stats.tokens_compressed != sum || st.stats.compression_count != count {
             a.push(Severity::Warn, "state.stats", spath.clone(), line_of(&state_text, "\"stats\""), format!("stats say {} tokens in {} compressions; the blocks hold {sum} tokens in {count}", st.stats.tokens_compressed, st.stats.compression_count));
@@ -627,7 +639,9 @@ pub fn audit_memory(a: &mut Audit, dir: &Path) {
         );
     }
     let computed = memory::render_index(&scan.memories);
-    match std::fs::read_to_string(dir.join("MEMORY.md")) {
+    let on_disk = crate::format::read_no_follow(&dir.join("MEMORY.md"))
+        .map(|b| String::from_utf8_lossy(&b).into_owned());
+    match on_disk {
         Ok(on_disk) => {
             if !memory::index_entries_equal(&on_disk, &computed) {
                 a.push(
@@ -639,6 +653,15 @@ pub fn audit_memory(a: &mut Audit, dir: &Path) {
                         .into(),
                 );
             }
+        }
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            a.push(
+                Severity::Warn,
+                "memory.index-stale",
+                "memory/MEMORY.md".into(),
+                None,
+                format!("cannot read MEMORY.md: {e} (run `reindex-memory`)"),
+            );
         }
         Err(_) if !scan.memories.is_empty() => {
             a.push(
