@@ -1444,3 +1444,52 @@ fn absurd_ctl_commands() {
     h.check_outside();
     report("ctl commands", h.files);
 }
+
+#[test]
+fn a_state_with_100000_dangling_refs() {
+    let mut h = Hostile::new();
+    let s = synthetic_session("refs", 4);
+    common::write_session(&h.root, &s);
+    let n = 100_000;
+    let by_raw: serde_json::Map<String, Value> = (0..n)
+        .map(|i| (format!("gone-{i}"), json!(format!("m{:04}", i + 10))))
+        .collect();
+    let by_ref: serde_json::Map<String, Value> = (0..n)
+        .map(|i| (format!("m{:04}", i + 10), json!(format!("gone-{i}"))))
+        .collect();
+    let state = json!({"version": 1, "sessionId": "refs", "nextBlockId": 1, "blocks": [],
+        "messageRefs": {"byRaw": by_raw, "byRef": by_ref}});
+    h.write(
+        "noa/refs/state.json",
+        serde_json::to_vec_pretty(&state).expect("json"),
+    );
+    h.seal();
+    let (run, out) = audit(h.root_arg(), &[]);
+    eprintln!("audit of {n} dangling refs: {:.1} s", run.secs);
+    let dangling = out
+        .lines()
+        .filter(|l| l.starts_with("error state.dangling-ref noa/refs/state.json:"))
+        .count();
+    assert_eq!(dangling, n);
+    // Each finding points at the line of its own entry.
+    let text = std::fs::read_to_string(h.root.join("noa/refs/state.json")).expect("state");
+    let line = text
+        .lines()
+        .position(|l| l.trim() == "\"m0010\": \"gone-0\",")
+        .expect("entry")
+        + 1;
+    assert_finding(
+        &out,
+        "state.dangling-ref",
+        &format!("noa/refs/state.json:{line}"),
+    );
+    assert!(
+        run.secs < 60.0,
+        "{:.1} s: the audit must not rescan the file per finding",
+        run.secs
+    );
+    let run = view(h.root_arg(), "refs");
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    h.check_outside();
+    report("dangling refs", h.files);
+}

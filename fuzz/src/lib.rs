@@ -31,7 +31,11 @@ pub fn transcript(data: &[u8]) {
     let (lens, file) = header(data, 8);
     let mut cuts = Vec::new();
     let mut at = 0usize;
-    for &l in lens.iter().cycle().take(if lens.is_empty() { 0 } else { 64 }) {
+    for &l in lens
+        .iter()
+        .cycle()
+        .take(if lens.is_empty() { 0 } else { 64 })
+    {
         at += usize::from(l) + 1;
         if at >= file.len() {
             break;
@@ -51,7 +55,11 @@ pub fn transcript_split(file: &[u8], cuts: &[usize]) {
     let lines = file.split(|&b| b == b'\n').count() as u64;
     let mut last = 0;
     for p in &problems {
-        assert!(p.line >= 1 && p.line <= lines, "line {} of {lines}: {p:?}", p.line);
+        assert!(
+            p.line >= 1 && p.line <= lines,
+            "line {} of {lines}: {p:?}",
+            p.line
+        );
         assert!(p.offset <= file.len() as u64, "{p:?}");
         assert!(p.line >= last, "problems out of order: {problems:?}");
         last = p.line;
@@ -87,14 +95,22 @@ pub fn transcript_split(file: &[u8], cuts: &[usize]) {
 /// The transcript the state property runs the core on: messages `u1`…`u8` (a hostile state
 /// can name them), with a Compress call and its result.
 pub const CORE_TRANSCRIPT: &str = concat!(
-    r#"{"uuid":"u1","type":"message","timestamp":"2026-11-30T10:00:01Z","message":{"role":"user","content":[{"type":"text","text":"first question about the build, long enough to count"}]}}"#, "\n",
-    r#"{"uuid":"u2","parent_uuid":"u1","type":"message","timestamp":"2026-11-30T10:00:02Z","message":{"role":"assistant","content":[{"type":"text","text":"an answer with some words in it"},{"type":"tool_use","id":"t1","name":"Read","input":{"path":"build.rs"}}]}}"#, "\n",
-    r#"{"uuid":"u3","parent_uuid":"u2","type":"message","timestamp":"2026-11-30T10:00:03Z","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"fn main() {}"}]}}"#, "\n",
-    r#"{"uuid":"u4","parent_uuid":"u3","type":"message","timestamp":"2026-11-30T10:00:04Z","message":{"role":"assistant","content":[{"type":"text","text":"the file is empty; more words here"}]}}"#, "\n",
-    r#"{"uuid":"u5","parent_uuid":"u4","type":"message","timestamp":"2026-11-30T10:00:05Z","message":{"role":"assistant","content":[{"type":"tool_use","id":"c1","name":"Compress","input":{"ranges":[{"start":"m0001","end":"m0003","summary":"the build question and the file read"}]}}]}}"#, "\n",
-    r#"{"uuid":"u6","parent_uuid":"u5","type":"message","timestamp":"2026-11-30T10:00:06Z","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"c1","content":"ok"}]}}"#, "\n",
-    r#"{"uuid":"u7","parent_uuid":"u6","type":"message","timestamp":"2026-11-30T10:00:07Z","message":{"role":"user","content":[{"type":"text","text":"thanks, next the tests please"}]}}"#, "\n",
-    r#"{"uuid":"u8","parent_uuid":"u7","type":"message","timestamp":"2026-11-30T10:00:08Z","message":{"role":"assistant","content":[{"type":"text","text":"running the tests now"}]}}"#, "\n",
+    r#"{"uuid":"u1","type":"message","timestamp":"2026-11-30T10:00:01Z","message":{"role":"user","content":[{"type":"text","text":"first question about the build, long enough to count"}]}}"#,
+    "\n",
+    r#"{"uuid":"u2","parent_uuid":"u1","type":"message","timestamp":"2026-11-30T10:00:02Z","message":{"role":"assistant","content":[{"type":"text","text":"an answer with some words in it"},{"type":"tool_use","id":"t1","name":"Read","input":{"path":"build.rs"}}]}}"#,
+    "\n",
+    r#"{"uuid":"u3","parent_uuid":"u2","type":"message","timestamp":"2026-11-30T10:00:03Z","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"fn main() {}"}]}}"#,
+    "\n",
+    r#"{"uuid":"u4","parent_uuid":"u3","type":"message","timestamp":"2026-11-30T10:00:04Z","message":{"role":"assistant","content":[{"type":"text","text":"the file is empty; more words here"}]}}"#,
+    "\n",
+    r#"{"uuid":"u5","parent_uuid":"u4","type":"message","timestamp":"2026-11-30T10:00:05Z","message":{"role":"assistant","content":[{"type":"tool_use","id":"c1","name":"Compress","input":{"ranges":[{"start":"m0001","end":"m0003","summary":"the build question and the file read"}]}}]}}"#,
+    "\n",
+    r#"{"uuid":"u6","parent_uuid":"u5","type":"message","timestamp":"2026-11-30T10:00:06Z","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"c1","content":"ok"}]}}"#,
+    "\n",
+    r#"{"uuid":"u7","parent_uuid":"u6","type":"message","timestamp":"2026-11-30T10:00:07Z","message":{"role":"user","content":[{"type":"text","text":"thanks, next the tests please"}]}}"#,
+    "\n",
+    r#"{"uuid":"u8","parent_uuid":"u7","type":"message","timestamp":"2026-11-30T10:00:08Z","message":{"role":"assistant","content":[{"type":"text","text":"running the tests now"}]}}"#,
+    "\n",
 );
 
 /// `parse_state` never panics; a parsed state written the way normafs writes it
@@ -244,7 +260,12 @@ pub fn memory_split(file_name: &str, text: &str) {
     assert!(!back.malformed, "{rendered:?}");
     assert_eq!(back.body, m.body);
     // Header values are single lines: line breaks inside them become spaces when written.
-    let flat = |s: &str| s.replace("\r\n", " ").replace(['\r', '\n'], " ").trim().to_string();
+    let flat = |s: &str| {
+        s.replace("\r\n", " ")
+            .replace(['\r', '\n'], " ")
+            .trim()
+            .to_string()
+    };
     assert_eq!(back.name, flat(&m.name), "{rendered:?}");
     assert_eq!(back.description, flat(&m.description), "{rendered:?}");
     assert_eq!(
