@@ -1104,6 +1104,20 @@ fn archive_paths_that_leave_the_root() {
     let run = view(h.root_arg(), "esc");
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     assert!(!run.out().contains(SECRET));
+    let run = ctl_with(
+        h.root_arg(),
+        "esc",
+        &LOOSE,
+        &[
+            "compress",
+            "m0015",
+            "m0016",
+            "the last two messages, summarized",
+        ],
+    );
+    assert_ok_or_one_line_error(&run, "compress beside escaping archive paths");
+    assert!(!run.out().contains(SECRET) && !run.stderr.contains(SECRET));
+    h.check_outside();
     let run = ctl(h.root_arg(), "esc", &["rebuild"]);
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     h.check_outside();
