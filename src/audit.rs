@@ -165,6 +165,33 @@ fn line_of(text: &str, needle: &str) -> Option<u64> {
     Some(text[..at].bytes().filter(|&b| b == b'\n').count() as u64 + 1)
 }
 
+/// Line numbers in a `state.json`, found without rescanning the file for every finding (a
+/// state with 100,000 dangling refs has 100,000 findings): a line holding exactly one entry
+/// (`"m0001": "<uuid>",`, the pretty form) is looked up by its content; any other needle is
+/// searched for.
+struct StateLines<'a> {
+    text: &'a str,
+    entries: HashMap<&'a str, u64>,
+}
+
+impl<'a> StateLines<'a> {
+    fn new(text: &'a str) -> Self {
+        let mut entries = HashMap::new();
+        for (i, line) in text.lines().enumerate() {
+            let entry = line.trim().trim_end_matches(',');
+            entries.entry(entry).or_insert(i as u64 + 1);
+        }
+        StateLines { text, entries }
+    }
+
+    fn line_of(&self, needle: &str) -> Option<u64> {
+        match self.entries.get(needle) {
+            Some(&line) => Some(line),
+            None => line_of(self.text, needle),
+        }
+    }
+}
+
 /// An `archiveRel` that stays inside the archive root: relative, no `..`, no empty parts.
 pub fn safe_rel(rel: &str) -> bool {
     !rel.is_empty()
@@ -185,10 +212,19 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
     }
 
     let spath = style.archive(sid, "state.json");
-    let state_text = std::fs::read_to_string(s.archive_root.join("state.json")).unwrap_or_default();
+    let state_text = if s.state.exists {
+        crate::format::read_no_follow(&s.archive_root.join("state.json"))
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+            .unwrap_or_default()
+    } else {
+        String::new()
+    };
+    let lines = StateLines::new(&state_text);
     let block_line = |name: &str| {
-        line_of(&state_text, &format!("\"blockId\": \"{name}\""))
-            .or_else(|| line_of(&state_text, &format!("\"blockId\":\"{name}\"")))
+        lines
+            .line_of(&format!("\"blockId\": \"{name}\""))
+            .or_else(|| lines.line_of(&format!("\"blockId\":\"{name}\"")))
     };
     let journal_path = style.archive(sid, "ctl.jsonl");
     let journal = match &s.journal {
@@ -258,7 +294,7 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
             Severity::Error,
             "state.session-mismatch",
             spath.clone(),
-            line_of(&state_text, "\"sessionId\""),
+            lines.line_of("\"sessionId\""),
             format!("sessionId is {:?}, the session is {sid:?}", st.session_id),
         );
     }
@@ -274,7 +310,7 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
                 Severity::Error,
                 "state.ref-map",
                 spath.clone(),
-                line_of(&state_text, &format!("\"{raw}\": \"{r}\"")),
+                lines.line_of(&format!("\"{raw}\": \"{r}\"")),
                 format!("byRaw maps {raw} to {r} but byRef does not map {r} back"),
             );
         }
@@ -285,7 +321,7 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
                 Severity::Error,
                 "state.ref-map",
                 spath.clone(),
-                line_of(&state_text, &format!("\"{r}\": \"{raw}\"")),
+                lines.line_of(&format!("\"{r}\": \"{raw}\"")),
                 format!("byRef maps {r} to {raw} but byRaw does not map {raw} back"),
             );
         }
@@ -297,7 +333,7 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
                     Severity::Error,
                     "state.dangling-ref",
                     spath.clone(),
-                    line_of(&state_text, &format!("\"{r}\": \"{raw}\"")),
+                    lines.line_of(&format!("\"{r}\": \"{raw}\"")),
                     format!("{r} names message {raw}, which is not in the transcript"),
                 );
             }
@@ -424,11 +460,13 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
         let expected_abs = format!("{}/{}", root_str.trim_end_matches('/'), b.archive_rel);
         let text = match s.archives.iter().find(|f| f.rel == b.archive_rel) {
             Some(f) => Some(f.text.clone()),
-            None => match std::fs::read(s.archive_root.join(&b.archive_rel)) {
+            // Not listed: missing, or reached through a symbolic link (never followed).
+            None => match crate::format::read_under(&s.archive_root, Path::new(&b.archive_rel)) {
                 Ok(bytes) => {
                     Some(String::from_utf8(bytes).map_err(|_| "not valid UTF-8".to_string()))
                 }
-                Err(_) => None,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => Some(Err(e.to_string())),
             },
         };
         let Some(text) = text else {
@@ -512,7 +550,7 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
             Severity::Error,
             "state.next-block-id",
             spath.clone(),
-            line_of(&state_text, "\"nextBlockId\""),
+            lines.line_of("\"nextBlockId\""),
             format!(
                 "nextBlockId {} is not above every block number (highest b{max_block})",
                 st.next_block_id
@@ -566,10 +604,13 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
 
     // Stats.
     if s.state.exists && s.state.error.is_none() {
-        let sum: u64 = st.blocks.iter().map(|b| b.compressed_tokens).sum();
+        let sum: u64 = st
+            .blocks
+            .iter()
+            .fold(0u64, |sum, b| sum.saturating_add(b.compressed_tokens));
         let count = st.blocks.len() as u64;
         if st.stats.tokens_compressed != sum || st.stats.compression_count != count {
-            a.push(Severity::Warn, "state.stats", spath.clone(), line_of(&state_text, "\"stats\""), format!("stats say {} tokens in {} compressions; the blocks hold {sum} tokens in {count}", st.stats.tokens_compressed, st.stats.compression_count));
+            a.push(Severity::Warn, "state.stats", spath.clone(), lines.line_of("\"stats\""), format!("stats say {} tokens in {} compressions; the blocks hold {sum} tokens in {count}", st.stats.tokens_compressed, st.stats.compression_count));
         }
     }
 
@@ -627,7 +668,9 @@ pub fn audit_memory(a: &mut Audit, dir: &Path) {
         );
     }
     let computed = memory::render_index(&scan.memories);
-    match std::fs::read_to_string(dir.join("MEMORY.md")) {
+    let on_disk = crate::format::read_no_follow(&dir.join("MEMORY.md"))
+        .map(|b| String::from_utf8_lossy(&b).into_owned());
+    match on_disk {
         Ok(on_disk) => {
             if !memory::index_entries_equal(&on_disk, &computed) {
                 a.push(
@@ -639,6 +682,15 @@ pub fn audit_memory(a: &mut Audit, dir: &Path) {
                         .into(),
                 );
             }
+        }
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            a.push(
+                Severity::Warn,
+                "memory.index-stale",
+                "memory/MEMORY.md".into(),
+                None,
+                format!("cannot read MEMORY.md: {e} (run `reindex-memory`)"),
+            );
         }
         Err(_) if !scan.memories.is_empty() => {
             a.push(

@@ -185,7 +185,24 @@ fn config(settings: Settings) -> Result<Config, CliError> {
 fn check_session(paths: &RootPaths, sid: &str) -> Result<(), CliError> {
     root::valid_session_name(std::ffi::OsStr::new(sid))
         .map_err(|e| CliError::new(format!("{sid:?} is not a session name: {e}")))?;
-    if !paths.transcript_path(sid).exists() && !paths.archive_root(sid).is_dir() {
+    // Symbolic links are followed only as discovery follows them (SPEC 1, store::root).
+    let transcript_link =
+        root::is_escaping_link(&paths.transcripts, format!("{sid}.jsonl").as_ref(), false);
+    let archive_link = root::is_escaping_link(&paths.archives, sid.as_ref(), true);
+    let has_transcript = !transcript_link && paths.transcript_path(sid).is_file();
+    let has_archive = !archive_link && paths.archive_root(sid).is_dir();
+    if !has_transcript && !has_archive && (transcript_link || archive_link) {
+        return Err(CliError::new(format!(
+            "no session {sid}: {} is a symbolic link leading outside its directory (not followed)",
+            if transcript_link {
+                paths.transcript_path(sid)
+            } else {
+                paths.archive_root(sid)
+            }
+            .display()
+        )));
+    }
+    if !has_transcript && !has_archive {
         return Err(CliError::new(format!(
             "no session {sid} (neither {} nor {} exists)",
             paths.transcript_path(sid).display(),

@@ -215,7 +215,8 @@ pub struct MemoryScan {
 }
 
 /// Scan a memory directory (SPEC 2.2): every `*.md` directly in `dir` except `MEMORY.md`.
-/// Sub-directories and symlinks to directories are ignored; symlinks to files are followed.
+/// Sub-directories and symlinks to directories are ignored; a symlink to a file is followed only
+/// when the file is directly in `dir` (any other is a problem: nothing outside is read).
 /// A missing directory is an empty scan; an unreadable directory is one problem.
 pub fn scan(dir: &Path) -> MemoryScan {
     let mut result = MemoryScan::default();
@@ -253,7 +254,7 @@ pub fn scan(dir: &Path) -> MemoryScan {
             });
             continue;
         };
-        match read_memory(&path, &file_name) {
+        match read_memory(dir, &path, &file_name) {
             Ok(Some(m)) => result.memories.push(m),
             Ok(None) => {}
             Err(message) => result.problems.push(ScanProblem { file_name, message }),
@@ -270,11 +271,23 @@ pub fn scan(dir: &Path) -> MemoryScan {
     result
 }
 
-/// Read one candidate file; `Ok(None)` when it is a directory (or a link to one).
-fn read_memory(path: &Path, file_name: &str) -> Result<Option<Memory>, String> {
+/// Read one candidate file of `dir`; `Ok(None)` when it is a directory (or a link to one).
+fn read_memory(dir: &Path, path: &Path, file_name: &str) -> Result<Option<Memory>, String> {
     let meta = fs::metadata(path).map_err(|e| format!("cannot read: {e}"))?;
     if meta.is_dir() {
         return Ok(None);
+    }
+    let is_link = fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    if is_link {
+        let inside = match (fs::canonicalize(dir), fs::canonicalize(path)) {
+            (Ok(base), Ok(target)) => target.parent() == Some(base.as_path()),
+            _ => false,
+        };
+        if !inside {
+            return Err(
+                "symbolic link to a file outside the memory directory (not followed)".to_string(),
+            );
+        }
     }
     let bytes = fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
     let text = String::from_utf8(bytes).map_err(|e| format!("not valid UTF-8: {e}"))?;

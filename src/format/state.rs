@@ -257,14 +257,15 @@ pub struct StateLoad {
 
 /// Load `state.json` with the SPEC 2.3 rules: a missing file gives the initial state and no
 /// error; a malformed file, an I/O error or `version != 1` gives an error *and* the initial
-/// state of `session_id`. Nothing is repaired or rebuilt here.
+/// state of `session_id`. Nothing is repaired or rebuilt here. A symbolic link is not followed
+/// (an I/O error).
 pub fn load_state(path: &std::path::Path, session_id: &str) -> StateLoad {
     let failed = |error: StateLoadError| StateLoad {
         state: State::initial(session_id),
         error: Some(error),
         exists: true,
     };
-    match std::fs::read(path) {
+    match crate::format::read_no_follow(path) {
         Ok(bytes) => match parse_state(&bytes) {
             Ok(state) => StateLoad {
                 state,

@@ -344,8 +344,10 @@ pub fn plan(ctx: &Ctx<'_>, batch: &Batch) -> Result<Planned, CompressError> {
         };
         for it in &mat.items[si..=ei] {
             match it {
-                Item::Msg(m) => replaced_tokens += m.tokens,
-                Item::Block(b) if absorbed.contains(&b.block) => replaced_tokens += b.tokens,
+                Item::Msg(m) => replaced_tokens = replaced_tokens.saturating_add(m.tokens),
+                Item::Block(b) if absorbed.contains(&b.block) => {
+                    replaced_tokens = replaced_tokens.saturating_add(b.tokens)
+                }
                 Item::Block(_) => {}
             }
         }
@@ -363,7 +365,10 @@ pub fn plan(ctx: &Ctx<'_>, batch: &Batch) -> Result<Planned, CompressError> {
                 end: r.end.clone(),
             });
         };
-        let compressed: u64 = effective.iter().map(|&mi| mat.msg_tokens[mi]).sum();
+        // Saturating: frozen token counts come from state.json and may be absurd.
+        let compressed: u64 = effective
+            .iter()
+            .fold(0u64, |sum, &mi| sum.saturating_add(mat.msg_tokens[mi]));
         if ctx.strict {
             if effective.len() < cfg.min_range_messages {
                 return Err(CompressError::TooFew {
@@ -386,10 +391,22 @@ pub fn plan(ctx: &Ctx<'_>, batch: &Batch) -> Result<Planned, CompressError> {
         }
 
         let id = BlockId::from_number(next);
-        next += 1;
+        next = next.checked_add(1).ok_or_else(|| {
+            CompressError::BadInput(format!("nextBlockId {next} cannot be advanced"))
+        })?;
         let start_ref = mat.ref_of(first).to_string();
         let end_ref = mat.ref_of(last).to_string();
         let name = id.name();
+        // Refs come from state.json, which may be hostile: one holding `/` (`../../x`) would put
+        // the archive outside its tier directory, an empty one or one with `-` or a line break
+        // would not read back from the archive's `range`. Refs are letters and digits.
+        for r in [&start_ref, &end_ref] {
+            if r.is_empty() || !r.bytes().all(|b| b.is_ascii_alphanumeric()) {
+                return Err(CompressError::BadInput(format!(
+                    "ref {r:?} (from state.json) cannot name an archive; refs are letters and digits, like m0012"
+                )));
+            }
+        }
         let rel = format!(
             "tier{tier}/{}",
             archive::file_name(&name, &start_ref, &end_ref)

@@ -63,7 +63,8 @@ pub fn assign(state: &State, msgs: &[Msg<'_>]) -> RefAssignment {
             // A duplicated uuid shares the ref of its first occurrence.
             r.clone()
         } else {
-            max += 1;
+            // Saturating: a state.json may record an absurd ref like m18446744073709551615.
+            max = max.saturating_add(1);
             let r = format_ref(max);
             fresh.insert(m.raw_id, r.clone());
             out.new.push(i);

@@ -34,7 +34,10 @@ pub struct StatusInputs<'a> {
 /// Build `status.json`'s value.
 pub fn status(view: &View<'_>, cfg: &NoaConfig, inp: &StatusInputs<'_>) -> Value {
     let mat = &view.mat;
-    let raw_tokens: u64 = mat.msg_tokens.iter().sum();
+    let raw_tokens: u64 = mat
+        .msg_tokens
+        .iter()
+        .fold(0u64, |sum, &t| sum.saturating_add(t));
     let mut live_by_tier: BTreeMap<String, usize> = BTreeMap::new();
     for (b, live) in mat.state.blocks.iter().zip(&mat.live) {
         if *live {

@@ -261,7 +261,10 @@ pub fn materialize<'a>(msgs: &'a [Msg<'a>], state: &'a State, cfg: &NoaConfig) -
 impl Materialized<'_> {
     /// Step 6: total projected tokens.
     pub fn total_tokens(&self) -> u64 {
-        self.items.iter().map(Item::tokens).sum()
+        // Saturating: frozen token counts come from state.json and may be absurd.
+        self.items
+            .iter()
+            .fold(0u64, |sum, it| sum.saturating_add(it.tokens()))
     }
 
     /// The ref of a message.
@@ -421,14 +424,14 @@ fn emergency_truncate(
 /// Compressible benefit: tokens of message items before the protected tail, outside blocks and
 /// protected tools. Also returns the first and last such ref.
 fn benefit(mat: &Materialized<'_>, protected_start: usize) -> (u64, Option<(String, String)>) {
-    let mut sum = 0;
+    let mut sum = 0u64;
     let mut span: Option<(String, String)> = None;
     for it in mat.items.iter().take(protected_start) {
         if let Item::Msg(m) = it {
             if m.protected_tool {
                 continue;
             }
-            sum += m.tokens;
+            sum = m.tokens.saturating_add(sum);
             let r = mat.ref_of(m.msg).to_string();
             match &mut span {
                 Some((_, last)) => *last = r,

@@ -69,6 +69,14 @@ pub const ROOT_HELP: &str = "commands (one per line):
   help                            this text
 results: read this file (JSON lines: seq, at, command, ok, message, result)";
 
+/// At most 64 characters of a word echoed in an error (a write may be megabytes long).
+fn clip(word: &str) -> String {
+    match word.char_indices().nth(64) {
+        Some((at, _)) => format!("{}…", word.get(..at).unwrap_or_default()),
+        None => word.to_string(),
+    }
+}
+
 /// Parse one command line of a `ctl` file.
 pub fn parse(line: &str, scope: &Scope) -> Result<Command, String> {
     let line = line.trim();
@@ -103,8 +111,8 @@ pub fn parse(line: &str, scope: &Scope) -> Result<Command, String> {
         ("rebuild", Scope::Session(_)) => no_args(Command::Rebuild),
         ("reindex-memory", Scope::Root) => no_args(Command::ReindexMemory),
         ("", _) => Err("empty command (try `help`)".into()),
-        (w, Scope::Session(_)) => Err(format!("unknown command `{w}` (try `help`)")),
-        (w, Scope::Root) => Err(format!("unknown command `{w}` for the root ctl (try `help`; compress and rebuild are in sessions/<sid>/ctl)")),
+        (w, Scope::Session(_)) => Err(format!("unknown command `{}` (try `help`)", clip(w))),
+        (w, Scope::Root) => Err(format!("unknown command `{}` for the root ctl (try `help`; compress and rebuild are in sessions/<sid>/ctl)", clip(w))),
     }
 }
 

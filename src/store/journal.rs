@@ -14,7 +14,7 @@
 //! Failpoints: `journal.before-append`, `journal.after-write` (line written, not yet fsynced),
 //! `journal.after-append`.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
@@ -81,9 +81,9 @@ pub fn append(path: &Path, entry: &JournalEntry) -> io::Result<()> {
     failpoint::hit("journal.after-append")
 }
 
-/// Reads the journal; a missing file is an empty journal.
+/// Reads the journal; a missing file is an empty journal; a symbolic link is not followed.
 pub fn read(path: &Path) -> io::Result<JournalRead> {
-    match fs::read(path) {
+    match crate::format::read_no_follow(path) {
         Ok(bytes) => Ok(parse(&bytes)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(JournalRead::default()),
         Err(e) => Err(e),

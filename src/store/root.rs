@@ -307,6 +307,19 @@ fn classify(dir: &Path, kind: Kind, candidate: &Candidate) -> Verdict {
     }
 }
 
+/// Whether `dir/name` is a symbolic link that discovery does not follow: one that does not
+/// resolve to a directory (`want_dir`) or a regular file directly in `dir`. `false` for
+/// anything that is not a symlink, or is missing.
+pub fn is_escaping_link(dir: &Path, name: &OsStr, want_dir: bool) -> bool {
+    let kind = if want_dir {
+        Kind::ArchiveRoot
+    } else {
+        Kind::Transcript
+    };
+    fs::symlink_metadata(dir.join(name)).is_ok_and(|m| m.file_type().is_symlink())
+        && !symlink_stays_inside(dir, name, kind)
+}
+
 /// Whether the symlink `dir/name` resolves to an entry of `kind`'s type directly in `dir`.
 fn symlink_stays_inside(dir: &Path, name: &OsStr, kind: Kind) -> bool {
     let (Ok(base), Ok(target)) = (fs::canonicalize(dir), fs::canonicalize(dir.join(name))) else {

@@ -9,7 +9,7 @@ use crate::format::state::{load_state, StateLoad};
 use crate::noa::Msg;
 use crate::store::durable::is_temp_name;
 use crate::store::journal::{self, JournalRead};
-use crate::store::root::RootPaths;
+use crate::store::root::{is_escaping_link, RootPaths};
 use crate::store::transcripts::{sidechain_paths, TranscriptFile};
 
 /// An archive file found under the archive root, by its path relative to it.
@@ -90,8 +90,20 @@ fn list_archives(root: &Path) -> (Vec<ArchiveFile>, Vec<String>) {
 }
 
 /// Load a transcript file whole (missing = empty); an unreadable file reads as empty and its
-/// error is returned beside it.
+/// error is returned beside it. A symbolic link is followed only when discovery would follow
+/// it (to a regular file in the same directory); any other reads as empty, with an error.
 pub fn load_transcript(path: &Path, sid: &str) -> (Transcript, Option<String>) {
+    if let (Some(dir), Some(name)) = (path.parent(), path.file_name()) {
+        if is_escaping_link(dir, name, false) {
+            return (
+                Transcript::default(),
+                Some(format!(
+                    "{} is a symbolic link leading outside its directory (not followed)",
+                    path.display()
+                )),
+            );
+        }
+    }
     match TranscriptFile::open(path, Some(sid)) {
         Ok(f) => (f.transcript().clone(), None),
         Err(e) => (Transcript::default(), Some(e.to_string())),
@@ -101,8 +113,8 @@ pub fn load_transcript(path: &Path, sid: &str) -> (Transcript, Option<String>) {
 /// Load everything about session `sid`.
 pub fn load(paths: &RootPaths, sid: &str) -> SessionData {
     let transcript_path = paths.transcript_path(sid);
-    let transcript_exists = transcript_path.is_file();
-    let (transcript, _) = load_transcript(&transcript_path, sid);
+    let (transcript, error) = load_transcript(&transcript_path, sid);
+    let transcript_exists = error.is_none() && transcript_path.is_file();
     let sidechains = sidechain_paths(&paths.transcripts, sid)
         .unwrap_or_default()
         .into_iter()
@@ -112,6 +124,26 @@ pub fn load(paths: &RootPaths, sid: &str) -> SessionData {
         })
         .collect();
     let archive_root = paths.archive_root(sid);
+    // An archive root that is a symlink leading elsewhere is not followed (discovery reports
+    // it as a bad name): the session then has no archive root.
+    if is_escaping_link(&paths.archives, std::ffi::OsStr::new(sid), true) {
+        return SessionData {
+            sid: sid.to_string(),
+            archive_root,
+            transcript_path,
+            transcript_exists,
+            transcript,
+            sidechains,
+            state: StateLoad {
+                state: crate::format::state::State::initial(sid),
+                error: None,
+                exists: false,
+            },
+            journal: Ok(JournalRead::default()),
+            archives: Vec::new(),
+            debris: Vec::new(),
+        };
+    }
     let state = load_state(&paths.state_path(sid), sid);
     let journal = journal::read(&paths.journal_path(sid)).map_err(|e| e.to_string());
     let (archives, debris) = list_archives(&archive_root);

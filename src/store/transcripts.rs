@@ -214,13 +214,18 @@ fn read_from(file: &File, offset: u64) -> io::Result<Vec<u8>> {
 }
 
 /// The sidechain transcripts of session `sid`: `<dir>/<sid>/subagents/agent-<aid>.jsonl`, as
-/// `(aid, path)` sorted by aid. Other entries are ignored; a missing directory has none.
+/// `(aid, path)` sorted by aid. Other entries, symbolic links included, are ignored; a missing
+/// directory, or one reached through a symbolic link, has none.
 pub fn sidechain_paths(transcripts_dir: &Path, sid: &str) -> io::Result<Vec<(String, PathBuf)>> {
     if sid.is_empty() || sid == "." || sid == ".." || sid.contains(['/', '\0']) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("not a session id: {sid:?}"),
         ));
+    }
+    // Neither `<sid>/` nor `subagents/` is followed when it is a symbolic link.
+    if crate::format::check_no_links(transcripts_dir, &Path::new(sid).join("subagents")).is_err() {
+        return Ok(Vec::new());
     }
     let dir = transcripts_dir.join(sid).join("subagents");
     let entries = match fs::read_dir(&dir) {
@@ -241,7 +246,8 @@ pub fn sidechain_paths(transcripts_dir: &Path, sid: &str) -> io::Result<Vec<(Str
             continue;
         };
         let path = entry.path();
-        if aid.is_empty() || !path.is_file() {
+        // A symbolic link is not followed (its own type, not its target's).
+        if aid.is_empty() || !entry.file_type().is_ok_and(|t| t.is_file()) {
             continue;
         }
         found.push((aid.to_string(), path));

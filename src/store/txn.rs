@@ -31,7 +31,7 @@ use crate::store::durable::{self, is_temp_name};
 use crate::store::failpoint;
 use crate::store::journal::{self, JournalEntry};
 use crate::store::lock::{self, LockError, SessionLock};
-use crate::store::root::RootPaths;
+use crate::store::root::{is_escaping_link, RootPaths};
 use crate::store::session::{self, is_tier_dir};
 
 /// Why a command failed, by what the caller should answer (`EINVAL`, `EBUSY`, `EIO`).
@@ -77,19 +77,39 @@ pub const LOCK_WAIT: Duration = Duration::from_secs(5);
 
 fn take_lock(paths: &RootPaths, sid: &str) -> Result<SessionLock, TxnError> {
     let root = paths.archive_root(sid);
+    if is_escaping_link(&paths.archives, std::ffi::OsStr::new(sid), true) {
+        return Err(TxnError::Invalid(format!(
+            "{} is a symbolic link leading outside {} (not followed)",
+            root.display(),
+            paths.archives.display()
+        )));
+    }
     lock::acquire(&root, LOCK_WAIT).map_err(|e| match e {
         LockError::Busy => TxnError::Busy(sid.to_string()),
         LockError::Io(e) => io_err("cannot lock", &root, e),
     })
 }
 
-/// Write a block's archive unless an equal one is there. A different file at the path is kept
-/// beside as `<name>.replaced-<stamp>` and the new one written. Returns what happened.
+/// Refuses to write `rel` under `root` through a directory that is a symbolic link (it could
+/// lead anywhere).
+fn check_dirs(root: &Path, rel: &str) -> Result<(), TxnError> {
+    let parent = Path::new(rel).parent().unwrap_or(Path::new(""));
+    crate::format::check_no_links(root, parent).map_err(|e| io_err("cannot write under", root, e))
+}
+
+/// Write a block's archive unless an equal one is there. A different file at the path (or a
+/// symbolic link, never followed) is kept beside as `<name>.replaced-<stamp>` and the new one
+/// written. Returns what happened.
 fn place_archive(root: &Path, p: &PlannedBlock, stamp: &str) -> Result<ArchivePlacement, TxnError> {
+    check_dirs(root, &p.block.archive_rel)?;
     let path = root.join(&p.block.archive_rel);
     let dir = path.parent().unwrap_or(root).to_path_buf();
     durable::create_dir_all_durable(&dir).map_err(|e| io_err("cannot create", &dir, e))?;
-    match fs::read(&path) {
+    let existing = match fs::symlink_metadata(&path) {
+        Ok(m) if m.file_type().is_symlink() => Ok(Vec::new()),
+        _ => crate::format::read_no_follow(&path),
+    };
+    match existing {
         Ok(bytes) => {
             if adoptable(&bytes, &p.block) {
                 return Ok(ArchivePlacement::Adopted);
@@ -170,9 +190,11 @@ pub fn recover(
 
     // Roll forward.
     let spath = paths.state_path(sid);
-    let state = match fs::read(&spath) {
+    let state = match crate::format::read_no_follow(&spath) {
         Ok(bytes) => parse_state(&bytes).ok(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(State::initial(sid)),
+        // A symbolic link is not followed: unusable, like a malformed state.
+        Err(_) if fs::symlink_metadata(&spath).is_ok_and(|m| m.file_type().is_symlink()) => None,
         Err(e) => return Err(io_err("cannot read", &spath, e)),
     };
     // An archive state.json points at is never debris, whatever the journal says (a damaged
@@ -340,6 +362,10 @@ pub fn compress(
         }
     };
     for p in &planned.blocks {
+        if let Err(e) = check_dirs(&root, &p.block.archive_rel) {
+            rollback(&written);
+            return Err(e);
+        }
         let path = root.join(&p.block.archive_rel);
         let step = (|| {
             let dir = path.parent().unwrap_or(&root);
@@ -394,7 +420,10 @@ pub fn compress(
         .iter()
         .map(PlannedBlock::result_json)
         .collect();
-    let saved: u64 = planned.blocks.iter().map(|p| p.tokens_saved).sum();
+    let saved: u64 = planned
+        .blocks
+        .iter()
+        .fold(0u64, |sum, p| sum.saturating_add(p.tokens_saved));
     let names: Vec<String> = planned
         .blocks
         .iter()
@@ -450,7 +479,7 @@ pub fn rebuild(
 
     // Carry over what normafs does not interpret from a parsable old state.
     let spath = paths.state_path(sid);
-    let old_bytes = fs::read(&spath).ok();
+    let old_bytes = crate::format::read_no_follow(&spath).ok();
     let old = old_bytes.as_deref().map(parse_state);
     let stamp = file_stamp(now);
     let mut kept_state = None;
