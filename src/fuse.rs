@@ -310,8 +310,10 @@ impl Filesystem for NormaFuse {
         });
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.run("getattr", || self.fs.getattr(ino.0, fh.map(|f| f.0))) {
+    fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.run("getattr", || {
+            self.fs.getattr_for(ino.0, fh.map(|f| f.0), req.pid())
+        }) {
             Ok(e) => reply.attr(&e.ttl, &file_attr(&e.attr)),
             Err(e) => reply.error(e),
         }
@@ -437,9 +439,9 @@ impl Filesystem for NormaFuse {
         reply.error(self.no_namespace_change());
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match self.run("open", || {
-            let o = self.fs.open(ino.0, flags.0)?;
+            let o = self.fs.open_for(ino.0, flags.0, req.pid())?;
             let how = self.open_as(ino.0, flags.0, &o, &|f| reply.open_backing(f));
             Ok((o.fh, how))
         }) {
