@@ -365,7 +365,7 @@ impl NormaFs {
                     attr: self.synthetic_attr(
                         ino,
                         FileKind::File,
-                        0o444,
+                        c.perm,
                         c.data.len() as u64,
                         c.mtime,
                     ),
