@@ -195,7 +195,10 @@ fn kernel_max_write(want: u32, caps: InitFlags) -> u32 {
 impl NormaFuse {
     /// Run `f`; a panic becomes `EIO`, an error its errno (both logged).
     fn run<T>(&self, op: &str, f: impl FnOnce() -> Result<T, FsError>) -> Result<T, Errno> {
-        match catch_unwind(AssertUnwindSafe(f)) {
+        match catch_unwind(AssertUnwindSafe(|| {
+            crate::fs::testhook::on_request(op);
+            f()
+        })) {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => {
                 log_error(op, &e);

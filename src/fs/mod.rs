@@ -8,6 +8,7 @@ pub mod inode;
 pub mod node;
 pub mod real;
 pub mod synth;
+pub mod testhook;
 pub mod watch;
 
 use std::collections::{HashMap, VecDeque};
@@ -31,6 +32,7 @@ pub use inode::ROOT_INO;
 pub use node::{Base, Node, SynthKind};
 use real::{Backing, Stat};
 use synth::{systime, Synth};
+pub use testhook::{set_panic_on_lookup, set_panic_on_request};
 
 /// The kind of a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -447,6 +449,7 @@ impl NormaFs {
 
     /// `lookup`: the child's attributes; counts one kernel reference.
     pub fn lookup(&self, parent: u64, name: &OsStr) -> Result<Entry, FsError> {
+        testhook::on_lookup(name);
         let p = self.node(parent)?;
         let child = self.child(&p, name)?;
         let ino = self.inodes.ino(&child);
