@@ -9,7 +9,8 @@
 //! Real files use kernel FUSE passthrough when the kernel grants it (decided once at mount by
 //! registering one backing file; `--no-passthrough` turns it off): reads and writes then go from
 //! the kernel straight to the backing file. Otherwise they go through `NormaFs::read`/`write`
-//! (pread/pwrite on the handle's backing file). Synthetic files and `ctl` always use direct I/O.
+//! (pread/pwrite on the handle's backing file) with direct I/O. Synthetic files and `ctl` always
+//! use direct I/O.
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -236,7 +237,10 @@ impl NormaFuse {
             return OpenAs::Plain(FopenFlags::empty());
         };
         if !self.shared.passthrough.load(Ordering::Relaxed) {
-            return OpenAs::Plain(FopenFlags::empty());
+            // pread/pwrite, never the page cache: reads there stop at the size the kernel cached
+            // for the path, which cuts short a file replaced by rename since (the runtime's
+            // state.json, an edited memory) until the attributes expire. Like passthrough.
+            return OpenAs::Plain(FopenFlags::FOPEN_DIRECT_IO);
         }
         let need = Access::of(flags);
         let mut b = self.backings.lock();
@@ -284,6 +288,8 @@ impl Filesystem for NormaFuse {
                 None => tracing::warn!("max_write {accepted} could not be recorded"),
             }
         }
+        // Shared mmap of real files opened with direct I/O (kernels 6.6+).
+        let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
         if self.want_passthrough && config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok() {
             // Depth 2: backing files may live on a stacked filesystem (overlayfs).
             let _ = config.set_max_stack_depth(2);
