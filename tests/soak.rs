@@ -1273,3 +1273,99 @@ fn a_getattr_from_the_opener_reports_its_snapshot() {
         fresh
     );
 }
+
+/// Readers in a tight loop on a state.json that the runtime replaces in a tight loop by versions
+/// of other sizes: every read is one whole version (without passthrough the kernel's cached
+/// size of the previous version used to cut reads short).
+#[test]
+fn replaced_state_json_reads_whole_without_passthrough() {
+    replaced_state_json_reads_whole(false);
+}
+
+#[test]
+fn replaced_state_json_reads_whole_with_passthrough() {
+    replaced_state_json_reads_whole(true);
+}
+
+fn replaced_state_json_reads_whole(passthrough: bool) {
+    if !fuse_available() {
+        return;
+    }
+    let sid = if passthrough { "s6" } else { "s5" };
+    let root = tempfile::tempdir().expect("tempdir");
+    let mut app = Appender::create(root.path(), sid, 0x55);
+    app.append_many(30);
+    let m = Mounted::new(
+        root,
+        soak_config(),
+        MountOptions {
+            passthrough,
+            ..MountOptions::default()
+        },
+    );
+    ctl(
+        &m.at(&format!("sessions/{sid}/ctl")),
+        "compress m0001 m0004 the first messages, summarised at length\n",
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    let state_path = m.root().join(format!("noa/{sid}/state.json"));
+    let base: Value =
+        serde_json::from_slice(&std::fs::read(&state_path).expect("state")).expect("json");
+    let shared = Arc::new(Shared::default());
+    let _dog = Watchdog::start(
+        "replaced_state_json",
+        Duration::from_secs(120),
+        m.mnt().to_path_buf(),
+        shared.clone(),
+    );
+    let runtime = {
+        let shared = shared.clone();
+        std::thread::spawn(move || {
+            let mut round: usize = 0;
+            while !shared.stopped() {
+                round += 1;
+                let mut v = base.clone();
+                v["runtimePadding"] = json!("x".repeat((round * 7919) % 20000));
+                let tmp = state_path.with_file_name(format!("state.json.tmp-{round}"));
+                std::fs::write(&tmp, serde_json::to_vec_pretty(&v).expect("json")).expect("write");
+                std::fs::rename(&tmp, &state_path).expect("rename");
+                shared.renames.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+    let through = m.at(&format!("sessions/{sid}/state.json"));
+    let readers: Vec<_> = (0..3)
+        .map(|_| {
+            let shared = shared.clone();
+            let through = through.clone();
+            std::thread::spawn(move || {
+                while !shared.stopped() {
+                    let r = std::fs::read(&through)
+                        .map_err(|e| e.to_string())
+                        .and_then(|b| {
+                            shared.reads.fetch_add(1, Ordering::Relaxed);
+                            validate("state.json", &b)
+                        });
+                    if let Err(e) = r {
+                        shared.fail(e);
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(soak_duration().min(Duration::from_secs(10)));
+    shared.stop.store(true, Ordering::Relaxed);
+    runtime.join().expect("runtime");
+    for r in readers {
+        r.join().expect("reader");
+    }
+    let failures = shared.failures();
+    println!(
+        "soak: replaced state.json ({}): {} renames by the runtime, {} reads through the mount, {} not one whole version",
+        if m.handle().passthrough() { "passthrough" } else { "pread" },
+        shared.renames.load(Ordering::Relaxed),
+        shared.reads.load(Ordering::Relaxed),
+        failures.len()
+    );
+    assert!(failures.is_empty(), "{failures:#?}");
+}
