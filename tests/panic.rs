@@ -10,7 +10,6 @@ use std::ffi::OsStr;
 use std::path::Path;
 use std::process::Output;
 use std::sync::Mutex;
-use std::time::Duration;
 
 use common::{example_root, force_unmount, fuse_available, Mounted};
 use normafs::config::Config;
@@ -237,10 +236,13 @@ fn every_request_type_survives_a_panic() {
     force_unmount(&mnt);
 }
 
+/// Without a mount: the lookup hook panics inside `NormaFs::lookup` for its name only, and
+/// disarmed it is gone.
 #[test]
-fn unset_hooks_do_nothing() {
+fn the_lookup_hook_panics_in_the_fs_layer_for_its_name_only() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    // Never armed here: a lookup through the library is untouched.
+    let _disarm = Disarm;
+    quiet_hook_panics();
     let d = example_root();
     let cfg = Config::default();
     let fs = normafs::fs::NormaFs::new(
@@ -248,7 +250,19 @@ fn unset_hooks_do_nothing() {
         cfg.clone(),
         normafs::fs::FsOptions::new(&cfg, false),
     );
-    let e = fs.lookup(normafs::fs::ROOT_INO, OsStr::new("sessions"));
-    assert!(e.is_ok());
-    std::thread::sleep(Duration::from_millis(1));
+    let root = normafs::fs::ROOT_INO;
+    set_panic_on_lookup(Some(OsStr::new("boom")));
+    let hit = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        fs.lookup(root, OsStr::new("boom"))
+    }));
+    assert!(hit.is_err(), "the armed name panics");
+    assert!(
+        fs.lookup(root, OsStr::new("sessions")).is_ok(),
+        "other names pass"
+    );
+    set_panic_on_lookup(None);
+    assert!(matches!(
+        fs.lookup(root, OsStr::new("boom")),
+        Err(normafs::fs::FsError::NotFound)
+    ));
 }
