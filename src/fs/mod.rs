@@ -470,22 +470,22 @@ impl NormaFs {
     /// its own snapshot: the one named by `fh`, else the newest that `pid` opened on `ino`
     /// (`fstat` comes without a handle).
     pub fn getattr_for(&self, ino: u64, fh: Option<u64>, pid: u32) -> Result<Entry, FsError> {
-        let fh = fh.or_else(|| self.synth_opened_by(ino, pid));
-        if let Some(fh) = fh {
-            let snapshot = match self.handles.lock().get(&fh) {
-                Some(Handle::Synth(data)) => Some(data.len()),
-                _ => None,
-            };
-            if let Some(len) = snapshot {
-                let node = self.node(ino)?;
-                let mut e = self.attr_of(&node, ino)?;
-                e.attr.size = len as u64;
-                e.attr.blocks = e.attr.size.div_ceil(512);
-                return Ok(e);
-            }
-        }
         let node = self.node(ino)?;
-        self.attr_of(&node, ino)
+        let fh = match fh {
+            Some(fh) => Some(fh),
+            None if node.is_synthetic_file() => self.synth_opened_by(ino, pid),
+            None => None,
+        };
+        let snapshot = fh.and_then(|fh| match self.handles.lock().get(&fh) {
+            Some(Handle::Synth(data)) => Some(data.len() as u64),
+            _ => None,
+        });
+        let mut e = self.attr_of(&node, ino)?;
+        if let Some(len) = snapshot {
+            e.attr.size = len;
+            e.attr.blocks = len.div_ceil(512);
+        }
+        Ok(e)
     }
 
     /// The newest synthetic handle that thread `pid` holds open on `ino`.
