@@ -754,7 +754,15 @@ fn live_writers_soak() {
             shared.clone(),
         ));
     }
-    std::thread::sleep(duration);
+    // Sample memory while it runs: the synthetic-content cache must stay within its budget.
+    let budget = soak_config().cache_mb * (1 << 20);
+    let (mut peak_cache, mut peak_rss) = (0, 0);
+    let end = Instant::now() + duration;
+    while Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(250));
+        peak_cache = peak_cache.max(m.handle().fs().cached_bytes() as u64);
+        peak_rss = peak_rss.max(rss_kb());
+    }
     shared.stop.store(true, Ordering::Relaxed);
     let app = writer.join().expect("writer panicked");
     stop_and_join(&shared, others);
@@ -781,10 +789,16 @@ fn live_writers_soak() {
     // Every handle is closed: the mount holds no backing descriptor (SPEC 5, resources) once
     // the kernel's asynchronous RELEASEs are through.
     let released = within(Duration::from_secs(10), || fds_under(&backing).is_empty());
+    // Freed memory that glibc keeps in its arenas is not held by the mount.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
+    }
     let rss1 = rss_kb();
     let committed = shared.committed.load(Ordering::Relaxed);
     println!(
-        "soak: live writers {:.1}s: appended {} records ({} bytes, {} split across two writes), all {} verified ({} in view.jsonl under their ref, {} in live blocks with archived text); {} reads ({} bytes) complete and valid; ctl {} committed, {} refused (EINVAL); backing descriptors left open: {}; process rss {} -> {} MiB",
+        "soak: live writers {:.1}s: appended {} records ({} bytes, {} split across two writes), all {} verified ({} in view.jsonl under their ref, {} in live blocks with archived text); {} reads ({} bytes) complete and valid; ctl {} committed, {} refused (EINVAL); backing descriptors left open: {}; synthetic cache peak {} MiB (budget {} MiB); process rss {} -> peak {} -> {} MiB after malloc_trim",
         elapsed.as_secs_f64(),
         messages.len(),
         bytes,
@@ -797,8 +811,15 @@ fn live_writers_soak() {
         committed,
         shared.refused.load(Ordering::Relaxed),
         fds_under(&backing).len(),
+        peak_cache >> 20,
+        budget >> 20,
         rss0 / 1024,
+        peak_rss / 1024,
         rss1 / 1024,
+    );
+    assert!(
+        peak_cache <= budget,
+        "cache {peak_cache} over its budget {budget}"
     );
     assert!(
         failures.is_empty(),
