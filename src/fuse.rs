@@ -9,7 +9,8 @@
 //! Real files use kernel FUSE passthrough when the kernel grants it (decided once at mount by
 //! registering one backing file; `--no-passthrough` turns it off): reads and writes then go from
 //! the kernel straight to the backing file. Otherwise they go through `NormaFs::read`/`write`
-//! (pread/pwrite on the handle's backing file). Synthetic files and `ctl` always use direct I/O.
+//! (pread/pwrite on the handle's backing file) with direct I/O. Synthetic files and `ctl` always
+//! use direct I/O.
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -195,7 +196,10 @@ fn kernel_max_write(want: u32, caps: InitFlags) -> u32 {
 impl NormaFuse {
     /// Run `f`; a panic becomes `EIO`, an error its errno (both logged).
     fn run<T>(&self, op: &str, f: impl FnOnce() -> Result<T, FsError>) -> Result<T, Errno> {
-        match catch_unwind(AssertUnwindSafe(f)) {
+        match catch_unwind(AssertUnwindSafe(|| {
+            crate::fs::testhook::on_request(op);
+            f()
+        })) {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => {
                 log_error(op, &e);
@@ -233,7 +237,10 @@ impl NormaFuse {
             return OpenAs::Plain(FopenFlags::empty());
         };
         if !self.shared.passthrough.load(Ordering::Relaxed) {
-            return OpenAs::Plain(FopenFlags::empty());
+            // pread/pwrite, never the page cache: reads there stop at the size the kernel cached
+            // for the path, which cuts short a file replaced by rename since (the runtime's
+            // state.json, an edited memory) until the attributes expire. Like passthrough.
+            return OpenAs::Plain(FopenFlags::FOPEN_DIRECT_IO);
         }
         let need = Access::of(flags);
         let mut b = self.backings.lock();
@@ -281,6 +288,8 @@ impl Filesystem for NormaFuse {
                 None => tracing::warn!("max_write {accepted} could not be recorded"),
             }
         }
+        // Shared mmap of real files opened with direct I/O (kernels 6.6+).
+        let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
         if self.want_passthrough && config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok() {
             // Depth 2: backing files may live on a stacked filesystem (overlayfs).
             let _ = config.set_max_stack_depth(2);
@@ -310,8 +319,10 @@ impl Filesystem for NormaFuse {
         });
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.run("getattr", || self.fs.getattr(ino.0, fh.map(|f| f.0))) {
+    fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.run("getattr", || {
+            self.fs.getattr_for(ino.0, fh.map(|f| f.0), req.pid())
+        }) {
             Ok(e) => reply.attr(&e.ttl, &file_attr(&e.attr)),
             Err(e) => reply.error(e),
         }
@@ -437,9 +448,9 @@ impl Filesystem for NormaFuse {
         reply.error(self.no_namespace_change());
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match self.run("open", || {
-            let o = self.fs.open(ino.0, flags.0)?;
+            let o = self.fs.open_for(ino.0, flags.0, req.pid())?;
             let how = self.open_as(ino.0, flags.0, &o, &|f| reply.open_backing(f));
             Ok((o.fh, how))
         }) {

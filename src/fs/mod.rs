@@ -8,6 +8,7 @@ pub mod inode;
 pub mod node;
 pub mod real;
 pub mod synth;
+pub mod testhook;
 pub mod watch;
 
 use std::collections::{HashMap, VecDeque};
@@ -31,6 +32,7 @@ pub use inode::ROOT_INO;
 pub use node::{Base, Node, SynthKind};
 use real::{Backing, Stat};
 use synth::{systime, Synth};
+pub use testhook::{set_panic_on_lookup, set_panic_on_request};
 
 /// The kind of a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,6 +159,11 @@ pub struct NormaFs {
     handles: Mutex<HashMap<u64, Handle>>,
     next_fh: AtomicU64,
     ctl_log: Mutex<HashMap<Option<String>, CtlLog>>,
+    /// Open synthetic handles: handle → (inode, thread id of the opener). FUSE sends the
+    /// GETATTR of `fstat` without a file handle, so a getattr from the thread that opened a
+    /// synthetic file finds its snapshot here and reports that size: `fstat` on an open handle
+    /// matches the bytes its reads return even while the inputs change.
+    synth_openers: Mutex<HashMap<u64, (u64, u32)>>,
     started: SystemTime,
 }
 
@@ -197,6 +204,7 @@ impl NormaFs {
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             ctl_log: Mutex::new(HashMap::new()),
+            synth_openers: Mutex::new(HashMap::new()),
             started: SystemTime::now(),
         }
     }
@@ -359,7 +367,7 @@ impl NormaFs {
                     attr: self.synthetic_attr(
                         ino,
                         FileKind::File,
-                        0o444,
+                        c.perm,
                         c.data.len() as u64,
                         c.mtime,
                     ),
@@ -441,6 +449,7 @@ impl NormaFs {
 
     /// `lookup`: the child's attributes; counts one kernel reference.
     pub fn lookup(&self, parent: u64, name: &OsStr) -> Result<Entry, FsError> {
+        testhook::on_lookup(name);
         let p = self.node(parent)?;
         let child = self.child(&p, name)?;
         let ino = self.inodes.ino(&child);
@@ -454,17 +463,42 @@ impl NormaFs {
     }
 
     pub fn getattr(&self, ino: u64, fh: Option<u64>) -> Result<Entry, FsError> {
-        if let Some(fh) = fh {
-            // An open synthetic handle reports the size of its own snapshot.
-            if let Some(Handle::Synth(data)) = self.handles.lock().get(&fh) {
-                let node = self.node(ino)?;
-                let mut e = self.attr_of(&node, ino)?;
-                e.attr.size = data.len() as u64;
-                return Ok(e);
-            }
-        }
+        self.getattr_for(ino, fh, 0)
+    }
+
+    /// `getattr` from thread `pid` (0: unknown). An open synthetic handle reports the size of
+    /// its own snapshot: the one named by `fh`, else the newest that `pid` opened on `ino`
+    /// (`fstat` comes without a handle).
+    pub fn getattr_for(&self, ino: u64, fh: Option<u64>, pid: u32) -> Result<Entry, FsError> {
         let node = self.node(ino)?;
-        self.attr_of(&node, ino)
+        let fh = match fh {
+            Some(fh) => Some(fh),
+            None if node.is_synthetic_file() => self.synth_opened_by(ino, pid),
+            None => None,
+        };
+        let snapshot = fh.and_then(|fh| match self.handles.lock().get(&fh) {
+            Some(Handle::Synth(data)) => Some(data.len() as u64),
+            _ => None,
+        });
+        let mut e = self.attr_of(&node, ino)?;
+        if let Some(len) = snapshot {
+            e.attr.size = len;
+            e.attr.blocks = len.div_ceil(512);
+        }
+        Ok(e)
+    }
+
+    /// The newest synthetic handle that thread `pid` holds open on `ino`.
+    fn synth_opened_by(&self, ino: u64, pid: u32) -> Option<u64> {
+        if pid == 0 {
+            return None;
+        }
+        self.synth_openers
+            .lock()
+            .iter()
+            .filter(|(_, &(i, p))| i == ino && p == pid)
+            .map(|(&fh, _)| fh)
+            .max()
     }
 
     pub fn readlink(&self, ino: u64) -> Result<Vec<u8>, FsError> {
@@ -632,6 +666,11 @@ impl NormaFs {
     }
 
     pub fn open(&self, ino: u64, flags: i32) -> Result<Opened, FsError> {
+        self.open_for(ino, flags, 0)
+    }
+
+    /// `open` by thread `pid` (0: unknown); see [`NormaFs::getattr_for`].
+    pub fn open_for(&self, ino: u64, flags: i32, pid: u32) -> Result<Opened, FsError> {
         let node = self.node(ino)?;
         match &node {
             Node::Ctl(sid) => {
@@ -663,6 +702,9 @@ impl NormaFs {
                 self.attr_of(n, ino)?;
                 let c = self.synth.content(n)?;
                 let fh = self.new_handle(Handle::Synth(c.data));
+                if pid != 0 {
+                    self.synth_openers.lock().insert(fh, (ino, pid));
+                }
                 Ok(Opened {
                     fh,
                     direct_io: true,
@@ -832,6 +874,7 @@ impl NormaFs {
 
     pub fn release(&self, fh: u64) {
         self.handles.lock().remove(&fh);
+        self.synth_openers.lock().remove(&fh);
     }
 
     /// `fsync` of a real file reaches the backing file; synthetic files have nothing to sync.

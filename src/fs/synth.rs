@@ -22,11 +22,16 @@ use crate::store::transcripts::TranscriptFile;
 use super::error::FsError;
 use super::node::{Node, SynthKind};
 
-/// Computed bytes of a synthetic file and the newest mtime of its inputs.
+/// Computed bytes of a synthetic file, the newest mtime of its inputs, and its permission bits.
 #[derive(Debug, Clone)]
 pub struct Content {
     pub data: Arc<Vec<u8>>,
     pub mtime: SystemTime,
+    /// Read for the owner (the mounting user); for group and others only when every input grants
+    /// it to them (the group: when the input's group is the mounting user's), so a file derived
+    /// from a 0600 transcript or memory never shows it to a user that the file itself is hidden
+    /// from (`--allow-other`).
+    pub perm: u16,
 }
 
 struct Cached {
@@ -36,10 +41,27 @@ struct Cached {
 }
 
 /// Inputs of a computation, fingerprinted by stat.
-#[derive(Default)]
 struct Inputs {
     hasher: DefaultHasher,
     newest: Option<SystemTime>,
+    /// Every input so far is readable by its group, and that group is the mounting user's.
+    group_reads: bool,
+    /// Every input so far is readable by others.
+    others_read: bool,
+    gid: u32,
+}
+
+impl Default for Inputs {
+    fn default() -> Self {
+        Inputs {
+            hasher: DefaultHasher::default(),
+            newest: None,
+            group_reads: true,
+            others_read: true,
+            // SAFETY: getegid cannot fail.
+            gid: unsafe { libc::getegid() },
+        }
+    }
 }
 
 impl Inputs {
@@ -51,9 +73,16 @@ impl Inputs {
                 if let Ok(t) = m.modified() {
                     self.newest = Some(self.newest.map_or(t, |n| n.max(t)));
                 }
+                self.others_read &= m.mode() & 0o004 != 0;
+                self.group_reads &= m.mode() & 0o040 != 0 && m.gid() == self.gid;
             }
             Err(_) => 0u8.hash(&mut self.hasher),
         }
+    }
+
+    /// Permission bits of a file computed from these inputs (see [`Content::perm`]).
+    fn perm(&self) -> u16 {
+        0o400 | if self.group_reads { 0o040 } else { 0 } | if self.others_read { 0o004 } else { 0 }
     }
 
     /// A directory and, recursively up to `depth`, everything in it.
@@ -75,8 +104,12 @@ impl Inputs {
         }
     }
 
-    fn finish(&self) -> (u64, SystemTime) {
-        (self.hasher.finish(), self.newest.unwrap_or(UNIX_EPOCH))
+    fn finish(&self) -> (u64, SystemTime, u16) {
+        (
+            self.hasher.finish(),
+            self.newest.unwrap_or(UNIX_EPOCH),
+            self.perm(),
+        )
     }
 }
 
@@ -110,8 +143,8 @@ impl Synth {
         (self.cfg.cache_mb as usize).saturating_mul(1 << 20)
     }
 
-    /// The fingerprint of a node's inputs.
-    fn fingerprint(&self, node: &Node) -> (u64, SystemTime) {
+    /// The fingerprint of a node's inputs, their newest mtime, and the file's permission bits.
+    fn fingerprint(&self, node: &Node) -> (u64, SystemTime, u16) {
         let mut inp = Inputs::default();
         let p = &self.paths;
         match node {
@@ -163,7 +196,7 @@ impl Synth {
 
     /// The content of a synthetic node, from the cache when its inputs are unchanged.
     pub fn content(&self, node: &Node) -> Result<Content, FsError> {
-        let (fp, mtime) = self.fingerprint(node);
+        let (fp, mtime, perm) = self.fingerprint(node);
         {
             let mut c = self.cache.lock();
             c.1 += 1;
@@ -171,12 +204,16 @@ impl Synth {
             if let Some(hit) = c.0.get_mut(node) {
                 if hit.fp == fp {
                     hit.tick = tick;
-                    return Ok(hit.content.clone());
+                    // A chmod does not change the fingerprint: the mode is always fresh.
+                    return Ok(Content {
+                        perm,
+                        ..hit.content.clone()
+                    });
                 }
             }
         }
         let data = Arc::new(self.compute(node)?);
-        let content = Content { data, mtime };
+        let content = Content { data, mtime, perm };
         let mut c = self.cache.lock();
         let len = content.data.len();
         if len <= self.budget() / 2 {

@@ -32,13 +32,30 @@ pub const FILE_MODE: u32 = 0o644;
 /// its directory entry are on disk. If `path` is a symlink, the link itself is replaced by a
 /// regular file (rename semantics); its target is not written.
 pub fn atomic_replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    atomic_replace_if(path, bytes, || true).map(drop)
+}
+
+/// [`atomic_replace`], but only if `unchanged()` still holds once the temp file is written and
+/// synced, right before the rename; otherwise the temp file is removed, `path` is untouched and
+/// the answer is `Ok(false)`. For a file that another writer replaces without a lock (the
+/// runtime's `state.json`): a change it made while the new content was computed is then not
+/// undone, except in the check-to-rename gap of a few microseconds.
+pub fn atomic_replace_if(
+    path: &Path,
+    bytes: &[u8],
+    unchanged: impl FnOnce() -> bool,
+) -> io::Result<bool> {
     let (dir, name) = split(path)?;
     let keep_mode = regular_file_mode(path)?;
     let mut temp = write_temp(dir, name, bytes, keep_mode)?;
+    if !unchanged() {
+        return Ok(false);
+    }
     fs::rename(temp.path(), path)?;
     temp.disarm();
     failpoint::hit("atomic.after-rename")?;
-    fsync_dir(dir)
+    fsync_dir(dir)?;
+    Ok(true)
 }
 
 /// Durably creates `path` with `bytes`; fails with `AlreadyExists` if `path` exists (as anything,

@@ -11,8 +11,9 @@
 //! - **Thread override** (in-process tests): [`set_thread`] arms `<name>` on the calling thread
 //!   only, so tests running in parallel do not disturb each other; [`Action::Error`] makes `hit`
 //!   return an `io::Error` of kind `Other` ("injected failure at <name>"), [`Action::Panic`]
-//!   panics. [`set_thread`] fires on every hit; [`set_thread_nth`] fires on the `n`-th hit only
-//!   (counted from the call). [`clear_thread`] disarms everything on the thread.
+//!   panics, [`Action::Call`] runs a function there and passes. [`set_thread`] fires on every
+//!   hit; [`set_thread_nth`] fires on the `n`-th hit only (counted from the call).
+//!   [`clear_thread`] disarms everything on the thread.
 //!
 //! Failpoint names (keep this list complete when adding a `hit`):
 //!
@@ -51,12 +52,15 @@ use std::sync::OnceLock;
 pub const ENV_VAR: &str = "NORMAFS_FAILPOINT";
 
 /// What an armed thread failpoint does when hit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub enum Action {
     /// `hit` returns `io::Error` (kind `Other`, message "injected failure at <name>").
     Error,
     /// `hit` panics with "injected panic at <name>".
     Panic,
+    /// `hit` calls the function, then passes: another writer acting at that step (the runtime
+    /// replacing `state.json` in the middle of a command).
+    Call(fn()),
 }
 
 /// Called at each named step of a write path; see the module docs for what can happen.
@@ -72,6 +76,10 @@ pub fn hit(name: &str) -> io::Result<()> {
         None => Ok(()),
         Some(Action::Error) => Err(io::Error::other(format!("injected failure at {name}"))),
         Some(Action::Panic) => panic!("injected panic at {name}"),
+        Some(Action::Call(f)) => {
+            f();
+            Ok(())
+        }
     }
 }
 

@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 
 use crate::config::NoaConfig;
 use crate::format::archive;
-use crate::format::state::{parse_state, State, StateLoadError};
+use crate::format::state::{parse_state, State};
 use crate::noa::compress::{self, Ctx, PlannedBlock};
 use crate::noa::replay::{self, Applied, Event, Source};
 use crate::noa::view;
@@ -189,74 +189,7 @@ pub fn recover(
         jr.entries.iter().map(|(_, e)| e.call_id.clone()).collect();
 
     // Roll forward.
-    let spath = paths.state_path(sid);
-    let state = match crate::format::read_no_follow(&spath) {
-        Ok(bytes) => parse_state(&bytes).ok(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(State::initial(sid)),
-        // A symbolic link is not followed: unusable, like a malformed state.
-        Err(_) if fs::symlink_metadata(&spath).is_ok_and(|m| m.file_type().is_symlink()) => None,
-        Err(e) => return Err(io_err("cannot read", &spath, e)),
-    };
-    // An archive state.json points at is never debris, whatever the journal says (a damaged
-    // journal line must not cost the archive of a block the state holds).
-    let referenced: HashSet<PathBuf> = state
-        .iter()
-        .flat_map(|s| s.blocks.iter().map(|b| root.join(&b.archive_rel)))
-        .collect();
-    if let Some(mut state) = state {
-        let have: HashSet<String> = state
-            .blocks
-            .iter()
-            .map(|b| b.compress_call_id.clone())
-            .collect();
-        let missing: Vec<&JournalEntry> = jr
-            .entries
-            .iter()
-            .map(|(_, e)| e)
-            .filter(|e| !have.contains(&e.call_id))
-            .collect();
-        if !missing.is_empty() {
-            let (t, _) = session::load_transcript(&paths.transcript_path(sid), sid);
-            let msgs = session::msgs(&t);
-            let root_str = root.to_string_lossy().into_owned();
-            let stamp = file_stamp(now);
-            let mut rolled = 0;
-            for e in missing {
-                let ev = Event {
-                    source: Source::Journal,
-                    at: e.at.clone(),
-                    call_id: e.call_id.clone(),
-                    input: e.input.clone(),
-                };
-                match replay::apply(&mut state, &msgs, &ev, cfg, sid, &root_str) {
-                    Applied::Done(blocks) => {
-                        for b in &blocks {
-                            place_archive(&root, b, &stamp)?;
-                            failpoint::hit("recover.after-archive")
-                                .map_err(|e| io_err("recovery", &root, e))?;
-                        }
-                        rolled += 1;
-                    }
-                    Applied::Skipped(why) => notes.push(format!(
-                        "journal batch {} could not be rolled forward: {why}",
-                        e.call_id
-                    )),
-                }
-            }
-            if rolled > 0 {
-                let mat = view::materialize(&msgs, &state, cfg);
-                let mut st = state.clone();
-                compress::record_refs(&mut st, &mat);
-                durable::atomic_replace(&spath, st.to_pretty().as_bytes())
-                    .map_err(|e| io_err("cannot write", &spath, e))?;
-                failpoint::hit("recover.after-rollforward")
-                    .map_err(|e| io_err("recovery", &spath, e))?;
-                notes.push(format!(
-                    "rolled {rolled} committed batch(es) forward into state.json"
-                ));
-            }
-        }
-    }
+    let referenced = roll_forward(paths, sid, cfg, now, &jr, &mut notes)?.referenced;
 
     // Debris: temp files, and archives of ctl batches that never committed.
     let Ok(entries) = fs::read_dir(&root) else {
@@ -304,21 +237,238 @@ pub fn recover(
     Ok(notes)
 }
 
+/// How many times a `state.json` write is computed again because the file was replaced while
+/// it was computed (the runtime rewrites it without a lock).
+const STATE_ATTEMPTS: usize = 5;
+
+/// A `state.json` as read: its bytes and the identity of the file they came from. The file is
+/// held open, so its inode number cannot be reused by a file renamed in meanwhile (timestamps
+/// are too coarse to tell two quick writes of the same size apart).
+struct StateFile {
+    bytes: Option<Vec<u8>>,
+    id: Option<FileId>,
+    _held: Option<fs::File>,
+}
+
+/// Device, inode, size, mtime and ctime: a rename over the file, or a write into it, changes it.
+type FileId = (u64, u64, u64, i64, i64, i64, i64);
+
+fn file_id(m: &fs::Metadata) -> FileId {
+    use std::os::unix::fs::MetadataExt;
+    (
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec(),
+    )
+}
+
+/// Read `state.json` (absent: no bytes), with the identity of the very file read.
+fn read_state_file(spath: &Path) -> std::io::Result<StateFile> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let opened = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(spath);
+    match opened {
+        // A symbolic link is never followed: it reads as an unusable state (only `rebuild`
+        // replaces it, with a real file).
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Ok(StateFile {
+            bytes: Some(Vec::new()),
+            id: fs::symlink_metadata(spath).ok().map(|m| file_id(&m)),
+            _held: None,
+        }),
+        Ok(mut f) => {
+            let id = file_id(&f.metadata()?);
+            let mut bytes = Vec::new();
+            f.read_to_end(&mut bytes)?;
+            Ok(StateFile {
+                bytes: Some(bytes),
+                id: Some(id),
+                _held: Some(f),
+            })
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(StateFile {
+            bytes: None,
+            id: None,
+            _held: None,
+        }),
+        Err(e) => Err(e),
+    }
+}
+
+/// Replace `state.json` with `state` only if it is still the file `base` was read from, so a
+/// state.json the runtime renamed in meanwhile is never undone; `Ok(false)`: it was replaced.
+fn replace_state_if_unchanged(
+    spath: &Path,
+    base: &StateFile,
+    state: &State,
+) -> std::io::Result<bool> {
+    durable::atomic_replace_if(
+        spath,
+        state.to_pretty().as_bytes(),
+        || match fs::symlink_metadata(spath) {
+            Ok(m) => base.id == Some(file_id(&m)),
+            Err(e) => e.kind() == std::io::ErrorKind::NotFound && base.id.is_none(),
+        },
+    )
+}
+
+/// What [`roll_forward`] did.
+struct RolledForward {
+    /// Archives the final `state.json` points at (never debris).
+    referenced: HashSet<PathBuf>,
+    /// Whether every committed batch is in `state.json` now.
+    complete: bool,
+}
+
+/// Apply the journal batches missing from `state.json` onto it and persist it. If the runtime
+/// replaces state.json meanwhile, start again from its version (up to [`STATE_ATTEMPTS`] times),
+/// so its change is kept and the batches are still applied. An unparsable state.json is left
+/// alone (only `rebuild` replaces it).
+fn roll_forward(
+    paths: &RootPaths,
+    sid: &str,
+    cfg: &NoaConfig,
+    now: DateTime<Utc>,
+    jr: &journal::JournalRead,
+    notes: &mut Vec<String>,
+) -> Result<RolledForward, TxnError> {
+    let root = paths.archive_root(sid);
+    let spath = paths.state_path(sid);
+    let mut transcript = None;
+    let mut last_referenced = HashSet::new();
+    for attempt in 1..=STATE_ATTEMPTS {
+        let base = read_state_file(&spath).map_err(|e| io_err("cannot read", &spath, e))?;
+        let state = match &base.bytes {
+            Some(bytes) => parse_state(bytes).ok(),
+            None => Some(State::initial(sid)),
+        };
+        // An archive state.json points at is never debris, whatever the journal says (a damaged
+        // journal line must not cost the archive of a block the state holds).
+        let referenced: HashSet<PathBuf> = state
+            .iter()
+            .flat_map(|s| s.blocks.iter().map(|b| root.join(&b.archive_rel)))
+            .collect();
+        let done = |complete| {
+            Ok(RolledForward {
+                referenced: referenced.clone(),
+                complete,
+            })
+        };
+        let Some(mut state) = state else {
+            return done(false);
+        };
+        let have: HashSet<String> = state
+            .blocks
+            .iter()
+            .map(|b| b.compress_call_id.clone())
+            .collect();
+        let missing: Vec<&JournalEntry> = jr
+            .entries
+            .iter()
+            .map(|(_, e)| e)
+            .filter(|e| !have.contains(&e.call_id))
+            .collect();
+        if missing.is_empty() {
+            return done(true);
+        }
+        let t = transcript
+            .get_or_insert_with(|| session::load_transcript(&paths.transcript_path(sid), sid).0);
+        let msgs = session::msgs(t);
+        let root_str = root.to_string_lossy().into_owned();
+        let stamp = file_stamp(now);
+        let mut rolled = 0;
+        let mut skipped = Vec::new();
+        for e in missing {
+            let ev = Event {
+                source: Source::Journal,
+                at: e.at.clone(),
+                call_id: e.call_id.clone(),
+                input: e.input.clone(),
+            };
+            match replay::apply(&mut state, &msgs, &ev, cfg, sid, &root_str) {
+                Applied::Done(blocks) => {
+                    for b in &blocks {
+                        place_archive(&root, b, &stamp)?;
+                        failpoint::hit("recover.after-archive")
+                            .map_err(|e| io_err("recovery", &root, e))?;
+                    }
+                    rolled += 1;
+                }
+                Applied::Skipped(why) => skipped.push(format!(
+                    "journal batch {} could not be rolled forward: {why}",
+                    e.call_id
+                )),
+            }
+        }
+        let complete = skipped.is_empty();
+        notes.extend(skipped);
+        if rolled == 0 {
+            return done(complete);
+        }
+        let mat = view::materialize(&msgs, &state, cfg);
+        let mut st = state.clone();
+        compress::record_refs(&mut st, &mat);
+        let written = replace_state_if_unchanged(&spath, &base, &st)
+            .map_err(|e| io_err("cannot write", &spath, e))?;
+        if written {
+            failpoint::hit("recover.after-rollforward")
+                .map_err(|e| io_err("recovery", &spath, e))?;
+            notes.push(format!(
+                "rolled {rolled} committed batch(es) forward into state.json"
+            ));
+            return Ok(RolledForward {
+                referenced: st
+                    .blocks
+                    .iter()
+                    .map(|b| root.join(&b.archive_rel))
+                    .chain(referenced)
+                    .collect(),
+                complete,
+            });
+        }
+        last_referenced = referenced;
+        if attempt < STATE_ATTEMPTS {
+            notes.push(
+                "state.json was replaced while rolling forward; applied again onto the new version"
+                    .into(),
+            );
+        }
+    }
+    notes.push(format!(
+        "state.json was replaced {STATE_ATTEMPTS} times while rolling forward; the committed batches stay in the journal for the next command"
+    ));
+    Ok(RolledForward {
+        referenced: last_referenced,
+        complete: false,
+    })
+}
+
 fn file_stamp(now: DateTime<Utc>) -> String {
     now.format("%Y%m%dT%H%M%S%.9fZ").to_string()
 }
 
 /// Load the state for a command: a state.json that exists but cannot be used stops every
 /// command but `rebuild` (writing over it would lose it).
-fn usable_state(paths: &RootPaths, sid: &str) -> Result<State, TxnError> {
-    let loaded = crate::format::state::load_state(&paths.state_path(sid), sid);
-    match loaded.error {
-        None => Ok(loaded.state),
-        Some(StateLoadError::Io(e)) => Err(TxnError::Io(format!("cannot read state.json: {e}"))),
-        Some(e) => Err(TxnError::Invalid(format!(
-            "{e}; run `rebuild` to rebuild it from history (the old file is kept)"
-        ))),
-    }
+/// Also returns the file it was read from, to write over only that one.
+fn usable_state(paths: &RootPaths, sid: &str) -> Result<(State, StateFile), TxnError> {
+    let spath = paths.state_path(sid);
+    let base = read_state_file(&spath)
+        .map_err(|e| TxnError::Io(format!("cannot read state.json: {}: {e}", spath.display())))?;
+    let state = match &base.bytes {
+        None => State::initial(sid),
+        Some(bytes) => parse_state(bytes).map_err(|e| {
+            TxnError::Invalid(format!(
+                "{e}; run `rebuild` to rebuild it from history (the old file is kept)"
+            ))
+        })?,
+    };
+    Ok((state, base))
 }
 
 /// Run a Compress batch from a ctl command (SPEC 4.4), durably.
@@ -331,8 +481,8 @@ pub fn compress(
 ) -> Result<Outcome, TxnError> {
     let batch = compress::parse_batch(input)?;
     let _lock = take_lock(paths, sid)?;
-    let notes = recover(paths, sid, cfg, now)?;
-    let state = usable_state(paths, sid)?;
+    let mut notes = recover(paths, sid, cfg, now)?;
+    let (state, base) = usable_state(paths, sid)?;
     let (t, err) = session::load_transcript(&paths.transcript_path(sid), sid);
     if let Some(e) = err {
         return Err(TxnError::Io(format!("cannot read the transcript: {e}")));
@@ -407,11 +557,27 @@ pub fn compress(
     let spath = paths.state_path(sid);
     let mut warnings: Vec<String> = Vec::new();
     let state_write = failpoint::hit("compress.after-journal")
-        .and_then(|_| durable::atomic_replace(&spath, planned.state.to_pretty().as_bytes()));
-    if let Err(e) = state_write {
-        warnings.push(format!(
+        .and_then(|_| replace_state_if_unchanged(&spath, &base, &planned.state));
+    match state_write {
+        Ok(true) => {}
+        Ok(false) => {
+            // The runtime replaced state.json during this command: apply the batch (committed
+            // in the journal) onto its version instead of undoing its change.
+            notes.push("state.json was replaced during the command; the batch was applied onto the new version".into());
+            let merged = journal::read(&jpath)
+                .map_err(|e| io_err("cannot read", &jpath, e))
+                .and_then(|jr| roll_forward(paths, sid, cfg, now, &jr, &mut notes));
+            match merged {
+                Ok(r) if r.complete => {}
+                Ok(_) => warnings.push("committed to the journal but not yet in state.json (it kept changing); the next ctl command or rebuild rolls it forward".into()),
+                Err(e) => warnings.push(format!(
+                    "committed to the journal but state.json could not be written ({e}); the next ctl command or rebuild rolls it forward"
+                )),
+            }
+        }
+        Err(e) => warnings.push(format!(
             "committed to the journal but state.json could not be written ({e}); the next ctl command or rebuild rolls it forward"
-        ));
+        )),
     }
     let _ = failpoint::hit("compress.after-state");
 

@@ -1,0 +1,64 @@
+//! Test-only hooks that make a request handler panic, to prove that a panic is caught, answered
+//! with `EIO`, and that the mount keeps serving (tests/panic.rs). They are process-wide; unset,
+//! each costs one relaxed atomic load per request.
+
+use std::ffi::{OsStr, OsString};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::RwLock;
+
+/// Some hook is set.
+static ARMED: AtomicBool = AtomicBool::new(false);
+
+#[derive(Default)]
+struct Hooks {
+    lookup: Option<OsString>,
+    request: Option<String>,
+}
+
+static HOOKS: RwLock<Hooks> = RwLock::new(Hooks {
+    lookup: None,
+    request: None,
+});
+
+fn set(f: impl FnOnce(&mut Hooks)) {
+    let mut h = HOOKS.write().unwrap_or_else(|e| e.into_inner());
+    f(&mut h);
+    ARMED.store(h.lookup.is_some() || h.request.is_some(), Ordering::Relaxed);
+}
+
+/// Make every `lookup` of `name` panic inside [`NormaFs::lookup`](super::NormaFs::lookup), in
+/// every mount of this process; `None` disarms.
+pub fn set_panic_on_lookup(name: Option<&OsStr>) {
+    set(|h| h.lookup = name.map(OsStr::to_os_string));
+}
+
+/// Make every kernel request of type `op` (the names the fuser adapter logs: `getattr`, `read`,
+/// `readdir`, `write`, …) panic inside its handler, in every mount of this process; `None`
+/// disarms.
+pub fn set_panic_on_request(op: Option<&str>) {
+    set(|h| h.request = op.map(str::to_string));
+}
+
+/// Panics if `name` is the armed lookup name.
+pub(crate) fn on_lookup(name: &OsStr) {
+    if !ARMED.load(Ordering::Relaxed) {
+        return;
+    }
+    let hit = HOOKS
+        .read()
+        .is_ok_and(|h| h.lookup.as_deref() == Some(name));
+    if hit {
+        panic!("test hook: panic on lookup of {}", name.to_string_lossy());
+    }
+}
+
+/// Panics if `op` is the armed request type.
+pub fn on_request(op: &str) {
+    if !ARMED.load(Ordering::Relaxed) {
+        return;
+    }
+    let hit = HOOKS.read().is_ok_and(|h| h.request.as_deref() == Some(op));
+    if hit {
+        panic!("test hook: panic on {op}");
+    }
+}
