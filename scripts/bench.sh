@@ -63,7 +63,7 @@ if [ "$QUICK" = 1 ]; then
     COLD_RUNS=2; WARM_RUNS=${RUNS:-3}; FIRST_RUNS=2; APPEND_RUNS=2; PAUSE=1.1
 else
     SESSIONS=1000; SESSION_MSGS=40; BIG_MSGS=100000; BIG_FILE_MB=1024
-    COLD_RUNS=3; WARM_RUNS=${RUNS:-10}; FIRST_RUNS=3; APPEND_RUNS=5; PAUSE=1.1
+    COLD_RUNS=5; WARM_RUNS=${RUNS:-10}; FIRST_RUNS=3; APPEND_RUNS=5; PAUSE=1.1
 fi
 # The budget of the mount that serves P4-P6: the big session's parse state must fit, or every
 # read after an append parses everything again. P7's idle row uses a budget it cannot fit in.
@@ -167,26 +167,48 @@ row() { ROWS+=("$(printf '%-4s %-66s %s' "$1" "$2" "$3")"); echo "  $1 $2: $3" >
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f×", a / b; else print "n/a" }'; }
 
-COLD="sync; echo 3 > /proc/sys/vm/drop_caches"
+COLD="sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'"
 
-# hf NAME MODE RUNS CMD_MOUNT CMD_BASELINE: both commands in one hyperfine run, alternating
-# per run; prints the ratio of their mean times. MODE: cold (drop_caches before each run),
-# warm (a pause longer than the TTL before each run), plain.
-hf() {
-    local name="$1" mode="$2" runs="$3" cmd="$4" base="$5" json="$OUT/$1.json"
-    local how=()
-    case "$mode" in
-        cold) how=(--prepare "$COLD") ;;
-        warm) how=(--warmup 1 --prepare "sleep $PAUSE") ;;
-        *) how=(--warmup 1) ;;
-    esac
-    hyperfine --style none -i "${how[@]}" --runs "$runs" --export-json "$json" \
-        -n mount "$cmd" -n baseline "$base" >"$OUT/$name.txt" 2>&1
-    ratio "$(jq '.results[0].mean' "$json")" "$(jq '.results[1].mean' "$json")"
+# one CMD [hyperfine options…]: the time of one run of CMD (no shell; output discarded).
+one() {
+    local cmd="$1"
+    shift
+    hyperfine -N -i --style none --runs 1 "$@" --export-json "$OUT/one.json" "$cmd" >/dev/null 2>&1
+    jq '.results[0].times[0]' "$OUT/one.json"
 }
 
-# now_ns; elapsed_ns START
-now_ns() { date +%s%N; }
+median() {
+    sort -g "$1" | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+}
+
+# hf NAME MODE RUNS CMD_MOUNT CMD_BASELINE: the ratio of the median times of the two commands,
+# run in alternation (so that a change in the machine's load hits both). MODE: cold
+# (drop_caches before each run), warm (a pause longer than the TTL before each run; one
+# untimed run of each first), plain (one untimed run of each first). Times in $OUT/NAME.*.
+hf() {
+    local name="$1" mode="$2" runs="$3" cmd="$4" base="$5"
+    local prep=() r
+    case "$mode" in
+        cold) prep=(--prepare "$COLD") ;;
+        warm) prep=(--prepare "sleep $PAUSE") ;;
+    esac
+    if [ "$mode" != cold ]; then
+        one "$cmd" >/dev/null
+        one "$base" >/dev/null
+    fi
+    : >"$OUT/$name.mount"
+    : >"$OUT/$name.base"
+    for r in $(seq 1 "$runs"); do
+        if [ $((r % 2)) = 1 ]; then
+            one "$cmd" "${prep[@]}" >>"$OUT/$name.mount"
+            one "$base" "${prep[@]}" >>"$OUT/$name.base"
+        else
+            one "$base" "${prep[@]}" >>"$OUT/$name.base"
+            one "$cmd" "${prep[@]}" >>"$OUT/$name.mount"
+        fi
+    done
+    ratio "$(median "$OUT/$name.mount")" "$(median "$OUT/$name.base")"
+}
 
 # ---- data -------------------------------------------------------------------------------------
 
@@ -240,7 +262,7 @@ sed -E \
 mount_fs "$MNT" "$A"
 xargs -d '\n' -a "$OUT/mounted.txt" stat -c %s >/dev/null # every path resolves
 row P2 "stat of every real file ($(wc -l <"$OUT/files.txt") files), warm" \
-    "$(hf P2-stat warm "$WARM_RUNS" "xargs -d \\n -a $OUT/mounted.txt stat -c %s" "xargs -d \\n -a $OUT/native.txt stat -c %s")"
+    "$(hf P2-stat warm "$WARM_RUNS" "xargs -d '\\n' -a $OUT/mounted.txt stat -c %s" "xargs -d '\\n' -a $OUT/native.txt stat -c %s")"
 N_MNT=$(ls -lR "$MNT" | wc -l)
 N_NAT=$(ls -lR "$A" | wc -l)
 row P2 "ls -lR of the mount ($N_MNT lines) vs the root ($N_NAT), warm" \
@@ -259,24 +281,21 @@ unmount_fs "$MNT"
 echo "bench.sh: P4-P7 on a session of $BIG_MSGS messages ($((T_BYTES >> 20)) MB)" >&2
 VIEW="$MNT/sessions/$SID/view.jsonl"
 JQ_FILTER='select(.type=="message") | .message'
-first_ns=0
-jq_ns=0
 peak_kb=0
+: >"$OUT/P4.mount"
+: >"$OUT/P4.base"
 for i in $(seq 1 "$FIRST_RUNS"); do
     drop_caches
     cat "$TRANSCRIPT" "$B/noa/$SID/state.json" >/dev/null 2>&1 || true
     mount_fs "$MNT" "$B" --no-passthrough --cache-mb "$BIG_CACHE_MB"
-    t0=$(now_ns)
-    cat "$VIEW" >/dev/null
-    first_ns=$((first_ns + $(now_ns) - t0))
+    one "cat $VIEW" >>"$OUT/P4.mount"
     kb=$(rss_kb "${MOUNT_PID[$MNT]}" VmHWM)
     [ "$kb" -gt "$peak_kb" ] && peak_kb=$kb
-    t0=$(now_ns)
-    jq -c "$JQ_FILTER" "$TRANSCRIPT" >/dev/null
-    jq_ns=$((jq_ns + $(now_ns) - t0))
+    one "jq -c '$JQ_FILTER' $TRANSCRIPT" >>"$OUT/P4.base"
     if [ "$i" -lt "$FIRST_RUNS" ]; then unmount_fs "$MNT"; fi
 done
-row P4 "first read of view.jsonl vs jq on the transcript" "$(ratio "$first_ns" "$jq_ns")"
+row P4 "first read of view.jsonl vs jq on the transcript" \
+    "$(ratio "$(median "$OUT/P4.mount")" "$(median "$OUT/P4.base")")"
 
 # P5: a real file of the view's size, read through the same (userspace) mount.
 VIEW_BYTES=$(stat -c %s "$VIEW")
@@ -286,7 +305,7 @@ row P5 "re-read of unchanged view.jsonl ($((VIEW_BYTES >> 10)) KiB) vs same-size
     "$(hf P5 warm "$WARM_RUNS" "cat $VIEW" "cat $MNT/memory/same-size.md")"
 
 # P6: append 10 records (chained to the last one), then read the view.
-append_ns=0
+: >"$OUT/P6.mount"
 last_uuid=$(tail -n 1 "$TRANSCRIPT" | jq -r .uuid)
 n=0
 for i in $(seq 1 "$APPEND_RUNS"); do
@@ -298,13 +317,11 @@ for i in $(seq 1 "$APPEND_RUNS"); do
             "$uuid" "$last_uuid" "$SID" "$((n % 60))" "$role" "$n"
         last_uuid=$uuid
     done >>"$TRANSCRIPT"
-    t0=$(now_ns)
-    cat "$VIEW" >/dev/null
-    append_ns=$((append_ns + $(now_ns) - t0))
+    one "cat $VIEW" >>"$OUT/P6.mount"
 done
 grep -q "Appended record $n for" "$VIEW" || { echo "bench.sh: the view misses the appended records" >&2; exit 1; }
 row P6 "read of view.jsonl after appending 10 records vs first read" \
-    "$(ratio "$((append_ns / APPEND_RUNS))" "$((first_ns / FIRST_RUNS))")"
+    "$(ratio "$(median "$OUT/P6.mount")" "$(median "$OUT/P4.mount")")"
 unmount_fs "$MNT"
 
 # P7: peak during P4; idle after one read that does not fit a small budget.
@@ -328,6 +345,6 @@ row P8 "normafs audit of the $SESSIONS-session root vs cat of all its files" \
 # ---- the table --------------------------------------------------------------------------------
 
 echo
-echo "normafs bench ($([ "$QUICK" = 1 ] && echo quick || echo full); $(uname -r); $(nproc) cores): time through normafs / time of the baseline"
+echo "normafs bench ($([ "$QUICK" = 1 ] && echo quick || echo full); $(uname -r); $(nproc) cores): median time through normafs / median time of the baseline"
 printf '%-4s %-66s %s\n' id what ratio
 for r in "${ROWS[@]}"; do echo "$r"; done
