@@ -9,7 +9,10 @@
 //! Real files use kernel FUSE passthrough when the kernel grants it (decided once at mount by
 //! registering one backing file; `--no-passthrough` turns it off): reads and writes then go from
 //! the kernel straight to the backing file. Otherwise they go through `NormaFs::read`/`write`
-//! (pread/pwrite on the handle's backing file). Synthetic files and `ctl` always use direct I/O.
+//! (pread/pwrite on the handle's backing file) through the page cache, which the kernel keeps
+//! across opens when inotify covers the file. Synthetic files and `ctl` always use direct I/O.
+//! Nodes covered by inotify get a long attribute and entry TTL and directory listings cached by
+//! the kernel; the watcher invalidates them on every change (`fs/watch.rs`).
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -229,11 +232,17 @@ impl NormaFuse {
         if o.direct_io {
             return OpenAs::Plain(FopenFlags::FOPEN_DIRECT_IO);
         }
+        // Through the page cache: kept across opens when every change is reported.
+        let cached = if o.keep_cache {
+            FopenFlags::FOPEN_KEEP_CACHE
+        } else {
+            FopenFlags::empty()
+        };
         let Some(file) = &o.backing else {
-            return OpenAs::Plain(FopenFlags::empty());
+            return OpenAs::Plain(cached);
         };
         if !self.shared.passthrough.load(Ordering::Relaxed) {
-            return OpenAs::Plain(FopenFlags::empty());
+            return OpenAs::Plain(cached);
         }
         let need = Access::of(flags);
         let mut b = self.backings.lock();
@@ -531,9 +540,15 @@ impl Filesystem for NormaFuse {
         }
     }
 
+    /// A listing whose every change is reported is cached by the kernel across opens (it is
+    /// dropped with the directory's pages when it changes).
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.run("opendir", || self.fs.opendir(ino.0)) {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+        match self.run("opendir", || self.fs.opendir_cached(ino.0)) {
+            Ok((fh, true)) => reply.opened(
+                FileHandle(fh),
+                FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
+            ),
+            Ok((fh, false)) => reply.opened(FileHandle(fh), FopenFlags::empty()),
             Err(e) => reply.error(e),
         }
     }
@@ -888,7 +903,7 @@ pub fn mount_background(
 ) -> io::Result<MountHandle> {
     check_fuse()?;
     let mountpoint = check_mountpoint(&paths, mnt)?;
-    let fs = NormaFs::new(
+    let mut fs = NormaFs::new(
         paths.clone(),
         cfg.clone(),
         FsOptions::new(&cfg, opts.read_only),
@@ -900,6 +915,9 @@ pub fn mount_background(
             None
         }
     };
+    if let Some(w) = &watcher {
+        fs.set_watcher(w.clone());
+    }
     let shared = Arc::new(Shared::default());
     let nf = NormaFuse {
         fs: Arc::new(fs),

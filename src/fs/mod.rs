@@ -83,6 +83,9 @@ pub struct Opened {
     pub fh: u64,
     /// Bypass the page cache (synthetic files and ctl).
     pub direct_io: bool,
+    /// The kernel may keep the file's cached pages from earlier opens: every change of the
+    /// backing file is reported (a real file covered by the watches).
+    pub keep_cache: bool,
     /// The backing file, for kernel passthrough of real files.
     pub backing: Option<Arc<File>>,
 }
@@ -110,9 +113,15 @@ pub struct FsOptions {
     pub gid: u32,
     /// Largest write the kernel sends; a ctl write of this size may be a split command.
     pub max_write: u32,
-    /// TTL of real files' attributes and entries.
+    /// TTL of real files' attributes and entries (and of directories').
     pub real_ttl: Duration,
+    /// The same TTL for nodes whose every change is reported by inotify (see
+    /// [`watch::Watcher::covers`]).
+    pub watched_ttl: Duration,
 }
+
+/// TTL of attributes and entries that inotify keeps fresh.
+pub const WATCHED_TTL: Duration = Duration::from_secs(3600);
 
 impl FsOptions {
     pub fn new(cfg: &Config, read_only: bool) -> FsOptions {
@@ -124,6 +133,12 @@ impl FsOptions {
             gid,
             max_write: 1 << 20,
             real_ttl: Duration::from_millis(cfg.ttl_ms),
+            // `--ttl-ms 0` asks for no caching at all: it holds for watched nodes too.
+            watched_ttl: if cfg.ttl_ms == 0 {
+                Duration::ZERO
+            } else {
+                WATCHED_TTL.max(Duration::from_millis(cfg.ttl_ms))
+            },
         }
     }
 }
@@ -158,6 +173,8 @@ pub struct NormaFs {
     next_fh: AtomicU64,
     ctl_log: Mutex<HashMap<Option<String>, CtlLog>>,
     started: SystemTime,
+    /// Reports changes in the backing directories; decides which nodes get `watched_ttl`.
+    watcher: Option<Arc<watch::Watcher>>,
 }
 
 fn kind_of(st: &Stat) -> FileKind {
@@ -198,6 +215,28 @@ impl NormaFs {
             next_fh: AtomicU64::new(1),
             ctl_log: Mutex::new(HashMap::new()),
             started: SystemTime::now(),
+            watcher: None,
+        }
+    }
+
+    /// Use `w`'s coverage for TTLs and caching (before requests are served). Without a
+    /// watcher every node gets `real_ttl` and nothing is kept across opens.
+    pub fn set_watcher(&mut self, w: Arc<watch::Watcher>) {
+        self.watcher = Some(w);
+    }
+
+    /// Whether every change that can make the kernel's cache of `node` stale is reported
+    /// (`dir`: as a directory). Asked before reading what a reply will say.
+    fn covered(&self, node: &Node, dir: bool) -> bool {
+        self.watcher.as_ref().is_some_and(|w| w.covers(node, dir))
+    }
+
+    /// The TTL of a node's attributes and entry.
+    pub fn ttl_of(&self, node: &Node, dir: bool) -> Duration {
+        if self.covered(node, dir) {
+            self.opts.watched_ttl
+        } else {
+            self.opts.real_ttl
         }
     }
 
@@ -290,7 +329,8 @@ impl NormaFs {
     /// Attributes of a node and their TTL.
     pub fn attr_of(&self, node: &Node, ino: u64) -> Result<Entry, FsError> {
         let zero = Duration::ZERO;
-        let ttl = self.opts.real_ttl;
+        // Decided before reading: a change from now on is reported and invalidated.
+        let ttl = self.ttl_of(node, true);
         let attr = match node {
             Node::Root => self.synthetic_attr(ino, FileKind::Dir, 0o755, 0, self.started),
             Node::Sessions => {
@@ -367,11 +407,11 @@ impl NormaFs {
                 });
             }
             Node::Real(base, rel) => {
+                let file_ttl = self.ttl_of(node, false);
                 let st = self.backing.lstat(*base, rel)?;
-                return Ok(Entry {
-                    attr: self.real_attr(ino, &st),
-                    ttl,
-                });
+                let attr = self.real_attr(ino, &st);
+                let ttl = if attr.kind == FileKind::Dir { ttl } else { file_ttl };
+                return Ok(Entry { attr, ttl });
             }
             _ => return Err(FsError::NotFound),
         };
@@ -597,8 +637,24 @@ impl NormaFs {
     }
 
     pub fn opendir(&self, ino: u64) -> Result<u64, FsError> {
+        self.opendir_cached(ino).map(|(fh, _)| fh)
+    }
+
+    /// `opendir`, and whether the kernel may keep the listing across opens (every change of
+    /// it is reported by the watches).
+    pub fn opendir_cached(&self, ino: u64) -> Result<(u64, bool), FsError> {
+        let node = self.node(ino)?;
+        let cache = match &node {
+            Node::Root
+            | Node::Sessions
+            | Node::Session(_)
+            | Node::RawDir(_)
+            | Node::MemoryDir
+            | Node::Real(..) => self.covered(&node, true),
+            _ => false,
+        };
         let entries = self.list(ino)?;
-        Ok(self.new_handle(Handle::Dir(entries)))
+        Ok((self.new_handle(Handle::Dir(entries)), cache))
     }
 
     /// Entries after `offset` (0 = from the start), from the handle's snapshot.
@@ -653,6 +709,7 @@ impl NormaFs {
                 Ok(Opened {
                     fh,
                     direct_io: true,
+                    keep_cache: false,
                     backing: None,
                 })
             }
@@ -666,6 +723,7 @@ impl NormaFs {
                 Ok(Opened {
                     fh,
                     direct_io: true,
+                    keep_cache: false,
                     backing: None,
                 })
             }
@@ -673,6 +731,7 @@ impl NormaFs {
                 if self.opts.read_only && Self::writes(flags) {
                     return Err(FsError::ReadOnly);
                 }
+                let keep_cache = self.covered(&node, false);
                 let f = Arc::new(self.backing.open(
                     *b,
                     rel,
@@ -682,6 +741,7 @@ impl NormaFs {
                 Ok(Opened {
                     fh,
                     direct_io: false,
+                    keep_cache,
                     backing: Some(f),
                 })
             }
@@ -894,13 +954,14 @@ impl NormaFs {
             return Err(FsError::Access);
         }
         let rel = dir.join(name);
+        let node = Node::Real(b, rel.clone());
+        let keep_cache = self.covered(&node, false);
         let f = Arc::new(self.backing.create(
             b,
             &rel,
             (flags & !libc::O_NOFOLLOW) | libc::O_CREAT,
             mode & 0o7777,
         )?);
-        let node = Node::Real(b, rel);
         let ino = self.inodes.lookup(&node);
         let e = self.attr_of(&node, ino)?;
         let fh = self.new_handle(Handle::Real(f.clone()));
@@ -909,6 +970,7 @@ impl NormaFs {
             Opened {
                 fh,
                 direct_io: false,
+                keep_cache,
                 backing: Some(f),
             },
         ))
