@@ -375,9 +375,10 @@ impl NormaFs {
                         return Err(FsError::NotFound);
                     }
                 }
+                // Constant attributes: kept as long as the session's existence is.
                 return Ok(Entry {
                     attr: self.synthetic_attr(ino, FileKind::File, 0o600, 0, self.started),
-                    ttl: zero,
+                    ttl: self.ttl_of(node, false),
                 });
             }
             Node::MemoryDir => match self.backing.lstat(Base::Memory, Path::new("")) {
@@ -410,7 +411,11 @@ impl NormaFs {
                 let file_ttl = self.ttl_of(node, false);
                 let st = self.backing.lstat(*base, rel)?;
                 let attr = self.real_attr(ino, &st);
-                let ttl = if attr.kind == FileKind::Dir { ttl } else { file_ttl };
+                let ttl = if attr.kind == FileKind::Dir {
+                    ttl
+                } else {
+                    file_ttl
+                };
                 return Ok(Entry { attr, ttl });
             }
             _ => return Err(FsError::NotFound),

@@ -1,10 +1,12 @@
 //! Synthetic file contents, computed by the noa core from the backing files, cached by an input
 //! fingerprint (size, mtime, inode of each input) within a memory budget.
 //!
-//! Three caches share the budget (`--cache-mb`), evicted least recently used first: computed
-//! contents (their bytes), parsed transcripts (kept for incremental refresh; counted as
-//! [`PARSED_PER_BYTE`] times the bytes parsed) and parsed `state.json` files (the same factor of
-//! the file size). What does not fit is computed, served and dropped.
+//! Three caches share the budget (`--cache-mb`): computed contents (their bytes), parsed
+//! transcripts (kept for incremental refresh; counted as [`PARSED_PER_BYTE`] times the bytes
+//! parsed) and parsed `state.json` files (the same factor of the file size). Parse state is
+//! evicted first, least recently used first, then computed contents: a scan of many sessions
+//! (`ls -lR`, `grep -r`) keeps what it serves instead of evicting it in a cycle. What does not
+//! fit is computed, served and dropped.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap};
@@ -64,8 +66,10 @@ struct Caches {
     content: HashMap<Node, Cached>,
     transcripts: HashMap<String, Kept<Arc<Mutex<TranscriptFile>>>>,
     states: HashMap<String, Kept<Arc<StateLoad>>>,
-    /// Every entry by its last use.
-    lru: BTreeMap<u64, Key>,
+    /// Computed contents by their last use.
+    lru_content: BTreeMap<u64, Key>,
+    /// Parsed transcripts and states by their last use (evicted first).
+    lru_parsed: BTreeMap<u64, Key>,
     tick: u64,
     /// Bytes counted for all entries.
     bytes: usize,
@@ -79,12 +83,25 @@ impl Caches {
         self.tick
     }
 
-    /// Mark an entry used now: move it to the end of the LRU order.
-    fn touch(&mut self, old_tick: u64, key: Key) -> u64 {
-        self.lru.remove(&old_tick);
+    /// The LRU order an entry is in.
+    fn lru_of(&mut self, key: &Key) -> &mut BTreeMap<u64, Key> {
+        match key {
+            Key::Content(_) => &mut self.lru_content,
+            Key::Transcript(_) | Key::State(_) => &mut self.lru_parsed,
+        }
+    }
+
+    /// A new entry, used now.
+    fn insert_lru(&mut self, key: Key) -> u64 {
         let t = self.next_tick();
-        self.lru.insert(t, key);
+        self.lru_of(&key).insert(t, key);
         t
+    }
+
+    /// Mark an entry used now: move it to the end of its LRU order.
+    fn touch(&mut self, old_tick: u64, key: Key) -> u64 {
+        self.lru_of(&key).remove(&old_tick);
+        self.insert_lru(key)
     }
 
     /// Remove an entry; the bytes it counted.
@@ -107,7 +124,7 @@ impl Caches {
                 None => return 0,
             },
         };
-        self.lru.remove(&tick);
+        self.lru_of(key).remove(&tick);
         self.bytes -= bytes;
         bytes
     }
@@ -116,7 +133,11 @@ impl Caches {
     fn trim(&mut self, budget: usize) -> usize {
         let mut freed = 0;
         while self.bytes > budget {
-            let Some((_, key)) = self.lru.pop_first() else {
+            let Some((_, key)) = self
+                .lru_parsed
+                .pop_first()
+                .or_else(|| self.lru_content.pop_first())
+            else {
                 break;
             };
             freed += self.remove(&key);
@@ -306,8 +327,7 @@ impl Synth {
             self.freed.store(true, std::sync::atomic::Ordering::Relaxed);
             return Ok(t);
         }
-        let tick = c.next_tick();
-        c.lru.insert(tick, Key::Transcript(sid.to_string()));
+        let tick = c.insert_lru(Key::Transcript(sid.to_string()));
         c.transcripts.insert(
             sid.to_string(),
             Kept {
@@ -349,8 +369,7 @@ impl Synth {
         let mut c = self.caches.lock();
         c.remove(&Key::State(sid.to_string()));
         if bytes <= self.budget() {
-            let tick = c.next_tick();
-            c.lru.insert(tick, Key::State(sid.to_string()));
+            let tick = c.insert_lru(Key::State(sid.to_string()));
             c.states.insert(
                 sid.to_string(),
                 Kept {
@@ -394,8 +413,7 @@ impl Synth {
         let mut c = self.caches.lock();
         c.remove(&Key::Content(node.clone()));
         if len <= self.budget() / 2 {
-            let tick = c.next_tick();
-            c.lru.insert(tick, Key::Content(node.clone()));
+            let tick = c.insert_lru(Key::Content(node.clone()));
             c.content.insert(
                 node.clone(),
                 Cached {
@@ -612,6 +630,50 @@ mod tests {
             s.caches.lock().transcripts.contains_key(last),
             "the most recently used transcript stays"
         );
+    }
+
+    #[test]
+    fn a_scan_keeps_what_it_serves_before_parse_state() {
+        let (_d, paths, sids) = root(8, 60);
+        // The views fit the budget; the parsed transcripts do not, all together.
+        let views: usize = sids
+            .iter()
+            .map(|sid| {
+                synth(&paths, 256)
+                    .content(&view(sid))
+                    .expect("view")
+                    .data
+                    .len()
+            })
+            .sum();
+        let parsed: usize = sids
+            .iter()
+            .map(|sid| {
+                parsed_bytes(
+                    std::fs::metadata(paths.transcript_path(sid))
+                        .expect("meta")
+                        .len(),
+                )
+            })
+            .sum();
+        let mb = (2 * views).div_ceil(1 << 20) as u64;
+        assert!(
+            (mb as usize) << 20 < parsed,
+            "the parsed transcripts ({parsed} bytes) exceed {mb} MiB"
+        );
+        let s = synth(&paths, mb);
+        let first: Vec<Content> = sids
+            .iter()
+            .map(|sid| s.content(&view(sid)).expect("view"))
+            .collect();
+        for (sid, c) in sids.iter().zip(&first) {
+            let again = s.content(&view(sid)).expect("view");
+            assert!(
+                Arc::ptr_eq(&again.data, &c.data),
+                "{sid}: the second pass is served from the cache"
+            );
+        }
+        assert!(s.budget_bytes() <= (mb as usize) << 20);
     }
 
     #[test]

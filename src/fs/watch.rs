@@ -385,8 +385,10 @@ impl Watcher {
 
     /// Whether every change that can make the kernel's cache of `node` stale is reported: its
     /// attributes and entry; its pages for a file; its listing for a directory (`dir`: the
-    /// node is one). Synthetic files and `ctl` are never covered: their contents follow inputs
-    /// this module does not map to them. Ask before reading what the answer will be about.
+    /// node is one). Synthetic files are never covered: their sizes follow inputs this module
+    /// does not map to them, and an open handle's size is its own snapshot's. `ctl` is covered
+    /// with its session (its attributes never change; it is read with direct I/O). Ask before
+    /// reading what the answer will be about.
     pub fn covers(&self, node: &Node, dir: bool) -> bool {
         let st = self.state.lock();
         if st.degraded {
@@ -402,7 +404,8 @@ impl Watcher {
                 .unwrap_or_default()
         };
         match node {
-            Node::Root => true,
+            Node::Root | Node::Ctl(None) => true,
+            Node::Ctl(Some(sid)) => session(sid),
             Node::Sessions => base,
             Node::Session(sid) | Node::RawDir(sid) | Node::MemoryLink(sid) => session(sid),
             Node::MemoryDir => has(Dir::Memory),
@@ -861,7 +864,8 @@ mod tests {
         }
         for (n, dir) in [
             (Node::Synth("s".into(), crate::fs::SynthKind::View), false),
-            (Node::Ctl(Some("s".into())), false),
+            (Node::Raw("s".into(), "m0001".into(), "m0002".into()), false),
+            (Node::MemoryIndex, false),
             (Node::RootAudit, false),
             (Node::Session("other".into()), true),
             (real(Base::Memory, "sub/b.md"), false),
