@@ -93,7 +93,7 @@ fn list_archives(root: &Path) -> (Vec<ArchiveFile>, Vec<String>) {
 /// error is returned beside it.
 pub fn load_transcript(path: &Path, sid: &str) -> (Transcript, Option<String>) {
     match TranscriptFile::open(path, Some(sid)) {
-        Ok(f) => (f.transcript().clone(), None),
+        Ok(f) => (f.into_transcript(), None),
         Err(e) => (Transcript::default(), Some(e.to_string())),
     }
 }
