@@ -307,7 +307,9 @@ impl Filesystem for NormaFuse {
             self.seen(e.attr.ino);
             Ok(e)
         }) {
-            Ok(e) => reply.entry(&e.ttl, &file_attr(&e.attr), Generation(0)),
+            Ok(e) => {
+                reply.entry_with_ttls(&e.ttl, &e.entry_ttl, &file_attr(&e.attr), Generation(0))
+            }
             Err(e) => reply.error(e),
         }
     }

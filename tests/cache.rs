@@ -36,6 +36,13 @@ fn ttl(fs: &NormaFs, path: &str) -> Duration {
     lookup(fs, path).1
 }
 
+/// The name TTL of the last component of `path`.
+fn name_ttl(fs: &NormaFs, path: &str) -> Duration {
+    let (parent, name) = path.rsplit_once('/').unwrap_or(("", path));
+    let (p, _) = lookup(fs, parent);
+    fs.lookup(p, OsStr::new(name)).expect(path).entry_ttl
+}
+
 #[test]
 fn long_ttls_and_kept_caches_only_where_inotify_covers() {
     let d = example_root();
@@ -77,7 +84,7 @@ fn long_ttls_and_kept_caches_only_where_inotify_covers() {
     ] {
         assert_eq!(ttl(&fs, &p), WATCHED_TTL, "{p}");
     }
-    // The sizes of computed files are never cached.
+    // The sizes of computed files are never cached; their fixed names are.
     for p in [
         format!("{s}/view.jsonl"),
         format!("{s}/status.json"),
@@ -85,7 +92,15 @@ fn long_ttls_and_kept_caches_only_where_inotify_covers() {
         "memory/MEMORY.md".to_string(),
     ] {
         assert_eq!(ttl(&fs, &p), Duration::ZERO, "{p}");
+        assert_eq!(name_ttl(&fs, &p), WATCHED_TTL, "{p}");
     }
+    let raw = format!("{s}/raw/m0001-m0006.md");
+    assert_eq!(ttl(&fs, &raw), Duration::ZERO);
+    assert_eq!(
+        name_ttl(&fs, &raw),
+        Duration::ZERO,
+        "a raw range comes and goes with state.json"
+    );
     let (t, _) = lookup(&fs, &format!("{s}/transcript.jsonl"));
     let o = fs.open(t, libc::O_RDONLY).expect("open");
     assert!(o.keep_cache && !o.direct_io);
@@ -214,6 +229,28 @@ fn cached_listings_follow_names_behind_the_mount() {
     assert!(within(SOON, || names(&s2).contains(&"subagents".to_string())));
     assert!(within(SOON, || names(&s2.join("subagents"))
         == vec!["agent-x.jsonl".to_string()]));
+
+    // A computed file's size follows its inputs under its cached name.
+    let view = s.join("view.jsonl");
+    let size = |p: &Path| std::fs::metadata(p).expect("stat").len();
+    let before = size(&view);
+    assert_eq!(before, cat(&view).len() as u64);
+    let transcript = root.join(format!("transcripts/{SID}.jsonl"));
+    let text = std::fs::read_to_string(&transcript).expect("read");
+    let last: serde_json::Value =
+        serde_json::from_str(text.lines().last().expect("a line")).expect("json");
+    let line = serde_json::json!({
+        "uuid": "0123456789abcdef0123456789abcdef",
+        "parent_uuid": last["uuid"],
+        "session_id": SID,
+        "timestamp": "2026-10-02T09:10:00.000000001Z",
+        "type": "message",
+        "message": {"role": "user", "content": [{"type": "text", "text": "Appended."}]}
+    });
+    std::fs::write(&transcript, format!("{text}{line}\n")).expect("append");
+    let after = size(&view);
+    assert!(after > before, "stat sees the new size at once");
+    assert_eq!(after, cat(&view).len() as u64);
 
     // raw/ lists the block ranges of state.json.
     assert!(!names(&s.join("raw")).is_empty());

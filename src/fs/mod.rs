@@ -65,7 +65,11 @@ pub struct Attr {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
     pub attr: Attr,
+    /// How long the kernel may keep the attributes.
     pub ttl: Duration,
+    /// How long the kernel may keep the name (at least `ttl`): a computed file's name lives
+    /// as long as its directory's listing, its size not at all.
+    pub entry_ttl: Duration,
 }
 
 /// One directory entry; `offset` is the offset of the *next* entry.
@@ -376,9 +380,11 @@ impl NormaFs {
                     }
                 }
                 // Constant attributes: kept as long as the session's existence is.
+                let ttl = self.ttl_of(node, false);
                 return Ok(Entry {
                     attr: self.synthetic_attr(ino, FileKind::File, 0o600, 0, self.started),
-                    ttl: self.ttl_of(node, false),
+                    ttl,
+                    entry_ttl: ttl,
                 });
             }
             Node::MemoryDir => match self.backing.lstat(Base::Memory, Path::new("")) {
@@ -395,6 +401,14 @@ impl NormaFs {
                         return Err(FsError::NotFound);
                     }
                 }
+                // Fixed names, listed as long as their directory is; a raw range comes and
+                // goes with state.json.
+                let entry_ttl = match n {
+                    Node::Synth(sid, _) => self.ttl_of(&Node::Session(sid.clone()), true),
+                    Node::MemoryIndex => self.ttl_of(&Node::MemoryDir, true),
+                    Node::RootAudit => self.ttl_of(&Node::Root, true),
+                    _ => zero,
+                };
                 let c = self.synth.content(n)?;
                 return Ok(Entry {
                     attr: self.synthetic_attr(
@@ -405,6 +419,7 @@ impl NormaFs {
                         c.mtime,
                     ),
                     ttl: zero,
+                    entry_ttl,
                 });
             }
             Node::Real(base, rel) => {
@@ -416,11 +431,19 @@ impl NormaFs {
                 } else {
                     file_ttl
                 };
-                return Ok(Entry { attr, ttl });
+                return Ok(Entry {
+                    attr,
+                    ttl,
+                    entry_ttl: ttl,
+                });
             }
             _ => return Err(FsError::NotFound),
         };
-        Ok(Entry { attr, ttl })
+        Ok(Entry {
+            attr,
+            ttl,
+            entry_ttl: ttl,
+        })
     }
 
     // ---- namespace -------------------------------------------------------------------------
