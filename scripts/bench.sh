@@ -68,7 +68,7 @@ fi
 # The budget of the mount that serves P4-P6: the big session's parse state must fit, or every
 # read after an append parses everything again. P7's idle row uses a budget it cannot fit in.
 BIG_CACHE_MB=2048
-SMALL_CACHE_MB=32
+SMALL_CACHE_MB=$([ "$QUICK" = 1 ] && echo 4 || echo 32)
 
 need() {
     command -v "$1" >/dev/null 2>&1 && return
