@@ -9,8 +9,11 @@
 //! Real files use kernel FUSE passthrough when the kernel grants it (decided once at mount by
 //! registering one backing file; `--no-passthrough` turns it off): reads and writes then go from
 //! the kernel straight to the backing file. Otherwise they go through `NormaFs::read`/`write`
-//! (pread/pwrite on the handle's backing file) with direct I/O. Synthetic files and `ctl` always
-//! use direct I/O.
+//! (pread/pwrite on the handle's backing file) with direct I/O: the page cache would cut a file
+//! replaced by rename (the runtime's `state.json`) at the size the kernel cached for the path.
+//! Synthetic files and `ctl` always use direct I/O. Nodes covered by inotify get a long
+//! attribute and entry TTL and directory listings cached by the kernel; the watcher invalidates
+//! them on every change (`fs/watch.rs`).
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -233,8 +236,14 @@ impl NormaFuse {
         if o.direct_io {
             return OpenAs::Plain(FopenFlags::FOPEN_DIRECT_IO);
         }
+        // Through the page cache: kept across opens when every change is reported.
+        let cached = if o.keep_cache {
+            FopenFlags::FOPEN_KEEP_CACHE
+        } else {
+            FopenFlags::empty()
+        };
         let Some(file) = &o.backing else {
-            return OpenAs::Plain(FopenFlags::empty());
+            return OpenAs::Plain(cached);
         };
         if !self.shared.passthrough.load(Ordering::Relaxed) {
             // pread/pwrite, never the page cache: reads there stop at the size the kernel cached
@@ -307,7 +316,9 @@ impl Filesystem for NormaFuse {
             self.seen(e.attr.ino);
             Ok(e)
         }) {
-            Ok(e) => reply.entry(&e.ttl, &file_attr(&e.attr), Generation(0)),
+            Ok(e) => {
+                reply.entry_with_ttls(&e.ttl, &e.entry_ttl, &file_attr(&e.attr), Generation(0))
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -542,9 +553,15 @@ impl Filesystem for NormaFuse {
         }
     }
 
+    /// A listing whose every change is reported is cached by the kernel across opens (it is
+    /// dropped with the directory's pages when it changes).
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.run("opendir", || self.fs.opendir(ino.0)) {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+        match self.run("opendir", || self.fs.opendir_cached(ino.0)) {
+            Ok((fh, true)) => reply.opened(
+                FileHandle(fh),
+                FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
+            ),
+            Ok((fh, false)) => reply.opened(FileHandle(fh), FopenFlags::empty()),
             Err(e) => reply.error(e),
         }
     }
@@ -899,7 +916,7 @@ pub fn mount_background(
 ) -> io::Result<MountHandle> {
     check_fuse()?;
     let mountpoint = check_mountpoint(&paths, mnt)?;
-    let fs = NormaFs::new(
+    let mut fs = NormaFs::new(
         paths.clone(),
         cfg.clone(),
         FsOptions::new(&cfg, opts.read_only),
@@ -911,6 +928,9 @@ pub fn mount_background(
             None
         }
     };
+    if let Some(w) = &watcher {
+        fs.set_watcher(w.clone());
+    }
     let shared = Arc::new(Shared::default());
     let nf = NormaFuse {
         fs: Arc::new(fs),

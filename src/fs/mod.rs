@@ -67,7 +67,11 @@ pub struct Attr {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
     pub attr: Attr,
+    /// How long the kernel may keep the attributes.
     pub ttl: Duration,
+    /// How long the kernel may keep the name (at least `ttl`): a computed file's name lives
+    /// as long as its directory's listing, its size not at all.
+    pub entry_ttl: Duration,
 }
 
 /// One directory entry; `offset` is the offset of the *next* entry.
@@ -85,6 +89,9 @@ pub struct Opened {
     pub fh: u64,
     /// Bypass the page cache (synthetic files and ctl).
     pub direct_io: bool,
+    /// The kernel may keep the file's cached pages from earlier opens: every change of the
+    /// backing file is reported (a real file covered by the watches).
+    pub keep_cache: bool,
     /// The backing file, for kernel passthrough of real files.
     pub backing: Option<Arc<File>>,
 }
@@ -112,9 +119,15 @@ pub struct FsOptions {
     pub gid: u32,
     /// Largest write the kernel sends; a ctl write of this size may be a split command.
     pub max_write: u32,
-    /// TTL of real files' attributes and entries.
+    /// TTL of real files' attributes and entries (and of directories').
     pub real_ttl: Duration,
+    /// The same TTL for nodes whose every change is reported by inotify (see
+    /// [`watch::Watcher::covers`]).
+    pub watched_ttl: Duration,
 }
+
+/// TTL of attributes and entries that inotify keeps fresh.
+pub const WATCHED_TTL: Duration = Duration::from_secs(3600);
 
 impl FsOptions {
     pub fn new(cfg: &Config, read_only: bool) -> FsOptions {
@@ -126,6 +139,12 @@ impl FsOptions {
             gid,
             max_write: 1 << 20,
             real_ttl: Duration::from_millis(cfg.ttl_ms),
+            // `--ttl-ms 0` asks for no caching at all: it holds for watched nodes too.
+            watched_ttl: if cfg.ttl_ms == 0 {
+                Duration::ZERO
+            } else {
+                WATCHED_TTL.max(Duration::from_millis(cfg.ttl_ms))
+            },
         }
     }
 }
@@ -165,6 +184,8 @@ pub struct NormaFs {
     /// matches the bytes its reads return even while the inputs change.
     synth_openers: Mutex<HashMap<u64, (u64, u32)>>,
     started: SystemTime,
+    /// Reports changes in the backing directories; decides which nodes get `watched_ttl`.
+    watcher: Option<Arc<watch::Watcher>>,
 }
 
 fn kind_of(st: &Stat) -> FileKind {
@@ -206,6 +227,28 @@ impl NormaFs {
             ctl_log: Mutex::new(HashMap::new()),
             synth_openers: Mutex::new(HashMap::new()),
             started: SystemTime::now(),
+            watcher: None,
+        }
+    }
+
+    /// Use `w`'s coverage for TTLs and caching (before requests are served). Without a
+    /// watcher every node gets `real_ttl` and nothing is kept across opens.
+    pub fn set_watcher(&mut self, w: Arc<watch::Watcher>) {
+        self.watcher = Some(w);
+    }
+
+    /// Whether every change that can make the kernel's cache of `node` stale is reported
+    /// (`dir`: as a directory). Asked before reading what a reply will say.
+    fn covered(&self, node: &Node, dir: bool) -> bool {
+        self.watcher.as_ref().is_some_and(|w| w.covers(node, dir))
+    }
+
+    /// The TTL of a node's attributes and entry.
+    pub fn ttl_of(&self, node: &Node, dir: bool) -> Duration {
+        if self.covered(node, dir) {
+            self.opts.watched_ttl
+        } else {
+            self.opts.real_ttl
         }
     }
 
@@ -298,7 +341,8 @@ impl NormaFs {
     /// Attributes of a node and their TTL.
     pub fn attr_of(&self, node: &Node, ino: u64) -> Result<Entry, FsError> {
         let zero = Duration::ZERO;
-        let ttl = self.opts.real_ttl;
+        // Decided before reading: a change from now on is reported and invalidated.
+        let ttl = self.ttl_of(node, true);
         let attr = match node {
             Node::Root => self.synthetic_attr(ino, FileKind::Dir, 0o755, 0, self.started),
             Node::Sessions => {
@@ -343,9 +387,12 @@ impl NormaFs {
                         return Err(FsError::NotFound);
                     }
                 }
+                // Constant attributes: kept as long as the session's existence is.
+                let ttl = self.ttl_of(node, false);
                 return Ok(Entry {
                     attr: self.synthetic_attr(ino, FileKind::File, 0o600, 0, self.started),
-                    ttl: zero,
+                    ttl,
+                    entry_ttl: ttl,
                 });
             }
             Node::MemoryDir => match self.backing.lstat(Base::Memory, Path::new("")) {
@@ -362,6 +409,14 @@ impl NormaFs {
                         return Err(FsError::NotFound);
                     }
                 }
+                // Fixed names, listed as long as their directory is; a raw range comes and
+                // goes with state.json.
+                let entry_ttl = match n {
+                    Node::Synth(sid, _) => self.ttl_of(&Node::Session(sid.clone()), true),
+                    Node::MemoryIndex => self.ttl_of(&Node::MemoryDir, true),
+                    Node::RootAudit => self.ttl_of(&Node::Root, true),
+                    _ => zero,
+                };
                 let c = self.synth.content(n)?;
                 return Ok(Entry {
                     attr: self.synthetic_attr(
@@ -372,18 +427,31 @@ impl NormaFs {
                         c.mtime,
                     ),
                     ttl: zero,
+                    entry_ttl,
                 });
             }
             Node::Real(base, rel) => {
+                let file_ttl = self.ttl_of(node, false);
                 let st = self.backing.lstat(*base, rel)?;
+                let attr = self.real_attr(ino, &st);
+                let ttl = if attr.kind == FileKind::Dir {
+                    ttl
+                } else {
+                    file_ttl
+                };
                 return Ok(Entry {
-                    attr: self.real_attr(ino, &st),
+                    attr,
                     ttl,
+                    entry_ttl: ttl,
                 });
             }
             _ => return Err(FsError::NotFound),
         };
-        Ok(Entry { attr, ttl })
+        Ok(Entry {
+            attr,
+            ttl,
+            entry_ttl: ttl,
+        })
     }
 
     // ---- namespace -------------------------------------------------------------------------
@@ -631,8 +699,24 @@ impl NormaFs {
     }
 
     pub fn opendir(&self, ino: u64) -> Result<u64, FsError> {
+        self.opendir_cached(ino).map(|(fh, _)| fh)
+    }
+
+    /// `opendir`, and whether the kernel may keep the listing across opens (every change of
+    /// it is reported by the watches).
+    pub fn opendir_cached(&self, ino: u64) -> Result<(u64, bool), FsError> {
+        let node = self.node(ino)?;
+        let cache = match &node {
+            Node::Root
+            | Node::Sessions
+            | Node::Session(_)
+            | Node::RawDir(_)
+            | Node::MemoryDir
+            | Node::Real(..) => self.covered(&node, true),
+            _ => false,
+        };
         let entries = self.list(ino)?;
-        Ok(self.new_handle(Handle::Dir(entries)))
+        Ok((self.new_handle(Handle::Dir(entries)), cache))
     }
 
     /// Entries after `offset` (0 = from the start), from the handle's snapshot.
@@ -692,6 +776,7 @@ impl NormaFs {
                 Ok(Opened {
                     fh,
                     direct_io: true,
+                    keep_cache: false,
                     backing: None,
                 })
             }
@@ -708,6 +793,7 @@ impl NormaFs {
                 Ok(Opened {
                     fh,
                     direct_io: true,
+                    keep_cache: false,
                     backing: None,
                 })
             }
@@ -715,6 +801,7 @@ impl NormaFs {
                 if self.opts.read_only && Self::writes(flags) {
                     return Err(FsError::ReadOnly);
                 }
+                let keep_cache = self.covered(&node, false);
                 let f = Arc::new(self.backing.open(
                     *b,
                     rel,
@@ -724,6 +811,7 @@ impl NormaFs {
                 Ok(Opened {
                     fh,
                     direct_io: false,
+                    keep_cache,
                     backing: Some(f),
                 })
             }
@@ -937,13 +1025,14 @@ impl NormaFs {
             return Err(FsError::Access);
         }
         let rel = dir.join(name);
+        let node = Node::Real(b, rel.clone());
+        let keep_cache = self.covered(&node, false);
         let f = Arc::new(self.backing.create(
             b,
             &rel,
             (flags & !libc::O_NOFOLLOW) | libc::O_CREAT,
             mode & 0o7777,
         )?);
-        let node = Node::Real(b, rel);
         let ino = self.inodes.lookup(&node);
         let e = self.attr_of(&node, ino)?;
         let fh = self.new_handle(Handle::Real(f.clone()));
@@ -952,6 +1041,7 @@ impl NormaFs {
             Opened {
                 fh,
                 direct_io: false,
+                keep_cache,
                 backing: Some(f),
             },
         ))

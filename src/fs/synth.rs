@@ -1,8 +1,15 @@
 //! Synthetic file contents, computed by the noa core from the backing files, cached by an input
 //! fingerprint (size, mtime, inode of each input) within a memory budget.
+//!
+//! Three caches share the budget (`--cache-mb`): computed contents (their bytes), parsed
+//! transcripts (kept for incremental refresh; counted as [`PARSED_PER_BYTE`] times the bytes
+//! parsed) and parsed `state.json` files (the same factor of the file size). Parse state is
+//! evicted first, least recently used first, then computed contents: a scan of many sessions
+//! (`ls -lR`, `grep -r`) keeps what it serves instead of evicting it in a cycle. What does not
+//! fit is computed, served and dropped.
 
 use std::collections::hash_map::DefaultHasher;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,6 +20,7 @@ use parking_lot::Mutex;
 use crate::audit::{self, Audit, PathStyle};
 use crate::config::Config;
 use crate::format::memory;
+use crate::format::state::{load_state, StateLoad};
 use crate::noa::status::{status, StatusInputs};
 use crate::noa::view;
 use crate::store::root::{self, RootPaths};
@@ -40,6 +48,115 @@ struct Cached {
     tick: u64,
 }
 
+/// What a cache entry is, for the shared LRU order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Key {
+    Content(Node),
+    Transcript(String),
+    State(String),
+}
+
+/// A kept transcript or state and what it counts against the budget.
+struct Kept<T> {
+    value: T,
+    /// For states: the fingerprint of the file it was parsed from.
+    fp: u64,
+    bytes: usize,
+    tick: u64,
+}
+
+/// The three caches and their shared accounting.
+#[derive(Default)]
+struct Caches {
+    content: HashMap<Node, Cached>,
+    transcripts: HashMap<String, Kept<Arc<Mutex<TranscriptFile>>>>,
+    states: HashMap<String, Kept<Arc<StateLoad>>>,
+    /// Computed contents by their last use.
+    lru_content: BTreeMap<u64, Key>,
+    /// Parsed transcripts and states by their last use (evicted first).
+    lru_parsed: BTreeMap<u64, Key>,
+    tick: u64,
+    /// Bytes counted for all entries.
+    bytes: usize,
+    /// Bytes counted for computed contents only.
+    content_bytes: usize,
+}
+
+impl Caches {
+    fn next_tick(&mut self) -> u64 {
+        self.tick += 1;
+        self.tick
+    }
+
+    /// The LRU order an entry is in.
+    fn lru_of(&mut self, key: &Key) -> &mut BTreeMap<u64, Key> {
+        match key {
+            Key::Content(_) => &mut self.lru_content,
+            Key::Transcript(_) | Key::State(_) => &mut self.lru_parsed,
+        }
+    }
+
+    /// A new entry, used now.
+    fn insert_lru(&mut self, key: Key) -> u64 {
+        let t = self.next_tick();
+        self.lru_of(&key).insert(t, key);
+        t
+    }
+
+    /// Mark an entry used now: move it to the end of its LRU order.
+    fn touch(&mut self, old_tick: u64, key: Key) -> u64 {
+        self.lru_of(&key).remove(&old_tick);
+        self.insert_lru(key)
+    }
+
+    /// Remove an entry; the bytes it counted.
+    fn remove(&mut self, key: &Key) -> usize {
+        let (tick, bytes) = match key {
+            Key::Content(n) => match self.content.remove(n) {
+                Some(c) => {
+                    let b = c.content.data.len();
+                    self.content_bytes -= b;
+                    (c.tick, b)
+                }
+                None => return 0,
+            },
+            Key::Transcript(s) => match self.transcripts.remove(s) {
+                Some(k) => (k.tick, k.bytes),
+                None => return 0,
+            },
+            Key::State(s) => match self.states.remove(s) {
+                Some(k) => (k.tick, k.bytes),
+                None => return 0,
+            },
+        };
+        self.lru_of(key).remove(&tick);
+        self.bytes -= bytes;
+        bytes
+    }
+
+    /// Evict least recently used entries until within `budget`; the bytes freed.
+    fn trim(&mut self, budget: usize) -> usize {
+        let mut freed = 0;
+        while self.bytes > budget {
+            let Some((_, key)) = self
+                .lru_parsed
+                .pop_first()
+                .or_else(|| self.lru_content.pop_first())
+            else {
+                break;
+            };
+            freed += self.remove(&key);
+        }
+        freed
+    }
+}
+
+/// Parsed transcripts and states take about this many bytes of memory per byte of file.
+pub const PARSED_PER_BYTE: usize = 3;
+
+/// Freed cache memory from which it is worth giving memory back to the system.
+const TRIM_AFTER_BYTES: usize = 16 << 20;
+
 /// Inputs of a computation, fingerprinted by stat.
 struct Inputs {
     hasher: DefaultHasher,
@@ -49,6 +166,8 @@ struct Inputs {
     /// Every input so far is readable by others.
     others_read: bool,
     gid: u32,
+    /// Total size of the files seen.
+    size: u64,
 }
 
 impl Default for Inputs {
@@ -60,6 +179,7 @@ impl Default for Inputs {
             others_read: true,
             // SAFETY: getegid cannot fail.
             gid: unsafe { libc::getegid() },
+            size: 0,
         }
     }
 }
@@ -70,6 +190,7 @@ impl Inputs {
             Ok(m) => {
                 use std::os::unix::fs::MetadataExt;
                 (m.len(), m.mtime(), m.mtime_nsec(), m.ino(), m.dev()).hash(&mut self.hasher);
+                self.size = self.size.saturating_add(m.len());
                 if let Ok(t) = m.modified() {
                     self.newest = Some(self.newest.map_or(t, |n| n.max(t)));
                 }
@@ -117,30 +238,43 @@ impl Inputs {
 pub struct Synth {
     paths: RootPaths,
     cfg: Config,
-    cache: Mutex<(
-        HashMap<Node, Cached>,
-        u64,   /*tick*/
-        usize, /*bytes*/
-    )>,
-    /// Parsed transcripts, reloaded incrementally (bounded: see `transcript`).
-    transcripts: Mutex<HashMap<String, Arc<Mutex<TranscriptFile>>>>,
+    caches: Mutex<Caches>,
+    /// Cache memory was freed since memory was last given back to the system.
+    freed: std::sync::atomic::AtomicBool,
 }
-
-/// How many parsed transcripts are kept between reads.
-const TRANSCRIPTS_KEPT: usize = 256;
 
 impl Synth {
     pub fn new(paths: RootPaths, cfg: Config) -> Synth {
         Synth {
             paths,
             cfg,
-            cache: Mutex::new((HashMap::new(), 0, 0)),
-            transcripts: Mutex::new(HashMap::new()),
+            caches: Mutex::new(Caches::default()),
+            freed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
     fn budget(&self) -> usize {
         (self.cfg.cache_mb as usize).saturating_mul(1 << 20)
+    }
+
+    /// Evict until within budget (under the caches' lock).
+    fn trim(&self, c: &mut Caches) {
+        if c.trim(self.budget()) >= TRIM_AFTER_BYTES {
+            self.freed.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Give freed heap memory back to the system after large evictions, so that the mount's
+    /// resident size follows the budget (glibc keeps freed memory otherwise). Called with no
+    /// lock held.
+    fn release_memory(&self) {
+        if self.freed.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            #[cfg(all(target_os = "linux", target_env = "gnu"))]
+            // SAFETY: malloc_trim has no preconditions.
+            unsafe {
+                libc::malloc_trim(0);
+            }
+        }
     }
 
     /// The fingerprint of a node's inputs, their newest mtime, and the file's permission bits.
@@ -175,81 +309,185 @@ impl Synth {
         inp.finish()
     }
 
-    /// The parsed transcript of a session, refreshed (only new bytes are parsed).
+    /// The parsed transcript of a session, refreshed (only new bytes are parsed). Kept for the
+    /// next read when it fits the budget.
     fn transcript(&self, sid: &str) -> Result<Arc<Mutex<TranscriptFile>>, FsError> {
-        let known = self.transcripts.lock().get(sid).cloned();
+        let known = {
+            let mut c = self.caches.lock();
+            match c.transcripts.get(sid).map(|k| (k.value.clone(), k.tick)) {
+                Some((t, tick)) => {
+                    let new = c.touch(tick, Key::Transcript(sid.to_string()));
+                    if let Some(k) = c.transcripts.get_mut(sid) {
+                        k.tick = new;
+                    }
+                    Some(t)
+                }
+                None => None,
+            }
+        };
         if let Some(t) = known {
-            t.lock().refresh().map_err(FsError::from)?;
+            let len = {
+                let mut tf = t.lock();
+                tf.refresh().map_err(FsError::from)?;
+                tf.len()
+            };
+            let bytes = parsed_bytes(len);
+            let mut c = self.caches.lock();
+            let mut grown = 0;
+            if let Some(k) = c.transcripts.get_mut(sid) {
+                if Arc::ptr_eq(&k.value, &t) {
+                    grown = bytes as isize - k.bytes as isize;
+                    k.bytes = bytes;
+                }
+            }
+            c.bytes = c.bytes.saturating_add_signed(grown);
+            if c.bytes > self.budget() {
+                // The transcript itself is the most recently used: others go first.
+                self.trim(&mut c);
+            }
             return Ok(t);
         }
-        // Parse outside the map's lock: other sessions stay readable meanwhile.
-        let t = Arc::new(Mutex::new(
-            TranscriptFile::open(self.paths.transcript_path(sid), Some(sid))
-                .map_err(FsError::from)?,
-        ));
-        let mut map = self.transcripts.lock();
-        if map.len() >= TRANSCRIPTS_KEPT {
-            map.clear();
+        // Parse outside the caches' lock: other sessions stay readable meanwhile. A transcript
+        // that is a symlink leading out of its directory is never followed.
+        let path = self.paths.transcript_path(sid);
+        if crate::store::root::is_escaping_link(
+            &self.paths.transcripts,
+            path.file_name().unwrap_or_default(),
+            false,
+        ) {
+            return Err(FsError::NotFound);
         }
-        Ok(map.entry(sid.to_string()).or_insert(t).clone())
+        let tf = TranscriptFile::open(path, Some(sid)).map_err(FsError::from)?;
+        let bytes = parsed_bytes(tf.len());
+        let t = Arc::new(Mutex::new(tf));
+        let mut c = self.caches.lock();
+        if let Some(k) = c.transcripts.get(sid) {
+            // Parsed meanwhile by another reader: share theirs.
+            return Ok(k.value.clone());
+        }
+        if bytes > self.budget() {
+            self.freed.store(true, std::sync::atomic::Ordering::Relaxed);
+            return Ok(t);
+        }
+        let tick = c.insert_lru(Key::Transcript(sid.to_string()));
+        c.transcripts.insert(
+            sid.to_string(),
+            Kept {
+                value: t.clone(),
+                fp: 0,
+                bytes,
+                tick,
+            },
+        );
+        c.bytes += bytes;
+        self.trim(&mut c);
+        Ok(t)
+    }
+
+    /// The parsed `state.json` of a session, from the cache while the file is unchanged.
+    fn state(&self, sid: &str) -> Arc<StateLoad> {
+        let path = self.paths.state_path(sid);
+        // Fingerprint before reading: a change in between makes the next call read again.
+        let mut inp = Inputs::default();
+        inp.file(&path);
+        let (fp, _, _) = inp.finish();
+        {
+            let mut c = self.caches.lock();
+            if let Some((v, tick)) = c
+                .states
+                .get(sid)
+                .filter(|k| k.fp == fp)
+                .map(|k| (k.value.clone(), k.tick))
+            {
+                let new = c.touch(tick, Key::State(sid.to_string()));
+                if let Some(k) = c.states.get_mut(sid) {
+                    k.tick = new;
+                }
+                return v;
+            }
+        }
+        let st = Arc::new(load_state(&path, sid));
+        let bytes = parsed_bytes(inp.size);
+        let mut c = self.caches.lock();
+        c.remove(&Key::State(sid.to_string()));
+        if bytes <= self.budget() {
+            let tick = c.insert_lru(Key::State(sid.to_string()));
+            c.states.insert(
+                sid.to_string(),
+                Kept {
+                    value: st.clone(),
+                    fp,
+                    bytes,
+                    tick,
+                },
+            );
+            c.bytes += bytes;
+            self.trim(&mut c);
+        }
+        st
     }
 
     /// The content of a synthetic node, from the cache when its inputs are unchanged.
     pub fn content(&self, node: &Node) -> Result<Content, FsError> {
         let (fp, mtime, perm) = self.fingerprint(node);
         {
-            let mut c = self.cache.lock();
-            c.1 += 1;
-            let tick = c.1;
-            if let Some(hit) = c.0.get_mut(node) {
-                if hit.fp == fp {
-                    hit.tick = tick;
-                    // A chmod does not change the fingerprint: the mode is always fresh.
-                    return Ok(Content {
-                        perm,
-                        ..hit.content.clone()
-                    });
+            let mut c = self.caches.lock();
+            if let Some((content, tick)) = c
+                .content
+                .get(node)
+                .filter(|hit| hit.fp == fp)
+                .map(|hit| (hit.content.clone(), hit.tick))
+            {
+                let new = c.touch(tick, Key::Content(node.clone()));
+                if let Some(hit) = c.content.get_mut(node) {
+                    hit.tick = new;
                 }
+                // A chmod does not change the fingerprint: the mode is always fresh.
+                return Ok(Content { perm, ..content });
             }
         }
-        let data = Arc::new(self.compute(node)?);
-        let content = Content { data, mtime, perm };
-        let mut c = self.cache.lock();
+        let computed = self.compute(node);
+        self.release_memory();
+        let content = Content {
+            data: Arc::new(computed?),
+            mtime,
+            perm,
+        };
         let len = content.data.len();
+        let mut c = self.caches.lock();
+        c.remove(&Key::Content(node.clone()));
         if len <= self.budget() / 2 {
-            c.1 += 1;
-            let tick = c.1;
-            if let Some(old) = c.0.insert(
+            let tick = c.insert_lru(Key::Content(node.clone()));
+            c.content.insert(
                 node.clone(),
                 Cached {
                     fp,
                     content: content.clone(),
                     tick,
                 },
-            ) {
-                c.2 -= old.content.data.len();
-            }
-            c.2 += len;
-            // Evict least recently used entries until within budget.
-            while c.2 > self.budget() {
-                let Some(victim) =
-                    c.0.iter()
-                        .min_by_key(|(_, v)| v.tick)
-                        .map(|(k, _)| k.clone())
-                else {
-                    break;
-                };
-                if let Some(v) = c.0.remove(&victim) {
-                    c.2 -= v.content.data.len();
-                }
-            }
+            );
+            c.bytes += len;
+            c.content_bytes += len;
+            self.trim(&mut c);
         }
+        drop(c);
+        self.release_memory();
         Ok(content)
     }
 
-    /// Bytes held by the cache.
+    /// Bytes held by the cache of computed contents.
     pub fn cached_bytes(&self) -> usize {
-        self.cache.lock().2
+        self.caches.lock().content_bytes
+    }
+
+    /// Bytes counted against the budget: computed contents, parsed transcripts and states.
+    pub fn budget_bytes(&self) -> usize {
+        self.caches.lock().bytes
+    }
+
+    /// Sessions whose parsed transcript is kept.
+    pub fn kept_transcripts(&self) -> usize {
+        self.caches.lock().transcripts.len()
     }
 
     fn compute(&self, node: &Node) -> Result<Vec<u8>, FsError> {
@@ -263,10 +501,10 @@ impl Synth {
                 Ok(a.to_text().into_bytes())
             }
             Node::Synth(sid, kind) => {
+                let st = self.state(sid);
                 let t = self.transcript(sid)?;
                 let tf = t.lock();
                 let tr = tf.transcript();
-                let st = crate::format::state::load_state(&self.paths.state_path(sid), sid);
                 let msgs = session::msgs(tr);
                 let v = view::project(&msgs, &st.state, cfg);
                 Ok(match kind {
@@ -308,9 +546,9 @@ impl Synth {
                 })
             }
             Node::Raw(sid, start, end) => {
+                let st = self.state(sid);
                 let t = self.transcript(sid)?;
                 let tf = t.lock();
-                let st = crate::format::state::load_state(&self.paths.state_path(sid), sid);
                 let msgs = session::msgs(tf.transcript());
                 let refs = crate::noa::refs::assign(&st.state, &msgs);
                 view::raw_range(&msgs, &refs, start, end)
@@ -332,9 +570,9 @@ impl Synth {
 
     /// Whether `start`-`end` names a range of known refs of session `sid`.
     pub fn raw_range_exists(&self, sid: &str, start: &str, end: &str) -> Result<bool, FsError> {
+        let st = self.state(sid);
         let t = self.transcript(sid)?;
         let tf = t.lock();
-        let st = crate::format::state::load_state(&self.paths.state_path(sid), sid);
         let msgs = session::msgs(tf.transcript());
         let refs = crate::noa::refs::assign(&st.state, &msgs);
         Ok(matches!((refs.msg_of(start), refs.msg_of(end)), (Some(a), Some(b)) if a <= b))
@@ -342,7 +580,7 @@ impl Synth {
 
     /// Names listed in `raw/`: one per block range.
     pub fn raw_names(&self, sid: &str) -> Vec<String> {
-        let st = crate::format::state::load_state(&self.paths.state_path(sid), sid);
+        let st = self.state(sid);
         let mut names: Vec<String> = st
             .state
             .blocks
@@ -355,11 +593,170 @@ impl Synth {
     }
 }
 
+/// What a parse of `len` bytes counts against the budget.
+fn parsed_bytes(len: u64) -> usize {
+    usize::try_from(len)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(PARSED_PER_BYTE)
+}
+
 /// Time of a `stat` pair.
 pub fn systime(sec: i64, nsec: i64) -> SystemTime {
     if sec >= 0 {
         UNIX_EPOCH + Duration::new(sec as u64, nsec.clamp(0, 999_999_999) as u32)
     } else {
         UNIX_EPOCH
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gen::{generate, GenOptions};
+
+    /// A generated root of `sessions` sessions, and its session ids.
+    fn root(sessions: usize, messages: usize) -> (tempfile::TempDir, RootPaths, Vec<String>) {
+        let d = tempfile::tempdir().expect("tempdir");
+        let mut opts = GenOptions {
+            sessions,
+            messages,
+            max_result_bytes: 20_000,
+            ..GenOptions::default()
+        };
+        // A small window: the sessions compress, so they have a state.json.
+        opts.config.window = 20_000;
+        let r = generate(d.path(), &opts, &mut |_, _| {}).expect("gen");
+        let paths = RootPaths::from_root(d.path());
+        (d, paths, r.clean_sessions)
+    }
+
+    fn synth(paths: &RootPaths, cache_mb: u64) -> Synth {
+        let cfg = Config {
+            cache_mb,
+            ..Config::default()
+        };
+        Synth::new(paths.clone(), cfg)
+    }
+
+    fn view(sid: &str) -> Node {
+        Node::Synth(sid.to_string(), SynthKind::View)
+    }
+
+    #[test]
+    fn parsed_transcripts_are_kept_within_the_budget() {
+        let (_d, paths, sids) = root(6, 60);
+        let size = |sid: &str| {
+            std::fs::metadata(paths.transcript_path(sid))
+                .expect("meta")
+                .len() as usize
+        };
+        let largest = sids.iter().map(|s| size(s)).max().expect("sessions");
+        // A budget that holds about two parsed transcripts.
+        let mb = (2 * largest * PARSED_PER_BYTE).div_ceil(1 << 20) as u64;
+        let s = synth(&paths, mb);
+        let budget = s.budget();
+        for sid in &sids {
+            let v = s.content(&view(sid)).expect("view");
+            assert!(!v.data.is_empty());
+            assert!(
+                s.budget_bytes() <= budget,
+                "{} counted bytes exceed the budget {budget}",
+                s.budget_bytes()
+            );
+        }
+        assert!(s.kept_transcripts() >= 1, "the latest transcript is kept");
+        assert!(
+            s.kept_transcripts() < sids.len(),
+            "older transcripts were evicted"
+        );
+        let last = sids.last().expect("a session");
+        assert!(
+            s.caches.lock().transcripts.contains_key(last),
+            "the most recently used transcript stays"
+        );
+    }
+
+    #[test]
+    fn a_scan_keeps_what_it_serves_before_parse_state() {
+        let (_d, paths, sids) = root(8, 60);
+        // The views fit the budget; the parsed transcripts do not, all together.
+        let views: usize = sids
+            .iter()
+            .map(|sid| {
+                synth(&paths, 256)
+                    .content(&view(sid))
+                    .expect("view")
+                    .data
+                    .len()
+            })
+            .sum();
+        let parsed: usize = sids
+            .iter()
+            .map(|sid| {
+                parsed_bytes(
+                    std::fs::metadata(paths.transcript_path(sid))
+                        .expect("meta")
+                        .len(),
+                )
+            })
+            .sum();
+        let mb = (2 * views).div_ceil(1 << 20) as u64;
+        assert!(
+            (mb as usize) << 20 < parsed,
+            "the parsed transcripts ({parsed} bytes) exceed {mb} MiB"
+        );
+        let s = synth(&paths, mb);
+        let first: Vec<Content> = sids
+            .iter()
+            .map(|sid| s.content(&view(sid)).expect("view"))
+            .collect();
+        for (sid, c) in sids.iter().zip(&first) {
+            let again = s.content(&view(sid)).expect("view");
+            assert!(
+                Arc::ptr_eq(&again.data, &c.data),
+                "{sid}: the second pass is served from the cache"
+            );
+        }
+        assert!(s.budget_bytes() <= (mb as usize) << 20);
+    }
+
+    #[test]
+    fn a_transcript_larger_than_the_budget_is_served_and_dropped() {
+        let (_d, paths, sids) = root(1, 1000);
+        let sid = &sids[0];
+        let len = std::fs::metadata(paths.transcript_path(sid))
+            .expect("meta")
+            .len() as usize;
+        assert!(len * PARSED_PER_BYTE > 1 << 20, "the transcript is large");
+        let small = synth(&paths, 1);
+        let big = synth(&paths, 1024);
+        let a = small.content(&view(sid)).expect("view");
+        let b = big.content(&view(sid)).expect("view");
+        assert!(a.data == b.data, "the same view either way");
+        assert_eq!(small.kept_transcripts(), 0);
+        assert!(small.budget_bytes() <= 1 << 20);
+        assert_eq!(big.kept_transcripts(), 1);
+    }
+
+    #[test]
+    fn a_replaced_state_is_parsed_again() {
+        let (_d, paths, sids) = root(3, 300);
+        let s = synth(&paths, 256);
+        let sid = sids
+            .iter()
+            .find(|sid| paths.state_path(sid).is_file())
+            .expect("a session with state.json");
+        let before = s.content(&view(sid)).expect("view");
+        assert!(s.content(&view(sid)).expect("view").data == before.data);
+        // Replaced by rename, the way the store writes it: no block is active any more.
+        let text = std::fs::read_to_string(paths.state_path(sid)).expect("read");
+        let text = text.replace("\"active\": true", "\"active\": false");
+        let tmp = paths.archive_root(sid).join(".state.json.tmp-test");
+        std::fs::write(&tmp, text).expect("write");
+        std::fs::rename(&tmp, paths.state_path(sid)).expect("rename");
+        let after = s.content(&view(sid)).expect("view");
+        assert!(after.data != before.data, "the new state is used");
+        let fresh = synth(&paths, 256).content(&view(sid)).expect("view");
+        assert!(after.data == fresh.data, "the same as a fresh computation");
     }
 }

@@ -9,8 +9,15 @@
 //! up. The caller turns nodes into inode numbers and notifies the kernel; it never needs to hold
 //! a lock of this module while doing so.
 //!
-//! When inotify is unavailable or its watch limit is reached, freshness falls back to the
-//! attribute TTL (`--ttl-ms`), which is always in force.
+//! [`Watcher::covers`] tells whether every change that can make a node's cached attributes,
+//! entries, listing or pages stale is reported: only then may the kernel keep them for long.
+//! A directory that appears is watched first and read second, and what is already in it is
+//! reported as if it had just been created, so that nothing written before the watch existed is
+//! missed. Not covered (and so kept only for `--ttl-ms`): everything while inotify is unavailable
+//! or after a watch could not be added (the watch limit), directories below `memory/`,
+//! `subagents/` and `tier<N>/`, and a session until the kernel has looked it up. Changes that
+//! inotify does not see (writes through another hard link, through a shared mapping) show
+//! after the kernel drops its caches.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CString, OsStr, OsString};
@@ -57,17 +64,6 @@ impl Dir {
             Dir::Tier(sid, t) => paths.archive_root(sid).join(t),
         }
     }
-
-    /// The session whose watches this directory belongs to.
-    fn session(&self) -> Option<&str> {
-        match self {
-            Dir::SessionTranscripts(s)
-            | Dir::Subagents(s)
-            | Dir::ArchiveRoot(s)
-            | Dir::Tier(s, _) => Some(s),
-            Dir::Transcripts | Dir::Memory | Dir::Archives => None,
-        }
-    }
 }
 
 /// A kernel cache to drop.
@@ -89,8 +85,9 @@ pub struct Plan {
 
 const NAME_CHANGED: u32 =
     libc::IN_CREATE | libc::IN_DELETE | libc::IN_MOVED_FROM | libc::IN_MOVED_TO;
-/// The file was rewritten or replaced as a whole: drop its pages, not just its attributes.
-const REPLACED: u32 = libc::IN_CLOSE_WRITE | libc::IN_MOVED_TO | libc::IN_CREATE;
+/// The file's bytes changed or it was replaced: drop its pages, not just its attributes (a
+/// file served from the page cache may change in place without changing size).
+const REPLACED: u32 = libc::IN_MODIFY | libc::IN_CLOSE_WRITE | libc::IN_MOVED_TO | libc::IN_CREATE;
 const APPEARED: u32 = libc::IN_CREATE | libc::IN_MOVED_TO;
 
 /// The events the watcher asks for.
@@ -106,6 +103,9 @@ pub const MASK: u32 = libc::IN_CREATE
 /// The kernel caches that the event `mask` on `name` in the watched `dir` makes stale.
 /// `watched` tells whether a session's directories are watched (so a directory of it that
 /// appears is watched too).
+///
+/// A directory whose names changed is invalidated with its pages: they hold its cached
+/// listing. An empty `name` is an event of the watched directory itself.
 pub fn plan(dir: &Dir, name: &OsStr, mask: u32, watched: &dyn Fn(&str) -> bool) -> Plan {
     let mut p = Plan::default();
     let changed = mask & NAME_CHANGED != 0;
@@ -116,6 +116,12 @@ pub fn plan(dir: &Dir, name: &OsStr, mask: u32, watched: &dyn Fn(&str) -> bool) 
         parent,
         name: name.to_os_string(),
     };
+    if name.is_empty() {
+        if let Some(node) = dir_node(dir) {
+            p.invals.push(inode(node, false));
+        }
+        return p;
+    }
     let Some(s) = name.to_str() else {
         // No node of the mount has a name that is not UTF-8 except real files under memory/
         // and archive directories; those are handled below by their byte names.
@@ -129,10 +135,11 @@ pub fn plan(dir: &Dir, name: &OsStr, mask: u32, watched: &dyn Fn(&str) -> bool) 
             if let Some(sid) = s.strip_suffix(".jsonl").filter(|sid| is_session(sid)) {
                 p.invals
                     .push(inode(Node::Real(Base::Transcripts, PathBuf::from(s)), data));
-                p.invals.push(inode(Node::Session(sid.to_string()), false));
+                p.invals
+                    .push(inode(Node::Session(sid.to_string()), changed));
                 if changed {
                     p.invals.push(entry(Node::Sessions, OsStr::new(sid)));
-                    p.invals.push(inode(Node::Sessions, false));
+                    p.invals.push(inode(Node::Sessions, true));
                     p.invals.push(entry(
                         Node::Session(sid.to_string()),
                         OsStr::new("transcript.jsonl"),
@@ -149,6 +156,7 @@ pub fn plan(dir: &Dir, name: &OsStr, mask: u32, watched: &dyn Fn(&str) -> bool) 
                     .push(inode(Node::Real(Base::Transcripts, rel), false));
                 if changed {
                     p.invals.push(entry(Node::Session(sid.clone()), name));
+                    p.invals.push(inode(Node::Session(sid.clone()), true));
                 }
                 if new_dir {
                     p.watch.push(Dir::Subagents(sid.clone()));
@@ -164,16 +172,16 @@ pub fn plan(dir: &Dir, name: &OsStr, mask: u32, watched: &dyn Fn(&str) -> bool) 
             if changed {
                 let parent = Node::Real(Base::Transcripts, dir_rel);
                 p.invals.push(entry(parent.clone(), name));
-                p.invals.push(inode(parent, false));
+                p.invals.push(inode(parent, true));
             }
         }
         Dir::Memory => memory_event(&mut p, name, changed, data),
         Dir::Archives => {
             if is_session(s) && mask & libc::IN_ISDIR != 0 {
-                p.invals.push(inode(Node::Session(s.to_string()), false));
+                p.invals.push(inode(Node::Session(s.to_string()), changed));
                 if changed {
                     p.invals.push(entry(Node::Sessions, name));
-                    p.invals.push(inode(Node::Sessions, false));
+                    p.invals.push(inode(Node::Sessions, true));
                 }
                 if new_dir && watched(s) {
                     p.watch.push(Dir::ArchiveRoot(s.to_string()));
@@ -187,13 +195,23 @@ pub fn plan(dir: &Dir, name: &OsStr, mask: u32, watched: &dyn Fn(&str) -> bool) 
                 let rel = PathBuf::from(sid).join(s);
                 p.invals
                     .push(inode(Node::Real(Base::Archives, rel), data && is_file));
-                p.invals.push(inode(Node::Session(sid.clone()), false));
                 if changed {
                     p.invals.push(entry(Node::Session(sid.clone()), name));
                 }
                 if is_tier && new_dir {
                     p.watch.push(Dir::Tier(sid.clone(), s.to_string()));
                 }
+            }
+            if s == "state.json" {
+                // raw/ lists the block ranges of the state; its mtime is the state's.
+                p.invals.push(inode(Node::RawDir(sid.clone()), true));
+            }
+            if changed || is_file || is_tier {
+                // The session directory's mtime is the archive root's (any name changes it).
+                p.invals.push(inode(
+                    Node::Session(sid.clone()),
+                    changed && (is_file || is_tier),
+                ));
             }
         }
         Dir::Tier(sid, t) => {
@@ -203,7 +221,7 @@ pub fn plan(dir: &Dir, name: &OsStr, mask: u32, watched: &dyn Fn(&str) -> bool) 
             if changed {
                 let parent = Node::Real(Base::Archives, dir_rel);
                 p.invals.push(entry(parent.clone(), name));
-                p.invals.push(inode(parent, false));
+                p.invals.push(inode(parent, true));
             }
         }
     }
@@ -212,6 +230,21 @@ pub fn plan(dir: &Dir, name: &OsStr, mask: u32, watched: &dyn Fn(&str) -> bool) 
 
 fn is_session(s: &str) -> bool {
     valid_session_name(OsStr::new(s)).is_ok()
+}
+
+/// The node whose attributes a watched directory's own attributes are.
+fn dir_node(dir: &Dir) -> Option<Node> {
+    match dir {
+        Dir::Transcripts | Dir::Archives => Some(Node::Sessions),
+        Dir::Memory => Some(Node::MemoryDir),
+        Dir::SessionTranscripts(_) => None,
+        Dir::Subagents(sid) => Some(Node::Real(
+            Base::Transcripts,
+            PathBuf::from(sid).join("subagents"),
+        )),
+        Dir::ArchiveRoot(sid) => Some(Node::Session(sid.clone())),
+        Dir::Tier(sid, t) => Some(Node::Real(Base::Archives, PathBuf::from(sid).join(t))),
+    }
 }
 
 /// `memory/<name>`: a real file, except `MEMORY.md`, which the mount computes (TTL 0, direct
@@ -231,7 +264,7 @@ fn memory_event(p: &mut Plan, name: &OsStr, changed: bool, data: bool) {
         });
         p.invals.push(Inval::Inode {
             node: Node::MemoryDir,
-            data: false,
+            data: true,
         });
     }
 }
@@ -241,10 +274,13 @@ fn memory_event(p: &mut Plan, name: &OsStr, changed: bool, data: bool) {
 #[derive(Default)]
 struct State {
     by_wd: HashMap<i32, Dir>,
+    /// The directories in `by_wd`.
+    dirs: HashSet<Dir>,
     /// Sessions whose directories are watched.
     sessions: HashSet<String>,
-    /// The watch limit was reached (logged once; TTLs keep the mount correct).
-    full: bool,
+    /// A watch could not be added (the watch limit, most often): nothing is covered any more
+    /// (logged once; TTLs keep the mount correct).
+    degraded: bool,
 }
 
 /// An inotify watcher of the backing directories.
@@ -303,16 +339,100 @@ impl Watcher {
         let mut st = self.state.lock();
         if wd < 0 {
             let e = io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::ENOSPC) && !st.full {
-                st.full = true;
-                tracing::warn!(
-                    "inotify watch limit reached (fs.inotify.max_user_watches); \
-                     further changes show after the attribute TTL"
-                );
+            // A directory that is not there: its parent's watch reports it when it appears.
+            if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) {
+                return;
+            }
+            if !st.degraded {
+                st.degraded = true;
+                if e.raw_os_error() == Some(libc::ENOSPC) {
+                    tracing::warn!(
+                        "inotify watch limit reached (fs.inotify.max_user_watches); \
+                         further changes show after the attribute TTL"
+                    );
+                } else {
+                    tracing::warn!(
+                        "cannot watch {}: {e}; further changes show after the attribute TTL",
+                        path.display()
+                    );
+                }
             }
             return;
         }
-        st.by_wd.insert(wd, d);
+        if let Some(old) = st.by_wd.insert(wd, d.clone()) {
+            st.dirs.remove(&old);
+        }
+        st.dirs.insert(d);
+    }
+
+    /// Watch a directory that appeared, then report what is already in it as if each entry
+    /// had just been created (it may have been filled before the watch existed).
+    fn add_new(&self, d: Dir, out: &mut Vec<Inval>) {
+        self.add(d.clone());
+        let Ok(rd) = std::fs::read_dir(d.path(&self.paths)) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+            let mask = libc::IN_CREATE | if is_dir { libc::IN_ISDIR } else { 0 };
+            let p = plan(&d, &e.file_name(), mask, &|s| self.watched(s));
+            out.extend(p.invals);
+            for w in p.watch {
+                self.add_new(w, out);
+            }
+        }
+    }
+
+    /// Whether every change that can make the kernel's cache of `node` stale is reported: its
+    /// attributes and entry; its pages for a file; its listing for a directory (`dir`: the
+    /// node is one). Synthetic files are never covered: their sizes follow inputs this module
+    /// does not map to them, and an open handle's size is its own snapshot's. `ctl` is covered
+    /// with its session (its attributes never change; it is read with direct I/O). Ask before
+    /// reading what the answer will be about.
+    pub fn covers(&self, node: &Node, dir: bool) -> bool {
+        let st = self.state.lock();
+        if st.degraded {
+            return false;
+        }
+        let has = |d: Dir| st.dirs.contains(&d);
+        let base = has(Dir::Transcripts) && has(Dir::Archives);
+        let session = |sid: &str| base && st.sessions.contains(sid);
+        let parts = |rel: &std::path::Path| -> Vec<String> {
+            rel.iter()
+                .map(|c| c.to_str().map(str::to_string))
+                .collect::<Option<Vec<String>>>()
+                .unwrap_or_default()
+        };
+        match node {
+            Node::Root | Node::Ctl(None) => true,
+            Node::Ctl(Some(sid)) => session(sid),
+            Node::Sessions => base,
+            Node::Session(sid) | Node::RawDir(sid) | Node::MemoryLink(sid) => session(sid),
+            Node::MemoryDir => has(Dir::Memory),
+            Node::Real(Base::Memory, rel) => has(Dir::Memory) && rel.iter().count() == 1 && !dir,
+            Node::Real(Base::Transcripts, rel) => match parts(rel).as_slice() {
+                [_] => has(Dir::Transcripts) && !dir,
+                [sid, sub] if sub == "subagents" => {
+                    session(sid)
+                        && has(Dir::SessionTranscripts(sid.clone()))
+                        && (!dir || has(Dir::Subagents(sid.clone())))
+                }
+                [sid, sub, _] if sub == "subagents" => {
+                    session(sid) && has(Dir::Subagents(sid.clone())) && !dir
+                }
+                _ => false,
+            },
+            Node::Real(Base::Archives, rel) => match parts(rel).as_slice() {
+                [sid, name] => {
+                    session(sid)
+                        && has(Dir::ArchiveRoot(sid.clone()))
+                        && (!dir || has(Dir::Tier(sid.clone(), name.clone())))
+                }
+                [sid, t, _] => session(sid) && has(Dir::Tier(sid.clone(), t.clone())) && !dir,
+                _ => false,
+            },
+            _ => false,
+        }
     }
 
     /// The kernel looked `node` up: watch its session's directories the first time.
@@ -406,21 +526,19 @@ impl Watcher {
                 let dir = {
                     let mut st = self.state.lock();
                     if ev.mask & libc::IN_IGNORED != 0 {
-                        // The directory is gone: let its session be watched again when it
-                        // comes back.
+                        // The directory is gone; its parent's watch reports it when it comes
+                        // back, and it is watched again then (its session stays watched).
                         if let Some(d) = st.by_wd.remove(&ev.wd) {
-                            if let Some(s) = d.session() {
-                                st.sessions.remove(s);
-                            }
+                            st.dirs.remove(&d);
                         }
                         continue;
                     }
                     st.by_wd.get(&ev.wd).cloned()
                 };
                 let Some(dir) = dir else { continue };
-                let p = plan(&dir, &ev.name, ev.mask, &|s| self.watched(s));
-                for d in p.watch {
-                    self.add(d);
+                let mut p = plan(&dir, &ev.name, ev.mask, &|s| self.watched(s));
+                for d in std::mem::take(&mut p.watch) {
+                    self.add_new(d, &mut p.invals);
                 }
                 for i in p.invals {
                     if seen.insert(i.clone()) {
@@ -513,7 +631,7 @@ mod tests {
     }
 
     #[test]
-    fn an_append_drops_attributes_only() {
+    fn an_append_drops_the_file_s_attributes_and_pages() {
         let p = plan(
             &Dir::Transcripts,
             OsStr::new("abc.jsonl"),
@@ -525,7 +643,7 @@ mod tests {
             vec![
                 Inval::Inode {
                     node: real(Base::Transcripts, "abc.jsonl"),
-                    data: false
+                    data: true
                 },
                 Inval::Inode {
                     node: Node::Session("abc".into()),
@@ -540,12 +658,35 @@ mod tests {
         for (d, n) in [
             (Dir::Transcripts, ".abc.jsonl.tmp-1"),
             (Dir::Transcripts, "notes.txt"),
-            (Dir::ArchiveRoot("s".into()), ".normafs.lock"),
-            (Dir::ArchiveRoot("s".into()), ".state.json.tmp-x"),
             (Dir::Memory, "MEMORY.md"),
         ] {
             let p = plan(&d, OsStr::new(n), libc::IN_CREATE, &|_| true);
             assert!(p.invals.is_empty() && p.watch.is_empty(), "{d:?} {n}");
+        }
+        // In an archive root they change only the session directory's mtime.
+        for n in [".normafs.lock", ".state.json.tmp-x"] {
+            let p = plan(
+                &Dir::ArchiveRoot("s".into()),
+                OsStr::new(n),
+                libc::IN_CREATE,
+                &|_| true,
+            );
+            assert_eq!(
+                p.invals,
+                vec![Inval::Inode {
+                    node: Node::Session("s".into()),
+                    data: false
+                }],
+                "{n}"
+            );
+            assert!(p.watch.is_empty());
+            let p = plan(
+                &Dir::ArchiveRoot("s".into()),
+                OsStr::new(n),
+                libc::IN_MODIFY,
+                &|_| true,
+            );
+            assert!(p.invals.is_empty(), "{n}: a write changes no mtime we show");
         }
     }
 
@@ -658,6 +799,167 @@ mod tests {
         assert_eq!(ev[0].name, "ab");
         assert_eq!((ev[1].wd, ev[1].mask), (3, 4));
         assert_eq!(parse_events(&b[..20]).len(), 0);
+    }
+
+    /// A root with one session `s` (transcript, state, a tier with an archive), a memory file
+    /// and a memory sub-directory.
+    fn small_root() -> (tempfile::TempDir, RootPaths) {
+        let d = tempfile::tempdir().expect("tempdir");
+        let paths = RootPaths::from_root(d.path());
+        for p in [
+            paths.transcripts.clone(),
+            paths.memory.join("sub"),
+            paths.archive_root("s").join("tier1"),
+        ] {
+            std::fs::create_dir_all(p).expect("mkdir");
+        }
+        for (p, text) in [
+            (paths.transcript_path("s"), ""),
+            (paths.state_path("s"), "{}"),
+            (paths.archive_root("s").join("tier1/b1_m0001-m0002.md"), "x"),
+            (paths.memory.join("a.md"), "a"),
+            (paths.memory.join("sub/b.md"), "b"),
+        ] {
+            std::fs::write(p, text).expect("write");
+        }
+        (d, paths)
+    }
+
+    #[test]
+    fn coverage_follows_the_watches() {
+        let (_d, paths) = small_root();
+        let w = Watcher::new(&paths).expect("inotify");
+        let state = real(Base::Archives, "s/state.json");
+        let archive = real(Base::Archives, "s/tier1/b1_m0001-m0002.md");
+        for (n, dir) in [
+            (Node::Root, true),
+            (Node::Sessions, true),
+            (Node::MemoryDir, true),
+            (real(Base::Memory, "a.md"), false),
+            (real(Base::Transcripts, "s.jsonl"), false),
+        ] {
+            assert!(w.covers(&n, dir), "{n:?} is covered from the start");
+        }
+        for (n, dir) in [
+            (real(Base::Memory, "sub"), true),
+            (real(Base::Memory, "sub/b.md"), false),
+            (Node::Session("s".into()), true),
+            (state.clone(), false),
+            (archive.clone(), false),
+        ] {
+            assert!(!w.covers(&n, dir), "{n:?} is not covered");
+        }
+        w.watch_session("s");
+        for (n, dir) in [
+            (Node::Session("s".into()), true),
+            (Node::RawDir("s".into()), true),
+            (state.clone(), false),
+            (real(Base::Archives, "s/tier1"), true),
+            (archive.clone(), false),
+        ] {
+            assert!(
+                w.covers(&n, dir),
+                "{n:?} is covered once the session is watched"
+            );
+        }
+        for (n, dir) in [
+            (Node::Synth("s".into(), crate::fs::SynthKind::View), false),
+            (Node::Raw("s".into(), "m0001".into(), "m0002".into()), false),
+            (Node::MemoryIndex, false),
+            (Node::RootAudit, false),
+            (Node::Session("other".into()), true),
+            (real(Base::Memory, "sub/b.md"), false),
+            // A directory where a file is expected: its listing is not watched.
+            (state.clone(), true),
+            (real(Base::Archives, "s/tier1/b1_m0001-m0002.md"), true),
+        ] {
+            assert!(!w.covers(&n, dir), "{n:?} is not covered");
+        }
+        w.state.lock().degraded = true;
+        assert!(
+            !w.covers(&Node::Sessions, true) && !w.covers(&state, false),
+            "after a failed watch nothing is covered"
+        );
+    }
+
+    #[test]
+    fn a_directory_that_appears_is_watched_then_read() {
+        let (_d, paths) = small_root();
+        let w = Watcher::new(&paths).expect("inotify");
+        w.watch_session("s");
+        // Filled before anyone watched it.
+        let tier = paths.archive_root("s").join("tier2");
+        std::fs::create_dir(&tier).expect("mkdir");
+        std::fs::write(tier.join("b2_m0001-m0004.md"), "y").expect("write");
+        let mut out = Vec::new();
+        w.add_new(Dir::Tier("s".into(), "tier2".into()), &mut out);
+        assert!(out.contains(&Inval::Entry {
+            parent: real(Base::Archives, "s/tier2"),
+            name: "b2_m0001-m0004.md".into()
+        }));
+        assert!(w.covers(&real(Base::Archives, "s/tier2/b2_m0001-m0004.md"), false));
+        assert!(w.covers(&real(Base::Archives, "s/tier2"), true));
+        // A whole session directory: its subagents/ is found and watched too.
+        let sub = paths.subagents_dir("s");
+        std::fs::create_dir_all(&sub).expect("mkdir");
+        std::fs::write(sub.join("agent-a.jsonl"), "").expect("write");
+        let mut out = Vec::new();
+        w.add_new(Dir::SessionTranscripts("s".into()), &mut out);
+        assert!(out.contains(&Inval::Entry {
+            parent: Node::Session("s".into()),
+            name: "subagents".into()
+        }));
+        assert!(w.covers(&real(Base::Transcripts, "s/subagents/agent-a.jsonl"), false));
+        assert!(w.covers(&real(Base::Transcripts, "s/subagents"), true));
+    }
+
+    #[test]
+    fn events_of_a_watched_directory_itself() {
+        let p = plan(&Dir::Memory, OsStr::new(""), libc::IN_ATTRIB, &|_| true);
+        assert_eq!(
+            p.invals,
+            vec![Inval::Inode {
+                node: Node::MemoryDir,
+                data: false
+            }]
+        );
+        let p = plan(
+            &Dir::Tier("s".into(), "tier1".into()),
+            OsStr::new(""),
+            libc::IN_ATTRIB,
+            &|_| true,
+        );
+        assert_eq!(
+            p.invals,
+            vec![Inval::Inode {
+                node: real(Base::Archives, "s/tier1"),
+                data: false
+            }]
+        );
+    }
+
+    #[test]
+    fn a_replaced_state_drops_the_raw_listing() {
+        let p = plan(
+            &Dir::ArchiveRoot("s".into()),
+            OsStr::new("state.json"),
+            libc::IN_MOVED_TO,
+            &|_| true,
+        );
+        assert!(has(
+            &p,
+            &Inval::Inode {
+                node: Node::RawDir("s".into()),
+                data: true
+            }
+        ));
+        assert!(has(
+            &p,
+            &Inval::Inode {
+                node: Node::Session("s".into()),
+                data: true
+            }
+        ));
     }
 
     #[test]

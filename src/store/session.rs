@@ -105,7 +105,7 @@ pub fn load_transcript(path: &Path, sid: &str) -> (Transcript, Option<String>) {
         }
     }
     match TranscriptFile::open(path, Some(sid)) {
-        Ok(f) => (f.transcript().clone(), None),
+        Ok(f) => (f.into_transcript(), None),
         Err(e) => (Transcript::default(), Some(e.to_string())),
     }
 }

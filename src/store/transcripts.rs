@@ -118,22 +118,26 @@ impl TranscriptFile {
         if !same_file || meta.len() < fed || touched_in_place || !self.last_line_matches(&file)? {
             return self.reload(&file);
         }
+        // The unterminated last line must still be there, as it was.
         let committed = self.parser.committed_len();
-        let buf = read_from(&file, committed)?;
-        let Some(new) = buf.strip_prefix(self.parser.pending()) else {
-            // The unterminated last line was rewritten, or the file shrank meanwhile.
-            return self.reload(&file);
-        };
-        if new.is_empty() {
+        let mut head = vec![0; self.parser.pending().len()];
+        match file.read_exact_at(&mut head, committed) {
+            Ok(()) if head == self.parser.pending() => {}
+            Ok(()) => return self.reload(&file),
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return self.reload(&file),
+            Err(e) => return Err(e),
+        }
+        let before = self.parser.last_line();
+        let mut sha = seen.last_line_sha;
+        let fed = self.parser.fed_len();
+        feed_from(&file, &mut self.parser, fed, &mut sha)?;
+        let bytes = self.parser.fed_len() - fed;
+        if bytes == 0 {
             return Ok(Refresh::Unchanged);
         }
-        let bytes = new.len() as u64;
-        let before = self.parser.last_line();
-        self.parser.feed(new);
-        let sha = match self.parser.last_line() {
-            after if after == before => seen.last_line_sha,
-            after => line_sha(&buf, committed, after),
-        };
+        if self.parser.last_line() == before {
+            sha = seen.last_line_sha;
+        }
         self.seen = Some(Seen::new(&file.metadata()?, sha));
         Ok(Refresh::Appended { bytes })
     }
@@ -150,10 +154,9 @@ impl TranscriptFile {
 
     /// Parse the whole file again.
     fn reload(&mut self, file: &File) -> io::Result<Refresh> {
-        let buf = read_from(file, 0)?;
         let mut parser = Parser::new(self.session.as_deref());
-        parser.feed(&buf);
-        let sha = line_sha(&buf, 0, parser.last_line());
+        let mut sha = None;
+        feed_from(file, &mut parser, 0, &mut sha)?;
         self.parser = parser;
         self.seen = Some(Seen::new(&file.metadata()?, sha));
         Ok(Refresh::Reloaded)
@@ -176,41 +179,57 @@ impl TranscriptFile {
     }
 }
 
-/// The checksum of the line `span` (file offset, length), read from `buf` that starts at file
-/// offset `buf_start`.
-fn line_sha(buf: &[u8], buf_start: u64, span: Option<(u64, u64)>) -> Option<[u8; 32]> {
-    let (offset, len) = span?;
-    let start = usize::try_from(offset.checked_sub(buf_start)?).ok()?;
-    let end = start.checked_add(usize::try_from(len).ok()?)?;
-    buf.get(start..end).map(sha256)
-}
-
 fn sha256(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
 }
 
-/// Read from `offset` to the end of the file.
-fn read_from(file: &File, offset: u64) -> io::Result<Vec<u8>> {
-    let hint = file.metadata()?.len().saturating_sub(offset);
-    let mut buf = Vec::with_capacity(usize::try_from(hint).unwrap_or(0));
-    let mut chunk = vec![0u8; 1 << 16];
+/// Bytes read and parsed at a time: a large transcript is never held whole in memory.
+const CHUNK: usize = 4 << 20;
+
+/// Feed `parser` the file from `offset` (where its input ends) to the end, a chunk at a time.
+/// When the bytes complete a line, `sha` becomes the checksum of the last complete line,
+/// computed from the very bytes parsed.
+fn feed_from(
+    file: &File,
+    parser: &mut Parser,
+    offset: u64,
+    sha: &mut Option<[u8; 32]>,
+) -> io::Result<()> {
+    let mut chunk = vec![0u8; CHUNK];
     let mut at = offset;
+    // The checksum state of the unterminated line so far.
+    let mut tail = Sha256::new();
+    tail.update(parser.pending());
     loop {
         let n = match file.read_at(&mut chunk, at) {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
-        let Some(read) = chunk.get(..n) else {
-            break;
+        let Some(read) = chunk.get(..n).filter(|r| !r.is_empty()) else {
+            return Ok(());
         };
-        if read.is_empty() {
-            break;
+        parser.feed(read);
+        match memchr::memrchr(b'\n', read) {
+            Some(nl) => {
+                let (done, rest) = read.split_at(nl + 1);
+                // The last line: from the newline before it, or from the unterminated tail.
+                let body = done.get(..nl).unwrap_or_default();
+                let prev = memchr::memrchr(b'\n', body);
+                let mut line = match prev {
+                    Some(_) => Sha256::new(),
+                    None => std::mem::take(&mut tail),
+                };
+                let from = prev.map_or(0, |p| p + 1);
+                line.update(done.get(from..).unwrap_or_default());
+                *sha = Some(line.finalize().into());
+                tail = Sha256::new();
+                tail.update(rest);
+            }
+            None => tail.update(read),
         }
-        buf.extend_from_slice(read);
         at = at.saturating_add(n as u64);
     }
-    Ok(buf)
 }
 
 /// The sidechain transcripts of session `sid`: `<dir>/<sid>/subagents/agent-<aid>.jsonl`, as
@@ -254,4 +273,92 @@ pub fn sidechain_paths(transcripts_dir: &Path, sid: &str) -> io::Result<Vec<(Str
     }
     found.sort();
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// One record line of exactly `len` bytes, newline included.
+    fn line(i: usize, len: usize) -> Vec<u8> {
+        let head = format!(
+            "{{\"uuid\":\"u{i:07}\",\"type\":\"message\",\"message\":{{\"role\":\"user\",\"content\":[{{\"type\":\"text\",\"text\":\""
+        );
+        let tail = "\"}]}}\n";
+        let fill = len - head.len() - tail.len();
+        let mut v = head.into_bytes();
+        v.extend(std::iter::repeat_n(b'a' + (i % 26) as u8, fill));
+        v.extend_from_slice(tail.as_bytes());
+        v
+    }
+
+    fn same_as_a_fresh_parse(tf: &TranscriptFile, path: &Path) {
+        let bytes = fs::read(path).expect("read");
+        let fresh = crate::format::loader::Transcript::parse(&bytes, Some("s"));
+        assert_eq!(tf.transcript().records, fresh.records);
+        assert_eq!(tf.transcript().problems(), fresh.problems());
+        assert_eq!(tf.len(), bytes.len() as u64);
+    }
+
+    #[test]
+    fn lines_across_read_chunks() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let path = d.path().join("s.jsonl");
+        // Lines of 1000 bytes, then one that spans the end of the first chunk and is the last
+        // complete line, then an unterminated one.
+        let mut bytes = Vec::new();
+        let mut i = 0;
+        while bytes.len() + 1000 < CHUNK - 300 {
+            bytes.extend(line(i, 1000));
+            i += 1;
+        }
+        let spanning_at = bytes.len();
+        bytes.extend(line(i, 1000));
+        assert!(spanning_at < CHUNK && bytes.len() > CHUNK);
+        let partial = line(i + 1, 1000);
+        bytes.extend_from_slice(&partial[..400]);
+        fs::write(&path, &bytes).expect("write");
+
+        let append = |b: &[u8]| {
+            let mut f = fs::OpenOptions::new()
+                .append(true)
+                .open(&path)
+                .expect("open");
+            f.write_all(b).expect("append");
+        };
+
+        let mut tf = TranscriptFile::open(&path, Some("s")).expect("open");
+        same_as_a_fresh_parse(&tf, &path);
+        assert_eq!(tf.refresh().expect("refresh"), Refresh::Unchanged);
+
+        // Appends complete the unterminated line and add more, past the next chunk boundary.
+        let mut more = partial[400..].to_vec();
+        for j in i + 2..i + 2 + CHUNK / 1000 + 10 {
+            more.extend(line(j, 1000));
+        }
+        let mut grown = tf.clone();
+        append(&more);
+        assert!(matches!(
+            grown.refresh().expect("refresh"),
+            Refresh::Appended { .. }
+        ));
+        same_as_a_fresh_parse(&grown, &path);
+        assert_eq!(grown.refresh().expect("refresh"), Refresh::Unchanged);
+
+        // Back to the first state; then the spanning line is rewritten in place, in its part
+        // before the chunk boundary, and the file grows: not an append.
+        fs::write(&path, &bytes).expect("write");
+        let mut tf = TranscriptFile::open(&path, Some("s")).expect("open");
+        let f = fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .expect("open");
+        f.write_all_at(b"zzzz", (spanning_at + 200) as u64)
+            .expect("write");
+        drop(f);
+        append(&more);
+        assert_eq!(tf.refresh().expect("refresh"), Refresh::Reloaded);
+        same_as_a_fresh_parse(&tf, &path);
+    }
 }

@@ -1,0 +1,350 @@
+#!/usr/bin/env bash
+#! The normafs benchmark harness: one table of ratios, each measured against its baseline in
+#! the same run (never absolute times). Needs root (drop_caches) and /dev/fuse.
+#
+# Usage: scripts/bench.sh [--quick] [--keep] [--dir DIR] [--runs N]
+#   --quick   small data and few runs: a smoke run of every step (about a minute)
+#   --keep    keep the generated data and logs (printed at the end)
+#   --dir D   work directory (default: a new directory under /tmp); must be on the disk measured
+#   --runs N  runs of each warm measurement (default 10; quick 3)
+#
+# Data (made with `normafs gen`):
+#   A: a 1,000-session root (40 messages each), for P2, P3, P8;
+#   B: one session of 100,000 messages (about 150 MB of transcript), plus memory/big.md, a
+#      1 GiB real file, for P1 and P4-P7.
+#
+# What "warm" means: the data is in the page cache, and each run starts after a pause longer
+# than the default attribute TTL (1 s), as when a person runs one command after another. A run
+# right after the previous one would measure only the kernel's attribute cache.
+#
+# Rows:
+#   P1  sequential read (dd bs=1M, cat) of the 1 GiB file through the mount vs native, cold
+#       (drop_caches before each run) and warm; P1u: the same on the userspace path
+#       (--no-passthrough), for comparison.
+#   P2  stat of every real file (the same files: mount paths vs backing paths), and ls -lR of
+#       the whole mount vs the whole root (the mount shows more: computed files, raw/, ctl).
+#   P3  grep -r of a string that occurs nowhere, over the real files of the mount (computed
+#       files excluded by name) vs over the root; cold and warm. P3s: grep -r of the whole
+#       mount, computed files included, vs the root (warm).
+#   P4  first read of view.jsonl of the big session (a fresh mount each run) vs
+#       jq -c 'select(.type=="message") | .message' of its transcript.
+#   P5  re-read of the unchanged view.jsonl vs a real file of the same size, both through one
+#       --no-passthrough mount.
+#   P6  read of view.jsonl after appending 10 records to the transcript vs its first read.
+#   P7  peak RSS of the mount process during P4, and its idle RSS after a read that exceeds a
+#       small --cache-mb budget, in MB and as a ratio to the transcript's size.
+#   P8  normafs audit of root A vs cat of all its files.
+set -euo pipefail
+
+QUICK=0
+KEEP=0
+WORK=""
+RUNS=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --quick) QUICK=1 ;;
+        --keep) KEEP=1 ;;
+        --dir) shift; WORK="$1" ;;
+        --runs) shift; RUNS="$1" ;;
+        -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+        *) echo "bench.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+if [ "$(id -u)" != 0 ]; then
+    echo "bench.sh: needs root (drop_caches for the cold runs)" >&2
+    exit 2
+fi
+[ -c /dev/fuse ] || { echo "bench.sh: /dev/fuse is missing" >&2; exit 2; }
+
+if [ "$QUICK" = 1 ]; then
+    SESSIONS=100; SESSION_MSGS=20; BIG_MSGS=5000; BIG_FILE_MB=64
+    COLD_RUNS=2; WARM_RUNS=${RUNS:-3}; FIRST_RUNS=2; APPEND_RUNS=2; PAUSE=1.1
+else
+    SESSIONS=1000; SESSION_MSGS=40; BIG_MSGS=100000; BIG_FILE_MB=1024
+    COLD_RUNS=5; WARM_RUNS=${RUNS:-10}; FIRST_RUNS=3; APPEND_RUNS=5; PAUSE=1.1
+fi
+# The budget of the mount that serves P4-P6: the big session's parse state must fit, or every
+# read after an append parses everything again. P7's idle row uses a budget it cannot fit in.
+BIG_CACHE_MB=2048
+SMALL_CACHE_MB=$([ "$QUICK" = 1 ] && echo 4 || echo 32)
+
+need() {
+    command -v "$1" >/dev/null 2>&1 && return
+    echo "bench.sh: installing $1" >&2
+    apt-get update -qq >/dev/null && apt-get install -y -qq "$1" >/dev/null
+}
+need hyperfine
+need jq
+
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+echo "bench.sh: building (release)" >&2
+(cd "$HERE" && cargo build --release --quiet)
+BIN="$HERE/target/release/normafs"
+
+if [ -z "$WORK" ]; then
+    WORK=$(mktemp -d /tmp/normafs-bench.XXXXXX)
+else
+    mkdir -p "$WORK"
+    WORK=$(cd "$WORK" && pwd)
+fi
+A="$WORK/a"
+B="$WORK/b"
+OUT="$WORK/out"
+mkdir -p "$OUT"
+
+# ---- mounts -----------------------------------------------------------------------------------
+
+declare -A MOUNT_PID=()
+
+is_mounted() { grep -q " $1 fuse" /proc/mounts; }
+
+# mount_fs MNT ROOT [flags…]: `normafs mount` in the background, waiting until it serves.
+mount_fs() {
+    local mnt="$1" root="$2"
+    shift 2
+    mkdir -p "$mnt"
+    "$BIN" mount "$root" "$mnt" "$@" >"$OUT/mount-$(basename "$mnt").log" 2>&1 &
+    MOUNT_PID[$mnt]=$!
+    local i
+    for i in $(seq 1 300); do
+        if is_mounted "$mnt"; then return 0; fi
+        if ! kill -0 "${MOUNT_PID[$mnt]}" 2>/dev/null; then
+            echo "bench.sh: mount of $root at $mnt failed:" >&2
+            cat "$OUT/mount-$(basename "$mnt").log" >&2
+            exit 1
+        fi
+        sleep 0.1
+    done
+    echo "bench.sh: $mnt did not appear" >&2
+    exit 1
+}
+
+# unmount_fs MNT: SIGTERM to its process (which unmounts), wait for it; detach if still there.
+unmount_fs() {
+    local mnt="$1" pid="${MOUNT_PID[$1]:-}"
+    if [ -n "$pid" ]; then
+        kill -TERM "$pid" 2>/dev/null || true
+        local i
+        for i in $(seq 1 100); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        if kill -0 "$pid" 2>/dev/null; then
+            kill -KILL "$pid" 2>/dev/null || true
+        fi
+        wait "$pid" 2>/dev/null || true
+        unset "MOUNT_PID[$mnt]"
+    fi
+    if is_mounted "$mnt"; then
+        umount -l "$mnt" 2>/dev/null || true
+    fi
+}
+
+cleanup() {
+    local m
+    for m in "${!MOUNT_PID[@]}"; do
+        unmount_fs "$m"
+    done
+    if [ "$KEEP" = 1 ]; then
+        echo "bench.sh: data and logs kept in $WORK" >&2
+    else
+        rm -rf "$WORK"
+    fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+rss_kb() { awk -v k="$2" '$1 == k":" {print $2}' "/proc/$1/status"; }
+
+drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+
+# ---- measuring --------------------------------------------------------------------------------
+
+ROWS=()
+row() { ROWS+=("$(printf '%-4s %-66s %s' "$1" "$2" "$3")"); echo "  $1 $2: $3" >&2; }
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f×", a / b; else print "n/a" }'; }
+
+COLD="sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'"
+
+# one CMD [hyperfine options…]: the time of one run of CMD (no shell; output discarded).
+one() {
+    local cmd="$1"
+    shift
+    hyperfine -N -i --style none --runs 1 "$@" --export-json "$OUT/one.json" "$cmd" >/dev/null 2>&1
+    jq '.results[0].times[0]' "$OUT/one.json"
+}
+
+median() {
+    sort -g "$1" | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+}
+
+# hf NAME MODE RUNS CMD_MOUNT CMD_BASELINE: the ratio of the median times of the two commands,
+# run in alternation (so that a change in the machine's load hits both). MODE: cold
+# (drop_caches before each run), warm (a pause longer than the TTL before each run; one
+# untimed run of each first), plain (one untimed run of each first). Times in $OUT/NAME.*.
+hf() {
+    local name="$1" mode="$2" runs="$3" cmd="$4" base="$5"
+    local prep=() r
+    case "$mode" in
+        cold) prep=(--prepare "$COLD") ;;
+        warm) prep=(--prepare "sleep $PAUSE") ;;
+    esac
+    if [ "$mode" != cold ]; then
+        one "$cmd" >/dev/null
+        one "$base" >/dev/null
+    fi
+    : >"$OUT/$name.mount"
+    : >"$OUT/$name.base"
+    for r in $(seq 1 "$runs"); do
+        if [ $((r % 2)) = 1 ]; then
+            one "$cmd" "${prep[@]}" >>"$OUT/$name.mount"
+            one "$base" "${prep[@]}" >>"$OUT/$name.base"
+        else
+            one "$base" "${prep[@]}" >>"$OUT/$name.base"
+            one "$cmd" "${prep[@]}" >>"$OUT/$name.mount"
+        fi
+    done
+    ratio "$(median "$OUT/$name.mount")" "$(median "$OUT/$name.base")"
+}
+
+# ---- data -------------------------------------------------------------------------------------
+
+echo "bench.sh: generating data in $WORK" >&2
+"$BIN" gen "$A" --sessions "$SESSIONS" --messages "$SESSION_MSGS" >"$OUT/gen-a.log" 2>&1
+"$BIN" gen "$B" --sessions 1 --messages "$BIG_MSGS" >"$OUT/gen-b.log" 2>&1
+# `yes` ends by SIGPIPE when head has enough.
+(yes "The quick brown fox jumps over the lazy dog; normafs benchmark filler 0123456789." || true) |
+    head -c $((BIG_FILE_MB << 20)) >"$B/memory/big.md"
+SID=$(basename "$(ls "$B"/transcripts/*.jsonl | head -n 1)" .jsonl)
+TRANSCRIPT="$B/transcripts/$SID.jsonl"
+T_BYTES=$(stat -c %s "$TRANSCRIPT")
+NEEDLE="zq9-normafs-needle-absent-xq7"
+MNT="$WORK/mnt"
+
+# ---- P1 ---------------------------------------------------------------------------------------
+
+echo "bench.sh: P1 sequential reads" >&2
+p1() {
+    local tag="$1" mnt="$2"
+    local f="$mnt/memory/big.md" n="$B/memory/big.md"
+    row "$tag" "cold dd bs=1M, $BIG_FILE_MB MiB file" \
+        "$(hf "$tag-cold-dd" cold "$COLD_RUNS" "dd if=$f of=/dev/null bs=1M" "dd if=$n of=/dev/null bs=1M")"
+    row "$tag" "cold cat, $BIG_FILE_MB MiB file" \
+        "$(hf "$tag-cold-cat" cold "$COLD_RUNS" "cat $f" "cat $n")"
+    row "$tag" "warm dd bs=1M" \
+        "$(hf "$tag-warm-dd" warm "$WARM_RUNS" "dd if=$f of=/dev/null bs=1M" "dd if=$n of=/dev/null bs=1M")"
+    row "$tag" "warm cat" \
+        "$(hf "$tag-warm-cat" warm "$WARM_RUNS" "cat $f" "cat $n")"
+}
+
+mount_fs "$MNT" "$B"
+grep -q "passthrough: on" "$OUT/mount-mnt.log" || echo "bench.sh: note: passthrough is off on this kernel" >&2
+p1 P1 "$MNT"
+unmount_fs "$MNT"
+mount_fs "$MNT" "$B" --no-passthrough
+p1 P1u "$MNT"
+unmount_fs "$MNT"
+
+# ---- P2, P3 -----------------------------------------------------------------------------------
+
+echo "bench.sh: P2, P3 on the $SESSIONS-session root" >&2
+# The real files of root A and where the mount shows them.
+(cd "$A" && find transcripts noa memory -type f ! -name MEMORY.md ! -name '.*' | sort) >"$OUT/files.txt"
+sed "s|^|$A/|" "$OUT/files.txt" >"$OUT/native.txt"
+sed -E \
+    -e 's|^transcripts/([^/]+)\.jsonl$|sessions/\1/transcript.jsonl|' \
+    -e 's|^transcripts/([^/]+)/subagents/|sessions/\1/subagents/|' \
+    -e 's|^noa/([^/]+)/|sessions/\1/|' \
+    -e "s|^|$MNT/|" "$OUT/files.txt" >"$OUT/mounted.txt"
+mount_fs "$MNT" "$A"
+xargs -d '\n' -a "$OUT/mounted.txt" stat -c %s >/dev/null # every path resolves
+row P2 "stat of every real file ($(wc -l <"$OUT/files.txt") files), warm" \
+    "$(hf P2-stat warm "$WARM_RUNS" "xargs -d '\\n' -a $OUT/mounted.txt stat -c %s" "xargs -d '\\n' -a $OUT/native.txt stat -c %s")"
+N_MNT=$(ls -lR "$MNT" | wc -l)
+N_NAT=$(ls -lR "$A" | wc -l)
+row P2 "ls -lR of the mount ($N_MNT lines) vs the root ($N_NAT), warm" \
+    "$(hf P2-ls warm "$WARM_RUNS" "ls -lR $MNT" "ls -lR $A")"
+EXCL="--exclude-dir=raw --exclude=view.jsonl --exclude=view.md --exclude=audit.txt --exclude=status.json --exclude=ctl --exclude=MEMORY.md"
+row P3 "cold grep -r, real files" \
+    "$(hf P3-cold cold "$COLD_RUNS" "grep -r $EXCL $NEEDLE $MNT" "grep -r --exclude=MEMORY.md $NEEDLE $A")"
+row P3 "warm grep -r, real files" \
+    "$(hf P3-warm warm "$WARM_RUNS" "grep -r $EXCL $NEEDLE $MNT" "grep -r --exclude=MEMORY.md $NEEDLE $A")"
+row P3s "warm grep -r, whole mount (computed files too) vs root" \
+    "$(hf P3s-warm warm "$WARM_RUNS" "grep -r $NEEDLE $MNT" "grep -r $NEEDLE $A")"
+unmount_fs "$MNT"
+
+# ---- P4-P7 ------------------------------------------------------------------------------------
+
+echo "bench.sh: P4-P7 on a session of $BIG_MSGS messages ($((T_BYTES >> 20)) MB)" >&2
+VIEW="$MNT/sessions/$SID/view.jsonl"
+JQ_FILTER='select(.type=="message") | .message'
+peak_kb=0
+: >"$OUT/P4.mount"
+: >"$OUT/P4.base"
+for i in $(seq 1 "$FIRST_RUNS"); do
+    drop_caches
+    cat "$TRANSCRIPT" "$B/noa/$SID/state.json" >/dev/null 2>&1 || true
+    mount_fs "$MNT" "$B" --no-passthrough --cache-mb "$BIG_CACHE_MB"
+    one "cat $VIEW" >>"$OUT/P4.mount"
+    kb=$(rss_kb "${MOUNT_PID[$MNT]}" VmHWM)
+    [ "$kb" -gt "$peak_kb" ] && peak_kb=$kb
+    one "jq -c '$JQ_FILTER' $TRANSCRIPT" >>"$OUT/P4.base"
+    if [ "$i" -lt "$FIRST_RUNS" ]; then unmount_fs "$MNT"; fi
+done
+row P4 "first read of view.jsonl vs jq on the transcript" \
+    "$(ratio "$(median "$OUT/P4.mount")" "$(median "$OUT/P4.base")")"
+
+# P5: a real file of the view's size, read through the same (userspace) mount.
+VIEW_BYTES=$(stat -c %s "$VIEW")
+head -c "$VIEW_BYTES" "$B/memory/big.md" >"$B/memory/same-size.md"
+sleep 0.2
+row P5 "re-read of unchanged view.jsonl ($((VIEW_BYTES >> 10)) KiB) vs same-size real file" \
+    "$(hf P5 warm "$WARM_RUNS" "cat $VIEW" "cat $MNT/memory/same-size.md")"
+
+# P6: append 10 records (chained to the last one), then read the view.
+: >"$OUT/P6.mount"
+last_uuid=$(tail -n 1 "$TRANSCRIPT" | jq -r .uuid)
+n=0
+for i in $(seq 1 "$APPEND_RUNS"); do
+    for j in $(seq 1 10); do
+        n=$((n + 1))
+        uuid=$(printf 'be7c%028x' "$n")
+        if [ $((n % 2)) = 1 ]; then role=user; else role=assistant; fi
+        printf '{"uuid":"%s","parent_uuid":"%s","session_id":"%s","timestamp":"2027-01-01T00:00:%02d.000000001Z","type":"message","message":{"role":"%s","content":[{"type":"text","text":"Appended record %d for the benchmark."}]}}\n' \
+            "$uuid" "$last_uuid" "$SID" "$((n % 60))" "$role" "$n"
+        last_uuid=$uuid
+    done >>"$TRANSCRIPT"
+    one "cat $VIEW" >>"$OUT/P6.mount"
+done
+grep -q "Appended record $n for" "$VIEW" || { echo "bench.sh: the view misses the appended records" >&2; exit 1; }
+row P6 "read of view.jsonl after appending 10 records vs first read" \
+    "$(ratio "$(median "$OUT/P6.mount")" "$(median "$OUT/P4.mount")")"
+unmount_fs "$MNT"
+
+# P7: peak during P4; idle after one read that does not fit a small budget.
+mb() { awk -v k="$1" 'BEGIN { printf "%.0f MB", k / 1024 }'; }
+row P7 "peak RSS during P4 ($((T_BYTES >> 20)) MB transcript)" \
+    "$(mb "$peak_kb") = $(ratio "$((peak_kb * 1024))" "$T_BYTES") transcript"
+mount_fs "$MNT" "$B" --no-passthrough --cache-mb "$SMALL_CACHE_MB"
+cat "$VIEW" "$MNT/sessions/$SID/view.md" "$MNT/sessions/$SID/status.json" >/dev/null
+sleep 2
+idle_kb=$(rss_kb "${MOUNT_PID[$MNT]}" VmRSS)
+row P7 "idle RSS after exceeding --cache-mb $SMALL_CACHE_MB" \
+    "$(mb "$idle_kb") = $(ratio "$((idle_kb * 1024))" "$T_BYTES") transcript"
+unmount_fs "$MNT"
+
+# ---- P8 ---------------------------------------------------------------------------------------
+
+echo "bench.sh: P8 audit" >&2
+row P8 "normafs audit of the $SESSIONS-session root vs cat of all its files" \
+    "$(hf P8 plain "$COLD_RUNS" "$BIN audit $A" "find $A -type f -exec cat {} +")"
+
+# ---- the table --------------------------------------------------------------------------------
+
+echo
+echo "normafs bench ($([ "$QUICK" = 1 ] && echo quick || echo full); $(uname -r); $(nproc) cores): median time through normafs / median time of the baseline"
+printf '%-4s %-66s %s\n' id what ratio
+for r in "${ROWS[@]}"; do echo "$r"; done

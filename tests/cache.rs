@@ -1,0 +1,259 @@
+//! What the kernel may cache, and for how long: long TTLs, pages kept across opens and cached
+//! directory listings only where inotify reports every change; and, through real mounts, that
+//! those caches follow changes made behind the mount's back.
+
+mod common;
+
+use std::ffi::OsStr;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{example_root, fuse_available, tool, within, Mounted};
+use normafs::config::Config;
+use normafs::fs::watch::Watcher;
+use normafs::fs::{FsOptions, NormaFs, ROOT_INO, WATCHED_TTL};
+use normafs::fuse::MountOptions;
+use normafs::store::root::RootPaths;
+
+const SID: &str = "7f0c2a";
+
+/// A change behind the mount's back must show well before any TTL here would end; the bound
+/// only keeps a broken build from hanging.
+const SOON: Duration = Duration::from_secs(5);
+
+fn lookup(fs: &NormaFs, path: &str) -> (u64, Duration) {
+    let mut at = (ROOT_INO, Duration::ZERO);
+    for c in path.split('/').filter(|c| !c.is_empty()) {
+        let e = fs.lookup(at.0, OsStr::new(c)).expect(path);
+        at = (e.attr.ino, e.ttl);
+    }
+    at
+}
+
+fn ttl(fs: &NormaFs, path: &str) -> Duration {
+    lookup(fs, path).1
+}
+
+/// The name TTL of the last component of `path`.
+fn name_ttl(fs: &NormaFs, path: &str) -> Duration {
+    let (parent, name) = path.rsplit_once('/').unwrap_or(("", path));
+    let (p, _) = lookup(fs, parent);
+    fs.lookup(p, OsStr::new(name)).expect(path).entry_ttl
+}
+
+#[test]
+fn long_ttls_and_kept_caches_only_where_inotify_covers() {
+    let d = example_root();
+    let paths = RootPaths::from_root(d.path());
+    let cfg = Config::default();
+    let short = Duration::from_millis(cfg.ttl_ms);
+    let s = format!("sessions/{SID}");
+
+    // Without a watcher: the configured TTL, nothing kept across opens.
+    let fs = NormaFs::new(paths.clone(), cfg.clone(), FsOptions::new(&cfg, false));
+    assert_eq!(ttl(&fs, &format!("{s}/transcript.jsonl")), short);
+    assert_eq!(ttl(&fs, "memory/ci-dashboard.md"), short);
+    let (t, _) = lookup(&fs, &format!("{s}/transcript.jsonl"));
+    assert!(!fs.open(t, libc::O_RDONLY).expect("open").keep_cache);
+    let (dir, _) = lookup(&fs, "memory");
+    assert!(!fs.opendir_cached(dir).expect("opendir").1);
+
+    let mut fs = NormaFs::new(paths.clone(), cfg.clone(), FsOptions::new(&cfg, false));
+    let w = Arc::new(Watcher::new(&paths).expect("inotify"));
+    fs.set_watcher(w.clone());
+    assert_eq!(ttl(&fs, "sessions"), WATCHED_TTL);
+    assert_eq!(ttl(&fs, "memory/ci-dashboard.md"), WATCHED_TTL);
+    // A session is covered once its own directories are watched (the adapter does it when
+    // the kernel looks the session up; the reply that did so gets the short TTL).
+    assert_eq!(ttl(&fs, &s), short);
+    assert_eq!(ttl(&fs, &format!("{s}/state.json")), short);
+    w.watch_session(SID);
+    for p in [
+        s.clone(),
+        format!("{s}/transcript.jsonl"),
+        format!("{s}/state.json"),
+        format!("{s}/tier1"),
+        format!("{s}/tier1/b1_m0001-m0006.md"),
+        format!("{s}/subagents"),
+        format!("{s}/subagents/agent-ag-41.jsonl"),
+        format!("{s}/raw"),
+        format!("{s}/ctl"),
+        "ctl".to_string(),
+    ] {
+        assert_eq!(ttl(&fs, &p), WATCHED_TTL, "{p}");
+    }
+    // The sizes of computed files are never cached; their fixed names are.
+    for p in [
+        format!("{s}/view.jsonl"),
+        format!("{s}/status.json"),
+        "audit.txt".to_string(),
+        "memory/MEMORY.md".to_string(),
+    ] {
+        assert_eq!(ttl(&fs, &p), Duration::ZERO, "{p}");
+        assert_eq!(name_ttl(&fs, &p), WATCHED_TTL, "{p}");
+    }
+    let raw = format!("{s}/raw/m0001-m0006.md");
+    assert_eq!(ttl(&fs, &raw), Duration::ZERO);
+    assert_eq!(
+        name_ttl(&fs, &raw),
+        Duration::ZERO,
+        "a raw range comes and goes with state.json"
+    );
+    let (t, _) = lookup(&fs, &format!("{s}/transcript.jsonl"));
+    let o = fs.open(t, libc::O_RDONLY).expect("open");
+    assert!(o.keep_cache && !o.direct_io);
+    let (v, _) = lookup(&fs, &format!("{s}/view.jsonl"));
+    let o = fs.open(v, libc::O_RDONLY).expect("open");
+    assert!(o.direct_io && !o.keep_cache);
+    for p in [
+        "sessions",
+        &s,
+        &format!("{s}/tier1"),
+        &format!("{s}/raw"),
+        "memory",
+    ] {
+        let (dir, _) = lookup(&fs, p);
+        assert!(fs.opendir_cached(dir).expect("opendir").1, "{p}");
+    }
+
+    // `--ttl-ms 0` asks for no caching at all.
+    let zero = Config {
+        ttl_ms: 0,
+        ..Config::default()
+    };
+    let mut fs = NormaFs::new(paths.clone(), zero.clone(), FsOptions::new(&zero, false));
+    fs.set_watcher(w);
+    assert_eq!(ttl(&fs, &format!("{s}/transcript.jsonl")), Duration::ZERO);
+}
+
+fn names(p: &Path) -> Vec<String> {
+    let o = tool("ls", &[p.as_os_str()]);
+    assert!(o.status.success(), "ls {}", p.display());
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn cat(p: &Path) -> Vec<u8> {
+    let o = tool("cat", &[p.as_os_str()]);
+    assert!(o.status.success(), "cat {}", p.display());
+    o.stdout
+}
+
+#[test]
+fn kept_pages_follow_writes_in_place() {
+    if !fuse_available() {
+        return;
+    }
+    // The userspace path reads through the page cache, kept across opens.
+    let m = Mounted::new(
+        example_root(),
+        Config::default(),
+        MountOptions {
+            passthrough: false,
+            ..MountOptions::default()
+        },
+    );
+    let mem = m.at("memory/ci-dashboard.md");
+    let before = cat(&mem);
+    assert_eq!(cat(&mem), before);
+    // Same size, other bytes, written in place by a writer that keeps the file open: no
+    // rename, no truncation, no close.
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(m.root().join("memory/ci-dashboard.md"))
+        .expect("open");
+    f.write_all_at(b"ZZZZ", 10).expect("write");
+    let mut want = before.clone();
+    want[10..14].copy_from_slice(b"ZZZZ");
+    assert!(
+        within(SOON, || cat(&mem) == want),
+        "the new bytes show through the mount"
+    );
+    drop(f);
+}
+
+#[test]
+fn cached_listings_follow_names_behind_the_mount() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mounted::new(example_root(), Config::default(), MountOptions::default());
+    let root = m.root().to_path_buf();
+    let s = m.at(&format!("sessions/{SID}"));
+    for d in [
+        m.at("sessions"),
+        s.clone(),
+        s.join("tier1"),
+        s.join("raw"),
+        m.at("memory"),
+    ] {
+        assert!(!names(&d).is_empty(), "{} lists", d.display());
+    }
+
+    // A tier directory filled at once, maybe before it is watched.
+    let tier2 = root.join(format!("noa/{SID}/tier2"));
+    std::fs::create_dir(&tier2).expect("mkdir");
+    std::fs::write(tier2.join("b9_m0001-m0010.md"), "x").expect("write");
+    assert!(within(SOON, || names(&s).contains(&"tier2".to_string())));
+    assert!(within(SOON, || names(&s.join("tier2"))
+        == vec!["b9_m0001-m0010.md".to_string()]));
+    std::fs::remove_file(root.join(format!("noa/{SID}/tier1/b2_m0007-m0010.md"))).expect("rm");
+    assert!(within(SOON, || !names(&s.join("tier1"))
+        .contains(&"b2_m0007-m0010.md".to_string())));
+
+    // A memory file added and one removed.
+    std::fs::write(root.join("memory/new-note.md"), "---\nname: n\n---\nx\n").expect("write");
+    std::fs::remove_file(root.join("memory/build-system.md")).expect("rm");
+    assert!(within(SOON, || {
+        let n = names(&m.at("memory"));
+        n.contains(&"new-note.md".to_string()) && !n.contains(&"build-system.md".to_string())
+    }));
+
+    // A new session, then its subagents directory (the parent appears with it).
+    std::fs::copy(
+        root.join(format!("transcripts/{SID}.jsonl")),
+        root.join("transcripts/s2.jsonl"),
+    )
+    .expect("copy");
+    assert!(within(SOON, || names(&m.at("sessions"))
+        .contains(&"s2".to_string())));
+    let s2 = m.at("sessions/s2");
+    assert!(!names(&s2).contains(&"subagents".to_string()));
+    let sub = root.join("transcripts/s2/subagents");
+    std::fs::create_dir_all(&sub).expect("mkdir");
+    std::fs::write(sub.join("agent-x.jsonl"), "").expect("write");
+    assert!(within(SOON, || names(&s2).contains(&"subagents".to_string())));
+    assert!(within(SOON, || names(&s2.join("subagents"))
+        == vec!["agent-x.jsonl".to_string()]));
+
+    // A computed file's size follows its inputs under its cached name.
+    let view = s.join("view.jsonl");
+    let size = |p: &Path| std::fs::metadata(p).expect("stat").len();
+    let before = size(&view);
+    assert_eq!(before, cat(&view).len() as u64);
+    let transcript = root.join(format!("transcripts/{SID}.jsonl"));
+    let text = std::fs::read_to_string(&transcript).expect("read");
+    let last: serde_json::Value =
+        serde_json::from_str(text.lines().last().expect("a line")).expect("json");
+    let line = serde_json::json!({
+        "uuid": "0123456789abcdef0123456789abcdef",
+        "parent_uuid": last["uuid"],
+        "session_id": SID,
+        "timestamp": "2026-10-02T09:10:00.000000001Z",
+        "type": "message",
+        "message": {"role": "user", "content": [{"type": "text", "text": "Appended."}]}
+    });
+    std::fs::write(&transcript, format!("{text}{line}\n")).expect("append");
+    let after = size(&view);
+    assert!(after > before, "stat sees the new size at once");
+    assert_eq!(after, cat(&view).len() as u64);
+
+    // raw/ lists the block ranges of state.json.
+    assert!(!names(&s.join("raw")).is_empty());
+    std::fs::remove_file(root.join(format!("noa/{SID}/state.json"))).expect("rm");
+    assert!(within(SOON, || names(&s.join("raw")).is_empty()));
+}
