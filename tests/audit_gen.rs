@@ -8,44 +8,7 @@ use normafs::config::NoaConfig;
 use normafs::gen::{generate, GenOptions};
 use normafs::store::root::{discover, RootPaths};
 
-const CATALOGUE: &[&str] = &[
-    "transcript.malformed-line",
-    "transcript.duplicate-uuid",
-    "transcript.torn-tail",
-    "transcript.parent-chain",
-    "transcript.session-mismatch",
-    "transcript.orphan-tool-result",
-    "transcript.unanswered-tool-use",
-    "transcript.pending-tool-use",
-    "state.missing",
-    "state.malformed",
-    "state.version",
-    "state.session-mismatch",
-    "state.ref-map",
-    "state.dangling-ref",
-    "state.block-range",
-    "state.unknown-block",
-    "state.overlap",
-    "state.dead-block",
-    "state.next-block-id",
-    "state.consumed-active",
-    "state.stats",
-    "state.unreplayable",
-    "state.behind-journal",
-    "archive.missing",
-    "archive.moved",
-    "archive.mismatch",
-    "archive.corrupt",
-    "archive.orphan",
-    "archive.temp-debris",
-    "memory.slug-collision",
-    "memory.empty-slug",
-    "memory.name-mismatch",
-    "memory.malformed",
-    "memory.unknown-type",
-    "memory.index-stale",
-    "root.bad-name",
-];
+use normafs::audit::CATALOGUE;
 
 fn audit_of(root: &std::path::Path) -> audit::Audit {
     let paths = RootPaths::from_root(root);

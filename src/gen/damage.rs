@@ -21,37 +21,7 @@ use crate::noa::refs;
 use crate::noa::view::Materialized;
 
 /// Damages that live in a session of their own, in the order they are written.
-pub(crate) const SESSION_DAMAGES: &[&str] = &[
-    "transcript.malformed-line",
-    "transcript.duplicate-uuid",
-    "transcript.torn-tail",
-    "transcript.parent-chain",
-    "transcript.session-mismatch",
-    "transcript.orphan-tool-result",
-    "transcript.unanswered-tool-use",
-    "transcript.pending-tool-use",
-    "state.missing",
-    "state.malformed",
-    "state.version",
-    "state.session-mismatch",
-    "state.ref-map",
-    "state.dangling-ref",
-    "state.block-range",
-    "state.unknown-block",
-    "state.overlap",
-    "state.dead-block",
-    "state.next-block-id",
-    "state.consumed-active",
-    "state.stats",
-    "state.unreplayable",
-    "state.behind-journal",
-    "archive.missing",
-    "archive.moved",
-    "archive.mismatch",
-    "archive.corrupt",
-    "archive.orphan",
-    "archive.temp-debris",
-];
+pub(crate) const SESSION_DAMAGES: &[&str] = crate::audit::CATALOGUE.split_at(29).0;
 
 /// Damages whose session never compressed (a state file that cannot be loaded, or none, must
 /// not leave archives behind that would be orphans).
