@@ -781,7 +781,12 @@ impl NormaFs {
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, FsError> {
         let mut handles = self.handles.lock();
         match handles.get_mut(&fh) {
-            Some(Handle::Synth(data)) => Ok(slice(data, offset, size)),
+            Some(Handle::Synth(data)) => {
+                // Copy outside the handles' lock: other readers go on meanwhile.
+                let data = data.clone();
+                drop(handles);
+                Ok(slice(&data, offset, size))
+            }
             Some(Handle::Real(f)) => {
                 let f = f.clone();
                 drop(handles);
