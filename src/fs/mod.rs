@@ -274,6 +274,11 @@ impl NormaFs {
         self.opts.max_write = max_write;
     }
 
+    /// Inodes the kernel holds (to drop all it may have cached).
+    pub fn held_inodes(&self) -> Vec<u64> {
+        self.inodes.held()
+    }
+
     pub fn lookup_count(&self, ino: u64) -> u64 {
         self.inodes.lookups(ino)
     }
