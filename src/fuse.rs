@@ -990,9 +990,10 @@ pub fn mount_background(
             .name("normafs-watch".into())
             .spawn(move || {
                 w.run(&mut |i| invalidate(&fs, &notifier, i), &mut || {
-                    tracing::info!("inotify queue overflowed; relying on the attribute TTL");
-                    for node in [Node::Sessions, Node::MemoryDir] {
-                        invalidate(&fs, &notifier, &Inval::Inode { node, data: false });
+                    // Events were lost: drop every attribute, page and listing the kernel
+                    // may have kept for long (new replies get the short TTL from now on).
+                    for ino in fs.held_inodes() {
+                        let _ = notifier.inval_inode(INodeNo(ino), 0, 0);
                     }
                 })
             })?;

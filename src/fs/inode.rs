@@ -125,6 +125,17 @@ impl InodeTable {
         }
     }
 
+    /// Inodes the kernel holds (looked up and not forgotten), the root included.
+    pub fn held(&self) -> Vec<u64> {
+        let r = self.inner.read();
+        r.nodes
+            .iter()
+            .enumerate()
+            .filter(|(i, (node, lookups))| node.is_some() && (*lookups > 0 || *i == 0))
+            .map(|(i, _)| i as u64 + 1)
+            .collect()
+    }
+
     /// Number of inodes ever allocated.
     pub fn len(&self) -> usize {
         self.inner.read().nodes.len()
@@ -167,5 +178,21 @@ mod tests {
         assert_eq!(t.node(ROOT_INO), Some(Node::Root));
         assert_eq!(t.node(0), None);
         assert_eq!(t.node(9999), None);
+    }
+
+    #[test]
+    fn held_inodes_are_those_the_kernel_looked_up() {
+        let t = InodeTable::new();
+        let a = Node::Real(Base::Memory, PathBuf::from("a.md"));
+        let b = Node::Real(Base::Memory, PathBuf::from("b.md"));
+        let ia = t.lookup(&a);
+        t.ino(&b);
+        assert_eq!(
+            t.held(),
+            vec![ROOT_INO, ia],
+            "b was listed, never looked up"
+        );
+        t.forget(ia, 1);
+        assert_eq!(t.held(), vec![ROOT_INO]);
     }
 }

@@ -282,6 +282,11 @@ impl NormaFs {
         self.opts.max_write = max_write;
     }
 
+    /// Inodes the kernel holds (to drop all it may have cached).
+    pub fn held_inodes(&self) -> Vec<u64> {
+        self.inodes.held()
+    }
+
     pub fn lookup_count(&self, ino: u64) -> u64 {
         self.inodes.lookups(ino)
     }
@@ -823,7 +828,12 @@ impl NormaFs {
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, FsError> {
         let mut handles = self.handles.lock();
         match handles.get_mut(&fh) {
-            Some(Handle::Synth(data)) => Ok(slice(data, offset, size)),
+            Some(Handle::Synth(data)) => {
+                // Copy outside the handles' lock: other readers go on meanwhile.
+                let data = data.clone();
+                drop(handles);
+                Ok(slice(&data, offset, size))
+            }
             Some(Handle::Real(f)) => {
                 let f = f.clone();
                 drop(handles);

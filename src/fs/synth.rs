@@ -42,12 +42,6 @@ pub struct Content {
     pub perm: u16,
 }
 
-struct Cached {
-    fp: u64,
-    content: Content,
-    tick: u64,
-}
-
 /// What a cache entry is, for the shared LRU order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Key {
@@ -56,19 +50,23 @@ enum Key {
     State(String),
 }
 
-/// A kept transcript or state and what it counts against the budget.
+/// A kept value and what it counts against the budget.
 struct Kept<T> {
     value: T,
-    /// For states: the fingerprint of the file it was parsed from.
+    /// The fingerprint of the inputs it was computed from (0 for transcripts, which refresh
+    /// themselves).
     fp: u64,
     bytes: usize,
     tick: u64,
 }
 
+/// Which map of [`Caches`] a helper works on.
+type Pick<K, T> = fn(&mut Caches) -> &mut HashMap<K, Kept<T>>;
+
 /// The three caches and their shared accounting.
 #[derive(Default)]
 struct Caches {
-    content: HashMap<Node, Cached>,
+    content: HashMap<Node, Kept<Content>>,
     transcripts: HashMap<String, Kept<Arc<Mutex<TranscriptFile>>>>,
     states: HashMap<String, Kept<Arc<StateLoad>>>,
     /// Computed contents by their last use.
@@ -109,14 +107,57 @@ impl Caches {
         self.insert_lru(key)
     }
 
+    /// Use a kept value: it when its fingerprint is `fp` (any, for `None`), moved to the end of
+    /// its LRU order.
+    fn hit<K: std::hash::Hash + Eq, T: Clone>(
+        &mut self,
+        pick: Pick<K, T>,
+        k: &K,
+        key: Key,
+        fp: Option<u64>,
+    ) -> Option<T> {
+        let (value, tick) = pick(self)
+            .get(k)
+            .filter(|e| fp.is_none_or(|fp| e.fp == fp))
+            .map(|e| (e.value.clone(), e.tick))?;
+        let new = self.touch(tick, key);
+        if let Some(e) = pick(self).get_mut(k) {
+            e.tick = new;
+        }
+        Some(value)
+    }
+
+    /// Keep a value (replacing any under the same key), used now.
+    fn keep<K: std::hash::Hash + Eq, T>(
+        &mut self,
+        pick: Pick<K, T>,
+        k: K,
+        key: Key,
+        value: T,
+        fp: u64,
+        bytes: usize,
+    ) {
+        self.remove(&key);
+        let tick = self.insert_lru(key);
+        pick(self).insert(
+            k,
+            Kept {
+                value,
+                fp,
+                bytes,
+                tick,
+            },
+        );
+        self.bytes += bytes;
+    }
+
     /// Remove an entry; the bytes it counted.
     fn remove(&mut self, key: &Key) -> usize {
         let (tick, bytes) = match key {
             Key::Content(n) => match self.content.remove(n) {
-                Some(c) => {
-                    let b = c.content.data.len();
-                    self.content_bytes -= b;
-                    (c.tick, b)
+                Some(k) => {
+                    self.content_bytes -= k.bytes;
+                    (k.tick, k.bytes)
                 }
                 None => return 0,
             },
@@ -312,19 +353,11 @@ impl Synth {
     /// The parsed transcript of a session, refreshed (only new bytes are parsed). Kept for the
     /// next read when it fits the budget.
     fn transcript(&self, sid: &str) -> Result<Arc<Mutex<TranscriptFile>>, FsError> {
-        let known = {
-            let mut c = self.caches.lock();
-            match c.transcripts.get(sid).map(|k| (k.value.clone(), k.tick)) {
-                Some((t, tick)) => {
-                    let new = c.touch(tick, Key::Transcript(sid.to_string()));
-                    if let Some(k) = c.transcripts.get_mut(sid) {
-                        k.tick = new;
-                    }
-                    Some(t)
-                }
-                None => None,
-            }
-        };
+        let key = || Key::Transcript(sid.to_string());
+        let known = self
+            .caches
+            .lock()
+            .hit(|c| &mut c.transcripts, &sid.to_string(), key(), None);
         if let Some(t) = known {
             let len = {
                 let mut tf = t.lock();
@@ -369,17 +402,14 @@ impl Synth {
             self.freed.store(true, std::sync::atomic::Ordering::Relaxed);
             return Ok(t);
         }
-        let tick = c.insert_lru(Key::Transcript(sid.to_string()));
-        c.transcripts.insert(
+        c.keep(
+            |c| &mut c.transcripts,
             sid.to_string(),
-            Kept {
-                value: t.clone(),
-                fp: 0,
-                bytes,
-                tick,
-            },
+            key(),
+            t.clone(),
+            0,
+            bytes,
         );
-        c.bytes += bytes;
         self.trim(&mut c);
         Ok(t)
     }
@@ -391,37 +421,27 @@ impl Synth {
         let mut inp = Inputs::default();
         inp.file(&path);
         let (fp, _, _) = inp.finish();
+        let key = || Key::State(sid.to_string());
+        if let Some(st) =
+            self.caches
+                .lock()
+                .hit(|c| &mut c.states, &sid.to_string(), key(), Some(fp))
         {
-            let mut c = self.caches.lock();
-            if let Some((v, tick)) = c
-                .states
-                .get(sid)
-                .filter(|k| k.fp == fp)
-                .map(|k| (k.value.clone(), k.tick))
-            {
-                let new = c.touch(tick, Key::State(sid.to_string()));
-                if let Some(k) = c.states.get_mut(sid) {
-                    k.tick = new;
-                }
-                return v;
-            }
+            return st;
         }
         let st = Arc::new(load_state(&path, sid));
         let bytes = parsed_bytes(inp.size);
         let mut c = self.caches.lock();
-        c.remove(&Key::State(sid.to_string()));
+        c.remove(&key());
         if bytes <= self.budget() {
-            let tick = c.insert_lru(Key::State(sid.to_string()));
-            c.states.insert(
+            c.keep(
+                |c| &mut c.states,
                 sid.to_string(),
-                Kept {
-                    value: st.clone(),
-                    fp,
-                    bytes,
-                    tick,
-                },
+                key(),
+                st.clone(),
+                fp,
+                bytes,
             );
-            c.bytes += bytes;
             self.trim(&mut c);
         }
         st
@@ -430,21 +450,14 @@ impl Synth {
     /// The content of a synthetic node, from the cache when its inputs are unchanged.
     pub fn content(&self, node: &Node) -> Result<Content, FsError> {
         let (fp, mtime, perm) = self.fingerprint(node);
+        let key = || Key::Content(node.clone());
+        if let Some(hit) = self
+            .caches
+            .lock()
+            .hit(|c| &mut c.content, node, key(), Some(fp))
         {
-            let mut c = self.caches.lock();
-            if let Some((content, tick)) = c
-                .content
-                .get(node)
-                .filter(|hit| hit.fp == fp)
-                .map(|hit| (hit.content.clone(), hit.tick))
-            {
-                let new = c.touch(tick, Key::Content(node.clone()));
-                if let Some(hit) = c.content.get_mut(node) {
-                    hit.tick = new;
-                }
-                // A chmod does not change the fingerprint: the mode is always fresh.
-                return Ok(Content { perm, ..content });
-            }
+            // A chmod does not change the fingerprint: the mode is always fresh.
+            return Ok(Content { perm, ..hit });
         }
         let computed = self.compute(node);
         self.release_memory();
@@ -455,18 +468,16 @@ impl Synth {
         };
         let len = content.data.len();
         let mut c = self.caches.lock();
-        c.remove(&Key::Content(node.clone()));
+        c.remove(&key());
         if len <= self.budget() / 2 {
-            let tick = c.insert_lru(Key::Content(node.clone()));
-            c.content.insert(
+            c.keep(
+                |c| &mut c.content,
                 node.clone(),
-                Cached {
-                    fp,
-                    content: content.clone(),
-                    tick,
-                },
+                key(),
+                content.clone(),
+                fp,
+                len,
             );
-            c.bytes += len;
             c.content_bytes += len;
             self.trim(&mut c);
         }

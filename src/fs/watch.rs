@@ -480,7 +480,7 @@ impl Watcher {
 
     /// Read events until [`Watcher::stop`]; each batch of events is planned, deduplicated and
     /// handed to `on` (never under a lock of the watcher). An overflow of the event queue is
-    /// reported as `overflow()`.
+    /// reported as `overflow()`, after which nothing is covered.
     pub fn run(&self, on: &mut dyn FnMut(&Inval), overflow: &mut dyn FnMut()) {
         let mut buf = vec![0u8; 64 * 1024];
         loop {
@@ -515,43 +515,59 @@ impl Watcher {
                 continue;
             }
             let events = parse_events(buf.get(..n as usize).unwrap_or_default());
-            let mut todo: Vec<Inval> = Vec::new();
-            let mut seen: HashSet<Inval> = HashSet::new();
-            let mut overflowed = false;
-            for ev in events {
-                if ev.mask & libc::IN_Q_OVERFLOW != 0 {
-                    overflowed = true;
+            self.process(&events, on, overflow);
+        }
+    }
+
+    /// Plan a batch of events, deduplicated, and hand each invalidation to `on`. After an
+    /// overflow of the event queue (events were lost) nothing is covered any more: the caller
+    /// is told, to drop what the kernel may have kept for long.
+    fn process(&self, events: &[Event], on: &mut dyn FnMut(&Inval), overflow: &mut dyn FnMut()) {
+        let mut todo: Vec<Inval> = Vec::new();
+        let mut seen: HashSet<Inval> = HashSet::new();
+        let mut overflowed = false;
+        for ev in events {
+            if ev.mask & libc::IN_Q_OVERFLOW != 0 {
+                overflowed = true;
+                continue;
+            }
+            let dir = {
+                let mut st = self.state.lock();
+                if ev.mask & libc::IN_IGNORED != 0 {
+                    // The directory is gone; its parent's watch reports it when it comes
+                    // back, and it is watched again then (its session stays watched).
+                    if let Some(d) = st.by_wd.remove(&ev.wd) {
+                        st.dirs.remove(&d);
+                    }
                     continue;
                 }
-                let dir = {
-                    let mut st = self.state.lock();
-                    if ev.mask & libc::IN_IGNORED != 0 {
-                        // The directory is gone; its parent's watch reports it when it comes
-                        // back, and it is watched again then (its session stays watched).
-                        if let Some(d) = st.by_wd.remove(&ev.wd) {
-                            st.dirs.remove(&d);
-                        }
-                        continue;
-                    }
-                    st.by_wd.get(&ev.wd).cloned()
-                };
-                let Some(dir) = dir else { continue };
-                let mut p = plan(&dir, &ev.name, ev.mask, &|s| self.watched(s));
-                for d in std::mem::take(&mut p.watch) {
-                    self.add_new(d, &mut p.invals);
-                }
-                for i in p.invals {
-                    if seen.insert(i.clone()) {
-                        todo.push(i);
-                    }
+                st.by_wd.get(&ev.wd).cloned()
+            };
+            let Some(dir) = dir else { continue };
+            let mut p = plan(&dir, &ev.name, ev.mask, &|s| self.watched(s));
+            for d in std::mem::take(&mut p.watch) {
+                self.add_new(d, &mut p.invals);
+            }
+            for i in p.invals {
+                if seen.insert(i.clone()) {
+                    todo.push(i);
                 }
             }
-            if overflowed {
-                overflow();
+        }
+        if overflowed {
+            let mut st = self.state.lock();
+            if !st.degraded {
+                st.degraded = true;
+                tracing::warn!(
+                    "inotify events were lost (queue overflow); changes show after the \
+                     attribute TTL from now on"
+                );
             }
-            for i in &todo {
-                on(i);
-            }
+            drop(st);
+            overflow();
+        }
+        for i in &todo {
+            on(i);
         }
     }
 }
@@ -911,6 +927,24 @@ mod tests {
         }));
         assert!(w.covers(&real(Base::Transcripts, "s/subagents/agent-a.jsonl"), false));
         assert!(w.covers(&real(Base::Transcripts, "s/subagents"), true));
+    }
+
+    #[test]
+    fn after_lost_events_nothing_is_covered() {
+        let (_d, paths) = small_root();
+        let w = Watcher::new(&paths).expect("inotify");
+        w.watch_session("s");
+        let state = real(Base::Archives, "s/state.json");
+        assert!(w.covers(&state, false) && w.covers(&Node::Sessions, true));
+        let mut told = 0;
+        let overflow = Event {
+            wd: -1,
+            mask: libc::IN_Q_OVERFLOW,
+            name: OsString::new(),
+        };
+        w.process(&[overflow], &mut |_| {}, &mut || told += 1);
+        assert_eq!(told, 1, "the caller is told");
+        assert!(!w.covers(&state, false) && !w.covers(&Node::Sessions, true));
     }
 
     #[test]

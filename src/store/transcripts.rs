@@ -195,7 +195,13 @@ fn feed_from(
     offset: u64,
     sha: &mut Option<[u8; 32]>,
 ) -> io::Result<()> {
-    let mut chunk = vec![0u8; CHUNK];
+    // Sized for what there is to read (one more byte sees the end): small files stay cheap.
+    let left = file
+        .metadata()?
+        .len()
+        .saturating_sub(offset)
+        .saturating_add(1);
+    let mut chunk = vec![0u8; usize::try_from(left).unwrap_or(CHUNK).clamp(4096, CHUNK)];
     let mut at = offset;
     // The checksum state of the unterminated line so far.
     let mut tail = Sha256::new();
