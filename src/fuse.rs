@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::thread::JoinHandle;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use fuser::{
     BackgroundSession, BackingId, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
@@ -71,6 +71,10 @@ struct Shared {
     fs: OnceLock<Arc<NormaFs>>,
     /// The kernel granted `FUSE_PASSTHROUGH`.
     kernel_passthrough: AtomicBool,
+    /// Tells the kernel to drop caches (set once the session exists).
+    notifier: OnceLock<Notifier>,
+    /// `OPENDIR` is answered `ENOSYS` (see `opendir`).
+    no_opendir: AtomicBool,
     /// Real files are opened with passthrough (decided once, at mount).
     passthrough: AtomicBool,
 }
@@ -299,6 +303,20 @@ impl Filesystem for NormaFuse {
         }
         // Shared mmap of real files opened with direct I/O (kernels 6.6+).
         let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
+        // Directories opened by the kernel itself, their listings checked against their
+        // mtime (see `opendir`); not under `--ttl-ms 0`, which asks for no caching at all.
+        if self.fs.options().real_ttl > Duration::ZERO
+            && config
+                .capabilities()
+                .contains(InitFlags::FUSE_NO_OPENDIR_SUPPORT)
+            && config
+                .add_capabilities(
+                    InitFlags::FUSE_AUTO_INVAL_DATA | InitFlags::FUSE_NO_OPENDIR_SUPPORT,
+                )
+                .is_ok()
+        {
+            self.shared.no_opendir.store(true, Ordering::Relaxed);
+        }
         if self.want_passthrough && config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok() {
             // Depth 2: backing files may live on a stacked filesystem (overlayfs).
             let _ = config.set_max_stack_depth(2);
@@ -462,6 +480,15 @@ impl Filesystem for NormaFuse {
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match self.run("open", || {
             let o = self.fs.open_for(ino.0, flags.0, req.pid())?;
+            if o.stale_attr {
+                // Attributes only (no pages, no lock the kernel may hold): the next `fstat`
+                // on this handle asks for the snapshot's size.
+                if let Some(n) = self.shared.notifier.get() {
+                    if let Err(e) = n.inval_inode(ino, -1, 0) {
+                        tracing::debug!("invalidate attributes of inode {}: {e}", ino.0);
+                    }
+                }
+            }
             let how = self.open_as(ino.0, flags.0, &o, &|f| reply.open_backing(f));
             Ok((o.fh, how))
         }) {
@@ -555,7 +582,17 @@ impl Filesystem for NormaFuse {
 
     /// A listing whose every change is reported is cached by the kernel across opens (it is
     /// dropped with the directory's pages when it changes).
+    ///
+    /// Where the kernel can open directories by itself, `ENOSYS`: it then never sends
+    /// `OPENDIR` or `RELEASEDIR` again (two round trips per directory saved) and keeps every
+    /// listing, which stays right because it is dropped when the directory's mtime changes
+    /// (`FUSE_AUTO_INVAL_DATA`: checked whenever the attributes are fetched again, at once for
+    /// directories the watcher covers, after the TTL for the others).
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        if self.shared.no_opendir.load(Ordering::Relaxed) {
+            reply.error(Errno::ENOSYS);
+            return;
+        }
         match self.run("opendir", || self.fs.opendir_cached(ino.0)) {
             Ok((fh, true)) => reply.opened(
                 FileHandle(fh),
@@ -575,8 +612,12 @@ impl Filesystem for NormaFuse {
         mut reply: ReplyDirectory,
     ) {
         match self.run("readdir", || {
-            self.fs
-                .readdir(ino.0, fh.0, i64::try_from(offset).unwrap_or(i64::MAX))
+            let offset = i64::try_from(offset).unwrap_or(i64::MAX);
+            if fh.0 == 0 {
+                self.fs.readdir_unopened(ino.0, offset)
+            } else {
+                self.fs.readdir(ino.0, fh.0, offset)
+            }
         }) {
             Ok(entries) => {
                 for e in entries {
@@ -901,6 +942,19 @@ fn invalidate(fs: &NormaFs, n: &Notifier, i: &Inval) {
             Some(ino) => n.inval_entry(INodeNo(ino), name),
             None => return,
         },
+        Inval::Computed(c) => {
+            for (ino, entry) in fs.invalidate_computed(c) {
+                if let Err(e) = n.inval_inode(INodeNo(ino), 0, 0) {
+                    tracing::debug!("invalidate computed inode {ino}: {e}");
+                }
+                if let Some((dir, name)) = entry {
+                    if let Err(e) = n.inval_entry(INodeNo(dir), OsStr::new(&name)) {
+                        tracing::debug!("invalidate raw entry {name}: {e}");
+                    }
+                }
+            }
+            return;
+        }
     };
     if let Err(e) = r {
         tracing::debug!("invalidate {i:?}: {e}");
@@ -975,6 +1029,7 @@ pub fn mount_background(
     );
     shared.passthrough.store(passthrough, Ordering::Relaxed);
     let notifier = session.notifier();
+    let _ = shared.notifier.set(notifier.clone());
     let bg = session.spawn()?;
     let mut handle = MountHandle {
         session: Some(bg),

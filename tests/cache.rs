@@ -84,29 +84,31 @@ fn long_ttls_and_kept_caches_only_where_inotify_covers() {
     ] {
         assert_eq!(ttl(&fs, &p), WATCHED_TTL, "{p}");
     }
-    // The sizes of computed files are never cached; their fixed names are.
+    // Computed files whose every input is watched: kept for long too (the watcher invalidates
+    // them when an input changes), names and sizes.
     for p in [
         format!("{s}/view.jsonl"),
         format!("{s}/status.json"),
-        "audit.txt".to_string(),
+        format!("{s}/raw/m0001-m0006.md"),
         "memory/MEMORY.md".to_string(),
     ] {
-        assert_eq!(ttl(&fs, &p), Duration::ZERO, "{p}");
+        assert_eq!(ttl(&fs, &p), WATCHED_TTL, "{p}");
         assert_eq!(name_ttl(&fs, &p), WATCHED_TTL, "{p}");
     }
-    let raw = format!("{s}/raw/m0001-m0006.md");
-    assert_eq!(ttl(&fs, &raw), Duration::ZERO);
-    assert_eq!(
-        name_ttl(&fs, &raw),
-        Duration::ZERO,
-        "a raw range comes and goes with state.json"
-    );
+    // The root's audit.txt reads every session: its first request has every session watched
+    // (before they are read), so it is covered too.
+    assert!(!w.watches_all());
+    assert_eq!(ttl(&fs, "audit.txt"), WATCHED_TTL);
+    assert!(w.watches_all());
     let (t, _) = lookup(&fs, &format!("{s}/transcript.jsonl"));
     let o = fs.open(t, libc::O_RDONLY).expect("open");
     assert!(o.keep_cache && !o.direct_io);
+    // A computed file is read with direct I/O from its handle's snapshot, and each open has
+    // the kernel drop the size it keeps (fstat on the handle reports the snapshot's).
     let (v, _) = lookup(&fs, &format!("{s}/view.jsonl"));
     let o = fs.open(v, libc::O_RDONLY).expect("open");
-    assert!(o.direct_io && !o.keep_cache);
+    assert!(o.direct_io && !o.keep_cache && o.stale_attr);
+    fs.release(o.fh);
     for p in [
         "sessions",
         &s,
@@ -248,12 +250,75 @@ fn cached_listings_follow_names_behind_the_mount() {
         "message": {"role": "user", "content": [{"type": "text", "text": "Appended."}]}
     });
     std::fs::write(&transcript, format!("{text}{line}\n")).expect("append");
-    let after = size(&view);
-    assert!(after > before, "stat sees the new size at once");
-    assert_eq!(after, cat(&view).len() as u64);
+    // An open reads the new bytes at once; stat sees their size as soon as inotify reports
+    // the append (the kernel kept the old size until then).
+    let fresh = cat(&view);
+    assert!(fresh.len() as u64 > before && fresh.ends_with(b"\n"));
+    assert!(within(SOON, || size(&view) == fresh.len() as u64));
+    assert_eq!(cat(&view), fresh, "read again from the page cache");
 
     // raw/ lists the block ranges of state.json.
     assert!(!names(&s.join("raw")).is_empty());
     std::fs::remove_file(root.join(format!("noa/{SID}/state.json"))).expect("rm");
     assert!(within(SOON, || names(&s.join("raw")).is_empty()));
+}
+
+/// The size of a computed file is kept for long only while every open handle holds the
+/// bytes it describes: `fstat` on a handle of older bytes must reach the mount.
+#[test]
+fn a_computed_size_is_kept_only_while_every_handle_holds_its_bytes() {
+    let d = example_root();
+    let paths = RootPaths::from_root(d.path());
+    let cfg = Config::default();
+    let mut fs = NormaFs::new(paths.clone(), cfg.clone(), FsOptions::new(&cfg, false));
+    let w = Arc::new(Watcher::new(&paths).expect("inotify"));
+    fs.set_watcher(w.clone());
+    w.watch_session(SID);
+    let (v, _) = lookup(&fs, &format!("sessions/{SID}/view.jsonl"));
+    let first = fs.open(v, libc::O_RDONLY).expect("open");
+    let old = fs.read(first.fh, 0, 1 << 20).expect("read");
+    assert_eq!(fs.getattr(v, None).expect("getattr").ttl, WATCHED_TTL);
+
+    // The transcript grows while the first handle is open.
+    let transcript = d.path().join(format!("transcripts/{SID}.jsonl"));
+    let text = std::fs::read_to_string(&transcript).expect("read");
+    let last: serde_json::Value =
+        serde_json::from_str(text.lines().last().expect("a line")).expect("json");
+    let line = serde_json::json!({
+        "uuid": "0123456789abcdef0123456789abcdef",
+        "parent_uuid": last["uuid"],
+        "session_id": SID,
+        "timestamp": "2026-10-02T09:10:00.000000001Z",
+        "type": "message",
+        "message": {"role": "user", "content": [{"type": "text", "text": "Appended."}]}
+    });
+    std::fs::write(&transcript, format!("{text}{line}\n")).expect("append");
+    let e = fs.getattr(v, None).expect("getattr");
+    assert!(e.attr.size > old.len() as u64, "the new size");
+    assert_eq!(
+        e.ttl,
+        Duration::ZERO,
+        "not kept while a handle of other bytes is open"
+    );
+    assert_eq!(
+        fs.getattr(v, Some(first.fh)).expect("fstat").attr.size,
+        old.len() as u64,
+        "fstat on the first handle: its snapshot's size"
+    );
+    let o = fs.open(v, libc::O_RDONLY).expect("open");
+    assert!(o.direct_io && o.stale_attr);
+    let fresh = fs.read(o.fh, 0, 1 << 20).expect("read");
+    assert!(String::from_utf8_lossy(&fresh).contains("Appended."));
+    assert_eq!(
+        fs.read(first.fh, 0, 1 << 20).expect("read"),
+        old,
+        "snapshot kept"
+    );
+    fs.release(first.fh);
+    assert_eq!(fs.getattr(v, None).expect("getattr").ttl, WATCHED_TTL);
+    fs.release(o.fh);
+
+    // The watcher reports a change of an input: the session's computed files are dropped.
+    let gone = fs.invalidate_computed(&normafs::fs::watch::Computed::Session(SID.into()));
+    assert!(gone.iter().any(|(ino, _)| *ino == v));
 }

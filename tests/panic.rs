@@ -51,11 +51,16 @@ fn quiet_hook_panics() {
 }
 
 /// Two worker threads: more panics than workers prove that a panic does not end its worker.
+/// `--ttl-ms 0`: nothing is cached by the kernel, so every command reaches the handler it is
+/// meant to reach.
 fn mount() -> Mounted {
     quiet_hook_panics();
     Mounted::new(
         example_root(),
-        Config::default(),
+        Config {
+            ttl_ms: 0,
+            ..Config::default()
+        },
         MountOptions {
             threads: 2,
             ..MountOptions::default()

@@ -136,6 +136,18 @@ impl InodeTable {
             .collect()
     }
 
+    /// The `raw/` ranges of session `sid` that have an inode: (inode, range name).
+    pub fn raw_of(&self, sid: &str) -> Vec<(u64, String)> {
+        let r = self.inner.read();
+        r.by_node
+            .iter()
+            .filter_map(|(n, &ino)| match n {
+                Node::Raw(s, a, b) if s == sid => Some((ino, format!("{a}-{b}.md"))),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Number of inodes ever allocated.
     pub fn len(&self) -> usize {
         self.inner.read().nodes.len()

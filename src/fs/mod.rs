@@ -94,6 +94,10 @@ pub struct Opened {
     pub keep_cache: bool,
     /// The backing file, for kernel passthrough of real files.
     pub backing: Option<Arc<File>>,
+    /// The kernel may keep a size of this computed file that is not the snapshot's: it must
+    /// drop it before the open is answered, so that `fstat` on the handle asks for the
+    /// snapshot's (see [`OpenSynth`]).
+    pub stale_attr: bool,
 }
 
 /// Attribute changes requested by `setattr`.
@@ -150,7 +154,8 @@ impl FsOptions {
 }
 
 enum Handle {
-    Synth(Arc<Vec<u8>>),
+    /// A snapshot of a computed file and the fingerprint of its inputs.
+    Synth(Arc<Vec<u8>>, u64),
     Real(Arc<File>),
     Ctl {
         scope: Scope,
@@ -159,6 +164,22 @@ enum Handle {
         snapshot: Option<Arc<Vec<u8>>>,
     },
     Dir(Vec<DirEntry>),
+}
+
+/// The open handles of one computed file, and the fingerprint of the bytes each holds.
+///
+/// A computed file whose inputs are all watched has its attributes kept for long, like a real
+/// file (the watcher invalidates them when an input changes), but the kernel keeps one size per
+/// inode for all handles, and `fstat` on a handle must report the size of its own snapshot. So
+/// every open drops the attributes the kernel holds (after the handle is registered here), and
+/// a size is given a long TTL only while every open handle holds the bytes it describes: any
+/// other reply expires at once, and `fstat` reaches the mount. Reads always use direct I/O
+/// from the handle's snapshot (the page cache would serve one inode's pages and size to
+/// handles of different bytes).
+#[derive(Debug, Default)]
+struct OpenSynth {
+    /// Open handles and the fingerprints of their bytes.
+    open: HashMap<u64, u64>,
 }
 
 /// Per ctl file: the last sequence number and the latest results.
@@ -183,6 +204,11 @@ pub struct NormaFs {
     /// synthetic file finds its snapshot here and reports that size: `fstat` on an open handle
     /// matches the bytes its reads return even while the inputs change.
     synth_openers: Mutex<HashMap<u64, (u64, u32)>>,
+    /// The open handles of computed files, by inode (see [`OpenSynth`]).
+    open_synth: Mutex<HashMap<u64, OpenSynth>>,
+    /// Listings of passes of [`NormaFs::readdir_unopened`], by directory inode.
+    listings: Mutex<HashMap<u64, Vec<(u32, Arc<Vec<DirEntry>>)>>>,
+    next_listing: AtomicU64,
     started: SystemTime,
     /// Reports changes in the backing directories; decides which nodes get `watched_ttl`.
     watcher: Option<Arc<watch::Watcher>>,
@@ -226,6 +252,9 @@ impl NormaFs {
             next_fh: AtomicU64::new(1),
             ctl_log: Mutex::new(HashMap::new()),
             synth_openers: Mutex::new(HashMap::new()),
+            open_synth: Mutex::new(HashMap::new()),
+            listings: Mutex::new(HashMap::new()),
+            next_listing: AtomicU64::new(1),
             started: SystemTime::now(),
             watcher: None,
         }
@@ -362,8 +391,11 @@ impl NormaFs {
                 if !self.session_exists(sid) {
                     return Err(FsError::NotFound);
                 }
+                // Every backing directory whose names the listing shows: a kernel that keeps
+                // the listing drops it when this mtime changes.
                 let m = [
                     self.paths.transcript_path(sid),
+                    self.paths.transcripts.join(sid),
                     self.paths.archive_root(sid),
                 ]
                 .iter()
@@ -416,13 +448,30 @@ impl NormaFs {
                 }
                 // Fixed names, listed as long as their directory is; a raw range comes and
                 // goes with state.json.
+                self.before_computing(n);
+                // Kept for long only when every input is watched: each change is reported and
+                // invalidated (`invalidate_computed`).
+                let covered = self.covered(n, false);
                 let entry_ttl = match n {
                     Node::Synth(sid, _) => self.ttl_of(&Node::Session(sid.clone()), true),
                     Node::MemoryIndex => self.ttl_of(&Node::MemoryDir, true),
                     Node::RootAudit => self.ttl_of(&Node::Root, true),
+                    Node::Raw(..) if covered => self.opts.watched_ttl,
                     _ => zero,
                 };
                 let c = self.synth.content(n)?;
+                // Not while a handle of other bytes is open: `fstat` on it must reach us.
+                let ttl = if covered
+                    && self
+                        .open_synth
+                        .lock()
+                        .get(&ino)
+                        .is_none_or(|o| o.open.values().all(|&fp| fp == c.fp))
+                {
+                    self.opts.watched_ttl
+                } else {
+                    zero
+                };
                 return Ok(Entry {
                     attr: self.synthetic_attr(
                         ino,
@@ -431,8 +480,8 @@ impl NormaFs {
                         c.data.len() as u64,
                         c.mtime,
                     ),
-                    ttl: zero,
-                    entry_ttl,
+                    ttl,
+                    entry_ttl: entry_ttl.max(ttl),
                 });
             }
             Node::Real(base, rel) => {
@@ -550,11 +599,16 @@ impl NormaFs {
             None => None,
         };
         let snapshot = fh.and_then(|fh| match self.handles.lock().get(&fh) {
-            Some(Handle::Synth(data)) => Some(data.len() as u64),
+            Some(Handle::Synth(data, fp)) => Some((data.len() as u64, *fp)),
             _ => None,
         });
         let mut e = self.attr_of(&node, ino)?;
-        if let Some(len) = snapshot {
+        if let Some((len, _)) = snapshot {
+            // attr_of kept nothing for long if this handle holds other bytes (see
+            // `OpenSynth`); a size that differs is never kept.
+            if e.attr.size != len {
+                e.ttl = Duration::ZERO;
+            }
             e.attr.size = len;
             e.attr.blocks = len.div_ceil(512);
         }
@@ -741,6 +795,65 @@ impl NormaFs {
         self.handles.lock().remove(&fh);
     }
 
+    /// `readdir` of a directory the kernel opened without asking (the mount answers `opendir`
+    /// with `ENOSYS`, which saves two round trips per directory): the entries after `offset`.
+    ///
+    /// A pass from offset 0 lists the directory afresh and keeps the listing until the pass
+    /// reaches its end; offsets carry the pass's generation in their high 32 bits, so a pass
+    /// that goes on while another one started reads its own listing (a few are kept per
+    /// directory). An offset whose listing is gone continues in a fresh one.
+    pub fn readdir_unopened(&self, ino: u64, offset: i64) -> Result<Vec<DirEntry>, FsError> {
+        const KEPT_PER_DIR: usize = 4;
+        const KEPT_DIRS: usize = 4096;
+        let gen = ((offset >> 32) & 0x7fff_ffff) as u32;
+        let at = (offset & 0xffff_ffff) as usize;
+        let kept = if offset > 0 {
+            self.listings
+                .lock()
+                .get(&ino)
+                .and_then(|v| v.iter().find(|(g, _)| *g == gen).map(|(_, l)| l.clone()))
+        } else {
+            None
+        };
+        let (gen, list) = match kept {
+            Some(l) => (gen, l),
+            None => {
+                let g = (self.next_listing.fetch_add(1, Ordering::Relaxed) & 0x7fff_ffff) as u32;
+                let l: Arc<Vec<DirEntry>> = Arc::new(
+                    self.list(ino)?
+                        .into_iter()
+                        .map(|mut e| {
+                            e.offset |= i64::from(g) << 32;
+                            e
+                        })
+                        .collect(),
+                );
+                let mut all = self.listings.lock();
+                if all.len() >= KEPT_DIRS {
+                    // Passes that never ended (a reader that stopped early).
+                    all.clear();
+                }
+                let v = all.entry(ino).or_default();
+                if v.len() >= KEPT_PER_DIR {
+                    v.remove(0);
+                }
+                v.push((g, l.clone()));
+                (g, l)
+            }
+        };
+        let rest = list.get(at..).unwrap_or_default().to_vec();
+        if rest.is_empty() {
+            let mut all = self.listings.lock();
+            if let Some(v) = all.get_mut(&ino) {
+                v.retain(|(g, _)| *g != gen);
+                if v.is_empty() {
+                    all.remove(&ino);
+                }
+            }
+        }
+        Ok(rest)
+    }
+
     // ---- files -----------------------------------------------------------------------------
 
     fn new_handle(&self, h: Handle) -> u64 {
@@ -783,23 +896,36 @@ impl NormaFs {
                     direct_io: true,
                     keep_cache: false,
                     backing: None,
+                    stale_attr: false,
                 })
             }
             n if n.is_synthetic_file() => {
                 if Self::writes(flags) {
                     return Err(FsError::Access);
                 }
-                self.attr_of(n, ino)?;
+                if let Node::Synth(sid, _) | Node::Raw(sid, _, _) = n {
+                    if !self.session_exists(sid) {
+                        return Err(FsError::NotFound);
+                    }
+                }
+                self.before_computing(n);
                 let c = self.synth.content(n)?;
-                let fh = self.new_handle(Handle::Synth(c.data));
+                let fh = self.new_handle(Handle::Synth(c.data, c.fp));
                 if pid != 0 {
                     self.synth_openers.lock().insert(fh, (ino, pid));
                 }
+                self.open_synth
+                    .lock()
+                    .entry(ino)
+                    .or_default()
+                    .open
+                    .insert(fh, c.fp);
                 Ok(Opened {
                     fh,
                     direct_io: true,
                     keep_cache: false,
                     backing: None,
+                    stale_attr: true,
                 })
             }
             Node::Real(b, rel) => {
@@ -818,6 +944,7 @@ impl NormaFs {
                     direct_io: false,
                     keep_cache,
                     backing: Some(f),
+                    stale_attr: false,
                 })
             }
             Node::MemoryLink(_) => Err(FsError::Loop),
@@ -828,7 +955,7 @@ impl NormaFs {
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, FsError> {
         let mut handles = self.handles.lock();
         match handles.get_mut(&fh) {
-            Some(Handle::Synth(data)) => {
+            Some(Handle::Synth(data, _)) => {
                 // Copy outside the handles' lock: other readers go on meanwhile.
                 let data = data.clone();
                 drop(handles);
@@ -889,7 +1016,7 @@ impl NormaFs {
             match handles.get(&fh) {
                 Some(Handle::Real(f)) => Ok(Some(f.clone())),
                 Some(Handle::Ctl { .. }) => Ok(None),
-                Some(Handle::Synth(_)) => Err(FsError::Access),
+                Some(Handle::Synth(..)) => Err(FsError::Access),
                 Some(Handle::Dir(_)) => Err(FsError::IsDir),
                 None => Err(FsError::BadHandle),
             }
@@ -971,8 +1098,59 @@ impl NormaFs {
     }
 
     pub fn release(&self, fh: u64) {
-        self.handles.lock().remove(&fh);
-        self.synth_openers.lock().remove(&fh);
+        let h = self.handles.lock().remove(&fh);
+        let ino = self.synth_openers.lock().remove(&fh).map(|(ino, _)| ino);
+        let Some(Handle::Synth(..)) = h else { return };
+        let mut all = self.open_synth.lock();
+        let found = match ino {
+            Some(ino) => all.get_mut(&ino).map(|o| o.open.remove(&fh)),
+            None => None,
+        };
+        if found.is_none() {
+            // Opened without a known thread: look the handle up everywhere.
+            for o in all.values_mut() {
+                o.open.remove(&fh);
+            }
+        }
+        all.retain(|_, o| !o.open.is_empty());
+    }
+
+    /// Before computing `node`: the root's `audit.txt` reads every session, so every session
+    /// is watched from then on (which makes it covered from its next request).
+    fn before_computing(&self, node: &Node) {
+        let Some(w) = &self.watcher else { return };
+        if *node != Node::RootAudit || w.watches_all() {
+            return;
+        }
+        if let Ok(d) = root::discover(&self.paths) {
+            w.watch_all(&d.sessions);
+        }
+    }
+
+    /// The inodes of the computed files that read an input that changed, and for `raw/`
+    /// ranges their directory and name: the caller drops the kernel's caches of them.
+    pub fn invalidate_computed(&self, c: &watch::Computed) -> Vec<(u64, Option<(u64, String)>)> {
+        let mut out: Vec<(u64, Option<(u64, String)>)> = Vec::new();
+        let mut push = |n: Node| {
+            if let Some(ino) = self.inodes.get(&n) {
+                out.push((ino, None));
+            }
+        };
+        push(Node::RootAudit);
+        match c {
+            watch::Computed::Session(sid) => {
+                for k in SynthKind::ALL {
+                    push(Node::Synth(sid.clone(), k));
+                }
+                let dir = self.inodes.get(&Node::RawDir(sid.clone()));
+                for (ino, name) in self.inodes.raw_of(sid) {
+                    out.push((ino, dir.map(|d| (d, name))));
+                }
+            }
+            watch::Computed::Memory => push(Node::MemoryIndex),
+            watch::Computed::Root => {}
+        }
+        out
     }
 
     /// `fsync` of a real file reaches the backing file; synthetic files have nothing to sync.
@@ -1053,6 +1231,7 @@ impl NormaFs {
                 direct_io: false,
                 keep_cache,
                 backing: Some(f),
+                stale_attr: false,
             },
         ))
     }

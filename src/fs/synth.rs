@@ -40,6 +40,9 @@ pub struct Content {
     /// from a 0600 transcript or memory never shows it to a user that the file itself is hidden
     /// from (`--allow-other`).
     pub perm: u16,
+    /// The fingerprint of the inputs the bytes were computed from: equal fingerprints, equal
+    /// bytes (the kernel's cached size and pages are checked against it).
+    pub fp: u64,
 }
 
 /// What a cache entry is, for the shared LRU order.
@@ -465,6 +468,7 @@ impl Synth {
             data: Arc::new(computed?),
             mtime,
             perm,
+            fp,
         };
         let len = content.data.len();
         let mut c = self.caches.lock();

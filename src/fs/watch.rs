@@ -73,6 +73,21 @@ pub enum Inval {
     Inode { node: Node, data: bool },
     /// The entry `name` of the directory `parent` (a name appeared or disappeared).
     Entry { parent: Node, name: OsString },
+    /// The computed files whose inputs include what changed, with their pages (and the entries
+    /// of `raw/` ranges, which come and go with the session's files). The root's `audit.txt`
+    /// reads everything: it is in every set.
+    Computed(Computed),
+}
+
+/// Which computed files an input belongs to (each set includes the root's `audit.txt`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Computed {
+    /// A session's `view.jsonl`, `view.md`, `audit.txt`, `status.json` and `raw/` ranges.
+    Session(String),
+    /// `memory/MEMORY.md`.
+    Memory,
+    /// Only the root's `audit.txt` (a name in a backing directory that is no session).
+    Root,
 }
 
 /// What one event means.
@@ -116,6 +131,7 @@ pub fn plan(dir: &Dir, name: &OsStr, mask: u32, watched: &dyn Fn(&str) -> bool) 
         parent,
         name: name.to_os_string(),
     };
+    p.invals.push(Inval::Computed(computed_of(dir, name)));
     if name.is_empty() {
         if let Some(node) = dir_node(dir) {
             p.invals.push(inode(node, false));
@@ -232,6 +248,29 @@ fn is_session(s: &str) -> bool {
     valid_session_name(OsStr::new(s)).is_ok()
 }
 
+/// The computed files that read `name` in `dir` (or `dir` itself, for an empty name).
+fn computed_of(dir: &Dir, name: &OsStr) -> Computed {
+    let session = |s: &str| Computed::Session(s.to_string());
+    match dir {
+        Dir::Memory => Computed::Memory,
+        Dir::SessionTranscripts(sid)
+        | Dir::Subagents(sid)
+        | Dir::ArchiveRoot(sid)
+        | Dir::Tier(sid, _) => session(sid),
+        Dir::Transcripts => match name.to_str() {
+            Some(s) => match s.strip_suffix(".jsonl").unwrap_or(s) {
+                sid if is_session(sid) => session(sid),
+                _ => Computed::Root,
+            },
+            None => Computed::Root,
+        },
+        Dir::Archives => match name.to_str() {
+            Some(sid) if is_session(sid) => session(sid),
+            _ => Computed::Root,
+        },
+    }
+}
+
 /// The node whose attributes a watched directory's own attributes are.
 fn dir_node(dir: &Dir) -> Option<Node> {
     match dir {
@@ -281,7 +320,13 @@ struct State {
     /// A watch could not be added (the watch limit, most often): nothing is covered any more
     /// (logged once; TTLs keep the mount correct).
     degraded: bool,
+    /// Every session is watched, those that appear later too (the root's `audit.txt` reads
+    /// them all): see [`Watcher::watch_all`].
+    all: bool,
 }
+
+/// Most sessions [`Watcher::watch_all`] watches (each takes up to about four watches).
+pub const WATCH_ALL_MAX: usize = 10_000;
 
 /// An inotify watcher of the backing directories.
 pub struct Watcher {
@@ -409,6 +454,11 @@ impl Watcher {
             Node::Sessions => base,
             Node::Session(sid) | Node::RawDir(sid) | Node::MemoryLink(sid) => session(sid),
             Node::MemoryDir => has(Dir::Memory),
+            // Computed files: covered when every input is (see `Synth::fingerprint`); a change
+            // of one is reported as `Inval::Computed`.
+            Node::Synth(sid, _) | Node::Raw(sid, _, _) => !dir && session(sid),
+            Node::MemoryIndex => !dir && has(Dir::Memory),
+            Node::RootAudit => !dir && st.all && base && has(Dir::Memory),
             Node::Real(Base::Memory, rel) => has(Dir::Memory) && rel.iter().count() == 1 && !dir,
             Node::Real(Base::Transcripts, rel) => match parts(rel).as_slice() {
                 [_] => has(Dir::Transcripts) && !dir,
@@ -431,7 +481,6 @@ impl Watcher {
                 [sid, t, _] => session(sid) && has(Dir::Tier(sid.clone(), t.clone())) && !dir,
                 _ => false,
             },
-            _ => false,
         }
     }
 
@@ -462,7 +511,27 @@ impl Watcher {
     }
 
     fn watched(&self, sid: &str) -> bool {
-        self.state.lock().sessions.contains(sid)
+        let st = self.state.lock();
+        st.all || st.sessions.contains(sid)
+    }
+
+    /// Watch every session, and every session that appears from now on: the root's
+    /// `audit.txt` reads them all. `sessions` are the sessions there now; call before reading
+    /// them. Above [`WATCH_ALL_MAX`] sessions nothing is done (the watch limit is shared with
+    /// the system): the root's `audit.txt` stays uncovered.
+    pub fn watch_all(&self, sessions: &[String]) {
+        if self.state.lock().all || sessions.len() > WATCH_ALL_MAX {
+            return;
+        }
+        self.state.lock().all = true;
+        for sid in sessions {
+            self.watch_session(sid);
+        }
+    }
+
+    /// Whether [`Watcher::watch_all`] was done.
+    pub fn watches_all(&self) -> bool {
+        self.state.lock().all
     }
 
     /// End [`Watcher::run`] (from any thread).
@@ -618,6 +687,56 @@ mod tests {
         p.invals.contains(i)
     }
 
+    /// The invalidations of kernel nodes (computed files aside).
+    fn kernel(p: &Plan) -> Vec<Inval> {
+        p.invals
+            .iter()
+            .filter(|i| !matches!(i, Inval::Computed(_)))
+            .cloned()
+            .collect()
+    }
+
+    #[test]
+    fn every_event_reaches_the_computed_files_that_read_it() {
+        let s = |sid: &str| Inval::Computed(Computed::Session(sid.into()));
+        for (d, n, want) in [
+            (Dir::Transcripts, "abc.jsonl", s("abc")),
+            (Dir::Transcripts, "abc", s("abc")),
+            (
+                Dir::Transcripts,
+                ".abc.jsonl.tmp-1",
+                Inval::Computed(Computed::Root),
+            ),
+            (Dir::Archives, "abc", s("abc")),
+            (Dir::ArchiveRoot("abc".into()), "state.json", s("abc")),
+            (
+                Dir::ArchiveRoot("abc".into()),
+                ".state.json.tmp-1",
+                s("abc"),
+            ),
+            (
+                Dir::Tier("abc".into(), "tier1".into()),
+                "b1_m0001-m0002.md",
+                s("abc"),
+            ),
+            (Dir::Subagents("abc".into()), "agent-a.jsonl", s("abc")),
+            (Dir::SessionTranscripts("abc".into()), "subagents", s("abc")),
+            (Dir::Memory, "a.md", Inval::Computed(Computed::Memory)),
+            (Dir::Memory, "MEMORY.md", Inval::Computed(Computed::Memory)),
+            (Dir::ArchiveRoot("abc".into()), "", s("abc")),
+        ] {
+            for mask in [
+                libc::IN_MODIFY,
+                libc::IN_CREATE,
+                libc::IN_DELETE,
+                libc::IN_ATTRIB,
+            ] {
+                let p = plan(&d, OsStr::new(n), mask, &|_| true);
+                assert!(has(&p, &want), "{d:?} {n} {mask:#x}: {:?}", p.invals);
+            }
+        }
+    }
+
     fn real(b: Base, rel: &str) -> Node {
         Node::Real(b, PathBuf::from(rel))
     }
@@ -655,7 +774,7 @@ mod tests {
             &|_| false,
         );
         assert_eq!(
-            p.invals,
+            kernel(&p),
             vec![
                 Inval::Inode {
                     node: real(Base::Transcripts, "abc.jsonl"),
@@ -677,7 +796,7 @@ mod tests {
             (Dir::Memory, "MEMORY.md"),
         ] {
             let p = plan(&d, OsStr::new(n), libc::IN_CREATE, &|_| true);
-            assert!(p.invals.is_empty() && p.watch.is_empty(), "{d:?} {n}");
+            assert!(kernel(&p).is_empty() && p.watch.is_empty(), "{d:?} {n}");
         }
         // In an archive root they change only the session directory's mtime.
         for n in [".normafs.lock", ".state.json.tmp-x"] {
@@ -688,7 +807,7 @@ mod tests {
                 &|_| true,
             );
             assert_eq!(
-                p.invals,
+                kernel(&p),
                 vec![Inval::Inode {
                     node: Node::Session("s".into()),
                     data: false
@@ -702,7 +821,10 @@ mod tests {
                 libc::IN_MODIFY,
                 &|_| true,
             );
-            assert!(p.invals.is_empty(), "{n}: a write changes no mtime we show");
+            assert!(
+                kernel(&p).is_empty(),
+                "{n}: a write changes no mtime we show"
+            );
         }
     }
 
@@ -779,7 +901,7 @@ mod tests {
             &|_| false,
         );
         assert_eq!(
-            p.invals,
+            kernel(&p),
             vec![Inval::Inode {
                 node: real(Base::Memory, "a.md"),
                 data: true
@@ -879,9 +1001,23 @@ mod tests {
             );
         }
         for (n, dir) in [
+            // Computed files of a watched session: every input is watched.
             (Node::Synth("s".into(), crate::fs::SynthKind::View), false),
             (Node::Raw("s".into(), "m0001".into(), "m0002".into()), false),
             (Node::MemoryIndex, false),
+        ] {
+            assert!(w.covers(&n, dir), "{n:?} is covered");
+        }
+        for (n, dir) in [
+            (
+                Node::Synth("other".into(), crate::fs::SynthKind::View),
+                false,
+            ),
+            (
+                Node::Raw("other".into(), "m0001".into(), "m0002".into()),
+                false,
+            ),
+            // It reads every session: covered only once all are watched.
             (Node::RootAudit, false),
             (Node::Session("other".into()), true),
             (real(Base::Memory, "sub/b.md"), false),
@@ -891,9 +1027,24 @@ mod tests {
         ] {
             assert!(!w.covers(&n, dir), "{n:?} is not covered");
         }
+        w.watch_all(&["s".to_string(), "other".to_string()]);
+        assert!(
+            w.covers(&Node::RootAudit, false),
+            "all sessions are watched"
+        );
+        assert!(w.covers(
+            &Node::Synth("other".into(), crate::fs::SynthKind::Audit),
+            false
+        ));
+        assert!(
+            w.watched("new"),
+            "a session that appears later is watched too"
+        );
         w.state.lock().degraded = true;
         assert!(
-            !w.covers(&Node::Sessions, true) && !w.covers(&state, false),
+            !w.covers(&Node::Sessions, true)
+                && !w.covers(&state, false)
+                && !w.covers(&Node::RootAudit, false),
             "after a failed watch nothing is covered"
         );
     }
@@ -951,7 +1102,7 @@ mod tests {
     fn events_of_a_watched_directory_itself() {
         let p = plan(&Dir::Memory, OsStr::new(""), libc::IN_ATTRIB, &|_| true);
         assert_eq!(
-            p.invals,
+            kernel(&p),
             vec![Inval::Inode {
                 node: Node::MemoryDir,
                 data: false
@@ -964,7 +1115,7 @@ mod tests {
             &|_| true,
         );
         assert_eq!(
-            p.invals,
+            kernel(&p),
             vec![Inval::Inode {
                 node: real(Base::Archives, "s/tier1"),
                 data: false
