@@ -182,6 +182,9 @@ struct OpenSynth {
     open: HashMap<u64, u64>,
 }
 
+/// One pass of [`NormaFs::readdir_unopened`]: its generation and its entries.
+type Listing = (u32, Arc<Vec<DirEntry>>);
+
 /// Per ctl file: the last sequence number and the latest results.
 type CtlLog = (u64, VecDeque<CtlRecord>);
 
@@ -207,7 +210,7 @@ pub struct NormaFs {
     /// The open handles of computed files, by inode (see [`OpenSynth`]).
     open_synth: Mutex<HashMap<u64, OpenSynth>>,
     /// Listings of passes of [`NormaFs::readdir_unopened`], by directory inode.
-    listings: Mutex<HashMap<u64, Vec<(u32, Arc<Vec<DirEntry>>)>>>,
+    listings: Mutex<HashMap<u64, Vec<Listing>>>,
     next_listing: AtomicU64,
     started: SystemTime,
     /// Reports changes in the backing directories; decides which nodes get `watched_ttl`.
