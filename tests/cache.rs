@@ -322,3 +322,58 @@ fn a_computed_size_is_kept_only_while_every_handle_holds_its_bytes() {
     let gone = fs.invalidate_computed(&normafs::fs::watch::Computed::Session(SID.into()));
     assert!(gone.iter().any(|(ino, _)| *ino == v));
 }
+
+/// A directory the watcher does not cover (below `memory/`): the kernel keeps its listing, and
+/// drops it when the directory's mtime changes, seen once the attributes expire.
+#[test]
+fn listings_of_unwatched_directories_follow_their_mtime() {
+    if !fuse_available() {
+        return;
+    }
+    let d = example_root();
+    std::fs::create_dir(d.path().join("memory/sub")).expect("mkdir");
+    std::fs::write(d.path().join("memory/sub/a.md"), "a").expect("write");
+    let m = Mounted::new(d, Config::default(), MountOptions::default());
+    let sub = m.at("memory/sub");
+    assert_eq!(names(&sub), vec!["a.md".to_string()]);
+    assert_eq!(names(&sub), vec!["a.md".to_string()], "listed again");
+    std::fs::write(m.root().join("memory/sub/b.md"), "b").expect("write");
+    assert!(within(SOON, || names(&sub)
+        == vec!["a.md".to_string(), "b.md".to_string()]));
+    std::fs::remove_file(m.root().join("memory/sub/a.md")).expect("rm");
+    assert!(within(SOON, || names(&sub) == vec!["b.md".to_string()]));
+}
+
+/// `readdir` without a handle (the kernel opens directories itself): a pass keeps its own
+/// snapshot while the directory changes and another pass starts.
+#[test]
+fn unopened_listing_passes_keep_their_snapshot() {
+    let d = example_root();
+    let paths = RootPaths::from_root(d.path());
+    let cfg = Config::default();
+    let fs = NormaFs::new(paths, cfg.clone(), FsOptions::new(&cfg, false));
+    let (mem, _) = lookup(&fs, "memory");
+    let names = |v: &[normafs::fs::DirEntry]| -> Vec<String> {
+        v.iter()
+            .map(|e| e.name.to_string_lossy().into_owned())
+            .collect()
+    };
+    let a = fs.readdir_unopened(mem, 0).expect("pass a");
+    assert!(a.len() > 4, "{:?}", names(&a));
+    // Pass a stops after three entries; the directory changes; pass b starts.
+    std::fs::write(d.path().join("memory/zz-new.md"), "x").expect("write");
+    let b = fs.readdir_unopened(mem, 0).expect("pass b");
+    assert!(names(&b).contains(&"zz-new.md".to_string()));
+    let rest = fs
+        .readdir_unopened(mem, a[2].offset)
+        .expect("pass a goes on");
+    assert_eq!(
+        names(&rest),
+        names(&a[3..]),
+        "pass a reads its own snapshot"
+    );
+    let last = a.last().expect("an entry").offset;
+    assert!(fs.readdir_unopened(mem, last).expect("end").is_empty());
+    // Offsets are increasing within a pass, and never 0.
+    assert!(b.windows(2).all(|w| w[0].offset < w[1].offset) && b[0].offset > 0);
+}
