@@ -75,6 +75,10 @@ struct Shared {
     notifier: OnceLock<Notifier>,
     /// `OPENDIR` is answered `ENOSYS` (see `opendir`).
     no_opendir: AtomicBool,
+    /// The kernel keeps symbolic links' targets (see `readlink`).
+    cache_symlinks: AtomicBool,
+    /// Inodes whose cached pages the kernel must drop at a given time (see `expire_later`).
+    expire: OnceLock<Mutex<std::sync::mpsc::Sender<(std::time::Instant, u64)>>>,
     /// Real files are opened with passthrough (decided once, at mount).
     passthrough: AtomicBool,
 }
@@ -317,6 +321,15 @@ impl Filesystem for NormaFuse {
         {
             self.shared.no_opendir.store(true, Ordering::Relaxed);
         }
+        // Links' targets kept by the kernel (`ls -l` reads every session's `memory` link);
+        // not under `--ttl-ms 0`.
+        if self.fs.options().real_ttl > Duration::ZERO
+            && config
+                .add_capabilities(InitFlags::FUSE_CACHE_SYMLINKS)
+                .is_ok()
+        {
+            self.shared.cache_symlinks.store(true, Ordering::Relaxed);
+        }
         if self.want_passthrough && config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok() {
             // Depth 2: backing files may live on a stacked filesystem (overlayfs).
             let _ = config.set_max_stack_depth(2);
@@ -393,9 +406,22 @@ impl Filesystem for NormaFuse {
         }
     }
 
+    /// With `FUSE_CACHE_SYMLINKS` the kernel keeps a link's target like a file's pages: a
+    /// target the watcher does not cover is dropped again after the TTL.
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        match self.run("readlink", || self.fs.readlink(ino.0)) {
-            Ok(d) => reply.data(&d),
+        match self.run("readlink", || {
+            let kept = self.fs.link_kept(ino.0);
+            self.fs.readlink(ino.0).map(|d| (d, kept))
+        }) {
+            Ok((d, kept)) => {
+                reply.data(&d);
+                if !kept && self.shared.cache_symlinks.load(Ordering::Relaxed) {
+                    if let Some(x) = self.shared.expire.get() {
+                        let at = std::time::Instant::now() + self.fs.options().real_ttl;
+                        let _ = x.lock().send((at, ino.0));
+                    }
+                }
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -931,6 +957,44 @@ fn decide_passthrough<S: AsFd>(
     }
 }
 
+/// A thread that has the kernel drop the cached pages of an inode at the time it is sent with
+/// (a link target the watcher does not cover: kept for the TTL, like attributes). It ends when
+/// the sender is dropped, with the mount.
+fn expire_later(n: Notifier) -> io::Result<std::sync::mpsc::Sender<(std::time::Instant, u64)>> {
+    use std::sync::mpsc::RecvTimeoutError;
+    let (tx, rx) = std::sync::mpsc::channel::<(std::time::Instant, u64)>();
+    std::thread::Builder::new()
+        .name("normafs-expire".into())
+        .spawn(move || {
+            let mut due: std::collections::BTreeSet<(std::time::Instant, u64)> =
+                std::collections::BTreeSet::new();
+            loop {
+                let now = std::time::Instant::now();
+                while let Some(&(at, ino)) = due.first() {
+                    if at > now {
+                        break;
+                    }
+                    due.pop_first();
+                    if let Err(e) = n.inval_inode(INodeNo(ino), 0, 0) {
+                        tracing::debug!("expire inode {ino}: {e}");
+                    }
+                }
+                let wait = due
+                    .first()
+                    .map(|&(at, _)| at.saturating_duration_since(now))
+                    .unwrap_or(Duration::from_secs(3600));
+                match rx.recv_timeout(wait) {
+                    Ok(x) => {
+                        due.insert(x);
+                    }
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => return,
+                }
+            }
+        })?;
+    Ok(tx)
+}
+
 /// Drop one kernel cache (a node the kernel was never told about needs nothing).
 fn invalidate(fs: &NormaFs, n: &Notifier, i: &Inval) {
     let r = match i {
@@ -1030,6 +1094,9 @@ pub fn mount_background(
     shared.passthrough.store(passthrough, Ordering::Relaxed);
     let notifier = session.notifier();
     let _ = shared.notifier.set(notifier.clone());
+    let _ = shared
+        .expire
+        .set(Mutex::new(expire_later(notifier.clone())?));
     let bg = session.spawn()?;
     let mut handle = MountHandle {
         session: Some(bg),

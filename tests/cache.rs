@@ -377,3 +377,34 @@ fn unopened_listing_passes_keep_their_snapshot() {
     // Offsets are increasing within a pass, and never 0.
     assert!(b.windows(2).all(|w| w[0].offset < w[1].offset) && b[0].offset > 0);
 }
+
+/// Link targets kept by the kernel follow a replaced link: at once in a watched directory,
+/// after the TTL below it.
+#[test]
+fn kept_link_targets_follow_replaced_links() {
+    if !fuse_available() {
+        return;
+    }
+    let d = example_root();
+    std::fs::create_dir(d.path().join("memory/sub")).expect("mkdir");
+    for l in ["memory/link.md", "memory/sub/link.md"] {
+        std::os::unix::fs::symlink("a.md", d.path().join(l)).expect("symlink");
+    }
+    let m = Mounted::new(d, Config::default(), MountOptions::default());
+    let target = |l: &str| -> String {
+        let o = tool("readlink", &[m.at(l).as_os_str()]);
+        assert!(o.status.success(), "readlink {l}");
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    for l in ["memory/link.md", "memory/sub/link.md"] {
+        assert_eq!(target(l), "a.md");
+        assert_eq!(target(l), "a.md", "read again");
+        // Replaced by rename, as editors and runtimes do.
+        let tmp = m.root().join(format!("{l}.new"));
+        std::os::unix::fs::symlink("b.md", &tmp).expect("symlink");
+        std::fs::rename(&tmp, m.root().join(l)).expect("rename");
+        assert!(within(SOON, || target(l) == "b.md"), "{l}");
+    }
+    let s = format!("sessions/{SID}/memory");
+    assert_eq!(target(&s), "../../memory");
+}

@@ -631,6 +631,17 @@ impl NormaFs {
             .max()
     }
 
+    /// Whether the kernel may keep the target of symbolic link `ino` until the watcher tells
+    /// it otherwise: the session's `memory` link never changes, and a real link is replaced
+    /// (never changed in place) in a watched directory. Asked before reading the target.
+    pub fn link_kept(&self, ino: u64) -> bool {
+        match self.node(ino) {
+            Ok(Node::MemoryLink(_)) => true,
+            Ok(n @ Node::Real(..)) => self.covered(&n, false),
+            _ => false,
+        }
+    }
+
     pub fn readlink(&self, ino: u64) -> Result<Vec<u8>, FsError> {
         match self.node(ino)? {
             Node::MemoryLink(_) => Ok(MEMORY_LINK.as_bytes().to_vec()),
