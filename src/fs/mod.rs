@@ -966,6 +966,14 @@ impl NormaFs {
         }
     }
 
+    /// The snapshot of a computed file's handle, for reads served without a copy.
+    pub fn synth_snapshot(&self, fh: u64) -> Option<Arc<Vec<u8>>> {
+        match self.handles.lock().get(&fh) {
+            Some(Handle::Synth(data, _)) => Some(data.clone()),
+            _ => None,
+        }
+    }
+
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, FsError> {
         let mut handles = self.handles.lock();
         match handles.get_mut(&fh) {
@@ -1384,7 +1392,12 @@ fn scope_key(s: &Scope) -> Option<String> {
 }
 
 fn slice(data: &[u8], offset: u64, size: u32) -> Vec<u8> {
-    let start = (offset as usize).min(data.len());
+    window(data, offset, size).to_vec()
+}
+
+/// The bytes of `data` a read of `size` bytes at `offset` returns.
+pub fn window(data: &[u8], offset: u64, size: u32) -> &[u8] {
+    let start = usize::try_from(offset).unwrap_or(usize::MAX).min(data.len());
     let end = start.saturating_add(size as usize).min(data.len());
-    data[start..end].to_vec()
+    data.get(start..end).unwrap_or_default()
 }
