@@ -760,7 +760,8 @@ pub fn audit_names(a: &mut Audit, d: &Discovery) {
 }
 
 /// Audit a whole root: every session, the memory directory, bad names. `progress` is called
-/// after each session.
+/// after each session. Sessions are loaded and audited on as many threads as there are cores;
+/// the result is the same as [`audit_root_with`] on one thread.
 pub fn audit_root(
     paths: &RootPaths,
     d: &Discovery,
@@ -768,13 +769,63 @@ pub fn audit_root(
     style: PathStyle,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Audit {
+    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    audit_root_with(paths, d, cfg, style, threads, progress)
+}
+
+/// [`audit_root`] on at most `threads` threads (1: all on the calling thread). The findings do
+/// not depend on `threads`: each session's are kept apart and joined in session order before
+/// the (stable) sort, as one thread would have pushed them. `progress` is called on the calling
+/// thread, after each session, with the number done so far.
+pub fn audit_root_with(
+    paths: &RootPaths,
+    d: &Discovery,
+    cfg: &NoaConfig,
+    style: PathStyle,
+    threads: usize,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Audit {
     let mut a = Audit::default();
     audit_names(&mut a, d);
     audit_memory(&mut a, &paths.memory);
-    for (i, sid) in d.sessions.iter().enumerate() {
+    let one = |sid: &str| {
         let s = crate::store::session::load(paths, sid);
+        let mut a = Audit::default();
         audit_session(&mut a, &s, cfg, style);
-        progress(i + 1, d.sessions.len());
+        a.findings
+    };
+    let total = d.sessions.len();
+    let threads = threads.clamp(1, total.max(1));
+    if threads == 1 {
+        for (i, sid) in d.sessions.iter().enumerate() {
+            a.findings.extend(one(sid));
+            progress(i + 1, total);
+        }
+    } else {
+        let mut per_session: Vec<Vec<Finding>> = vec![Vec::new(); total];
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            for _ in 0..threads {
+                let (tx, next, one) = (tx.clone(), &next, &one);
+                scope.spawn(move || loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(sid) = d.sessions.get(i) else { break };
+                    if tx.send((i, one(sid))).is_err() {
+                        break;
+                    }
+                });
+            }
+            // The workers hold the only senders left: the loop ends when they are done.
+            drop(tx);
+            for (done, (i, findings)) in rx.into_iter().enumerate() {
+                if let Some(slot) = per_session.get_mut(i) {
+                    *slot = findings;
+                }
+                progress(done + 1, total);
+            }
+        });
+        a.findings.extend(per_session.into_iter().flatten());
     }
     a.sort();
     a
