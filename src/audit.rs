@@ -381,8 +381,13 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
         }
     }
 
-    let assigned = refs::assign(st, &msgs);
-    let known_ref = |r: &str| refs_map.by_ref.contains_key(r) || assigned.msg_of(r).is_some();
+    // The ref assignment, the tool ids and the live set serve only the checks of blocks; most
+    // sessions have none, and a session without blocks skips computing them.
+    let has_blocks = !st.blocks.is_empty();
+    let assigned = has_blocks.then(|| refs::assign(st, &msgs));
+    let known_ref = |r: &str| {
+        refs_map.by_ref.contains_key(r) || assigned.as_ref().is_some_and(|a| a.msg_of(r).is_some())
+    };
     let by_name: HashMap<String, usize> = st
         .blocks
         .iter()
@@ -390,18 +395,25 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
         .map(|(i, b)| (b.block_id.name(), i))
         .collect();
     let mut max_block = 0u64;
-    let tool_ids: HashSet<&str> = msgs
-        .iter()
-        .flat_map(|m| m.message.content.iter())
-        .filter_map(|c| match c {
-            Content::ToolUse(u) => Some(u.id.as_str()),
-            _ => None,
-        })
-        .collect();
+    let tool_ids: HashSet<&str> = if has_blocks {
+        msgs.iter()
+            .flat_map(|m| m.message.content.iter())
+            .filter_map(|c| match c {
+                Content::ToolUse(u) => Some(u.id.as_str()),
+                _ => None,
+            })
+            .collect()
+    } else {
+        HashSet::new()
+    };
     let journal_calls: HashSet<&str> = journal
         .map(|j| j.entries.iter().map(|(_, e)| e.call_id.as_str()).collect())
         .unwrap_or_default();
-    let mat = view::materialize(&msgs, st, cfg);
+    let live = if has_blocks {
+        view::materialize(&msgs, st, cfg).live
+    } else {
+        Vec::new()
+    };
     let root_str = s.archive_root_str();
     // Archives of committed journal batches are not orphans, even before a roll-forward.
     let mut referenced: HashSet<&str> = journal
@@ -603,7 +615,7 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
     let mut first_cover: HashMap<&str, usize> = HashMap::new();
     let mut pairs: Vec<(usize, usize, String, usize)> = Vec::new();
     for (bi, b) in st.blocks.iter().enumerate() {
-        if !mat.live[bi] {
+        if !live.get(bi).copied().unwrap_or(false) {
             continue;
         }
         for id in &b.effective_message_ids {
