@@ -816,25 +816,42 @@ pub fn audit_root_with(
     } else {
         let mut per_session: Vec<Vec<Finding>> = vec![Vec::new(); total];
         let next = std::sync::atomic::AtomicUsize::new(0);
+        let take = || {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            d.sessions.get(i).map(|sid| (i, sid))
+        };
         std::thread::scope(|scope| {
             let (tx, rx) = std::sync::mpsc::channel();
-            for _ in 0..threads {
-                let (tx, next, one) = (tx.clone(), &next, &one);
-                scope.spawn(move || loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(sid) = d.sessions.get(i) else { break };
-                    if tx.send((i, one(sid))).is_err() {
-                        break;
+            // `threads - 1` helpers; the calling thread is the last worker, so that it does
+            // not sit waiting for results on a core the helpers could use.
+            for _ in 1..threads {
+                let (tx, take, one) = (tx.clone(), &take, &one);
+                scope.spawn(move || {
+                    while let Some((i, sid)) = take() {
+                        if tx.send((i, one(sid))).is_err() {
+                            break;
+                        }
                     }
                 });
             }
-            // The workers hold the only senders left: the loop ends when they are done.
+            // The helpers hold the only senders left: `rx` ends when they are done.
             drop(tx);
-            for (done, (i, findings)) in rx.into_iter().enumerate() {
+            let mut done = 0;
+            let mut record = |i: usize, findings: Vec<Finding>| {
                 if let Some(slot) = per_session.get_mut(i) {
                     *slot = findings;
                 }
-                progress(done + 1, total);
+                done += 1;
+                progress(done, total);
+            };
+            while let Some((i, sid)) = take() {
+                record(i, one(sid));
+                while let Ok((i, findings)) = rx.try_recv() {
+                    record(i, findings);
+                }
+            }
+            for (i, findings) in rx {
+                record(i, findings);
             }
         });
         a.findings.extend(per_session.into_iter().flatten());
