@@ -785,6 +785,9 @@ pub fn audit_root(
     audit_root_with(paths, d, cfg, style, threads, progress)
 }
 
+/// The stack of an audit helper thread: that of a main thread on Linux.
+const HELPER_STACK: usize = 8 << 20;
+
 /// [`audit_root`] on at most `threads` threads (1: all on the calling thread). The findings do
 /// not depend on `threads`: each session's are kept apart and joined in session order before
 /// the (stable) sort, as one thread would have pushed them. `progress` is called on the calling
@@ -823,10 +826,15 @@ pub fn audit_root_with(
         std::thread::scope(|scope| {
             let (tx, rx) = std::sync::mpsc::channel();
             // `threads - 1` helpers; the calling thread is the last worker, so that it does
-            // not sit waiting for results on a core the helpers could use.
+            // not sit waiting for results on a core the helpers could use. A helper that
+            // cannot be started leaves its share to the others. Helpers get the stack a main
+            // thread has, so that no input that one thread can audit overflows theirs.
             for _ in 1..threads {
                 let (tx, take, one) = (tx.clone(), &take, &one);
-                scope.spawn(move || {
+                let helper = std::thread::Builder::new()
+                    .name("audit".into())
+                    .stack_size(HELPER_STACK);
+                let _ = helper.spawn_scoped(scope, move || {
                     while let Some((i, sid)) = take() {
                         if tx.send((i, one(sid))).is_err() {
                             break;
