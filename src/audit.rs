@@ -381,8 +381,13 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
         }
     }
 
-    let assigned = refs::assign(st, &msgs);
-    let known_ref = |r: &str| refs_map.by_ref.contains_key(r) || assigned.msg_of(r).is_some();
+    // The ref assignment, the tool ids and the live set serve only the checks of blocks; most
+    // sessions have none, and a session without blocks skips computing them.
+    let has_blocks = !st.blocks.is_empty();
+    let assigned = has_blocks.then(|| refs::assign(st, &msgs));
+    let known_ref = |r: &str| {
+        refs_map.by_ref.contains_key(r) || assigned.as_ref().is_some_and(|a| a.msg_of(r).is_some())
+    };
     let by_name: HashMap<String, usize> = st
         .blocks
         .iter()
@@ -390,18 +395,25 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
         .map(|(i, b)| (b.block_id.name(), i))
         .collect();
     let mut max_block = 0u64;
-    let tool_ids: HashSet<&str> = msgs
-        .iter()
-        .flat_map(|m| m.message.content.iter())
-        .filter_map(|c| match c {
-            Content::ToolUse(u) => Some(u.id.as_str()),
-            _ => None,
-        })
-        .collect();
+    let tool_ids: HashSet<&str> = if has_blocks {
+        msgs.iter()
+            .flat_map(|m| m.message.content.iter())
+            .filter_map(|c| match c {
+                Content::ToolUse(u) => Some(u.id.as_str()),
+                _ => None,
+            })
+            .collect()
+    } else {
+        HashSet::new()
+    };
     let journal_calls: HashSet<&str> = journal
         .map(|j| j.entries.iter().map(|(_, e)| e.call_id.as_str()).collect())
         .unwrap_or_default();
-    let mat = view::materialize(&msgs, st, cfg);
+    let live = if has_blocks {
+        view::materialize(&msgs, st, cfg).live
+    } else {
+        Vec::new()
+    };
     let root_str = s.archive_root_str();
     // Archives of committed journal batches are not orphans, even before a roll-forward.
     let mut referenced: HashSet<&str> = journal
@@ -603,7 +615,7 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
     let mut first_cover: HashMap<&str, usize> = HashMap::new();
     let mut pairs: Vec<(usize, usize, String, usize)> = Vec::new();
     for (bi, b) in st.blocks.iter().enumerate() {
-        if !mat.live[bi] {
+        if !live.get(bi).copied().unwrap_or(false) {
             continue;
         }
         for id in &b.effective_message_ids {
@@ -760,7 +772,8 @@ pub fn audit_names(a: &mut Audit, d: &Discovery) {
 }
 
 /// Audit a whole root: every session, the memory directory, bad names. `progress` is called
-/// after each session.
+/// after each session. Sessions are loaded and audited on as many threads as there are cores;
+/// the result is the same as [`audit_root_with`] on one thread.
 pub fn audit_root(
     paths: &RootPaths,
     d: &Discovery,
@@ -768,13 +781,88 @@ pub fn audit_root(
     style: PathStyle,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Audit {
+    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    audit_root_with(paths, d, cfg, style, threads, progress)
+}
+
+/// The stack of an audit helper thread: that of a main thread on Linux.
+const HELPER_STACK: usize = 8 << 20;
+
+/// [`audit_root`] on at most `threads` threads (1: all on the calling thread). The findings do
+/// not depend on `threads`: each session's are kept apart and joined in session order before
+/// the (stable) sort, as one thread would have pushed them. `progress` is called on the calling
+/// thread, after each session, with the number done so far.
+pub fn audit_root_with(
+    paths: &RootPaths,
+    d: &Discovery,
+    cfg: &NoaConfig,
+    style: PathStyle,
+    threads: usize,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Audit {
     let mut a = Audit::default();
     audit_names(&mut a, d);
     audit_memory(&mut a, &paths.memory);
-    for (i, sid) in d.sessions.iter().enumerate() {
+    let one = |sid: &str| {
         let s = crate::store::session::load(paths, sid);
+        let mut a = Audit::default();
         audit_session(&mut a, &s, cfg, style);
-        progress(i + 1, d.sessions.len());
+        a.findings
+    };
+    let total = d.sessions.len();
+    let threads = threads.clamp(1, total.max(1));
+    if threads == 1 {
+        for (i, sid) in d.sessions.iter().enumerate() {
+            a.findings.extend(one(sid));
+            progress(i + 1, total);
+        }
+    } else {
+        let mut per_session: Vec<Vec<Finding>> = vec![Vec::new(); total];
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let take = || {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            d.sessions.get(i).map(|sid| (i, sid))
+        };
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            // `threads - 1` helpers; the calling thread is the last worker, so that it does
+            // not sit waiting for results on a core the helpers could use. A helper that
+            // cannot be started leaves its share to the others. Helpers get the stack a main
+            // thread has, so that no input that one thread can audit overflows theirs.
+            for _ in 1..threads {
+                let (tx, take, one) = (tx.clone(), &take, &one);
+                let helper = std::thread::Builder::new()
+                    .name("audit".into())
+                    .stack_size(HELPER_STACK);
+                let _ = helper.spawn_scoped(scope, move || {
+                    while let Some((i, sid)) = take() {
+                        if tx.send((i, one(sid))).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            // The helpers hold the only senders left: `rx` ends when they are done.
+            drop(tx);
+            let mut done = 0;
+            let mut record = |i: usize, findings: Vec<Finding>| {
+                if let Some(slot) = per_session.get_mut(i) {
+                    *slot = findings;
+                }
+                done += 1;
+                progress(done, total);
+            };
+            while let Some((i, sid)) = take() {
+                record(i, one(sid));
+                while let Ok((i, findings)) = rx.try_recv() {
+                    record(i, findings);
+                }
+            }
+            for (i, findings) in rx {
+                record(i, findings);
+            }
+        });
+        a.findings.extend(per_session.into_iter().flatten());
     }
     a.sort();
     a

@@ -98,3 +98,41 @@ fn corrupt_generated_root_shows_every_catalogue_code_where_the_damage_is() {
     sorted.sort();
     assert_eq!(keys, sorted);
 }
+
+#[test]
+fn parallel_audit_equals_the_sequential_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("root");
+    let opts = GenOptions {
+        sessions: 12,
+        messages: 60,
+        seed: 9,
+        corrupt: true,
+        ..GenOptions::default()
+    };
+    generate(&root, &opts, &mut |_, _| {}).expect("gen");
+    let paths = RootPaths::from_root(&root);
+    let d = discover(&paths).expect("discover");
+    let cfg = NoaConfig::default();
+    let with = |threads: usize| {
+        let mut calls = Vec::new();
+        let a = audit::audit_root_with(&paths, &d, &cfg, PathStyle::Root, threads, &mut |n, t| {
+            calls.push((n, t))
+        });
+        // Progress: once per session, counting up to the total, on the calling thread.
+        let total = d.sessions.len();
+        let expected: Vec<(usize, usize)> = (1..=total).map(|n| (n, total)).collect();
+        assert_eq!(calls, expected, "progress with {threads} threads");
+        a
+    };
+    let sequential = with(1);
+    assert!(sequential.has_errors(), "{}", sequential.to_text());
+    for threads in [2, 3, 64] {
+        let parallel = with(threads);
+        assert_eq!(parallel.findings, sequential.findings, "{threads} threads");
+        assert_eq!(parallel.to_text(), sequential.to_text());
+        assert_eq!(parallel.to_json(), sequential.to_json());
+    }
+    // The default (one thread a core) is the same audit too.
+    assert_eq!(audit_of(&root).findings, sequential.findings);
+}
