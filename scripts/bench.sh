@@ -23,7 +23,8 @@
 #       (drop_caches before each run) and warm; P1u: the same on the userspace path
 #       (--no-passthrough), for comparison.
 #   P2  stat of every real file (the same files: mount paths vs backing paths), and ls -lR of
-#       the whole mount vs the whole root (the mount shows more: computed files, raw/, ctl).
+#       the whole mount vs the whole root (the mount shows more: computed files, raw/, ctl);
+#       P2l: the same ls -lR medians divided by the number of lines each lists.
 #   P3  grep -r of a string that occurs nowhere, over the real files of the mount (computed
 #       files excluded by name) vs over the root; cold and warm. P3s: grep -r of the whole
 #       mount, computed files included, vs the root (warm).
@@ -284,6 +285,10 @@ if want P2 || want P3; then
     N_NAT=$(ls -lR "$A" | wc -l)
     row P2 "ls -lR of the mount ($N_MNT lines) vs the root ($N_NAT), warm" \
         "$(hf P2-ls warm "$WARM_RUNS" "ls -lR $MNT" "ls -lR $A")" "≤1.3×"
+    # The mount lists more (computed files, raw/, ctl, links): the same medians per line.
+    row P2l "ls -lR per listed line, mount vs root (same runs)" \
+        "$(ratio "$(awk -v t="$(median "$OUT/P2-ls.mount")" -v n="$N_MNT" 'BEGIN { print t / n }')" \
+            "$(awk -v t="$(median "$OUT/P2-ls.base")" -v n="$N_NAT" 'BEGIN { print t / n }')")" "— (P2: ≤1.3×)"
     EXCL="--exclude-dir=raw --exclude=view.jsonl --exclude=view.md --exclude=audit.txt --exclude=status.json --exclude=ctl --exclude=MEMORY.md"
     row P3 "cold grep -r, real files" \
         "$(hf P3-cold cold "$COLD_RUNS" "grep -r $EXCL $NEEDLE $MNT" "grep -r --exclude=MEMORY.md $NEEDLE $A")" "≤2×"
