@@ -20,3 +20,11 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
 cargo test --locked --all-targets
+
+# The benchmark harness in its short mode, so that it cannot rot (figures are printed, never
+# asserted: these machines are shared). Needs root (drop_caches) and /dev/fuse.
+if [ "$(id -u)" = 0 ] && [ -c /dev/fuse ]; then
+  scripts/bench.sh --quick
+else
+  echo "note: scripts/bench.sh --quick needs root and /dev/fuse; skipped" >&2
+fi
