@@ -506,13 +506,13 @@ impl<'a> Session<'a> {
         let t = tokens::message_tokens(&message);
         let mut rec = self.record("message");
         if role == "assistant" {
-            rec.usage = Some(Some(Usage {
+            rec.usage = Some(Some(Box::new(Usage {
                 input_tokens: self.rng.range(3, 900) as u64,
                 output_tokens: t.max(1),
                 cache_read_tokens: self.context_tokens,
                 cache_write_tokens: self.since_assistant.max(1),
                 extra: serde_json::Map::new(),
-            }));
+            })));
             self.since_assistant = 0;
         } else {
             self.since_assistant += t;
@@ -528,13 +528,13 @@ impl<'a> Session<'a> {
         let skills = ["rust", "git", "review"];
         let n = self.rng.range(1, skills.len());
         let mut rec = self.record("boundary");
-        rec.boundary = Some(Some(BoundaryMeta {
+        rec.boundary = Some(Some(Box::new(BoundaryMeta {
             trigger: Some("auto".to_string()),
             pre_tokens: self.context_tokens.max(1),
             messages_summarized: Some(self.messages as u64),
             active_skills: Some(skills.iter().take(n).map(|s| s.to_string()).collect()),
             extra: serde_json::Map::new(),
-        }));
+        })));
         self.records.push(rec);
     }
 

@@ -36,10 +36,11 @@ pub struct Record {
     /// `None`: absent. `Some(None)`: present and `null` (kept so the line round-trips).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<Option<Message>>,
+    /// Boxed, as `boundary`: records keep only a pointer for what most of them lack.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Option<Usage>>,
+    pub usage: Option<Option<Box<Usage>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub boundary: Option<Option<BoundaryMeta>>,
+    pub boundary: Option<Option<Box<BoundaryMeta>>>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -145,7 +146,7 @@ impl Record {
     }
 
     pub fn usage(&self) -> Option<&Usage> {
-        self.usage.as_ref().and_then(|u| u.as_ref())
+        self.usage.as_ref().and_then(|u| u.as_deref())
     }
 
     /// Serialize to the compact single-line JSON form (no trailing newline).
@@ -193,9 +194,12 @@ impl<'de> Visitor<'de> for MessageVisitor {
                 }
             }
         }
+        // Read without a length, the list may have grown past its size: trim it for keeps.
+        let mut content: Vec<Content> = content.unwrap_or_default();
+        content.shrink_to_fit();
         Ok(Message {
             role: role.ok_or_else(|| A::Error::missing_field("role"))?,
-            content: content.unwrap_or_default(),
+            content,
             extra,
         })
     }
@@ -400,25 +404,32 @@ impl Content {
     /// are absent, `null` or of their type; a `null` optional field reads as `None` and stays
     /// in `extra` to be written back. Anything else is kept whole as `Other`.
     pub fn from_value(v: Value) -> Content {
-        let Value::Object(mut map) = v else {
-            return Content::Other(v);
-        };
-        let kind = match map.get("type") {
+        match v {
+            Value::Object(map) => Content::from_fields(map.into_iter().collect()),
+            other => Content::Other(other),
+        }
+    }
+
+    /// Classify the fields of a JSON object, in order, each key once (see [`from_value`]).
+    ///
+    /// [`from_value`]: Content::from_value
+    fn from_fields(mut fields: Vec<(String, Value)>) -> Content {
+        let kind = match get(&fields, "type") {
             Some(Value::String(s)) => s.as_str(),
-            _ => return Content::Other(Value::Object(map)),
+            _ => return Content::Other(Value::Object(fields.into_iter().collect())),
         };
         let fits = match kind {
-            "text" => is_str(map.get("text")),
-            "thinking" => is_str(map.get("thinking")) && opt_str(map.get("signature")),
-            "tool_use" => is_str(map.get("id")) && is_str(map.get("name")),
+            "text" => is_str(get(&fields, "text")),
+            "thinking" => is_str(get(&fields, "thinking")) && opt_str(get(&fields, "signature")),
+            "tool_use" => is_str(get(&fields, "id")) && is_str(get(&fields, "name")),
             "tool_result" => {
-                is_str(map.get("tool_use_id"))
+                is_str(get(&fields, "tool_use_id"))
                     && matches!(
-                        map.get("content"),
+                        get(&fields, "content"),
                         None | Some(Value::Null | Value::String(_) | Value::Array(_))
                     )
                     && matches!(
-                        map.get("is_error"),
+                        get(&fields, "is_error"),
                         None | Some(Value::Null | Value::Bool(_))
                     )
             }
@@ -426,51 +437,139 @@ impl Content {
             _ => false,
         };
         if !fits {
-            return Content::Other(Value::Object(map));
+            return Content::Other(Value::Object(fields.into_iter().collect()));
         }
         // The shape is checked: take the fields out, the rest is `extra`.
-        let kind = match map.shift_remove("type") {
+        let kind = match take(&mut fields, "type") {
             Some(Value::String(k)) => k,
             _ => String::new(),
         };
-        match kind.as_str() {
+        let f = &mut fields;
+        let c = match kind.as_str() {
             "text" => Content::Text(TextPart {
-                text: take_str(&mut map, "text").unwrap_or_default(),
-                extra: map,
+                text: take_str(f, "text").unwrap_or_default(),
+                extra: Map::new(),
             }),
             "thinking" => Content::Thinking(ThinkingPart {
-                thinking: take_str(&mut map, "thinking").unwrap_or_default(),
-                signature: take_str(&mut map, "signature"),
-                extra: map,
+                thinking: take_str(f, "thinking").unwrap_or_default(),
+                signature: take_str(f, "signature"),
+                extra: Map::new(),
             }),
             "tool_use" => Content::ToolUse(ToolUsePart {
-                id: take_str(&mut map, "id").unwrap_or_default(),
-                name: take_str(&mut map, "name").unwrap_or_default(),
-                input: map.shift_remove("input").unwrap_or_default(),
-                extra: map,
+                id: take_str(f, "id").unwrap_or_default(),
+                name: take_str(f, "name").unwrap_or_default(),
+                input: take(f, "input").unwrap_or_default(),
+                extra: Map::new(),
             }),
             "tool_result" => {
-                let tool_use_id = take_str(&mut map, "tool_use_id").unwrap_or_default();
-                let content = match take_non_null(&mut map, "content") {
+                let tool_use_id = take_str(f, "tool_use_id").unwrap_or_default();
+                let content = match take_non_null(f, "content") {
                     Some(Value::String(t)) => Some(ToolResultContent::Text(t)),
                     Some(Value::Array(items)) => Some(ToolResultContent::Items(
                         items.into_iter().map(Content::from_value).collect(),
                     )),
                     _ => None,
                 };
-                let is_error = take_non_null(&mut map, "is_error").and_then(|v| v.as_bool());
+                let is_error = take_non_null(f, "is_error").and_then(|v| v.as_bool());
                 Content::ToolResult(ToolResultPart {
                     tool_use_id,
                     content,
                     is_error,
-                    extra: map,
+                    extra: Map::new(),
                 })
             }
             _ => Content::CompactBoundary(CompactBoundaryPart {
-                input: map.shift_remove("input").unwrap_or_default(),
-                extra: map,
+                input: take(f, "input").unwrap_or_default(),
+                extra: Map::new(),
             }),
+        };
+        // Usually nothing is left: an empty map allocates nothing.
+        c.with_extra(fields)
+    }
+
+    /// This item with `extra` set to `fields` (typed items only).
+    fn with_extra(mut self, fields: Vec<(String, Value)>) -> Content {
+        if fields.is_empty() {
+            return self;
         }
+        let extra = match &mut self {
+            Content::Text(p) => &mut p.extra,
+            Content::Thinking(p) => &mut p.extra,
+            Content::ToolUse(p) => &mut p.extra,
+            Content::ToolResult(p) => &mut p.extra,
+            Content::CompactBoundary(p) => &mut p.extra,
+            Content::Other(_) => return self,
+        };
+        *extra = fields.into_iter().collect();
+        self
+    }
+}
+
+/// Reads a content item straight into its fields: a typed item never becomes a map first.
+struct ContentVisitor;
+
+impl<'de> Visitor<'de> for ContentVisitor {
+    type Value = Content;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a content item")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Content, A::Error> {
+        let mut fields: Vec<(String, Value)> = Vec::with_capacity(map.size_hint().unwrap_or(4));
+        while let Some(key) = map.next_key::<String>()? {
+            let value: Value = map.next_value()?;
+            // A repeated key keeps its first place and takes the last value, as in a `Map`.
+            match fields.iter_mut().find(|(k, _)| *k == key) {
+                Some(slot) => slot.1 = value,
+                None => fields.push((key, value)),
+            }
+        }
+        Ok(Content::from_fields(fields))
+    }
+
+    // Anything but an object is kept as it is.
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Content, E> {
+        Ok(Content::Other(Value::Bool(v)))
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Content, E> {
+        Ok(Content::Other(Value::from(v)))
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Content, E> {
+        Ok(Content::Other(Value::from(v)))
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Content, E> {
+        Ok(Content::Other(Value::from(v)))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Content, E> {
+        Ok(Content::Other(Value::String(v.to_string())))
+    }
+
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Content, E> {
+        Ok(Content::Other(Value::String(v)))
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Content, E> {
+        Ok(Content::Other(Value::Null))
+    }
+
+    fn visit_none<E: serde::de::Error>(self) -> Result<Content, E> {
+        Ok(Content::Other(Value::Null))
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Content, D::Error> {
+        d.deserialize_any(self)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<Content, A::Error> {
+        use serde::de::value::SeqAccessDeserializer;
+        Ok(Content::Other(Value::deserialize(
+            SeqAccessDeserializer::new(seq),
+        )?))
     }
 }
 
@@ -482,16 +581,27 @@ fn opt_str(v: Option<&Value>) -> bool {
     matches!(v, None | Some(Value::Null | Value::String(_)))
 }
 
+/// A field's value.
+fn get<'v>(fields: &'v [(String, Value)], key: &str) -> Option<&'v Value> {
+    fields.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+}
+
+/// Remove a field.
+fn take(fields: &mut Vec<(String, Value)>, key: &str) -> Option<Value> {
+    let i = fields.iter().position(|(k, _)| k == key)?;
+    Some(fields.remove(i).1)
+}
+
 /// Remove a field unless it is `null` (a `null` stays, to be written back from `extra`).
-fn take_non_null(map: &mut Map<String, Value>, key: &str) -> Option<Value> {
-    match map.get(key) {
-        None | Some(Value::Null) => None,
-        Some(_) => map.shift_remove(key),
+fn take_non_null(fields: &mut Vec<(String, Value)>, key: &str) -> Option<Value> {
+    match fields.iter().find(|(k, _)| k == key) {
+        None | Some((_, Value::Null)) => None,
+        Some(_) => take(fields, key),
     }
 }
 
-fn take_str(map: &mut Map<String, Value>, key: &str) -> Option<String> {
-    match take_non_null(map, key) {
+fn take_str(fields: &mut Vec<(String, Value)>, key: &str) -> Option<String> {
+    match take_non_null(fields, key) {
         Some(Value::String(s)) => Some(s),
         _ => None,
     }
@@ -531,7 +641,7 @@ impl Serialize for Content {
 
 impl<'de> Deserialize<'de> for Content {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(Content::from_value(Value::deserialize(d)?))
+        d.deserialize_any(ContentVisitor)
     }
 }
 
