@@ -496,7 +496,7 @@ impl<'a> Session<'a> {
             message: None,
             usage: None,
             boundary: None,
-            extra: serde_json::Map::new(),
+            extra: Default::default(),
         }
     }
 
@@ -511,7 +511,7 @@ impl<'a> Session<'a> {
                 output_tokens: t.max(1),
                 cache_read_tokens: self.context_tokens,
                 cache_write_tokens: self.since_assistant.max(1),
-                extra: serde_json::Map::new(),
+                extra: Default::default(),
             })));
             self.since_assistant = 0;
         } else {
@@ -533,7 +533,7 @@ impl<'a> Session<'a> {
             pre_tokens: self.context_tokens.max(1),
             messages_summarized: Some(self.messages as u64),
             active_skills: Some(skills.iter().take(n).map(|s| s.to_string()).collect()),
-            extra: serde_json::Map::new(),
+            extra: Default::default(),
         })));
         self.records.push(rec);
     }
@@ -560,7 +560,7 @@ impl<'a> Session<'a> {
         Content::Thinking(ThinkingPart {
             thinking: text::thinking(&mut self.rng),
             signature: Some(self.rng.signature()),
-            extra: serde_json::Map::new(),
+            extra: Default::default(),
         })
     }
 
@@ -855,7 +855,7 @@ fn tool_use(id: &str, name: &str, input: Value) -> Content {
         id: id.to_string(),
         name: name.to_string(),
         input,
-        extra: serde_json::Map::new(),
+        extra: Default::default(),
     })
 }
 
@@ -864,7 +864,7 @@ fn tool_result(id: &str, content: ToolResultContent, is_error: bool) -> Content 
         tool_use_id: id.to_string(),
         content: Some(content),
         is_error: is_error.then_some(true),
-        extra: serde_json::Map::new(),
+        extra: Default::default(),
     })
 }
 
@@ -1182,7 +1182,7 @@ pub(crate) fn build<'a>(
                     };
                     content.push(Content::CompactBoundary(CompactBoundaryPart {
                         input,
-                        extra: serde_json::Map::new(),
+                        extra: Default::default(),
                     }));
                     content.push(Content::text(
                         "This session is being continued from a previous conversation that ran out of context.",
@@ -1199,7 +1199,7 @@ pub(crate) fn build<'a>(
                 }
                 content.push(Content::Text(TextPart {
                     text: text::user_prompt(&mut s.rng),
-                    extra: serde_json::Map::new(),
+                    extra: Default::default(),
                 }));
                 s.push_message("user", content);
                 // An odd count: the user sends a follow-up right away, so the transcript still

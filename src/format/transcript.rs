@@ -11,6 +11,62 @@ use serde::de::{Error as _, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
+/// The fields of an object that its type does not know, in order, written back unchanged.
+///
+/// Almost always empty: then it holds no map, only a null pointer (an empty `Map` takes 72
+/// bytes, and a large transcript has one per record, message and content item).
+#[derive(Debug, Clone, Default)]
+pub struct Extra(Option<Box<Map<String, Value>>>);
+
+impl Extra {
+    /// Whether there is no unknown field (a deref of an empty `Extra` is the empty map).
+    pub fn is_empty(&self) -> bool {
+        self.0.as_ref().is_none_or(|m| m.is_empty())
+    }
+}
+
+impl From<Map<String, Value>> for Extra {
+    fn from(m: Map<String, Value>) -> Extra {
+        Extra((!m.is_empty()).then(|| Box::new(m)))
+    }
+}
+
+impl std::ops::Deref for Extra {
+    type Target = Map<String, Value>;
+
+    fn deref(&self) -> &Map<String, Value> {
+        static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
+        match &self.0 {
+            Some(m) => m,
+            None => EMPTY.get_or_init(Map::new),
+        }
+    }
+}
+
+impl std::ops::DerefMut for Extra {
+    fn deref_mut(&mut self) -> &mut Map<String, Value> {
+        self.0.get_or_insert_with(Box::default)
+    }
+}
+
+impl PartialEq for Extra {
+    fn eq(&self, other: &Extra) -> bool {
+        **self == **other
+    }
+}
+
+impl Serialize for Extra {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (**self).serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Extra {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Map::deserialize(d).map(Extra::from)
+    }
+}
+
 /// One line of a transcript.
 ///
 /// Deserialized by hand (see `RecordVisitor`) rather than with serde `flatten`, which would
@@ -42,7 +98,7 @@ pub struct Record {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub boundary: Option<Option<Box<BoundaryMeta>>>,
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 impl<'de> Deserialize<'de> for Record {
@@ -102,7 +158,7 @@ impl<'de> Visitor<'de> for RecordVisitor {
             message,
             usage,
             boundary,
-            extra,
+            extra: Extra::from(extra),
         })
     }
 }
@@ -162,7 +218,7 @@ pub struct Message {
     pub role: String,
     pub content: Vec<Content>,
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 impl<'de> Deserialize<'de> for Message {
@@ -200,7 +256,7 @@ impl<'de> Visitor<'de> for MessageVisitor {
         Ok(Message {
             role: role.ok_or_else(|| A::Error::missing_field("role"))?,
             content,
-            extra,
+            extra: Extra::from(extra),
         })
     }
 }
@@ -210,7 +266,7 @@ impl Message {
         Message {
             role: role.to_string(),
             content,
-            extra: Map::new(),
+            extra: Extra::default(),
         }
     }
 }
@@ -227,7 +283,7 @@ pub struct Usage {
     #[serde(default)]
     pub cache_write_tokens: u64,
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 impl Usage {
@@ -262,14 +318,14 @@ pub struct BoundaryMeta {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_skills: Option<Vec<String>>,
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TextPart {
     pub text: String,
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -278,7 +334,7 @@ pub struct ThinkingPart {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<String>,
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -289,7 +345,7 @@ pub struct ToolUsePart {
     #[serde(default)]
     pub input: Value,
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 /// The `content` of a tool_result: nested items, or a plain string (read as one text item).
@@ -341,7 +397,7 @@ pub struct ToolResultPart {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub is_error: Option<bool>,
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 impl ToolResultPart {
@@ -361,7 +417,7 @@ pub struct CompactBoundaryPart {
     #[serde(default)]
     pub input: Value,
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 /// One item of `message.content[]`.
@@ -382,7 +438,7 @@ impl Content {
     pub fn text(t: &str) -> Content {
         Content::Text(TextPart {
             text: t.to_string(),
-            extra: Map::new(),
+            extra: Extra::default(),
         })
     }
 
@@ -448,18 +504,18 @@ impl Content {
         let c = match kind.as_str() {
             "text" => Content::Text(TextPart {
                 text: take_str(f, "text").unwrap_or_default(),
-                extra: Map::new(),
+                extra: Extra::default(),
             }),
             "thinking" => Content::Thinking(ThinkingPart {
                 thinking: take_str(f, "thinking").unwrap_or_default(),
                 signature: take_str(f, "signature"),
-                extra: Map::new(),
+                extra: Extra::default(),
             }),
             "tool_use" => Content::ToolUse(ToolUsePart {
                 id: take_str(f, "id").unwrap_or_default(),
                 name: take_str(f, "name").unwrap_or_default(),
                 input: take(f, "input").unwrap_or_default(),
-                extra: Map::new(),
+                extra: Extra::default(),
             }),
             "tool_result" => {
                 let tool_use_id = take_str(f, "tool_use_id").unwrap_or_default();
@@ -475,12 +531,12 @@ impl Content {
                     tool_use_id,
                     content,
                     is_error,
-                    extra: Map::new(),
+                    extra: Extra::default(),
                 })
             }
             _ => Content::CompactBoundary(CompactBoundaryPart {
                 input: take(f, "input").unwrap_or_default(),
-                extra: Map::new(),
+                extra: Extra::default(),
             }),
         };
         // Usually nothing is left: an empty map allocates nothing.
@@ -500,7 +556,7 @@ impl Content {
             Content::CompactBoundary(p) => &mut p.extra,
             Content::Other(_) => return self,
         };
-        *extra = fields.into_iter().collect();
+        *extra = Extra::from(fields.into_iter().collect::<Map<String, Value>>());
         self
     }
 }

@@ -4,6 +4,7 @@
 //! largest `m<digits>` ref ever recorded, in transcript order. Refs are never reused.
 
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use crate::format::state::State;
 use crate::noa::Msg;
@@ -29,14 +30,21 @@ pub struct RefAssignment {
     pub per_msg: Vec<String>,
     /// Indices of messages whose ref is new (not yet in `messageRefs`).
     pub new: Vec<usize>,
-    /// Ref -> first message index carrying it.
-    pub index: HashMap<String, usize>,
+    /// Ref -> first message index carrying it; built on first use (a view does not need it).
+    index: OnceLock<HashMap<String, usize>>,
 }
 
 impl RefAssignment {
     /// The message index of a ref, if some message of the transcript carries it.
     pub fn msg_of(&self, r: &str) -> Option<usize> {
-        self.index.get(r).copied()
+        let index = self.index.get_or_init(|| {
+            let mut index = HashMap::with_capacity(self.per_msg.len());
+            for (i, r) in self.per_msg.iter().enumerate() {
+                index.entry(r.clone()).or_insert(i);
+            }
+            index
+        });
+        index.get(r).copied()
     }
 }
 
@@ -54,7 +62,7 @@ pub fn assign(state: &State, msgs: &[Msg<'_>]) -> RefAssignment {
     let mut out = RefAssignment {
         per_msg: Vec::with_capacity(msgs.len()),
         new: Vec::new(),
-        index: HashMap::with_capacity(msgs.len()),
+        index: OnceLock::new(),
     };
     for (i, m) in msgs.iter().enumerate() {
         let r = if let Some(r) = refs.by_raw.get(m.raw_id) {
@@ -70,7 +78,6 @@ pub fn assign(state: &State, msgs: &[Msg<'_>]) -> RefAssignment {
             out.new.push(i);
             r
         };
-        out.index.entry(r.clone()).or_insert(i);
         out.per_msg.push(r);
     }
     out

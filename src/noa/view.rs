@@ -6,11 +6,11 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use crate::config::NoaConfig;
 use crate::format::state::{Block, State};
-use crate::format::transcript::{Content, ToolResultContent};
+use crate::format::transcript::{Content, Extra, ToolResultContent};
 use crate::noa::refs::{self, RefAssignment};
 use crate::noa::tokens;
 use crate::noa::Msg;
@@ -550,7 +550,7 @@ struct MsgOut<'x> {
     role: &'x str,
     content: &'x [Cow<'x, Content>],
     #[serde(flatten)]
-    extra: &'x Map<String, Value>,
+    extra: &'x Extra,
 }
 
 #[derive(Serialize)]
