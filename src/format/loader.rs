@@ -332,6 +332,15 @@ impl Parser {
         &self.pending
     }
 
+    /// The number of messages from complete lines: later feeds keep them as they are (a
+    /// message read from the unterminated last line may be replaced).
+    pub fn stable_messages(&self) -> usize {
+        match &self.tail_undo {
+            Some(undo) => undo.messages_len,
+            None => self.t.messages.len(),
+        }
+    }
+
     /// Offset and length (newline included) of the last complete line, if any.
     pub fn last_line(&self) -> Option<(u64, u64)> {
         self.last_line
