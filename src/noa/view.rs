@@ -6,7 +6,7 @@ use std::any::Any;
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -334,7 +334,8 @@ enum Kept {
 /// given with it) and one configuration; the transcript's owner drops it when the transcript is
 /// parsed again.
 pub struct Memo {
-    token: Arc<dyn Any + Send + Sync>,
+    /// Weak: a memo does not keep a state alive; it still keeps its address from being reused.
+    token: Weak<dyn Any + Send + Sync>,
     cfg: NoaConfig,
     /// Messages covered: those of complete lines when it was made.
     msgs: usize,
@@ -383,7 +384,10 @@ impl Memo {
         token: &Arc<dyn Any + Send + Sync>,
         cfg: &NoaConfig,
     ) -> Option<(Materialized<'a>, Vec<Option<Box<[u8]>>>)> {
-        if !Arc::ptr_eq(&self.token, token) || self.cfg != *cfg || msgs.len() < self.msgs {
+        if !Weak::ptr_eq(&self.token, &Arc::downgrade(token))
+            || self.cfg != *cfg
+            || msgs.len() < self.msgs
+        {
             return None;
         }
         let added = msgs.get(self.msgs..)?;
@@ -950,7 +954,7 @@ impl View<'_> {
         let mut item_of_msg = mat.item_of_msg;
         item_of_msg.truncate(stable);
         Some(Memo {
-            token,
+            token: Arc::downgrade(&token),
             cfg: cfg.clone(),
             msgs: stable,
             per_msg,
