@@ -5,6 +5,7 @@
 //! raw JSON value. Serializing a parsed record gives back a JSON value equal to its input; for
 //! input in the runtime's canonical compact form, the very same bytes.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{Error as _, MapAccess, Visitor};
@@ -129,21 +130,21 @@ impl<'de> Visitor<'de> for RecordVisitor {
         let mut usage = None;
         let mut boundary = None;
         let mut extra = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            match key.as_str() {
+        while let Some(Key(key)) = map.next_key()? {
+            match &*key {
                 "uuid" => once(&mut uuid, "uuid", map.next_value()?)?,
                 "type" => once(&mut kind, "type", map.next_value()?)?,
-                "parent_uuid" => optional(&mut parent_uuid, &mut extra, key, map.next_value()?)?,
-                "session_id" => optional(&mut session_id, &mut extra, key, map.next_value()?)?,
-                "agent_id" => optional(&mut agent_id, &mut extra, key, map.next_value()?)?,
-                "is_sidechain" => optional(&mut is_sidechain, &mut extra, key, map.next_value()?)?,
-                "timestamp" => optional(&mut timestamp, &mut extra, key, map.next_value()?)?,
+                "parent_uuid" => optional(&mut parent_uuid, &mut extra, &key, map.next_value()?)?,
+                "session_id" => optional(&mut session_id, &mut extra, &key, map.next_value()?)?,
+                "agent_id" => optional(&mut agent_id, &mut extra, &key, map.next_value()?)?,
+                "is_sidechain" => optional(&mut is_sidechain, &mut extra, &key, map.next_value()?)?,
+                "timestamp" => optional(&mut timestamp, &mut extra, &key, map.next_value()?)?,
                 "message" => once(&mut message, "message", map.next_value()?)?,
                 "usage" => once(&mut usage, "usage", map.next_value()?)?,
                 "boundary" => once(&mut boundary, "boundary", map.next_value()?)?,
                 _ => {
                     let value = map.next_value()?;
-                    extra.insert(key, value);
+                    extra.insert(key.into_owned(), value);
                 }
             }
         }
@@ -163,6 +164,48 @@ impl<'de> Visitor<'de> for RecordVisitor {
     }
 }
 
+/// An object key, borrowed from the input when it has no escape: known keys cost no allocation.
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+struct KeyVisitor;
+
+impl<'de> Visitor<'de> for KeyVisitor {
+    type Value = Key<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object key")
+    }
+
+    fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Borrowed(v)))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Owned(v.to_string())))
+    }
+
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Owned(v)))
+    }
+}
+
+/// The fields of an object, in order, each key once.
+type Fields<'k> = Vec<(Cow<'k, str>, Value)>;
+
+/// A map of fields.
+fn to_map(fields: Fields<'_>) -> Map<String, Value> {
+    fields
+        .into_iter()
+        .map(|(k, v)| (k.into_owned(), v))
+        .collect()
+}
+
 /// Set a field that may appear once.
 fn once<T, E: serde::de::Error>(slot: &mut Option<T>, name: &'static str, v: T) -> Result<(), E> {
     if slot.is_some() {
@@ -176,16 +219,16 @@ fn once<T, E: serde::de::Error>(slot: &mut Option<T>, name: &'static str, v: T) 
 fn optional<T, E: serde::de::Error>(
     slot: &mut Option<T>,
     extra: &mut Map<String, Value>,
-    key: String,
+    key: &str,
     v: Option<T>,
 ) -> Result<(), E> {
-    if slot.is_some() || extra.contains_key(&key) {
+    if slot.is_some() || extra.contains_key(key) {
         return Err(E::custom(format_args!("duplicate field `{key}`")));
     }
     match v {
         Some(v) => *slot = Some(v),
         None => {
-            extra.insert(key, Value::Null);
+            extra.insert(key.to_string(), Value::Null);
         }
     }
     Ok(())
@@ -240,13 +283,13 @@ impl<'de> Visitor<'de> for MessageVisitor {
         let mut role = None;
         let mut content = None;
         let mut extra = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            match key.as_str() {
+        while let Some(Key(key)) = map.next_key()? {
+            match &*key {
                 "role" => once(&mut role, "role", map.next_value()?)?,
-                "content" => optional(&mut content, &mut extra, key, map.next_value()?)?,
+                "content" => optional(&mut content, &mut extra, &key, map.next_value()?)?,
                 _ => {
                     let value = map.next_value()?;
-                    extra.insert(key, value);
+                    extra.insert(key.into_owned(), value);
                 }
             }
         }
@@ -461,7 +504,9 @@ impl Content {
     /// in `extra` to be written back. Anything else is kept whole as `Other`.
     pub fn from_value(v: Value) -> Content {
         match v {
-            Value::Object(map) => Content::from_fields(map.into_iter().collect()),
+            Value::Object(map) => {
+                Content::from_fields(map.into_iter().map(|(k, v)| (Cow::Owned(k), v)).collect())
+            }
             other => Content::Other(other),
         }
     }
@@ -469,10 +514,10 @@ impl Content {
     /// Classify the fields of a JSON object, in order, each key once (see [`from_value`]).
     ///
     /// [`from_value`]: Content::from_value
-    fn from_fields(mut fields: Vec<(String, Value)>) -> Content {
+    fn from_fields(mut fields: Fields<'_>) -> Content {
         let kind = match get(&fields, "type") {
             Some(Value::String(s)) => s.as_str(),
-            _ => return Content::Other(Value::Object(fields.into_iter().collect())),
+            _ => return Content::Other(Value::Object(to_map(fields))),
         };
         let fits = match kind {
             "text" => is_str(get(&fields, "text")),
@@ -493,7 +538,7 @@ impl Content {
             _ => false,
         };
         if !fits {
-            return Content::Other(Value::Object(fields.into_iter().collect()));
+            return Content::Other(Value::Object(to_map(fields)));
         }
         // The shape is checked: take the fields out, the rest is `extra`.
         let kind = match take(&mut fields, "type") {
@@ -544,7 +589,7 @@ impl Content {
     }
 
     /// This item with `extra` set to `fields` (typed items only).
-    fn with_extra(mut self, fields: Vec<(String, Value)>) -> Content {
+    fn with_extra(mut self, fields: Fields<'_>) -> Content {
         if fields.is_empty() {
             return self;
         }
@@ -556,7 +601,7 @@ impl Content {
             Content::CompactBoundary(p) => &mut p.extra,
             Content::Other(_) => return self,
         };
-        *extra = Extra::from(fields.into_iter().collect::<Map<String, Value>>());
+        *extra = Extra::from(to_map(fields));
         self
     }
 }
@@ -572,8 +617,8 @@ impl<'de> Visitor<'de> for ContentVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Content, A::Error> {
-        let mut fields: Vec<(String, Value)> = Vec::with_capacity(map.size_hint().unwrap_or(4));
-        while let Some(key) = map.next_key::<String>()? {
+        let mut fields: Fields<'de> = Vec::with_capacity(map.size_hint().unwrap_or(4));
+        while let Some(Key(key)) = map.next_key()? {
             let value: Value = map.next_value()?;
             // A repeated key keeps its first place and takes the last value, as in a `Map`.
             match fields.iter_mut().find(|(k, _)| *k == key) {
@@ -638,25 +683,25 @@ fn opt_str(v: Option<&Value>) -> bool {
 }
 
 /// A field's value.
-fn get<'v>(fields: &'v [(String, Value)], key: &str) -> Option<&'v Value> {
+fn get<'v>(fields: &'v [(Cow<'_, str>, Value)], key: &str) -> Option<&'v Value> {
     fields.iter().find(|(k, _)| k == key).map(|(_, v)| v)
 }
 
 /// Remove a field.
-fn take(fields: &mut Vec<(String, Value)>, key: &str) -> Option<Value> {
+fn take(fields: &mut Fields<'_>, key: &str) -> Option<Value> {
     let i = fields.iter().position(|(k, _)| k == key)?;
     Some(fields.remove(i).1)
 }
 
 /// Remove a field unless it is `null` (a `null` stays, to be written back from `extra`).
-fn take_non_null(fields: &mut Vec<(String, Value)>, key: &str) -> Option<Value> {
+fn take_non_null(fields: &mut Fields<'_>, key: &str) -> Option<Value> {
     match fields.iter().find(|(k, _)| k == key) {
         None | Some((_, Value::Null)) => None,
         Some(_) => take(fields, key),
     }
 }
 
-fn take_str(fields: &mut Vec<(String, Value)>, key: &str) -> Option<String> {
+fn take_str(fields: &mut Fields<'_>, key: &str) -> Option<String> {
     match take_non_null(fields, key) {
         Some(Value::String(s)) => Some(s),
         _ => None,
