@@ -888,8 +888,10 @@ impl View<'_> {
     }
 
     /// What to keep for the next [`project_memo`] with the same state (`token`) and
-    /// configuration: everything about the first `stable` messages (those of complete lines;
-    /// later ones may still change). `None` when a block item also stands for later messages.
+    /// configuration. `stable` is the number of messages read from complete lines: when some
+    /// message is not (it comes from an unterminated last line, which may still change, and so
+    /// may what was derived from it: a block it makes live, a tool its call names), nothing is
+    /// kept.
     pub fn into_memo(
         self,
         token: Arc<dyn Any + Send + Sync>,
@@ -897,29 +899,14 @@ impl View<'_> {
         stable: usize,
     ) -> Option<Memo> {
         let mat = self.mat;
-        let stable = stable.min(mat.msgs.len());
-        let anchor = |it: &Item<'_>| match it {
-            Item::Msg(m) => m.msg,
-            Item::Block(b) => b.covered.first().copied().unwrap_or(usize::MAX),
-        };
-        let k = mat
-            .items
-            .iter()
-            .take_while(|it| anchor(it) < stable)
-            .count();
-        let spills = mat.items.iter().take(k).any(
-            |it| matches!(it, Item::Block(b) if b.covered.last().is_some_and(|&m| m >= stable)),
-        );
-        if spills {
+        if stable != mat.msgs.len() {
             return None;
         }
         let mut lines = self.lines.into_inner();
-        lines.truncate(k);
-        lines.resize(k, None);
+        lines.resize(mat.items.len(), None);
         let items = mat
             .items
             .into_iter()
-            .take(k)
             .zip(&self.untruncated)
             .map(|(it, &tokens)| match it {
                 Item::Block(b) => Kept::Block(b),
@@ -934,10 +921,8 @@ impl View<'_> {
                 },
             })
             .collect();
-        let mut per_msg = mat.refs.per_msg;
-        per_msg.truncate(stable);
-        let mut new = mat.refs.new;
-        new.retain(|&i| i < stable);
+        let per_msg = mat.refs.per_msg;
+        let new = mat.refs.new;
         let max = new
             .last()
             .and_then(|&i| refs::ref_number(per_msg.get(i)?))
@@ -947,12 +932,7 @@ impl View<'_> {
             .filter_map(|&i| mat.msgs.get(i))
             .map(|m| id_hash(m.raw_id))
             .collect();
-        let mut msg_tokens = mat.msg_tokens;
-        msg_tokens.truncate(stable);
-        let mut hidden = mat.hidden;
-        hidden.retain(|&i| i < stable);
-        let mut item_of_msg = mat.item_of_msg;
-        item_of_msg.truncate(stable);
+        let (msg_tokens, hidden, item_of_msg) = (mat.msg_tokens, mat.hidden, mat.item_of_msg);
         Some(Memo {
             token: Arc::downgrade(&token),
             cfg: cfg.clone(),
