@@ -488,11 +488,11 @@ impl<'a> Session<'a> {
         Record {
             uuid: self.rng.uuid(),
             parent_uuid: self.records.last().map(|r| r.uuid.clone()),
-            session_id: Some(self.sid.clone()),
+            session_id: Some(self.sid.as_str().into()),
             agent_id: self.agent.clone(),
             is_sidechain: sidechain.then_some(true),
             timestamp: Some(ts),
-            kind: kind.to_string(),
+            kind: kind.to_string().into(),
             message: None,
             usage: None,
             boundary: None,
@@ -854,7 +854,7 @@ fn tool_use(id: &str, name: &str, input: Value) -> Content {
     Content::ToolUse(ToolUsePart {
         id: id.to_string(),
         name: name.to_string(),
-        input,
+        input: Box::new(input),
         extra: Default::default(),
     })
 }
@@ -1181,7 +1181,7 @@ pub(crate) fn build<'a>(
                         json!(s.context_tokens.max(1))
                     };
                     content.push(Content::CompactBoundary(CompactBoundaryPart {
-                        input,
+                        input: Box::new(input),
                         extra: Default::default(),
                     }));
                     content.push(Content::text(

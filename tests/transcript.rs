@@ -155,7 +155,7 @@ fn hand_written_records_are_typed_as_expected() {
     let r = parse_line(HAND_WRITTEN[4].as_bytes()).unwrap();
     let c = &r.as_message().unwrap().content;
     assert!(matches!(&c[0], Content::CompactBoundary(b) if b.input["pre_tokens"] == 5));
-    assert!(matches!(&c[1], Content::CompactBoundary(b) if b.input == json!(151000)));
+    assert!(matches!(&c[1], Content::CompactBoundary(b) if *b.input == json!(151000)));
 
     let r = parse_line(HAND_WRITTEN[5].as_bytes()).unwrap();
     let c = &r.as_message().unwrap().content;

@@ -30,6 +30,7 @@ use std::collections::hash_map::{Entry, RandomState};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::hash::BuildHasher;
+use std::sync::Arc;
 
 use serde::de::IgnoredAny;
 
@@ -341,6 +342,8 @@ pub struct Parser {
     pending: Vec<u8>,
     /// Set while the tentative parse of `pending` produced a record: how to take it back.
     tail_undo: Option<Undo>,
+    /// The last session id read: a record repeating it shares it.
+    last_session: Option<Arc<str>>,
 }
 
 impl Parser {
@@ -353,6 +356,7 @@ impl Parser {
             committed: 0,
             lines: 0,
             last_line: None,
+            last_session: None,
             pending: Vec::new(),
             tail_undo: None,
         }
@@ -510,7 +514,13 @@ impl Parser {
 
     /// Add one parsed record: cross-record checks, tool-use bookkeeping, usage, indices.
     /// With `undo`, every change to the running state is logged so it can be taken back.
-    fn apply(&mut self, record: Record, line: u64, offset: u64, mut undo: Option<&mut Undo>) {
+    fn apply(&mut self, mut record: Record, line: u64, offset: u64, mut undo: Option<&mut Undo>) {
+        if let Some(sid) = &mut record.session_id {
+            match &self.last_session {
+                Some(last) if **last == **sid => *sid = last.clone(),
+                _ => self.last_session = Some(sid.clone()),
+            }
+        }
         if let Some(u) = undo.as_deref_mut() {
             u.usage = self.t.usage.clone();
             u.messages_len = self.t.messages.len();
@@ -545,7 +555,7 @@ impl Parser {
         self.prev = Some((record.uuid.clone(), line));
 
         if let (Some(expected), Some(actual)) = (&self.session, &record.session_id) {
-            if expected != actual {
+            if expected.as_str() != &**actual {
                 found.push(problem(
                     ProblemKind::SessionMismatch,
                     format!("session_id {actual} differs from the file's session {expected}"),

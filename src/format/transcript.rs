@@ -7,6 +7,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::de::{Error as _, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -80,7 +81,9 @@ pub struct Record {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parent_uuid: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub session_id: Option<String>,
+    /// Shared: records of one file mostly repeat it (the loader gives them one string).
+    #[serde(serialize_with = "shared_str")]
+    pub session_id: Option<Arc<str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -89,7 +92,8 @@ pub struct Record {
     pub timestamp: Option<String>,
     /// `"message"` or `"boundary"`; any other value is kept as written.
     #[serde(rename = "type")]
-    pub kind: String,
+    /// Shared, not allocated, when it is one of the known kinds.
+    pub kind: Cow<'static, str>,
     /// `None`: absent. `Some(None)`: present and `null` (kept so the line round-trips).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<Option<Message>>,
@@ -133,9 +137,14 @@ impl<'de> Visitor<'de> for RecordVisitor {
         while let Some(Key(key)) = map.next_key()? {
             match &*key {
                 "uuid" => once(&mut uuid, "uuid", map.next_value()?)?,
-                "type" => once(&mut kind, "type", map.next_value()?)?,
+                "type" => once(&mut kind, "type", known(map.next_value()?, &KINDS))?,
                 "parent_uuid" => optional(&mut parent_uuid, &mut extra, &key, map.next_value()?)?,
-                "session_id" => optional(&mut session_id, &mut extra, &key, map.next_value()?)?,
+                "session_id" => optional(
+                    &mut session_id,
+                    &mut extra,
+                    &key,
+                    map.next_value::<Option<String>>()?.map(Arc::from),
+                )?,
                 "agent_id" => optional(&mut agent_id, &mut extra, &key, map.next_value()?)?,
                 "is_sidechain" => optional(&mut is_sidechain, &mut extra, &key, map.next_value()?)?,
                 "timestamp" => optional(&mut timestamp, &mut extra, &key, map.next_value()?)?,
@@ -164,7 +173,8 @@ impl<'de> Visitor<'de> for RecordVisitor {
     }
 }
 
-/// An object key, borrowed from the input when it has no escape: known keys cost no allocation.
+/// A string (an object key, or a value), borrowed from the input when it has no escape: known
+/// keys cost no allocation.
 struct Key<'de>(Cow<'de, str>);
 
 impl<'de> Deserialize<'de> for Key<'de> {
@@ -179,7 +189,7 @@ impl<'de> Visitor<'de> for KeyVisitor {
     type Value = Key<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an object key")
+        f.write_str("a string")
     }
 
     fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
@@ -195,6 +205,18 @@ impl<'de> Visitor<'de> for KeyVisitor {
     }
 }
 
+/// Record kinds and message roles: one string each, not one per record.
+const KINDS: [&str; 2] = ["message", "boundary"];
+const ROLES: [&str; 3] = ["user", "assistant", "system"];
+
+/// A string value, shared when it is one of `known`.
+fn known(Key(s): Key<'_>, known: &[&'static str]) -> Cow<'static, str> {
+    match known.iter().find(|k| **k == s) {
+        Some(k) => Cow::Borrowed(k),
+        None => Cow::Owned(s.into_owned()),
+    }
+}
+
 /// The fields of an object, in order, each key once.
 type Fields<'k> = Vec<(Cow<'k, str>, Value)>;
 
@@ -204,6 +226,14 @@ fn to_map(fields: Fields<'_>) -> Map<String, Value> {
         .into_iter()
         .map(|(k, v)| (k.into_owned(), v))
         .collect()
+}
+
+/// Serialize a shared string (a field skipped when `None`).
+fn shared_str<S: Serializer>(v: &Option<Arc<str>>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => s.serialize_str(v),
+        None => s.serialize_none(),
+    }
 }
 
 /// Set a field that may appear once.
@@ -258,7 +288,8 @@ impl Record {
 /// `{role, content[]}` of an LLM message (deserialized by hand, like [`Record`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Message {
-    pub role: String,
+    /// Shared, not allocated, when it is one of the known roles.
+    pub role: Cow<'static, str>,
     pub content: Vec<Content>,
     #[serde(flatten)]
     pub extra: Extra,
@@ -285,7 +316,7 @@ impl<'de> Visitor<'de> for MessageVisitor {
         let mut extra = Map::new();
         while let Some(Key(key)) = map.next_key()? {
             match &*key {
-                "role" => once(&mut role, "role", map.next_value()?)?,
+                "role" => once(&mut role, "role", known(map.next_value()?, &ROLES))?,
                 "content" => optional(&mut content, &mut extra, &key, map.next_value()?)?,
                 _ => {
                     let value = map.next_value()?;
@@ -307,7 +338,7 @@ impl<'de> Visitor<'de> for MessageVisitor {
 impl Message {
     pub fn new(role: &str, content: Vec<Content>) -> Message {
         Message {
-            role: role.to_string(),
+            role: Cow::Owned(role.to_string()),
             content,
             extra: Extra::default(),
         }
@@ -384,9 +415,10 @@ pub struct ThinkingPart {
 pub struct ToolUsePart {
     pub id: String,
     pub name: String,
-    /// Raw JSON input, any value, kept as stored (key order preserved).
+    /// Raw JSON input, any value, kept as stored (key order preserved). Boxed, as in
+    /// [`CompactBoundaryPart`], so that every content item is smaller.
     #[serde(default)]
-    pub input: Value,
+    pub input: Box<Value>,
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -458,7 +490,7 @@ impl ToolResultPart {
 pub struct CompactBoundaryPart {
     /// A boundary object, or a bare integer (legacy `pre_tokens`); kept as written.
     #[serde(default)]
-    pub input: Value,
+    pub input: Box<Value>,
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -559,7 +591,7 @@ impl Content {
             "tool_use" => Content::ToolUse(ToolUsePart {
                 id: take_str(f, "id").unwrap_or_default(),
                 name: take_str(f, "name").unwrap_or_default(),
-                input: take(f, "input").unwrap_or_default(),
+                input: Box::new(take(f, "input").unwrap_or_default()),
                 extra: Extra::default(),
             }),
             "tool_result" => {
@@ -580,7 +612,7 @@ impl Content {
                 })
             }
             _ => Content::CompactBoundary(CompactBoundaryPart {
-                input: take(f, "input").unwrap_or_default(),
+                input: Box::new(take(f, "input").unwrap_or_default()),
                 extra: Extra::default(),
             }),
         };
