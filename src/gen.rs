@@ -488,15 +488,15 @@ impl<'a> Session<'a> {
         Record {
             uuid: self.rng.uuid(),
             parent_uuid: self.records.last().map(|r| r.uuid.clone()),
-            session_id: Some(self.sid.clone()),
+            session_id: Some(self.sid.as_str().into()),
             agent_id: self.agent.clone(),
             is_sidechain: sidechain.then_some(true),
             timestamp: Some(ts),
-            kind: kind.to_string(),
+            kind: kind.to_string().into(),
             message: None,
             usage: None,
             boundary: None,
-            extra: serde_json::Map::new(),
+            extra: Default::default(),
         }
     }
 
@@ -506,13 +506,13 @@ impl<'a> Session<'a> {
         let t = tokens::message_tokens(&message);
         let mut rec = self.record("message");
         if role == "assistant" {
-            rec.usage = Some(Some(Usage {
+            rec.usage = Some(Some(Box::new(Usage {
                 input_tokens: self.rng.range(3, 900) as u64,
                 output_tokens: t.max(1),
                 cache_read_tokens: self.context_tokens,
                 cache_write_tokens: self.since_assistant.max(1),
-                extra: serde_json::Map::new(),
-            }));
+                extra: Default::default(),
+            })));
             self.since_assistant = 0;
         } else {
             self.since_assistant += t;
@@ -528,13 +528,13 @@ impl<'a> Session<'a> {
         let skills = ["rust", "git", "review"];
         let n = self.rng.range(1, skills.len());
         let mut rec = self.record("boundary");
-        rec.boundary = Some(Some(BoundaryMeta {
+        rec.boundary = Some(Some(Box::new(BoundaryMeta {
             trigger: Some("auto".to_string()),
             pre_tokens: self.context_tokens.max(1),
             messages_summarized: Some(self.messages as u64),
             active_skills: Some(skills.iter().take(n).map(|s| s.to_string()).collect()),
-            extra: serde_json::Map::new(),
-        }));
+            extra: Default::default(),
+        })));
         self.records.push(rec);
     }
 
@@ -560,7 +560,7 @@ impl<'a> Session<'a> {
         Content::Thinking(ThinkingPart {
             thinking: text::thinking(&mut self.rng),
             signature: Some(self.rng.signature()),
-            extra: serde_json::Map::new(),
+            extra: Default::default(),
         })
     }
 
@@ -854,8 +854,8 @@ fn tool_use(id: &str, name: &str, input: Value) -> Content {
     Content::ToolUse(ToolUsePart {
         id: id.to_string(),
         name: name.to_string(),
-        input,
-        extra: serde_json::Map::new(),
+        input: Box::new(input),
+        extra: Default::default(),
     })
 }
 
@@ -864,7 +864,7 @@ fn tool_result(id: &str, content: ToolResultContent, is_error: bool) -> Content 
         tool_use_id: id.to_string(),
         content: Some(content),
         is_error: is_error.then_some(true),
-        extra: serde_json::Map::new(),
+        extra: Default::default(),
     })
 }
 
@@ -1181,8 +1181,8 @@ pub(crate) fn build<'a>(
                         json!(s.context_tokens.max(1))
                     };
                     content.push(Content::CompactBoundary(CompactBoundaryPart {
-                        input,
-                        extra: serde_json::Map::new(),
+                        input: Box::new(input),
+                        extra: Default::default(),
                     }));
                     content.push(Content::text(
                         "This session is being continued from a previous conversation that ran out of context.",
@@ -1199,7 +1199,7 @@ pub(crate) fn build<'a>(
                 }
                 content.push(Content::Text(TextPart {
                     text: text::user_prompt(&mut s.rng),
-                    extra: serde_json::Map::new(),
+                    extra: Default::default(),
                 }));
                 s.push_message("user", content);
                 // An odd count: the user sends a follow-up right away, so the transcript still

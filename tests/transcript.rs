@@ -155,7 +155,7 @@ fn hand_written_records_are_typed_as_expected() {
     let r = parse_line(HAND_WRITTEN[4].as_bytes()).unwrap();
     let c = &r.as_message().unwrap().content;
     assert!(matches!(&c[0], Content::CompactBoundary(b) if b.input["pre_tokens"] == 5));
-    assert!(matches!(&c[1], Content::CompactBoundary(b) if b.input == json!(151000)));
+    assert!(matches!(&c[1], Content::CompactBoundary(b) if *b.input == json!(151000)));
 
     let r = parse_line(HAND_WRITTEN[5].as_bytes()).unwrap();
     let c = &r.as_message().unwrap().content;
@@ -971,4 +971,85 @@ fn sidechains_are_found_sorted_and_other_files_ignored() {
         ]
     );
     assert!(sidechain_paths(dir.path(), "../x").is_err());
+}
+
+/// A JSON value for a content item's field: any type, nested items too.
+fn field_value() -> impl Strategy<Value = String> {
+    let leaf = prop_oneof![
+        Just("null".to_string()),
+        Just("true".to_string()),
+        Just("7".to_string()),
+        Just("-2.5".to_string()),
+        "[a-z\\n\"é]{0,6}".prop_map(|s| serde_json::to_string(&s).unwrap()),
+        Just("\"text\"".to_string()),
+        Just("\"tool_use\"".to_string()),
+    ];
+    leaf.prop_recursive(2, 12, 4, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..3)
+                .prop_map(|v| format!("[{}]", v.join(","))),
+            proptest::collection::vec((field_key(), inner), 0..4).prop_map(|kv| object(&kv)),
+        ]
+    })
+}
+
+fn field_key() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("type"),
+        Just("text"),
+        Just("thinking"),
+        Just("signature"),
+        Just("id"),
+        Just("name"),
+        Just("input"),
+        Just("tool_use_id"),
+        Just("content"),
+        Just("is_error"),
+        Just("x"),
+    ]
+    .prop_map(str::to_string)
+}
+
+/// A JSON object written by hand, so that a key may repeat.
+fn object(kv: &[(String, String)]) -> String {
+    let fields: Vec<String> = kv.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+    format!("{{{}}}", fields.join(","))
+}
+
+fn item() -> impl Strategy<Value = String> {
+    let kind = prop_oneof![
+        Just("text"),
+        Just("thinking"),
+        Just("tool_use"),
+        Just("tool_result"),
+        Just("compact_boundary"),
+        Just("skill"),
+    ];
+    prop_oneof![
+        4 => (kind, proptest::collection::vec((field_key(), field_value()), 0..5)).prop_map(
+            |(kind, mut kv)| {
+                kv.insert(0, ("type".to_string(), format!("\"{kind}\"")));
+                object(&kv)
+            }
+        ),
+        1 => field_value(),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Reading an item directly (no map first) gives what classifying its JSON value gives.
+    #[test]
+    fn a_content_item_reads_as_its_value_classifies(text in item()) {
+        let value: Value = serde_json::from_str(&text).unwrap();
+        let direct: Content = serde_json::from_str(&text).unwrap();
+        let classified = Content::from_value(value);
+        prop_assert_eq!(&direct, &classified);
+        // Field order too (map equality ignores it).
+        prop_assert_eq!(
+            serde_json::to_string(&direct).unwrap(),
+            serde_json::to_string(&classified).unwrap()
+        );
+    }
 }

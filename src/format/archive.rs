@@ -122,7 +122,7 @@ impl Entry {
     pub fn raw(reference: &str, message: &Message, timestamp: Option<&str>) -> Entry {
         Entry::Raw {
             reference: reference.to_string(),
-            role: message.role.clone(),
+            role: message.role.to_string(),
             timestamp: timestamp.map(str::to_string),
             parts: message.content.iter().map(Part::from_content).collect(),
         }
@@ -171,7 +171,7 @@ impl Part {
             Content::ToolUse(p) => Part::ToolUse {
                 name: p.name.clone(),
                 id: p.id.clone(),
-                input: p.input.clone(),
+                input: (*p.input).clone(),
             },
             Content::ToolResult(p) => Part::ToolResult {
                 tool_use_id: p.tool_use_id.clone(),

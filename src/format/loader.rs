@@ -26,8 +26,11 @@
 //!   and none of them answered is in the trailing run; any other message ends it. The open
 //!   tool uses of the run are `pending-tool-use` (info), all others `unanswered-tool-use`.
 
+use std::collections::hash_map::{Entry, RandomState};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::hash::BuildHasher;
+use std::sync::Arc;
 
 use serde::de::IgnoredAny;
 
@@ -272,13 +275,61 @@ struct Undo {
     open_changes: Vec<(String, Option<OpenUse>)>,
 }
 
+/// The first line of each uuid, without a second copy of every uuid: a uuid is found by its hash
+/// and checked against the uuid of the record found. A uuid whose hash an earlier, different
+/// uuid already has is kept whole aside.
+#[derive(Debug, Clone, Default)]
+struct UuidIndex<S = RandomState> {
+    hasher: S,
+    /// Hash of a uuid -> index in `Transcript::records` of its first record.
+    by_hash: HashMap<u64, usize>,
+    /// Uuid -> first line, for uuids whose hash was taken.
+    aside: HashMap<String, u64>,
+}
+
+impl<S: BuildHasher> UuidIndex<S> {
+    fn first_line(&self, uuid: &str, records: &[Loaded]) -> Option<u64> {
+        let found = self
+            .by_hash
+            .get(&self.hasher.hash_one(uuid))
+            .and_then(|&i| records.get(i))
+            .filter(|l| l.record.uuid == uuid);
+        match found {
+            Some(l) => Some(l.line),
+            None => self.aside.get(uuid).copied(),
+        }
+    }
+
+    /// Record the first use of `uuid`, by the record at `index`.
+    fn insert(&mut self, uuid: &str, index: usize, line: u64) {
+        match self.by_hash.entry(self.hasher.hash_one(uuid)) {
+            Entry::Vacant(e) => {
+                e.insert(index);
+            }
+            Entry::Occupied(_) => {
+                self.aside.insert(uuid.to_string(), line);
+            }
+        }
+    }
+
+    /// Take back [`UuidIndex::insert`] of the record at `index`.
+    fn remove(&mut self, uuid: &str, index: usize) {
+        let h = self.hasher.hash_one(uuid);
+        if self.by_hash.get(&h) == Some(&index) {
+            self.by_hash.remove(&h);
+        } else {
+            self.aside.remove(uuid);
+        }
+    }
+}
+
 /// An incremental transcript loader: feed it the bytes of a file in order.
 #[derive(Debug, Clone)]
 pub struct Parser {
     t: Transcript,
     session: Option<String>,
     /// First line of each uuid.
-    uuids: HashMap<String, u64>,
+    uuids: UuidIndex,
     /// Uuid and line of the previous parsed record.
     prev: Option<(String, u64)>,
     /// Bytes of complete lines so far.
@@ -291,6 +342,8 @@ pub struct Parser {
     pending: Vec<u8>,
     /// Set while the tentative parse of `pending` produced a record: how to take it back.
     tail_undo: Option<Undo>,
+    /// The last session id read: a record repeating it shares it.
+    last_session: Option<Arc<str>>,
 }
 
 impl Parser {
@@ -298,11 +351,12 @@ impl Parser {
         Parser {
             t: Transcript::default(),
             session: session.map(str::to_string),
-            uuids: HashMap::new(),
+            uuids: UuidIndex::default(),
             prev: None,
             committed: 0,
             lines: 0,
             last_line: None,
+            last_session: None,
             pending: Vec::new(),
             tail_undo: None,
         }
@@ -330,6 +384,15 @@ impl Parser {
     /// The unterminated last line fed so far (empty when the input ends with a newline).
     pub fn pending(&self) -> &[u8] {
         &self.pending
+    }
+
+    /// The number of messages from complete lines: later feeds keep them as they are (a
+    /// message read from the unterminated last line may be replaced).
+    pub fn stable_messages(&self) -> usize {
+        match &self.tail_undo {
+            Some(undo) => undo.messages_len,
+            None => self.t.messages.len(),
+        }
     }
 
     /// Offset and length (newline included) of the last complete line, if any.
@@ -435,7 +498,7 @@ impl Parser {
         self.t.usage = undo.usage;
         self.t.found.truncate(undo.found_len);
         if let Some(uuid) = undo.uuid_inserted {
-            self.uuids.remove(&uuid);
+            self.uuids.remove(&uuid, self.t.records.len());
         }
         self.prev = undo.prev;
         for id in undo.seen_inserted {
@@ -451,7 +514,13 @@ impl Parser {
 
     /// Add one parsed record: cross-record checks, tool-use bookkeeping, usage, indices.
     /// With `undo`, every change to the running state is logged so it can be taken back.
-    fn apply(&mut self, record: Record, line: u64, offset: u64, mut undo: Option<&mut Undo>) {
+    fn apply(&mut self, mut record: Record, line: u64, offset: u64, mut undo: Option<&mut Undo>) {
+        if let Some(sid) = &mut record.session_id {
+            match &self.last_session {
+                Some(last) if **last == **sid => *sid = last.clone(),
+                _ => self.last_session = Some(sid.clone()),
+            }
+        }
         if let Some(u) = undo.as_deref_mut() {
             u.usage = self.t.usage.clone();
             u.messages_len = self.t.messages.len();
@@ -467,13 +536,13 @@ impl Parser {
         };
         let mut found = Vec::new();
 
-        match self.uuids.get(&record.uuid) {
+        match self.uuids.first_line(&record.uuid, &self.t.records) {
             Some(first) => found.push(problem(
                 ProblemKind::DuplicateUuid,
                 format!("uuid {} was already used on line {first}", record.uuid),
             )),
             None => {
-                self.uuids.insert(record.uuid.clone(), line);
+                self.uuids.insert(&record.uuid, index, line);
                 if let Some(u) = undo.as_deref_mut() {
                     u.uuid_inserted = Some(record.uuid.clone());
                 }
@@ -486,7 +555,7 @@ impl Parser {
         self.prev = Some((record.uuid.clone(), line));
 
         if let (Some(expected), Some(actual)) = (&self.session, &record.session_id) {
-            if expected != actual {
+            if expected.as_str() != &**actual {
                 found.push(problem(
                     ProblemKind::SessionMismatch,
                     format!("session_id {actual} differs from the file's session {expected}"),
@@ -584,5 +653,48 @@ fn value_kind(first: u8) -> &'static str {
         b't' | b'f' => "a boolean",
         b'n' => "null",
         _ => "a number",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::hash::{BuildHasherDefault, Hasher};
+
+    /// Every key hashes the same: every uuid after the first goes aside.
+    #[derive(Default)]
+    struct Collide;
+
+    impl Hasher for Collide {
+        fn finish(&self) -> u64 {
+            7
+        }
+        fn write(&mut self, _: &[u8]) {}
+    }
+
+    #[test]
+    fn uuids_with_one_hash_are_told_apart() {
+        let records: Vec<Loaded> = ["a", "b"]
+            .iter()
+            .enumerate()
+            .map(|(i, u)| Loaded {
+                record: parse_line(format!("{{\"uuid\":\"{u}\",\"type\":\"x\"}}").as_bytes())
+                    .expect("record"),
+                line: i as u64 + 1,
+                offset: 0,
+            })
+            .collect();
+        let mut index = UuidIndex::<BuildHasherDefault<Collide>>::default();
+        index.insert("a", 0, 1);
+        assert_eq!(index.first_line("b", &records), None);
+        index.insert("b", 1, 2);
+        assert_eq!(index.first_line("a", &records), Some(1));
+        assert_eq!(index.first_line("b", &records), Some(2));
+        assert_eq!(index.first_line("c", &records), None);
+        index.remove("b", 1);
+        assert_eq!(index.first_line("b", &records), None);
+        assert_eq!(index.first_line("a", &records), Some(1));
+        index.remove("a", 0);
+        assert_eq!(index.first_line("a", &records), None);
     }
 }

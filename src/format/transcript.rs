@@ -5,11 +5,69 @@
 //! raw JSON value. Serializing a parsed record gives back a JSON value equal to its input; for
 //! input in the runtime's canonical compact form, the very same bytes.
 
+use std::borrow::Cow;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::de::{Error as _, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
+
+/// The fields of an object that its type does not know, in order, written back unchanged.
+///
+/// Almost always empty: then it holds no map, only a null pointer (an empty `Map` takes 72
+/// bytes, and a large transcript has one per record, message and content item).
+#[derive(Debug, Clone, Default)]
+pub struct Extra(Option<Box<Map<String, Value>>>);
+
+impl Extra {
+    /// Whether there is no unknown field (a deref of an empty `Extra` is the empty map).
+    pub fn is_empty(&self) -> bool {
+        self.0.as_ref().is_none_or(|m| m.is_empty())
+    }
+}
+
+impl From<Map<String, Value>> for Extra {
+    fn from(m: Map<String, Value>) -> Extra {
+        Extra((!m.is_empty()).then(|| Box::new(m)))
+    }
+}
+
+impl std::ops::Deref for Extra {
+    type Target = Map<String, Value>;
+
+    fn deref(&self) -> &Map<String, Value> {
+        static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
+        match &self.0 {
+            Some(m) => m,
+            None => EMPTY.get_or_init(Map::new),
+        }
+    }
+}
+
+impl std::ops::DerefMut for Extra {
+    fn deref_mut(&mut self) -> &mut Map<String, Value> {
+        self.0.get_or_insert_with(Box::default)
+    }
+}
+
+impl PartialEq for Extra {
+    fn eq(&self, other: &Extra) -> bool {
+        **self == **other
+    }
+}
+
+impl Serialize for Extra {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (**self).serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Extra {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Map::deserialize(d).map(Extra::from)
+    }
+}
 
 /// One line of a transcript.
 ///
@@ -23,7 +81,9 @@ pub struct Record {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parent_uuid: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub session_id: Option<String>,
+    /// Shared: records of one file mostly repeat it (the loader gives them one string).
+    #[serde(serialize_with = "shared_str")]
+    pub session_id: Option<Arc<str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -32,16 +92,18 @@ pub struct Record {
     pub timestamp: Option<String>,
     /// `"message"` or `"boundary"`; any other value is kept as written.
     #[serde(rename = "type")]
-    pub kind: String,
+    /// Shared, not allocated, when it is one of the known kinds.
+    pub kind: Cow<'static, str>,
     /// `None`: absent. `Some(None)`: present and `null` (kept so the line round-trips).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<Option<Message>>,
+    /// Boxed, as `boundary`: records keep only a pointer for what most of them lack.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Option<Usage>>,
+    pub usage: Option<Option<Box<Usage>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub boundary: Option<Option<BoundaryMeta>>,
+    pub boundary: Option<Option<Box<BoundaryMeta>>>,
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 impl<'de> Deserialize<'de> for Record {
@@ -72,21 +134,26 @@ impl<'de> Visitor<'de> for RecordVisitor {
         let mut usage = None;
         let mut boundary = None;
         let mut extra = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            match key.as_str() {
+        while let Some(Key(key)) = map.next_key()? {
+            match &*key {
                 "uuid" => once(&mut uuid, "uuid", map.next_value()?)?,
-                "type" => once(&mut kind, "type", map.next_value()?)?,
-                "parent_uuid" => optional(&mut parent_uuid, &mut extra, key, map.next_value()?)?,
-                "session_id" => optional(&mut session_id, &mut extra, key, map.next_value()?)?,
-                "agent_id" => optional(&mut agent_id, &mut extra, key, map.next_value()?)?,
-                "is_sidechain" => optional(&mut is_sidechain, &mut extra, key, map.next_value()?)?,
-                "timestamp" => optional(&mut timestamp, &mut extra, key, map.next_value()?)?,
+                "type" => once(&mut kind, "type", known(map.next_value()?, &KINDS))?,
+                "parent_uuid" => optional(&mut parent_uuid, &mut extra, &key, map.next_value()?)?,
+                "session_id" => optional(
+                    &mut session_id,
+                    &mut extra,
+                    &key,
+                    map.next_value::<Option<String>>()?.map(Arc::from),
+                )?,
+                "agent_id" => optional(&mut agent_id, &mut extra, &key, map.next_value()?)?,
+                "is_sidechain" => optional(&mut is_sidechain, &mut extra, &key, map.next_value()?)?,
+                "timestamp" => optional(&mut timestamp, &mut extra, &key, map.next_value()?)?,
                 "message" => once(&mut message, "message", map.next_value()?)?,
                 "usage" => once(&mut usage, "usage", map.next_value()?)?,
                 "boundary" => once(&mut boundary, "boundary", map.next_value()?)?,
                 _ => {
                     let value = map.next_value()?;
-                    extra.insert(key, value);
+                    extra.insert(key.into_owned(), value);
                 }
             }
         }
@@ -101,8 +168,71 @@ impl<'de> Visitor<'de> for RecordVisitor {
             message,
             usage,
             boundary,
-            extra,
+            extra: Extra::from(extra),
         })
+    }
+}
+
+/// A string (an object key, or a value), borrowed from the input when it has no escape: known
+/// keys cost no allocation.
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+struct KeyVisitor;
+
+impl<'de> Visitor<'de> for KeyVisitor {
+    type Value = Key<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Borrowed(v)))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Owned(v.to_string())))
+    }
+
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Owned(v)))
+    }
+}
+
+/// Record kinds and message roles: one string each, not one per record.
+const KINDS: [&str; 2] = ["message", "boundary"];
+const ROLES: [&str; 3] = ["user", "assistant", "system"];
+
+/// A string value, shared when it is one of `known`.
+fn known(Key(s): Key<'_>, known: &[&'static str]) -> Cow<'static, str> {
+    match known.iter().find(|k| **k == s) {
+        Some(k) => Cow::Borrowed(k),
+        None => Cow::Owned(s.into_owned()),
+    }
+}
+
+/// The fields of an object, in order, each key once.
+type Fields<'k> = Vec<(Cow<'k, str>, Value)>;
+
+/// A map of fields.
+fn to_map(fields: Fields<'_>) -> Map<String, Value> {
+    fields
+        .into_iter()
+        .map(|(k, v)| (k.into_owned(), v))
+        .collect()
+}
+
+/// Serialize a shared string (a field skipped when `None`).
+fn shared_str<S: Serializer>(v: &Option<Arc<str>>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => s.serialize_str(v),
+        None => s.serialize_none(),
     }
 }
 
@@ -119,16 +249,16 @@ fn once<T, E: serde::de::Error>(slot: &mut Option<T>, name: &'static str, v: T) 
 fn optional<T, E: serde::de::Error>(
     slot: &mut Option<T>,
     extra: &mut Map<String, Value>,
-    key: String,
+    key: &str,
     v: Option<T>,
 ) -> Result<(), E> {
-    if slot.is_some() || extra.contains_key(&key) {
+    if slot.is_some() || extra.contains_key(key) {
         return Err(E::custom(format_args!("duplicate field `{key}`")));
     }
     match v {
         Some(v) => *slot = Some(v),
         None => {
-            extra.insert(key, Value::Null);
+            extra.insert(key.to_string(), Value::Null);
         }
     }
     Ok(())
@@ -145,7 +275,7 @@ impl Record {
     }
 
     pub fn usage(&self) -> Option<&Usage> {
-        self.usage.as_ref().and_then(|u| u.as_ref())
+        self.usage.as_ref().and_then(|u| u.as_deref())
     }
 
     /// Serialize to the compact single-line JSON form (no trailing newline).
@@ -158,10 +288,11 @@ impl Record {
 /// `{role, content[]}` of an LLM message (deserialized by hand, like [`Record`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Message {
-    pub role: String,
+    /// Shared, not allocated, when it is one of the known roles.
+    pub role: Cow<'static, str>,
     pub content: Vec<Content>,
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 impl<'de> Deserialize<'de> for Message {
@@ -183,20 +314,23 @@ impl<'de> Visitor<'de> for MessageVisitor {
         let mut role = None;
         let mut content = None;
         let mut extra = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            match key.as_str() {
-                "role" => once(&mut role, "role", map.next_value()?)?,
-                "content" => optional(&mut content, &mut extra, key, map.next_value()?)?,
+        while let Some(Key(key)) = map.next_key()? {
+            match &*key {
+                "role" => once(&mut role, "role", known(map.next_value()?, &ROLES))?,
+                "content" => optional(&mut content, &mut extra, &key, map.next_value()?)?,
                 _ => {
                     let value = map.next_value()?;
-                    extra.insert(key, value);
+                    extra.insert(key.into_owned(), value);
                 }
             }
         }
+        // Read without a length, the list may have grown past its size: trim it for keeps.
+        let mut content: Vec<Content> = content.unwrap_or_default();
+        content.shrink_to_fit();
         Ok(Message {
             role: role.ok_or_else(|| A::Error::missing_field("role"))?,
-            content: content.unwrap_or_default(),
-            extra,
+            content,
+            extra: Extra::from(extra),
         })
     }
 }
@@ -204,9 +338,9 @@ impl<'de> Visitor<'de> for MessageVisitor {
 impl Message {
     pub fn new(role: &str, content: Vec<Content>) -> Message {
         Message {
-            role: role.to_string(),
+            role: Cow::Owned(role.to_string()),
             content,
-            extra: Map::new(),
+            extra: Extra::default(),
         }
     }
 }
@@ -223,7 +357,7 @@ pub struct Usage {
     #[serde(default)]
     pub cache_write_tokens: u64,
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 impl Usage {
@@ -258,14 +392,14 @@ pub struct BoundaryMeta {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_skills: Option<Vec<String>>,
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TextPart {
     pub text: String,
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -274,18 +408,19 @@ pub struct ThinkingPart {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<String>,
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolUsePart {
     pub id: String,
     pub name: String,
-    /// Raw JSON input, any value, kept as stored (key order preserved).
+    /// Raw JSON input, any value, kept as stored (key order preserved). Boxed, as in
+    /// [`CompactBoundaryPart`], so that every content item is smaller.
     #[serde(default)]
-    pub input: Value,
+    pub input: Box<Value>,
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 /// The `content` of a tool_result: nested items, or a plain string (read as one text item).
@@ -337,7 +472,7 @@ pub struct ToolResultPart {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub is_error: Option<bool>,
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 impl ToolResultPart {
@@ -355,9 +490,9 @@ impl ToolResultPart {
 pub struct CompactBoundaryPart {
     /// A boundary object, or a bare integer (legacy `pre_tokens`); kept as written.
     #[serde(default)]
-    pub input: Value,
+    pub input: Box<Value>,
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 /// One item of `message.content[]`.
@@ -378,7 +513,7 @@ impl Content {
     pub fn text(t: &str) -> Content {
         Content::Text(TextPart {
             text: t.to_string(),
-            extra: Map::new(),
+            extra: Extra::default(),
         })
     }
 
@@ -400,25 +535,34 @@ impl Content {
     /// are absent, `null` or of their type; a `null` optional field reads as `None` and stays
     /// in `extra` to be written back. Anything else is kept whole as `Other`.
     pub fn from_value(v: Value) -> Content {
-        let Value::Object(mut map) = v else {
-            return Content::Other(v);
-        };
-        let kind = match map.get("type") {
+        match v {
+            Value::Object(map) => {
+                Content::from_fields(map.into_iter().map(|(k, v)| (Cow::Owned(k), v)).collect())
+            }
+            other => Content::Other(other),
+        }
+    }
+
+    /// Classify the fields of a JSON object, in order, each key once (see [`from_value`]).
+    ///
+    /// [`from_value`]: Content::from_value
+    fn from_fields(mut fields: Fields<'_>) -> Content {
+        let kind = match get(&fields, "type") {
             Some(Value::String(s)) => s.as_str(),
-            _ => return Content::Other(Value::Object(map)),
+            _ => return Content::Other(Value::Object(to_map(fields))),
         };
         let fits = match kind {
-            "text" => is_str(map.get("text")),
-            "thinking" => is_str(map.get("thinking")) && opt_str(map.get("signature")),
-            "tool_use" => is_str(map.get("id")) && is_str(map.get("name")),
+            "text" => is_str(get(&fields, "text")),
+            "thinking" => is_str(get(&fields, "thinking")) && opt_str(get(&fields, "signature")),
+            "tool_use" => is_str(get(&fields, "id")) && is_str(get(&fields, "name")),
             "tool_result" => {
-                is_str(map.get("tool_use_id"))
+                is_str(get(&fields, "tool_use_id"))
                     && matches!(
-                        map.get("content"),
+                        get(&fields, "content"),
                         None | Some(Value::Null | Value::String(_) | Value::Array(_))
                     )
                     && matches!(
-                        map.get("is_error"),
+                        get(&fields, "is_error"),
                         None | Some(Value::Null | Value::Bool(_))
                     )
             }
@@ -426,51 +570,139 @@ impl Content {
             _ => false,
         };
         if !fits {
-            return Content::Other(Value::Object(map));
+            return Content::Other(Value::Object(to_map(fields)));
         }
         // The shape is checked: take the fields out, the rest is `extra`.
-        let kind = match map.shift_remove("type") {
+        let kind = match take(&mut fields, "type") {
             Some(Value::String(k)) => k,
             _ => String::new(),
         };
-        match kind.as_str() {
+        let f = &mut fields;
+        let c = match kind.as_str() {
             "text" => Content::Text(TextPart {
-                text: take_str(&mut map, "text").unwrap_or_default(),
-                extra: map,
+                text: take_str(f, "text").unwrap_or_default(),
+                extra: Extra::default(),
             }),
             "thinking" => Content::Thinking(ThinkingPart {
-                thinking: take_str(&mut map, "thinking").unwrap_or_default(),
-                signature: take_str(&mut map, "signature"),
-                extra: map,
+                thinking: take_str(f, "thinking").unwrap_or_default(),
+                signature: take_str(f, "signature"),
+                extra: Extra::default(),
             }),
             "tool_use" => Content::ToolUse(ToolUsePart {
-                id: take_str(&mut map, "id").unwrap_or_default(),
-                name: take_str(&mut map, "name").unwrap_or_default(),
-                input: map.shift_remove("input").unwrap_or_default(),
-                extra: map,
+                id: take_str(f, "id").unwrap_or_default(),
+                name: take_str(f, "name").unwrap_or_default(),
+                input: Box::new(take(f, "input").unwrap_or_default()),
+                extra: Extra::default(),
             }),
             "tool_result" => {
-                let tool_use_id = take_str(&mut map, "tool_use_id").unwrap_or_default();
-                let content = match take_non_null(&mut map, "content") {
+                let tool_use_id = take_str(f, "tool_use_id").unwrap_or_default();
+                let content = match take_non_null(f, "content") {
                     Some(Value::String(t)) => Some(ToolResultContent::Text(t)),
                     Some(Value::Array(items)) => Some(ToolResultContent::Items(
                         items.into_iter().map(Content::from_value).collect(),
                     )),
                     _ => None,
                 };
-                let is_error = take_non_null(&mut map, "is_error").and_then(|v| v.as_bool());
+                let is_error = take_non_null(f, "is_error").and_then(|v| v.as_bool());
                 Content::ToolResult(ToolResultPart {
                     tool_use_id,
                     content,
                     is_error,
-                    extra: map,
+                    extra: Extra::default(),
                 })
             }
             _ => Content::CompactBoundary(CompactBoundaryPart {
-                input: map.shift_remove("input").unwrap_or_default(),
-                extra: map,
+                input: Box::new(take(f, "input").unwrap_or_default()),
+                extra: Extra::default(),
             }),
+        };
+        // Usually nothing is left: an empty map allocates nothing.
+        c.with_extra(fields)
+    }
+
+    /// This item with `extra` set to `fields` (typed items only).
+    fn with_extra(mut self, fields: Fields<'_>) -> Content {
+        if fields.is_empty() {
+            return self;
         }
+        let extra = match &mut self {
+            Content::Text(p) => &mut p.extra,
+            Content::Thinking(p) => &mut p.extra,
+            Content::ToolUse(p) => &mut p.extra,
+            Content::ToolResult(p) => &mut p.extra,
+            Content::CompactBoundary(p) => &mut p.extra,
+            Content::Other(_) => return self,
+        };
+        *extra = Extra::from(to_map(fields));
+        self
+    }
+}
+
+/// Reads a content item straight into its fields: a typed item never becomes a map first.
+struct ContentVisitor;
+
+impl<'de> Visitor<'de> for ContentVisitor {
+    type Value = Content;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a content item")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Content, A::Error> {
+        let mut fields: Fields<'de> = Vec::with_capacity(map.size_hint().unwrap_or(4));
+        while let Some(Key(key)) = map.next_key()? {
+            let value: Value = map.next_value()?;
+            // A repeated key keeps its first place and takes the last value, as in a `Map`.
+            match fields.iter_mut().find(|(k, _)| *k == key) {
+                Some(slot) => slot.1 = value,
+                None => fields.push((key, value)),
+            }
+        }
+        Ok(Content::from_fields(fields))
+    }
+
+    // Anything but an object is kept as it is.
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Content, E> {
+        Ok(Content::Other(Value::Bool(v)))
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Content, E> {
+        Ok(Content::Other(Value::from(v)))
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Content, E> {
+        Ok(Content::Other(Value::from(v)))
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Content, E> {
+        Ok(Content::Other(Value::from(v)))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Content, E> {
+        Ok(Content::Other(Value::String(v.to_string())))
+    }
+
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Content, E> {
+        Ok(Content::Other(Value::String(v)))
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Content, E> {
+        Ok(Content::Other(Value::Null))
+    }
+
+    fn visit_none<E: serde::de::Error>(self) -> Result<Content, E> {
+        Ok(Content::Other(Value::Null))
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Content, D::Error> {
+        d.deserialize_any(self)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<Content, A::Error> {
+        use serde::de::value::SeqAccessDeserializer;
+        Ok(Content::Other(Value::deserialize(
+            SeqAccessDeserializer::new(seq),
+        )?))
     }
 }
 
@@ -482,16 +714,27 @@ fn opt_str(v: Option<&Value>) -> bool {
     matches!(v, None | Some(Value::Null | Value::String(_)))
 }
 
+/// A field's value.
+fn get<'v>(fields: &'v [(Cow<'_, str>, Value)], key: &str) -> Option<&'v Value> {
+    fields.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+}
+
+/// Remove a field.
+fn take(fields: &mut Fields<'_>, key: &str) -> Option<Value> {
+    let i = fields.iter().position(|(k, _)| k == key)?;
+    Some(fields.remove(i).1)
+}
+
 /// Remove a field unless it is `null` (a `null` stays, to be written back from `extra`).
-fn take_non_null(map: &mut Map<String, Value>, key: &str) -> Option<Value> {
-    match map.get(key) {
-        None | Some(Value::Null) => None,
-        Some(_) => map.shift_remove(key),
+fn take_non_null(fields: &mut Fields<'_>, key: &str) -> Option<Value> {
+    match fields.iter().find(|(k, _)| k == key) {
+        None | Some((_, Value::Null)) => None,
+        Some(_) => take(fields, key),
     }
 }
 
-fn take_str(map: &mut Map<String, Value>, key: &str) -> Option<String> {
-    match take_non_null(map, key) {
+fn take_str(fields: &mut Fields<'_>, key: &str) -> Option<String> {
+    match take_non_null(fields, key) {
         Some(Value::String(s)) => Some(s),
         _ => None,
     }
@@ -531,7 +774,7 @@ impl Serialize for Content {
 
 impl<'de> Deserialize<'de> for Content {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(Content::from_value(Value::deserialize(d)?))
+        d.deserialize_any(ContentVisitor)
     }
 }
 

@@ -518,11 +518,15 @@ impl Synth {
             Node::Synth(sid, kind) => {
                 let st = self.state(sid);
                 let t = self.transcript(sid)?;
-                let tf = t.lock();
+                let mut tf = t.lock();
+                // After appends, the view is computed again for the new messages only.
+                let memo = tf.take_memo::<view::Memo>();
+                let stable = tf.stable_messages();
+                let token: Arc<dyn std::any::Any + Send + Sync> = st.clone();
                 let tr = tf.transcript();
                 let msgs = session::msgs(tr);
-                let v = view::project(&msgs, &st.state, cfg);
-                Ok(match kind {
+                let v = view::project_memo(&msgs, &st.state, &token, cfg, memo);
+                let out = match kind {
                     SynthKind::View => v.to_jsonl(),
                     SynthKind::ViewMd => v.to_markdown().into_bytes(),
                     _ => {
@@ -558,7 +562,13 @@ impl Synth {
                         out.push(b'\n');
                         out
                     }
-                })
+                };
+                let memo = v.into_memo(token, cfg, stable);
+                drop(msgs);
+                if let Some(memo) = memo {
+                    tf.keep_memo(memo);
+                }
+                Ok(out)
             }
             Node::Raw(sid, start, end) => {
                 let st = self.state(sid);

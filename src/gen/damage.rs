@@ -200,7 +200,7 @@ fn inject(code: &'static str, s: &mut Session<'_>) -> Option<Vec<Damage>> {
             )
         }
         "transcript.session-mismatch" => {
-            s.records.get_mut(n - 2)?.session_id = Some(format!("{sid}-fork"));
+            s.records.get_mut(n - 2)?.session_id = Some(format!("{sid}-fork").into());
             one(tp, Some(n - 1), "one record written by another session id")
         }
         "transcript.orphan-tool-result" => {

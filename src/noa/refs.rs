@@ -4,6 +4,7 @@
 //! largest `m<digits>` ref ever recorded, in transcript order. Refs are never reused.
 
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use crate::format::state::State;
 use crate::noa::Msg;
@@ -29,34 +30,64 @@ pub struct RefAssignment {
     pub per_msg: Vec<String>,
     /// Indices of messages whose ref is new (not yet in `messageRefs`).
     pub new: Vec<usize>,
-    /// Ref -> first message index carrying it.
-    pub index: HashMap<String, usize>,
+    /// Ref -> first message index carrying it; built on first use (a view does not need it).
+    index: OnceLock<HashMap<String, usize>>,
 }
 
 impl RefAssignment {
+    /// The refs of some first messages, to [`extend`] to more.
+    pub fn of_prefix(per_msg: Vec<String>, new: Vec<usize>) -> RefAssignment {
+        RefAssignment {
+            per_msg,
+            new,
+            index: OnceLock::new(),
+        }
+    }
+
     /// The message index of a ref, if some message of the transcript carries it.
     pub fn msg_of(&self, r: &str) -> Option<usize> {
-        self.index.get(r).copied()
+        let index = self.index.get_or_init(|| {
+            let mut index = HashMap::with_capacity(self.per_msg.len());
+            for (i, r) in self.per_msg.iter().enumerate() {
+                index.entry(r.clone()).or_insert(i);
+            }
+            index
+        });
+        index.get(r).copied()
     }
 }
 
-/// Assign refs to `msgs` given the recorded map in `state` (pure; nothing is persisted).
-pub fn assign(state: &State, msgs: &[Msg<'_>]) -> RefAssignment {
+/// The largest ref number recorded in `state` (0 when none).
+pub fn recorded_max(state: &State) -> u64 {
     let refs = &state.message_refs;
-    let mut max = refs
-        .by_ref
+    refs.by_ref
         .keys()
         .chain(refs.by_raw.values())
         .filter_map(|r| ref_number(r))
         .max()
-        .unwrap_or(0);
-    let mut fresh: HashMap<&str, String> = HashMap::new();
+        .unwrap_or(0)
+}
+
+/// Assign refs to `msgs` given the recorded map in `state` (pure; nothing is persisted).
+pub fn assign(state: &State, msgs: &[Msg<'_>]) -> RefAssignment {
     let mut out = RefAssignment {
         per_msg: Vec::with_capacity(msgs.len()),
         new: Vec::new(),
-        index: HashMap::with_capacity(msgs.len()),
+        index: OnceLock::new(),
     };
-    for (i, m) in msgs.iter().enumerate() {
+    extend(state, msgs, &mut out, recorded_max(state));
+    out
+}
+
+/// Assign refs to the messages of `msgs` after the ones `out` holds, new refs numbered after
+/// `max`; the largest number given. [`assign`] is this from nothing; from the refs of a prefix
+/// it gives what `assign` of all `msgs` gives, provided that no later message repeats the raw
+/// id of a prefix message that got a new ref (which would share it).
+pub fn extend(state: &State, msgs: &[Msg<'_>], out: &mut RefAssignment, mut max: u64) -> u64 {
+    let refs = &state.message_refs;
+    let mut fresh: HashMap<&str, String> = HashMap::new();
+    let from = out.per_msg.len();
+    for (i, m) in msgs.iter().enumerate().skip(from) {
         let r = if let Some(r) = refs.by_raw.get(m.raw_id) {
             r.clone()
         } else if let Some(r) = fresh.get(m.raw_id) {
@@ -70,10 +101,10 @@ pub fn assign(state: &State, msgs: &[Msg<'_>]) -> RefAssignment {
             out.new.push(i);
             r
         };
-        out.index.entry(r.clone()).or_insert(i);
         out.per_msg.push(r);
     }
-    out
+    out.index = OnceLock::new();
+    max
 }
 
 #[cfg(test)]

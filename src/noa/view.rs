@@ -2,15 +2,18 @@
 //! [`project`] adds measuring, emergency truncation, the nudge and reassembly into
 //! `view.jsonl` lines.
 
+use std::any::Any;
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Weak};
 
 use serde::Serialize;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use crate::config::NoaConfig;
 use crate::format::state::{Block, State};
-use crate::format::transcript::{Content, ToolResultContent};
+use crate::format::transcript::{Content, Extra, ToolResultContent};
 use crate::noa::refs::{self, RefAssignment};
 use crate::noa::tokens;
 use crate::noa::Msg;
@@ -69,6 +72,7 @@ pub struct Materialized<'a> {
     pub hidden: Vec<usize>,
     /// The item showing each message (a block item for covered ones), `None` when hidden.
     pub item_of_msg: Vec<Option<usize>>,
+    keys: MemoKeys,
 }
 
 /// The text of a block's summary message (SPEC 4.3).
@@ -110,18 +114,81 @@ pub fn tool_names<'a>(msgs: &[Msg<'a>]) -> HashMap<&'a str, &'a str> {
     names
 }
 
-/// Whether parts hold a call of a hard-protected tool or the result of one.
+/// Whether parts hold a call of a hard-protected tool or the result of one; `protected_id`
+/// says whether a tool_use id is a call of one.
 fn holds_protected_tool<'c>(
     parts: impl IntoIterator<Item = &'c Content>,
-    names: &HashMap<&str, &str>,
+    protected_id: impl Fn(&str) -> bool,
     cfg: &NoaConfig,
 ) -> bool {
     parts.into_iter().any(|c| match c {
         Content::ToolUse(u) => cfg.is_protected_tool(&u.name),
-        Content::ToolResult(r) => names
-            .get(r.tool_use_id.as_str())
-            .is_some_and(|n| cfg.is_protected_tool(n)),
+        Content::ToolResult(r) => protected_id(&r.tool_use_id),
         _ => false,
+    })
+}
+
+/// Tokens of a whole message: the frozen value of its ref when recorded, else the estimate.
+fn msg_tokens_of(state: &State, r: &str, m: &Msg<'_>) -> u64 {
+    state
+        .token_snapshot
+        .as_ref()
+        .and_then(|t| t.by_ref.get(r).copied())
+        .unwrap_or_else(|| tokens::message_tokens(m.message))
+}
+
+/// The ids of the Compress calls that made blocks (step 5 hides them).
+fn consumed_calls(state: &State) -> HashSet<&str> {
+    state
+        .blocks
+        .iter()
+        .map(|b| b.compress_call_id.as_str())
+        .filter(|id| !id.is_empty())
+        .collect()
+}
+
+/// Step 5 for message `i`, outside live blocks: its parts without consumed Compress calls and
+/// their results; `None` when that leaves nothing.
+fn msg_item<'a>(
+    i: usize,
+    m: &Msg<'a>,
+    msg_tokens: u64,
+    consumed: &HashSet<&str>,
+    protected_id: impl Fn(&str) -> bool,
+    cfg: &NoaConfig,
+) -> Option<MsgItem<'a>> {
+    let mut removed = false;
+    let content: Vec<Cow<'a, Content>> = m
+        .message
+        .content
+        .iter()
+        .filter(|c| {
+            let hide = match c {
+                Content::ToolUse(u) => consumed.contains(u.id.as_str()),
+                Content::ToolResult(r) => consumed.contains(r.tool_use_id.as_str()),
+                _ => false,
+            };
+            removed |= hide;
+            !hide
+        })
+        .map(Cow::Borrowed)
+        .collect();
+    if removed && content.is_empty() {
+        return None;
+    }
+    let tokens = if removed {
+        tokens::parts_tokens(content.iter().map(|c| c.as_ref()))
+    } else {
+        msg_tokens
+    };
+    let protected_tool =
+        holds_protected_tool(content.iter().map(|c| c.as_ref()), protected_id, cfg);
+    Some(MsgItem {
+        msg: i,
+        content,
+        tokens,
+        truncated: false,
+        protected_tool,
     })
 }
 
@@ -129,15 +196,10 @@ fn holds_protected_tool<'c>(
 /// hide consumed Compress calls.
 pub fn materialize<'a>(msgs: &'a [Msg<'a>], state: &'a State, cfg: &NoaConfig) -> Materialized<'a> {
     let refs = refs::assign(state, msgs);
-    let frozen = state.token_snapshot.as_ref().map(|t| &t.by_ref);
     let msg_tokens: Vec<u64> = msgs
         .iter()
         .zip(&refs.per_msg)
-        .map(|(m, r)| {
-            frozen
-                .and_then(|f| f.get(r).copied())
-                .unwrap_or_else(|| tokens::message_tokens(m.message))
-        })
+        .map(|(m, r)| msg_tokens_of(state, r, m))
         .collect();
 
     // First message index of each raw id (a duplicated uuid is covered at its first place).
@@ -146,14 +208,22 @@ pub fn materialize<'a>(msgs: &'a [Msg<'a>], state: &'a State, cfg: &NoaConfig) -
         first.entry(m.raw_id).or_insert(i);
     }
 
+    let mut missing = HashSet::new();
     let live: Vec<bool> = state
         .blocks
         .iter()
         .map(|b| {
-            b.active
-                && b.effective_message_ids
-                    .iter()
-                    .all(|id| first.contains_key(id.as_str()))
+            if !b.active {
+                return false;
+            }
+            let absent: Vec<&String> = b
+                .effective_message_ids
+                .iter()
+                .filter(|id| !first.contains_key(id.as_str()))
+                .collect();
+            let live = absent.is_empty();
+            missing.extend(absent.into_iter().cloned());
+            live
         })
         .collect();
 
@@ -174,14 +244,11 @@ pub fn materialize<'a>(msgs: &'a [Msg<'a>], state: &'a State, cfg: &NoaConfig) -
             }
         }
     }
+    drop(first);
 
-    let consumed: HashSet<&str> = state
-        .blocks
-        .iter()
-        .map(|b| b.compress_call_id.as_str())
-        .filter(|id| !id.is_empty())
-        .collect();
+    let consumed = consumed_calls(state);
     let names = tool_names(msgs);
+    let protected_id = |id: &str| names.get(id).is_some_and(|n| cfg.is_protected_tool(n));
 
     let mut items: Vec<Item<'a>> = Vec::with_capacity(msgs.len());
     let mut item_of_msg: Vec<Option<usize>> = vec![None; msgs.len()];
@@ -209,42 +276,19 @@ pub fn materialize<'a>(msgs: &'a [Msg<'a>], state: &'a State, cfg: &NoaConfig) -
             item_of_msg[i] = Some(ii);
             continue;
         }
-        // Step 5: hide consumed Compress calls and their results.
-        let mut removed = false;
-        let content: Vec<Cow<'a, Content>> = m
-            .message
-            .content
-            .iter()
-            .filter(|c| {
-                let hide = match c {
-                    Content::ToolUse(u) => consumed.contains(u.id.as_str()),
-                    Content::ToolResult(r) => consumed.contains(r.tool_use_id.as_str()),
-                    _ => false,
-                };
-                removed |= hide;
-                !hide
-            })
-            .map(Cow::Borrowed)
-            .collect();
-        if removed && content.is_empty() {
-            hidden.push(i);
-            continue;
+        match msg_item(i, m, msg_tokens[i], &consumed, protected_id, cfg) {
+            Some(item) => {
+                items.push(Item::Msg(item));
+                item_of_msg[i] = Some(items.len() - 1);
+            }
+            None => hidden.push(i),
         }
-        let tokens = if removed {
-            tokens::parts_tokens(content.iter().map(|c| c.as_ref()))
-        } else {
-            msg_tokens[i]
-        };
-        let protected_tool = holds_protected_tool(content.iter().map(|c| c.as_ref()), &names, cfg);
-        items.push(Item::Msg(MsgItem {
-            msg: i,
-            content,
-            tokens,
-            truncated: false,
-            protected_tool,
-        }));
-        item_of_msg[i] = Some(items.len() - 1);
     }
+    let protected_ids = names
+        .iter()
+        .filter(|(_, n)| cfg.is_protected_tool(n))
+        .map(|(id, _)| id.to_string())
+        .collect();
 
     Materialized {
         msgs,
@@ -255,6 +299,182 @@ pub fn materialize<'a>(msgs: &'a [Msg<'a>], state: &'a State, cfg: &NoaConfig) -
         items,
         hidden,
         item_of_msg,
+        keys: MemoKeys {
+            missing,
+            protected_ids,
+        },
+    }
+}
+
+/// What [`materialize`] found that a [`Memo`] needs to extend its result.
+#[derive(Debug, Clone, Default)]
+struct MemoKeys {
+    /// Effective ids of active blocks that no message has (their blocks are dead).
+    missing: HashSet<String>,
+    /// tool_use ids whose first call is of a hard-protected tool.
+    protected_ids: HashSet<String>,
+}
+
+/// An item of a [`Memo`]: what the item was before truncation, without borrowed parts.
+#[derive(Debug, Clone)]
+enum Kept {
+    Msg {
+        msg: usize,
+        tokens: u64,
+        /// Some parts were consumed Compress calls (hidden).
+        removed: bool,
+        protected_tool: bool,
+    },
+    Block(BlockItem),
+}
+
+/// What a view computation keeps so that the next one, after messages were only appended to the
+/// transcript, redoes just the new messages (see [`project_memo`]): steps 1-5 for the first
+/// `msgs` messages, and the `view.jsonl` lines of their items. Valid for one state (the `token`
+/// given with it) and one configuration; the transcript's owner drops it when the transcript is
+/// parsed again.
+pub struct Memo {
+    /// Weak: a memo does not keep a state alive; it still keeps its address from being reused.
+    token: Weak<dyn Any + Send + Sync>,
+    cfg: NoaConfig,
+    /// Messages covered: those of complete lines when it was made.
+    msgs: usize,
+    per_msg: Vec<String>,
+    new: Vec<usize>,
+    /// The largest ref number given.
+    max: u64,
+    /// Hashes of the raw ids that got new refs (a later message repeating one shares its ref).
+    fresh: HashSet<u64>,
+    msg_tokens: Vec<u64>,
+    live: Vec<bool>,
+    keys: MemoKeys,
+    items: Vec<Kept>,
+    hidden: Vec<usize>,
+    item_of_msg: Vec<Option<usize>>,
+    /// The line of each item (no newline), untruncated, when it was serialized.
+    lines: Vec<Option<Box<[u8]>>>,
+}
+
+impl std::fmt::Debug for Memo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Memo")
+            .field("msgs", &self.msgs)
+            .field("items", &self.items.len())
+            .finish()
+    }
+}
+
+fn id_hash(id: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    id.hash(&mut h);
+    h.finish()
+}
+
+impl Memo {
+    /// Steps 1-5 over `msgs`, from this memo: `None` when it does not apply (another state or
+    /// configuration, fewer messages) or when the new messages could change earlier items (a
+    /// dead block's missing message, a raw id repeating one with a new ref, a call of a
+    /// hard-protected tool). Otherwise the very result of [`materialize`], and the lines kept.
+    #[allow(clippy::type_complexity)]
+    fn extend<'a>(
+        self,
+        msgs: &'a [Msg<'a>],
+        state: &'a State,
+        token: &Arc<dyn Any + Send + Sync>,
+        cfg: &NoaConfig,
+    ) -> Option<(Materialized<'a>, Vec<Option<Box<[u8]>>>)> {
+        if !Weak::ptr_eq(&self.token, &Arc::downgrade(token))
+            || self.cfg != *cfg
+            || msgs.len() < self.msgs
+        {
+            return None;
+        }
+        let added = msgs.get(self.msgs..)?;
+        let changes_earlier = |m: &Msg<'_>| {
+            self.keys.missing.contains(m.raw_id)
+                || self.fresh.contains(&id_hash(m.raw_id))
+                || m.message
+                    .content
+                    .iter()
+                    .any(|c| matches!(c, Content::ToolUse(u) if cfg.is_protected_tool(&u.name)))
+        };
+        if added.iter().any(changes_earlier) {
+            return None;
+        }
+        // Every live block's messages are in the prefix, so the new ones are not covered (a
+        // repeated raw id is covered at its first place); liveness is unchanged, and so is
+        // which tool_use ids are calls of protected tools.
+        let mut refs = RefAssignment::of_prefix(self.per_msg, self.new);
+        refs::extend(state, msgs, &mut refs, self.max);
+        let mut msg_tokens = self.msg_tokens;
+        for (i, m) in msgs.iter().enumerate().skip(self.msgs) {
+            msg_tokens.push(msg_tokens_of(state, &refs.per_msg[i], m));
+        }
+        let consumed = consumed_calls(state);
+        let mut items: Vec<Item<'a>> = Vec::with_capacity(self.items.len() + added.len());
+        for kept in self.items {
+            items.push(match kept {
+                Kept::Block(b) => Item::Block(b),
+                Kept::Msg {
+                    msg,
+                    tokens,
+                    removed,
+                    protected_tool,
+                } => {
+                    let parts = &msgs.get(msg)?.message.content;
+                    let content = parts
+                        .iter()
+                        .filter(|c| {
+                            !removed
+                                || !match c {
+                                    Content::ToolUse(u) => consumed.contains(u.id.as_str()),
+                                    Content::ToolResult(r) => {
+                                        consumed.contains(r.tool_use_id.as_str())
+                                    }
+                                    _ => false,
+                                }
+                        })
+                        .map(Cow::Borrowed)
+                        .collect();
+                    Item::Msg(MsgItem {
+                        msg,
+                        content,
+                        tokens,
+                        truncated: false,
+                        protected_tool,
+                    })
+                }
+            });
+        }
+        let mut hidden = self.hidden;
+        let mut item_of_msg = self.item_of_msg;
+        let keys = self.keys;
+        let protected_id = |id: &str| keys.protected_ids.contains(id);
+        for (i, m) in msgs.iter().enumerate().skip(self.msgs) {
+            match msg_item(i, m, msg_tokens[i], &consumed, protected_id, cfg) {
+                Some(item) => {
+                    items.push(Item::Msg(item));
+                    item_of_msg.push(Some(items.len() - 1));
+                }
+                None => {
+                    hidden.push(i);
+                    item_of_msg.push(None);
+                }
+            }
+        }
+        let mat = Materialized {
+            msgs,
+            state,
+            refs,
+            msg_tokens,
+            live: self.live,
+            items,
+            hidden,
+            item_of_msg,
+            keys,
+        };
+        Some((mat, self.lines))
     }
 }
 
@@ -325,6 +545,11 @@ pub struct View<'a> {
     pub projected: u64,
     pub protected_start: usize,
     pub nudge: Option<Nudge>,
+    /// Tokens of each item before truncation.
+    untruncated: Vec<u64>,
+    /// The `view.jsonl` line of each untruncated item (no newline), once serialized: taken
+    /// from a [`Memo`] and filled in by [`View::to_jsonl`].
+    lines: RefCell<Vec<Option<Box<[u8]>>>>,
 }
 
 /// Cut `s` to its first `head` and last `tail` bytes (on char boundaries) joined by the noa
@@ -527,9 +752,35 @@ fn decide_nudge(
 
 /// The whole projection (SPEC 4.3 steps 1-8).
 pub fn project<'a>(msgs: &'a [Msg<'a>], state: &'a State, cfg: &NoaConfig) -> View<'a> {
-    let mut mat = materialize(msgs, state, cfg);
+    finish(materialize(msgs, state, cfg), Vec::new(), cfg)
+}
+
+/// [`project`], from what an earlier computation kept (see [`Memo`]): the same view, computed
+/// for the new messages only when the memo applies. `token` stands for `state`: the same
+/// allocation exactly when the state is the same. Keep the result's [`View::into_memo`] for
+/// the next call.
+pub fn project_memo<'a>(
+    msgs: &'a [Msg<'a>],
+    state: &'a State,
+    token: &Arc<dyn Any + Send + Sync>,
+    cfg: &NoaConfig,
+    memo: Option<Memo>,
+) -> View<'a> {
+    match memo.and_then(|m| m.extend(msgs, state, token, cfg)) {
+        Some((mat, lines)) => finish(mat, lines, cfg),
+        None => project(msgs, state, cfg),
+    }
+}
+
+/// Steps 6-8 after materializing.
+fn finish<'a>(
+    mut mat: Materialized<'a>,
+    lines: Vec<Option<Box<[u8]>>>,
+    cfg: &NoaConfig,
+) -> View<'a> {
     let measured = mat.total_tokens();
     let protected_start = protected_start(&mat.items, cfg);
+    let untruncated = mat.items.iter().map(Item::tokens).collect();
     let projected = if measured > cfg.truncate_threshold() {
         emergency_truncate(&mut mat.items, protected_start, measured, cfg)
     } else {
@@ -542,6 +793,8 @@ pub fn project<'a>(msgs: &'a [Msg<'a>], state: &'a State, cfg: &NoaConfig) -> Vi
         projected,
         protected_start,
         nudge,
+        untruncated,
+        lines: RefCell::new(lines),
     }
 }
 
@@ -550,7 +803,7 @@ struct MsgOut<'x> {
     role: &'x str,
     content: &'x [Cow<'x, Content>],
     #[serde(flatten)]
-    extra: &'x Map<String, Value>,
+    extra: &'x Extra,
 }
 
 #[derive(Serialize)]
@@ -569,43 +822,26 @@ fn user_text(text: &str) -> Value {
 impl View<'_> {
     /// `view.jsonl`: one JSON object per line (SPEC 4.3 step 9).
     pub fn to_jsonl(&self) -> Vec<u8> {
-        let mut out = Vec::new();
         let mat = &self.mat;
-        for it in &mat.items {
-            // Serializing maps and strings into a Vec cannot fail.
-            let _ = match it {
-                Item::Msg(m) => {
-                    let msg = mat.msgs[m.msg].message;
-                    serde_json::to_writer(
-                        &mut out,
-                        &MsgLine {
-                            reference: mat.ref_of(m.msg),
-                            message: MsgOut {
-                                role: &msg.role,
-                                content: &m.content,
-                                extra: &msg.extra,
-                            },
-                            truncated: m.truncated,
-                        },
-                    )
+        let mut lines = self.lines.borrow_mut();
+        lines.resize(mat.items.len(), None);
+        let mut out = Vec::with_capacity(lines.iter().flatten().map(|l| l.len() + 1).sum());
+        for (it, line) in mat.items.iter().zip(lines.iter_mut()) {
+            let truncated = matches!(it, Item::Msg(m) if m.truncated);
+            match line {
+                Some(l) if !truncated => out.extend_from_slice(l),
+                _ => {
+                    let start = out.len();
+                    self.write_item(&mut out, it);
+                    if !truncated {
+                        *line = out.get(start..).map(Box::from);
+                    }
                 }
-                Item::Block(b) => {
-                    let blk = &mat.state.blocks[b.block];
-                    serde_json::to_writer(
-                        &mut out,
-                        &json!({
-                            "block": blk.block_id.name(),
-                            "tier": blk.tier,
-                            "start": blk.start_ref,
-                            "end": blk.end_ref,
-                            "message": user_text(&b.text),
-                        }),
-                    )
-                }
-            };
+            }
             out.push(b'\n');
         }
         if let Some(n) = &self.nudge {
+            // Serializing maps and strings into a Vec cannot fail.
             let _ = serde_json::to_writer(
                 &mut out,
                 &json!({"nudge": n.kind, "message": user_text(&n.text)}),
@@ -613,6 +849,106 @@ impl View<'_> {
             out.push(b'\n');
         }
         out
+    }
+
+    /// The line of one item, without its newline.
+    fn write_item(&self, out: &mut Vec<u8>, it: &Item<'_>) {
+        let mat = &self.mat;
+        // Serializing maps and strings into a Vec cannot fail.
+        let _ = match it {
+            Item::Msg(m) => {
+                let msg = mat.msgs[m.msg].message;
+                serde_json::to_writer(
+                    out,
+                    &MsgLine {
+                        reference: mat.ref_of(m.msg),
+                        message: MsgOut {
+                            role: &msg.role,
+                            content: &m.content,
+                            extra: &msg.extra,
+                        },
+                        truncated: m.truncated,
+                    },
+                )
+            }
+            Item::Block(b) => {
+                let blk = &mat.state.blocks[b.block];
+                serde_json::to_writer(
+                    out,
+                    &json!({
+                        "block": blk.block_id.name(),
+                        "tier": blk.tier,
+                        "start": blk.start_ref,
+                        "end": blk.end_ref,
+                        "message": user_text(&b.text),
+                    }),
+                )
+            }
+        };
+    }
+
+    /// What to keep for the next [`project_memo`] with the same state (`token`) and
+    /// configuration. `stable` is the number of messages read from complete lines: when some
+    /// message is not (it comes from an unterminated last line, which may still change, and so
+    /// may what was derived from it: a block it makes live, a tool its call names), nothing is
+    /// kept.
+    pub fn into_memo(
+        self,
+        token: Arc<dyn Any + Send + Sync>,
+        cfg: &NoaConfig,
+        stable: usize,
+    ) -> Option<Memo> {
+        let mat = self.mat;
+        if stable != mat.msgs.len() {
+            return None;
+        }
+        let mut lines = self.lines.into_inner();
+        lines.resize(mat.items.len(), None);
+        let items = mat
+            .items
+            .into_iter()
+            .zip(&self.untruncated)
+            .map(|(it, &tokens)| match it {
+                Item::Block(b) => Kept::Block(b),
+                Item::Msg(m) => Kept::Msg {
+                    msg: m.msg,
+                    tokens,
+                    removed: mat
+                        .msgs
+                        .get(m.msg)
+                        .is_some_and(|full| m.content.len() < full.message.content.len()),
+                    protected_tool: m.protected_tool,
+                },
+            })
+            .collect();
+        let per_msg = mat.refs.per_msg;
+        let new = mat.refs.new;
+        let max = new
+            .last()
+            .and_then(|&i| refs::ref_number(per_msg.get(i)?))
+            .unwrap_or_else(|| refs::recorded_max(mat.state));
+        let fresh = new
+            .iter()
+            .filter_map(|&i| mat.msgs.get(i))
+            .map(|m| id_hash(m.raw_id))
+            .collect();
+        let (msg_tokens, hidden, item_of_msg) = (mat.msg_tokens, mat.hidden, mat.item_of_msg);
+        Some(Memo {
+            token: Arc::downgrade(&token),
+            cfg: cfg.clone(),
+            msgs: stable,
+            per_msg,
+            new,
+            max,
+            fresh,
+            msg_tokens,
+            live: mat.live,
+            keys: mat.keys,
+            items,
+            hidden,
+            item_of_msg,
+            lines,
+        })
     }
 }
 

@@ -6,6 +6,8 @@
 //! at its offset, and the unterminated last line (if any) still a prefix of what follows it.
 //! Any other change reparses the whole file.
 
+use std::any::Any;
+use std::fmt;
 use std::fs::{self, File, Metadata};
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -58,6 +60,30 @@ pub struct TranscriptFile {
     parser: Parser,
     /// `None` while the file does not exist (an empty transcript).
     seen: Option<Seen>,
+    memo: Memo,
+}
+
+/// What a reader derived from the transcript and keeps for its next computation (e.g. the
+/// view's [`crate::noa::view::Memo`]). It is dropped whenever the file is parsed again, so a
+/// memo only ever sees the messages it was made from, plus appended ones.
+#[derive(Default)]
+struct Memo(Option<Box<dyn Any + Send>>);
+
+impl Clone for Memo {
+    /// A copy of the transcript starts without one.
+    fn clone(&self) -> Memo {
+        Memo(None)
+    }
+}
+
+impl fmt::Debug for Memo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Memo(kept)"
+        } else {
+            "Memo(none)"
+        })
+    }
 }
 
 impl TranscriptFile {
@@ -69,6 +95,7 @@ impl TranscriptFile {
             session: session.map(str::to_string),
             parser: Parser::new(session),
             seen: None,
+            memo: Memo::default(),
         };
         file.refresh()?;
         Ok(file)
@@ -94,6 +121,21 @@ impl TranscriptFile {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The number of messages from complete lines, which later appends keep as they are.
+    pub fn stable_messages(&self) -> usize {
+        self.parser.stable_messages()
+    }
+
+    /// Take what a reader kept with this transcript, when it is a `T`.
+    pub fn take_memo<T: Any>(&mut self) -> Option<T> {
+        self.memo.0.take()?.downcast::<T>().ok().map(|b| *b)
+    }
+
+    /// Keep derived data with this transcript until it is parsed again.
+    pub fn keep_memo<T: Any + Send>(&mut self, memo: T) {
+        self.memo.0 = Some(Box::new(memo));
     }
 
     /// Whether the file existed at the last refresh.
@@ -149,6 +191,7 @@ impl TranscriptFile {
         }
         self.parser = Parser::new(self.session.as_deref());
         self.seen = None;
+        self.memo = Memo::default();
         Refresh::Reloaded
     }
 
@@ -159,6 +202,7 @@ impl TranscriptFile {
         feed_from(file, &mut parser, 0, &mut sha)?;
         self.parser = parser;
         self.seen = Some(Seen::new(&file.metadata()?, sha));
+        self.memo = Memo::default();
         Ok(Refresh::Reloaded)
     }
 
