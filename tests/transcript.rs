@@ -1053,3 +1053,28 @@ proptest! {
         );
     }
 }
+
+/// A tool_use or compact_boundary item without `input` is written back without it (kept
+/// verbatim), and one with `"input":null` keeps its null.
+#[test]
+fn items_without_input_round_trip() {
+    for item in [
+        r#"{"type":"tool_use","id":"t1","name":"Read"}"#,
+        r#"{"type":"tool_use","id":"t1","name":"Read","input":null}"#,
+        r#"{"type":"compact_boundary"}"#,
+        r#"{"type":"compact_boundary","input":null}"#,
+    ] {
+        let line = format!(
+            r#"{{"uuid":"u1","type":"message","message":{{"role":"assistant","content":[{item}]}}}}"#
+        );
+        assert_round_trip(&line, true);
+    }
+    let typed = parse_line(
+        br#"{"uuid":"u1","type":"message","message":{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Read","input":{}}]}}"#,
+    )
+    .unwrap();
+    assert!(matches!(
+        &typed.as_message().unwrap().content[0],
+        Content::ToolUse(_)
+    ));
+}

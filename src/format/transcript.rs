@@ -554,7 +554,12 @@ impl Content {
         let fits = match kind {
             "text" => is_str(get(&fields, "text")),
             "thinking" => is_str(get(&fields, "thinking")) && opt_str(get(&fields, "signature")),
-            "tool_use" => is_str(get(&fields, "id")) && is_str(get(&fields, "name")),
+            // `input` must be there: an absent one could not be written back absent.
+            "tool_use" => {
+                is_str(get(&fields, "id"))
+                    && is_str(get(&fields, "name"))
+                    && get(&fields, "input").is_some()
+            }
             "tool_result" => {
                 is_str(get(&fields, "tool_use_id"))
                     && matches!(
@@ -566,7 +571,7 @@ impl Content {
                         None | Some(Value::Null | Value::Bool(_))
                     )
             }
-            "compact_boundary" => true,
+            "compact_boundary" => get(&fields, "input").is_some(),
             _ => false,
         };
         if !fits {

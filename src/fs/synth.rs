@@ -195,8 +195,10 @@ impl Caches {
     }
 }
 
-/// Parsed transcripts and states take about this many bytes of memory per byte of file.
-pub const PARSED_PER_BYTE: usize = 3;
+/// Parsed transcripts and states take about this many bytes of memory per byte of file
+/// (measured: a parsed transcript about 1.4×, with its view memo about 1.5×; a parsed
+/// `state.json` about 2×).
+pub const PARSED_PER_BYTE: usize = 2;
 
 /// Freed cache memory from which it is worth giving memory back to the system.
 const TRIM_AFTER_BYTES: usize = 16 << 20;
@@ -669,7 +671,7 @@ mod tests {
 
     #[test]
     fn parsed_transcripts_are_kept_within_the_budget() {
-        let (_d, paths, sids) = root(6, 60);
+        let (_d, paths, sids) = root(6, 150);
         let size = |sid: &str| {
             std::fs::metadata(paths.transcript_path(sid))
                 .expect("meta")
@@ -703,8 +705,9 @@ mod tests {
 
     #[test]
     fn a_scan_keeps_what_it_serves_before_parse_state() {
-        let (_d, paths, sids) = root(8, 60);
-        // The views fit the budget; the parsed transcripts do not, all together.
+        let (_d, paths, sids) = root(8, 400);
+        // The views fit the budget (with a quarter to spare); the parsed transcripts do not,
+        // all together.
         let views: usize = sids
             .iter()
             .map(|sid| {
@@ -725,7 +728,7 @@ mod tests {
                 )
             })
             .sum();
-        let mb = (2 * views).div_ceil(1 << 20) as u64;
+        let mb = (views * 5 / 4).div_ceil(1 << 20) as u64;
         assert!(
             (mb as usize) << 20 < parsed,
             "the parsed transcripts ({parsed} bytes) exceed {mb} MiB"
