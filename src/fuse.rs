@@ -1119,7 +1119,6 @@ pub fn mount_background(
                 w.run(&mut |i| invalidate(&fs, &notifier, i), &mut || {
                     // Events were lost: drop every attribute, page and listing the kernel
                     // may have kept for long (new replies get the short TTL from now on).
-                    fs.forget_long();
                     for ino in fs.held_inodes() {
                         let _ = notifier.inval_inode(INodeNo(ino), 0, 0);
                     }

@@ -171,19 +171,15 @@ enum Handle {
 /// A computed file whose inputs are all watched has its attributes kept for long, like a real
 /// file (the watcher invalidates them when an input changes), but the kernel keeps one size per
 /// inode for all handles, and `fstat` on a handle must report the size of its own snapshot. So
-/// a size is given a long TTL only while every open handle holds the bytes it describes (any
-/// other reply expires at once, and `fstat` reaches the mount), and an open has the kernel
-/// drop the size it keeps, after registering the handle, unless every size given a long TTL
-/// since the kernel last dropped them is the snapshot's own. Reads always use direct I/O from
-/// the handle's snapshot (the page cache would serve one inode's pages and size to handles of
-/// different bytes).
+/// every open drops the attributes the kernel holds (after the handle is registered here), and
+/// a size is given a long TTL only while every open handle holds the bytes it describes: any
+/// other reply expires at once, and `fstat` reaches the mount. Reads always use direct I/O
+/// from the handle's snapshot (the page cache would serve one inode's pages and size to
+/// handles of different bytes).
 #[derive(Debug, Default)]
 struct OpenSynth {
     /// Open handles and the fingerprints of their bytes.
     open: HashMap<u64, u64>,
-    /// The bytes whose size was given a long TTL since the kernel last dropped the attributes
-    /// (a superset of what the kernel may hold: a reply it discarded counts too).
-    long: Vec<u64>,
 }
 
 /// One pass of [`NormaFs::readdir_unopened`]: its generation and its entries.
@@ -467,18 +463,18 @@ impl NormaFs {
                     _ => zero,
                 };
                 let c = self.synth.content(n)?;
-                let mut ttl = zero;
-                if covered && self.opts.watched_ttl > zero {
-                    // Not while a handle of other bytes is open: `fstat` on it must reach us.
-                    let mut all = self.open_synth.lock();
-                    let o = all.entry(ino).or_default();
-                    if o.open.values().all(|&fp| fp == c.fp) {
-                        if !o.long.contains(&c.fp) {
-                            o.long.push(c.fp);
-                        }
-                        ttl = self.opts.watched_ttl;
-                    }
-                }
+                // Not while a handle of other bytes is open: `fstat` on it must reach us.
+                let ttl = if covered
+                    && self
+                        .open_synth
+                        .lock()
+                        .get(&ino)
+                        .is_none_or(|o| o.open.values().all(|&fp| fp == c.fp))
+                {
+                    self.opts.watched_ttl
+                } else {
+                    zero
+                };
                 return Ok(Entry {
                     attr: self.synthetic_attr(
                         ino,
@@ -932,23 +928,18 @@ impl NormaFs {
                 if pid != 0 {
                     self.synth_openers.lock().insert(fh, (ino, pid));
                 }
-                let stale_attr = {
-                    let mut all = self.open_synth.lock();
-                    let o = all.entry(ino).or_default();
-                    o.open.insert(fh, c.fp);
-                    // Forgotten before the kernel is told: a size given meanwhile is counted.
-                    let stale = o.long.iter().any(|&fp| fp != c.fp);
-                    if stale {
-                        o.long.clear();
-                    }
-                    stale
-                };
+                self.open_synth
+                    .lock()
+                    .entry(ino)
+                    .or_default()
+                    .open
+                    .insert(fh, c.fp);
                 Ok(Opened {
                     fh,
                     direct_io: true,
                     keep_cache: false,
                     backing: None,
-                    stale_attr,
+                    stale_attr: true,
                 })
             }
             Node::Real(b, rel) => {
@@ -1143,15 +1134,7 @@ impl NormaFs {
                 o.open.remove(&fh);
             }
         }
-        all.retain(|_, o| !o.open.is_empty() || !o.long.is_empty());
-    }
-
-    /// Events were lost and the caller drops every attribute the kernel holds: nothing is
-    /// kept for long any more.
-    pub fn forget_long(&self) {
-        for o in self.open_synth.lock().values_mut() {
-            o.long.clear();
-        }
+        all.retain(|_, o| !o.open.is_empty());
     }
 
     /// Before computing `node`: the root's `audit.txt` reads every session, so every session
@@ -1188,13 +1171,6 @@ impl NormaFs {
             }
             watch::Computed::Memory => push(Node::MemoryIndex),
             watch::Computed::Root => {}
-        }
-        // Forgotten before the kernel is told (the caller does it next).
-        let mut all = self.open_synth.lock();
-        for (ino, _) in &out {
-            if let Some(o) = all.get_mut(ino) {
-                o.long.clear();
-            }
         }
         out
     }
@@ -1421,9 +1397,7 @@ fn slice(data: &[u8], offset: u64, size: u32) -> Vec<u8> {
 
 /// The bytes of `data` a read of `size` bytes at `offset` returns.
 pub fn window(data: &[u8], offset: u64, size: u32) -> &[u8] {
-    let start = usize::try_from(offset)
-        .unwrap_or(usize::MAX)
-        .min(data.len());
+    let start = usize::try_from(offset).unwrap_or(usize::MAX).min(data.len());
     let end = start.saturating_add(size as usize).min(data.len());
     data.get(start..end).unwrap_or_default()
 }
