@@ -412,3 +412,60 @@ fn ctl_lines_parse_and_report() {
     );
     assert!(ro.run(&s1, "help", 10, now()).ok);
 }
+
+/// What the "runtime" writes over state.json when the failpoint calls [`clobber`].
+static CLOBBER: std::sync::Mutex<Option<(std::path::PathBuf, Vec<u8>)>> =
+    std::sync::Mutex::new(None);
+
+fn clobber() {
+    if let Some((p, bytes)) = CLOBBER.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        std::fs::write(p, bytes).expect("clobber");
+    }
+}
+
+/// The runtime replaces state.json with an older version right after a command's recovery
+/// rolled the journal forward: the command still plans on every committed batch (no block id
+/// reused, no archive name taken twice) and writes them all.
+#[test]
+fn a_state_replaced_right_after_recovery_loses_no_batch() {
+    let (_d, paths) = chat_root(16);
+    let spath = paths.state_path("s1");
+    let first =
+        txn::compress(&paths, "s1", &input(&[("m0011", "m0012")]), &cfg(), now()).expect("first");
+    let old = std::fs::read(&spath).expect("state");
+    let second =
+        txn::compress(&paths, "s1", &input(&[("m0001", "m0002")]), &cfg(), now()).expect("second");
+    // The runtime's older version, written over the batch, then again after each recovery.
+    std::fs::write(&spath, &old).expect("undo");
+    *CLOBBER.lock().unwrap_or_else(|e| e.into_inner()) = Some((spath.clone(), old.clone()));
+    failpoint::set_thread("recover.after-rollforward", Action::Call(clobber));
+    let third = txn::compress(&paths, "s1", &input(&[("m0003", "m0004")]), &cfg(), now());
+    // The range of the undone batch again: refused or compressed again, never an I/O error.
+    std::fs::write(&spath, &old).expect("undo");
+    let again = txn::compress(&paths, "s1", &input(&[("m0001", "m0002")]), &cfg(), now());
+    failpoint::clear_thread();
+    let third = third.expect("third");
+    assert!(
+        !matches!(again, Err(TxnError::Io(_))),
+        "the undone range again: {again:?}"
+    );
+    let state = parse_state(&std::fs::read(&spath).expect("state")).expect("parse");
+    let calls: Vec<&str> = state
+        .blocks
+        .iter()
+        .map(|b| b.compress_call_id.as_str())
+        .collect();
+    for out in [&first, &second, &third] {
+        let id = out.result["callId"].as_str().expect("callId");
+        assert!(calls.contains(&id), "{id} missing from {calls:?}");
+    }
+    let mut ids: Vec<String> = state
+        .blocks
+        .iter()
+        .map(|b| b.block_id.to_string())
+        .collect();
+    let n = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "a block id used twice");
+}

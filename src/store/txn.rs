@@ -482,7 +482,7 @@ pub fn compress(
     let batch = compress::parse_batch(input)?;
     let _lock = take_lock(paths, sid)?;
     let mut notes = recover(paths, sid, cfg, now)?;
-    let (state, base) = usable_state(paths, sid)?;
+    let (mut state, base) = usable_state(paths, sid)?;
     let (t, err) = session::load_transcript(&paths.transcript_path(sid), sid);
     if let Some(e) = err {
         return Err(TxnError::Io(format!("cannot read the transcript: {e}")));
@@ -490,6 +490,38 @@ pub fn compress(
     let msgs = session::msgs(&t);
     let root = paths.archive_root(sid);
     let root_str = root.to_string_lossy().into_owned();
+    // The runtime may have replaced state.json since `recover` rolled the journal forward,
+    // with a version that lacks committed batches: plan on a state that holds every one (the
+    // new batch would else reuse their block ids and ranges), and write them with it.
+    let jpath = paths.journal_path(sid);
+    let jr = journal::read(&jpath).map_err(|e| io_err("cannot read", &jpath, e))?;
+    let have: HashSet<String> = state
+        .blocks
+        .iter()
+        .map(|b| b.compress_call_id.clone())
+        .collect();
+    let stamp = file_stamp(now);
+    for (_, e) in jr
+        .entries
+        .iter()
+        .filter(|(_, e)| !have.contains(&e.call_id))
+    {
+        let ev = Event {
+            source: Source::Journal,
+            at: e.at.clone(),
+            call_id: e.call_id.clone(),
+            input: e.input.clone(),
+        };
+        if let Applied::Done(blocks) = replay::apply(&mut state, &msgs, &ev, cfg, sid, &root_str) {
+            for b in &blocks {
+                place_archive(&root, b, &stamp)?;
+            }
+            notes.push(format!(
+                "state.json was replaced after recovery: journal batch {} applied again",
+                e.call_id
+            ));
+        }
+    }
     let call_id = format!("ctl-{}", uuid::Uuid::new_v4().simple());
     let at = timestamp(now);
     let ctx = Ctx {
@@ -534,7 +566,6 @@ pub fn compress(
     }
 
     // Step 5: the journal line is the commit point.
-    let jpath = paths.journal_path(sid);
     let entry = JournalEntry {
         at: at.clone(),
         input: input.clone(),
