@@ -1397,7 +1397,9 @@ fn slice(data: &[u8], offset: u64, size: u32) -> Vec<u8> {
 
 /// The bytes of `data` a read of `size` bytes at `offset` returns.
 pub fn window(data: &[u8], offset: u64, size: u32) -> &[u8] {
-    let start = usize::try_from(offset).unwrap_or(usize::MAX).min(data.len());
+    let start = usize::try_from(offset)
+        .unwrap_or(usize::MAX)
+        .min(data.len());
     let end = start.saturating_add(size as usize).min(data.len());
     data.get(start..end).unwrap_or_default()
 }
