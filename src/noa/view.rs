@@ -351,9 +351,17 @@ pub struct Memo {
     items: Vec<Kept>,
     hidden: Vec<usize>,
     item_of_msg: Vec<Option<usize>>,
-    /// The line of each item (no newline), untruncated, when it was serialized.
-    lines: Vec<Option<Box<[u8]>>>,
+    /// Where the line of each item (no newline), untruncated, is in `base`, once serialized.
+    lines: Vec<LineAt>,
+    /// The `view.jsonl` bytes the lines are in (shared with whoever keeps that content).
+    base: Option<Arc<Vec<u8>>>,
 }
+
+/// Where an item's `view.jsonl` line is: start and length in the bytes it was written to.
+type LineAt = Option<(usize, usize)>;
+
+/// A memo extended to more messages: the materialized view, its lines and their bytes.
+type Extended<'a> = (Materialized<'a>, Vec<LineAt>, Option<Arc<Vec<u8>>>);
 
 impl std::fmt::Debug for Memo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -383,7 +391,7 @@ impl Memo {
         state: &'a State,
         token: &Arc<dyn Any + Send + Sync>,
         cfg: &NoaConfig,
-    ) -> Option<(Materialized<'a>, Vec<Option<Box<[u8]>>>)> {
+    ) -> Option<Extended<'a>> {
         if !Weak::ptr_eq(&self.token, &Arc::downgrade(token))
             || self.cfg != *cfg
             || msgs.len() < self.msgs
@@ -474,7 +482,7 @@ impl Memo {
             item_of_msg,
             keys,
         };
-        Some((mat, self.lines))
+        Some((mat, self.lines, self.base))
     }
 }
 
@@ -547,9 +555,11 @@ pub struct View<'a> {
     pub nudge: Option<Nudge>,
     /// Tokens of each item before truncation.
     untruncated: Vec<u64>,
-    /// The `view.jsonl` line of each untruncated item (no newline), once serialized: taken
-    /// from a [`Memo`] and filled in by [`View::to_jsonl`].
-    lines: RefCell<Vec<Option<Box<[u8]>>>>,
+    /// Where the `view.jsonl` line of each untruncated item (no newline) is in `base`, once
+    /// serialized: taken from a [`Memo`] and filled in by [`View::to_jsonl_shared`].
+    lines: RefCell<Vec<LineAt>>,
+    /// The bytes `lines` point into.
+    base: RefCell<Option<Arc<Vec<u8>>>>,
 }
 
 /// Cut `s` to its first `head` and last `tail` bytes (on char boundaries) joined by the noa
@@ -752,7 +762,7 @@ fn decide_nudge(
 
 /// The whole projection (SPEC 4.3 steps 1-8).
 pub fn project<'a>(msgs: &'a [Msg<'a>], state: &'a State, cfg: &NoaConfig) -> View<'a> {
-    finish(materialize(msgs, state, cfg), Vec::new(), cfg)
+    finish(materialize(msgs, state, cfg), Vec::new(), None, cfg)
 }
 
 /// [`project`], from what an earlier computation kept (see [`Memo`]): the same view, computed
@@ -767,7 +777,7 @@ pub fn project_memo<'a>(
     memo: Option<Memo>,
 ) -> View<'a> {
     match memo.and_then(|m| m.extend(msgs, state, token, cfg)) {
-        Some((mat, lines)) => finish(mat, lines, cfg),
+        Some((mat, lines, base)) => finish(mat, lines, base, cfg),
         None => project(msgs, state, cfg),
     }
 }
@@ -775,7 +785,8 @@ pub fn project_memo<'a>(
 /// Steps 6-8 after materializing.
 fn finish<'a>(
     mut mat: Materialized<'a>,
-    lines: Vec<Option<Box<[u8]>>>,
+    lines: Vec<LineAt>,
+    base: Option<Arc<Vec<u8>>>,
     cfg: &NoaConfig,
 ) -> View<'a> {
     let measured = mat.total_tokens();
@@ -795,6 +806,7 @@ fn finish<'a>(
         nudge,
         untruncated,
         lines: RefCell::new(lines),
+        base: RefCell::new(base),
     }
 }
 
@@ -822,22 +834,27 @@ fn user_text(text: &str) -> Value {
 impl View<'_> {
     /// `view.jsonl`: one JSON object per line (SPEC 4.3 step 9).
     pub fn to_jsonl(&self) -> Vec<u8> {
+        self.to_jsonl_shared().as_ref().clone()
+    }
+
+    /// [`View::to_jsonl`], shared: the lines kept for the next view (see [`View::into_memo`])
+    /// point into these bytes instead of holding a copy of them.
+    pub fn to_jsonl_shared(&self) -> Arc<Vec<u8>> {
         let mat = &self.mat;
         let mut lines = self.lines.borrow_mut();
         lines.resize(mat.items.len(), None);
-        let mut out = Vec::with_capacity(lines.iter().flatten().map(|l| l.len() + 1).sum());
+        let old = self.base.borrow_mut().take();
+        let old: &[u8] = old.as_deref().map(Vec::as_slice).unwrap_or_default();
+        let mut out = Vec::with_capacity(lines.iter().flatten().map(|&(_, n)| n + 1).sum());
         for (it, line) in mat.items.iter().zip(lines.iter_mut()) {
             let truncated = matches!(it, Item::Msg(m) if m.truncated);
-            match line {
+            let start = out.len();
+            match line.and_then(|(at, n)| old.get(at..at.checked_add(n)?)) {
                 Some(l) if !truncated => out.extend_from_slice(l),
-                _ => {
-                    let start = out.len();
-                    self.write_item(&mut out, it);
-                    if !truncated {
-                        *line = out.get(start..).map(Box::from);
-                    }
-                }
+                _ => self.write_item(&mut out, it),
             }
+            // A truncated item's line is not kept (its untruncated line was in `old`).
+            *line = (!truncated).then(|| (start, out.len() - start));
             out.push(b'\n');
         }
         if let Some(n) = &self.nudge {
@@ -848,6 +865,8 @@ impl View<'_> {
             );
             out.push(b'\n');
         }
+        let out = Arc::new(out);
+        *self.base.borrow_mut() = Some(out.clone());
         out
     }
 
@@ -904,6 +923,7 @@ impl View<'_> {
         }
         let mut lines = self.lines.into_inner();
         lines.resize(mat.items.len(), None);
+        let base = self.base.into_inner();
         let items = mat
             .items
             .into_iter()
@@ -948,6 +968,7 @@ impl View<'_> {
             hidden,
             item_of_msg,
             lines,
+            base,
         })
     }
 }
