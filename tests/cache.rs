@@ -139,6 +139,23 @@ fn names(p: &Path) -> Vec<String> {
         .collect()
 }
 
+/// Append one user message saying "Appended." to the transcript at `p`, chained to its last
+/// record.
+fn append_record(p: &Path) {
+    let text = std::fs::read_to_string(p).expect("read");
+    let last: serde_json::Value =
+        serde_json::from_str(text.lines().last().expect("a line")).expect("json");
+    let line = serde_json::json!({
+        "uuid": "0123456789abcdef0123456789abcdef",
+        "parent_uuid": last["uuid"],
+        "session_id": SID,
+        "timestamp": "2026-10-02T09:10:00.000000001Z",
+        "type": "message",
+        "message": {"role": "user", "content": [{"type": "text", "text": "Appended."}]}
+    });
+    std::fs::write(p, format!("{text}{line}\n")).expect("append");
+}
+
 fn cat(p: &Path) -> Vec<u8> {
     let o = tool("cat", &[p.as_os_str()]);
     assert!(o.status.success(), "cat {}", p.display());
@@ -237,25 +254,13 @@ fn cached_listings_follow_names_behind_the_mount() {
     let size = |p: &Path| std::fs::metadata(p).expect("stat").len();
     let before = size(&view);
     assert_eq!(before, cat(&view).len() as u64);
-    let transcript = root.join(format!("transcripts/{SID}.jsonl"));
-    let text = std::fs::read_to_string(&transcript).expect("read");
-    let last: serde_json::Value =
-        serde_json::from_str(text.lines().last().expect("a line")).expect("json");
-    let line = serde_json::json!({
-        "uuid": "0123456789abcdef0123456789abcdef",
-        "parent_uuid": last["uuid"],
-        "session_id": SID,
-        "timestamp": "2026-10-02T09:10:00.000000001Z",
-        "type": "message",
-        "message": {"role": "user", "content": [{"type": "text", "text": "Appended."}]}
-    });
-    std::fs::write(&transcript, format!("{text}{line}\n")).expect("append");
+    append_record(&root.join(format!("transcripts/{SID}.jsonl")));
     // An open reads the new bytes at once; stat sees their size as soon as inotify reports
     // the append (the kernel kept the old size until then).
     let fresh = cat(&view);
     assert!(fresh.len() as u64 > before && fresh.ends_with(b"\n"));
     assert!(within(SOON, || size(&view) == fresh.len() as u64));
-    assert_eq!(cat(&view), fresh, "read again from the page cache");
+    assert_eq!(cat(&view), fresh, "read again");
 
     // raw/ lists the block ranges of state.json.
     assert!(!names(&s.join("raw")).is_empty());
@@ -280,19 +285,7 @@ fn a_computed_size_is_kept_only_while_every_handle_holds_its_bytes() {
     assert_eq!(fs.getattr(v, None).expect("getattr").ttl, WATCHED_TTL);
 
     // The transcript grows while the first handle is open.
-    let transcript = d.path().join(format!("transcripts/{SID}.jsonl"));
-    let text = std::fs::read_to_string(&transcript).expect("read");
-    let last: serde_json::Value =
-        serde_json::from_str(text.lines().last().expect("a line")).expect("json");
-    let line = serde_json::json!({
-        "uuid": "0123456789abcdef0123456789abcdef",
-        "parent_uuid": last["uuid"],
-        "session_id": SID,
-        "timestamp": "2026-10-02T09:10:00.000000001Z",
-        "type": "message",
-        "message": {"role": "user", "content": [{"type": "text", "text": "Appended."}]}
-    });
-    std::fs::write(&transcript, format!("{text}{line}\n")).expect("append");
+    append_record(&d.path().join(format!("transcripts/{SID}.jsonl")));
     let e = fs.getattr(v, None).expect("getattr");
     assert!(e.attr.size > old.len() as u64, "the new size");
     assert_eq!(

@@ -280,18 +280,6 @@ impl Inputs {
     }
 }
 
-/// Computed bytes: owned, or shared with what produced them (a view's memo).
-enum Bytes {
-    Own(Vec<u8>),
-    Shared(Arc<Vec<u8>>),
-}
-
-impl From<Vec<u8>> for Bytes {
-    fn from(v: Vec<u8>) -> Bytes {
-        Bytes::Own(v)
-    }
-}
-
 /// The computations and their cache.
 pub struct Synth {
     paths: RootPaths,
@@ -519,15 +507,8 @@ impl Synth {
         self.caches.lock().transcripts.len()
     }
 
-    /// The bytes of a computed file (a view's bytes are shared with its memo).
+    /// The bytes of a computed file (a view's are shared with its memo).
     fn compute(&self, node: &Node) -> Result<Arc<Vec<u8>>, FsError> {
-        self.compute_bytes(node).map(|b| match b {
-            Bytes::Own(v) => Arc::new(v),
-            Bytes::Shared(a) => a,
-        })
-    }
-
-    fn compute_bytes(&self, node: &Node) -> Result<Bytes, FsError> {
         let cfg = &self.cfg.noa;
         match node {
             Node::Synth(sid, SynthKind::Audit) => {
@@ -535,7 +516,7 @@ impl Synth {
                 let mut a = Audit::default();
                 audit::audit_session(&mut a, &s, cfg, PathStyle::Mount);
                 a.sort();
-                Ok(a.to_text().into_bytes().into())
+                Ok(Arc::new(a.to_text().into_bytes()))
             }
             Node::Synth(sid, kind) => {
                 let st = self.state(sid);
@@ -549,8 +530,8 @@ impl Synth {
                 let msgs = session::msgs(tr);
                 let v = view::project_memo(&msgs, &st.state, &token, cfg, memo);
                 let out = match kind {
-                    SynthKind::View => Bytes::Shared(v.to_jsonl_shared()),
-                    SynthKind::ViewMd => Bytes::Own(v.to_markdown().into_bytes()),
+                    SynthKind::View => v.to_jsonl_shared(),
+                    SynthKind::ViewMd => Arc::new(v.to_markdown().into_bytes()),
                     _ => {
                         let subs: Vec<(String, crate::format::transcript::Usage)> =
                             crate::store::transcripts::sidechain_paths(
@@ -582,7 +563,7 @@ impl Synth {
                         let mut out =
                             serde_json::to_vec_pretty(&status(&v, cfg, &inp)).unwrap_or_default();
                         out.push(b'\n');
-                        Bytes::Own(out)
+                        Arc::new(out)
                     }
                 };
                 let memo = v.into_memo(token, cfg, stable);
@@ -599,17 +580,17 @@ impl Synth {
                 let msgs = session::msgs(tf.transcript());
                 let refs = crate::noa::refs::assign(&st.state, &msgs);
                 view::raw_range(&msgs, &refs, start, end)
-                    .map(|t| t.into_bytes().into())
+                    .map(|t| Arc::new(t.into_bytes()))
                     .map_err(|_| FsError::NotFound)
             }
             Node::MemoryIndex => {
                 let scan = memory::scan(&self.paths.memory);
-                Ok(memory::render_index(&scan.memories).into_bytes().into())
+                Ok(Arc::new(memory::render_index(&scan.memories).into_bytes()))
             }
             Node::RootAudit => {
                 let d = root::discover(&self.paths).map_err(FsError::from)?;
                 let a = audit::audit_root(&self.paths, &d, cfg, PathStyle::Mount, &mut |_, _| {});
-                Ok(a.to_text().into_bytes().into())
+                Ok(Arc::new(a.to_text().into_bytes()))
             }
             _ => Err(FsError::Invalid("not a synthetic file".into())),
         }

@@ -363,49 +363,13 @@ fn roll_forward(
         let Some(mut state) = state else {
             return done(false);
         };
-        let have: HashSet<String> = state
-            .blocks
-            .iter()
-            .map(|b| b.compress_call_id.clone())
-            .collect();
-        let missing: Vec<&JournalEntry> = jr
-            .entries
-            .iter()
-            .map(|(_, e)| e)
-            .filter(|e| !have.contains(&e.call_id))
-            .collect();
-        if missing.is_empty() {
+        if missing_batches(&state, jr).next().is_none() {
             return done(true);
         }
         let t = transcript
             .get_or_insert_with(|| session::load_transcript(&paths.transcript_path(sid), sid).0);
         let msgs = session::msgs(t);
-        let root_str = root.to_string_lossy().into_owned();
-        let stamp = file_stamp(now);
-        let mut rolled = 0;
-        let mut skipped = Vec::new();
-        for e in missing {
-            let ev = Event {
-                source: Source::Journal,
-                at: e.at.clone(),
-                call_id: e.call_id.clone(),
-                input: e.input.clone(),
-            };
-            match replay::apply(&mut state, &msgs, &ev, cfg, sid, &root_str) {
-                Applied::Done(blocks) => {
-                    for b in &blocks {
-                        place_archive(&root, b, &stamp)?;
-                        failpoint::hit("recover.after-archive")
-                            .map_err(|e| io_err("recovery", &root, e))?;
-                    }
-                    rolled += 1;
-                }
-                Applied::Skipped(why) => skipped.push(format!(
-                    "journal batch {} could not be rolled forward: {why}",
-                    e.call_id
-                )),
-            }
-        }
+        let (rolled, skipped) = apply_missing(&mut state, &msgs, jr, cfg, sid, &root, now)?;
         let complete = skipped.is_empty();
         notes.extend(skipped);
         if rolled == 0 {
@@ -447,6 +411,63 @@ fn roll_forward(
         referenced: last_referenced,
         complete: false,
     })
+}
+
+/// The journal batches `state` does not hold, in journal order.
+fn missing_batches<'j>(
+    state: &State,
+    jr: &'j journal::JournalRead,
+) -> impl Iterator<Item = &'j JournalEntry> {
+    let have: HashSet<String> = state
+        .blocks
+        .iter()
+        .map(|b| b.compress_call_id.clone())
+        .collect();
+    jr.entries
+        .iter()
+        .map(|(_, e)| e)
+        .filter(move |e| !have.contains(&e.call_id))
+}
+
+/// Apply onto `state` every journal batch it does not hold, placing their archives: how many
+/// were applied, and why the others could not be.
+fn apply_missing(
+    state: &mut State,
+    msgs: &[crate::noa::Msg<'_>],
+    jr: &journal::JournalRead,
+    cfg: &NoaConfig,
+    sid: &str,
+    root: &Path,
+    now: DateTime<Utc>,
+) -> Result<(usize, Vec<String>), TxnError> {
+    let root_str = root.to_string_lossy().into_owned();
+    let stamp = file_stamp(now);
+    let mut rolled = 0;
+    let mut skipped = Vec::new();
+    let missing: Vec<&JournalEntry> = missing_batches(state, jr).collect();
+    for e in missing {
+        let ev = Event {
+            source: Source::Journal,
+            at: e.at.clone(),
+            call_id: e.call_id.clone(),
+            input: e.input.clone(),
+        };
+        match replay::apply(state, msgs, &ev, cfg, sid, &root_str) {
+            Applied::Done(blocks) => {
+                for b in &blocks {
+                    place_archive(root, b, &stamp)?;
+                    failpoint::hit("recover.after-archive")
+                        .map_err(|e| io_err("recovery", root, e))?;
+                }
+                rolled += 1;
+            }
+            Applied::Skipped(why) => skipped.push(format!(
+                "journal batch {} could not be rolled forward: {why}",
+                e.call_id
+            )),
+        }
+    }
+    Ok((rolled, skipped))
 }
 
 fn file_stamp(now: DateTime<Utc>) -> String {
@@ -495,33 +516,13 @@ pub fn compress(
     // new batch would else reuse their block ids and ranges), and write them with it.
     let jpath = paths.journal_path(sid);
     let jr = journal::read(&jpath).map_err(|e| io_err("cannot read", &jpath, e))?;
-    let have: HashSet<String> = state
-        .blocks
-        .iter()
-        .map(|b| b.compress_call_id.clone())
-        .collect();
-    let stamp = file_stamp(now);
-    for (_, e) in jr
-        .entries
-        .iter()
-        .filter(|(_, e)| !have.contains(&e.call_id))
-    {
-        let ev = Event {
-            source: Source::Journal,
-            at: e.at.clone(),
-            call_id: e.call_id.clone(),
-            input: e.input.clone(),
-        };
-        if let Applied::Done(blocks) = replay::apply(&mut state, &msgs, &ev, cfg, sid, &root_str) {
-            for b in &blocks {
-                place_archive(&root, b, &stamp)?;
-            }
-            notes.push(format!(
-                "state.json was replaced after recovery: journal batch {} applied again",
-                e.call_id
-            ));
-        }
+    let (again, skipped) = apply_missing(&mut state, &msgs, &jr, cfg, sid, &root, now)?;
+    if again > 0 {
+        notes.push(format!(
+            "state.json was replaced after recovery: {again} committed batch(es) applied again"
+        ));
     }
+    notes.extend(skipped);
     let call_id = format!("ctl-{}", uuid::Uuid::new_v4().simple());
     let at = timestamp(now);
     let ctx = Ctx {
