@@ -24,7 +24,8 @@
 #       (--no-passthrough), for comparison.
 #   P2  stat of every real file (the same files: mount paths vs backing paths), and ls -lR of
 #       the whole mount vs the whole root (the mount shows more: computed files, raw/, ctl);
-#       P2l: the same ls -lR medians divided by the number of lines each lists.
+#       P2l: the same ls -lR medians divided by the number of lines each lists; P2c: ls -lR
+#       of the mount vs a native copy of the mount's tree (names, types, modes; no data).
 #   P3  grep -r of a string that occurs nowhere, over the real files of the mount (computed
 #       files excluded by name) vs over the root; cold and warm. P3s: grep -r of the whole
 #       mount, computed files included, vs the root (warm).
@@ -50,7 +51,7 @@ while [ $# -gt 0 ]; do
         --dir) shift; WORK="$1" ;;
         --runs) shift; RUNS="$1" ;;
         --only) shift; ONLY=",$1," ;;
-        -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
         *) echo "bench.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -289,6 +290,12 @@ if want P2 || want P3; then
     row P2l "ls -lR per listed line, mount vs root (same runs)" \
         "$(ratio "$(awk -v t="$(median "$OUT/P2-ls.mount")" -v n="$N_MNT" 'BEGIN { print t / n }')" \
             "$(awk -v t="$(median "$OUT/P2-ls.base")" -v n="$N_NAT" 'BEGIN { print t / n }')")" "— (P2: ≤1.3×)"
+    # The same tree natively: a copy of the mount's names, types and modes (no data), so
+    # both sides list the same lines.
+    rm -rf "$WORK/mirror"
+    cp -a --attributes-only "$MNT" "$WORK/mirror"
+    row P2c "ls -lR of the mount vs a native copy of its tree ($(ls -lR "$WORK/mirror" | wc -l) lines), warm" \
+        "$(hf P2c-ls warm "$WARM_RUNS" "ls -lR $MNT" "ls -lR $WORK/mirror")" "— (P2: ≤1.3×)"
     EXCL="--exclude-dir=raw --exclude=view.jsonl --exclude=view.md --exclude=audit.txt --exclude=status.json --exclude=ctl --exclude=MEMORY.md"
     row P3 "cold grep -r, real files" \
         "$(hf P3-cold cold "$COLD_RUNS" "grep -r $EXCL $NEEDLE $MNT" "grep -r --exclude=MEMORY.md $NEEDLE $A")" "≤2×"

@@ -30,14 +30,15 @@ use std::time::{Duration, SystemTime};
 use fuser::{
     BackgroundSession, BackingId, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
     Generation, INodeNo, InitFlags, KernelConfig, LockOwner, MountOption, Notifier, OpenFlags,
-    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
-    ReplyOpen, ReplyStatfs, ReplyWrite, Request, Session, SessionACL, TimeOrNow, WriteFlags,
+    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, Session, SessionACL, TimeOrNow,
+    WriteFlags,
 };
 use parking_lot::Mutex;
 
 use crate::config::Config;
 use crate::fs::watch::{Inval, Watcher};
-use crate::fs::{Attr, FileKind, FsError, FsOptions, Node, NormaFs, Opened, SetAttr};
+use crate::fs::{Attr, FileKind, FsError, FsOptions, Node, NormaFs, Opened, PlusEntry, SetAttr};
 use crate::store::root::RootPaths;
 
 /// How to mount.
@@ -329,6 +330,14 @@ impl Filesystem for NormaFuse {
                 .is_ok()
         {
             self.shared.cache_symlinks.store(true, Ordering::Relaxed);
+        }
+        // Attributes with the listing, in the kernel's auto mode (the first pass over a
+        // directory, and passes after lookups in it): a cold `grep -r` or `ls -l` then sends
+        // no `LOOKUP` per real name (see `readdirplus`); not under `--ttl-ms 0`.
+        if self.fs.options().real_ttl > Duration::ZERO {
+            let _ = config.add_capabilities(
+                InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO,
+            );
         }
         if self.want_passthrough && config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok() {
             // Depth 2: backing files may live on a stacked filesystem (overlayfs).
@@ -659,6 +668,54 @@ impl Filesystem for NormaFuse {
                 }
                 reply.ok();
             }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    /// `readdir` with each entry's attributes (see [`NormaFs::entry_plus`]): one lookup
+    /// counted per entry the kernel links, only once it is in the answer.
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let r = self.run("readdirplus", || {
+            let offset = i64::try_from(offset).unwrap_or(i64::MAX);
+            let entries = if fh.0 == 0 {
+                self.fs.readdir_unopened(ino.0, offset)?
+            } else {
+                self.fs.readdir(ino.0, fh.0, offset)?
+            };
+            for e in entries {
+                let (en, linked) = match self.fs.entry_plus(&e) {
+                    PlusEntry::Linked(en) => (en, true),
+                    PlusEntry::Unlinked(en) => (en, false),
+                    PlusEntry::Gone => continue,
+                };
+                let next = u64::try_from(e.offset).unwrap_or(0);
+                let ttl = en.ttl.min(en.entry_ttl);
+                if reply.add(
+                    INodeNo(e.ino),
+                    next,
+                    &e.name,
+                    &ttl,
+                    &file_attr(&en.attr),
+                    Generation(0),
+                ) {
+                    break;
+                }
+                if linked {
+                    self.fs.count_lookup(e.ino);
+                    self.seen(e.ino);
+                }
+            }
+            Ok(())
+        });
+        match r {
+            Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }

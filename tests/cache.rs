@@ -401,3 +401,82 @@ fn kept_link_targets_follow_replaced_links() {
     let s = format!("sessions/{SID}/memory");
     assert_eq!(target(&s), "../../memory");
 }
+
+fn sizes_by_listing(dir: &Path) -> Vec<(String, u64)> {
+    use std::os::unix::fs::DirEntryExt;
+    let mut v: Vec<(String, u64)> = std::fs::read_dir(dir)
+        .expect("read_dir")
+        .map(|e| {
+            let e = e.expect("entry");
+            (e.file_name().to_string_lossy().into_owned(), e.ino())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// A listing hands the kernel each real file's attributes (`readdirplus`): `stat` after it
+/// asks the mount for nothing more. Computed files are listed with placeholders the kernel
+/// must not use: their sizes are right right after a listing, also for a file the kernel
+/// holds while its session changes.
+#[test]
+fn a_listing_hands_over_attributes_never_a_placeholder_size() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mounted::example();
+    let fs = m.handle().fs().clone();
+    let dir = m.at(&format!("sessions/{SID}"));
+    let listed = sizes_by_listing(&dir);
+    let ino_of = |n: &str| listed.iter().find(|(x, _)| x == n).expect(n).1;
+    let t = ino_of("transcript.jsonl");
+    assert_eq!(
+        fs.lookup_count(t),
+        1,
+        "linked by the listing, without a lookup"
+    );
+    let st = std::fs::symlink_metadata(dir.join("transcript.jsonl")).expect("stat");
+    assert_eq!(
+        fs.lookup_count(t),
+        1,
+        "stat after the listing sends no lookup"
+    );
+    assert_eq!(st.len(), cat(&dir.join("transcript.jsonl")).len() as u64);
+    let computed = ["view.jsonl", "view.md", "audit.txt", "status.json"];
+    for n in computed {
+        let p = dir.join(n);
+        let size = std::fs::metadata(&p).expect(n).len();
+        assert_eq!(size, cat(&p).len() as u64, "{n}: size after a listing");
+        assert!(size > 0, "{n}");
+    }
+    // Held by the kernel (open) while the session changes: listed again with its new size.
+    // Opened by another thread: a `stat` from the opener reports its handle's snapshot.
+    let p = dir.join("view.jsonl");
+    let held = std::thread::spawn(move || std::fs::File::open(p).expect("open"))
+        .join()
+        .expect("opener");
+    let before = std::fs::metadata(dir.join("view.jsonl"))
+        .expect("stat")
+        .len();
+    append_record(&m.root().join(format!("transcripts/{SID}.jsonl")));
+    assert!(
+        within(SOON, || {
+            sizes_by_listing(&dir);
+            std::fs::metadata(dir.join("view.jsonl"))
+                .expect("stat")
+                .len()
+                != before
+        }),
+        "the new view's size shows"
+    );
+    for n in computed {
+        let p = dir.join(n);
+        sizes_by_listing(&dir);
+        assert_eq!(
+            std::fs::metadata(&p).expect(n).len(),
+            cat(&p).len() as u64,
+            "{n}: size after a listing of the changed session"
+        );
+    }
+    drop(held);
+}

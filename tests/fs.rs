@@ -3,10 +3,11 @@
 mod common;
 
 use std::ffi::OsStr;
+use std::time::Duration;
 
 use common::{example_root, snapshot};
 use normafs::config::Settings;
-use normafs::fs::{FileKind, FsError, FsOptions, Node, NormaFs, SetAttr, ROOT_INO};
+use normafs::fs::{FileKind, FsError, FsOptions, Node, NormaFs, PlusEntry, SetAttr, ROOT_INO};
 use normafs::store::root::RootPaths;
 
 const SID: &str = "7f0c2a";
@@ -494,4 +495,76 @@ fn ctl_runs_commands_and_reports_results() {
         fs.write(o.fh, 0, b"rebuild").expect_err("not here").errno(),
         libc::EINVAL
     );
+}
+
+/// `readdirplus`: a listing hands the kernel what a lookup would, except for a computed file
+/// the kernel does not hold, which gets a placeholder kept for no time (the kernel asks again
+/// before it uses it); `.` and `..` are never linked; a name gone since the listing is left
+/// out.
+#[test]
+fn listing_attributes_compute_only_files_the_kernel_holds() {
+    let d = example_root();
+    let fs = fs_for(d.path(), false);
+    let dir = lookup_path(&fs, &format!("sessions/{SID}")).expect("session");
+    let fh = fs.opendir(dir).expect("opendir");
+    let entries = fs.readdir(dir, fh, 0).expect("readdir");
+    fs.releasedir(fh);
+    let entry = |n: &str| {
+        entries
+            .iter()
+            .find(|e| e.name == n)
+            .unwrap_or_else(|| panic!("{n} listed"))
+            .clone()
+    };
+    let linked = |e: &normafs::fs::DirEntry| match fs.entry_plus(e) {
+        PlusEntry::Linked(a) => a,
+        other => panic!("{:?}: {other:?}", e.name),
+    };
+    for n in [".", ".."] {
+        assert!(matches!(fs.entry_plus(&entry(n)), PlusEntry::Unlinked(_)));
+    }
+    // A real file: its own attributes, as a lookup gives them.
+    let t = entry("transcript.jsonl");
+    let len = std::fs::metadata(d.path().join(format!("transcripts/{SID}.jsonl")))
+        .expect("transcript")
+        .len();
+    let a = linked(&t);
+    assert_eq!((a.attr.ino, a.attr.size), (t.ino, len));
+    assert_eq!(a, fs.getattr(t.ino, None).expect("getattr"));
+    // A computed file the kernel does not hold: a placeholder, kept for no time.
+    let v = entry("view.jsonl");
+    let p = linked(&v);
+    assert_eq!(p.attr.kind, FileKind::File);
+    assert_eq!((p.ttl, p.entry_ttl), (Duration::ZERO, Duration::ZERO));
+    assert_eq!(
+        fs.lookup_count(v.ino),
+        0,
+        "computing nothing counts nothing"
+    );
+    // Held by the kernel: the real size, never a placeholder over it.
+    let ino = fs
+        .lookup(dir, OsStr::new("view.jsonl"))
+        .expect("view")
+        .attr
+        .ino;
+    let bytes = read_all(&fs, ino);
+    assert!(!bytes.is_empty());
+    assert_eq!(linked(&v).attr.size, bytes.len() as u64);
+    fs.forget(ino, 1);
+    assert_eq!(linked(&v).ttl, Duration::ZERO);
+    // Each linked entry the kernel gets is one lookup it forgets later.
+    fs.count_lookup(t.ino);
+    assert_eq!(fs.lookup_count(t.ino), 1);
+    fs.forget(t.ino, 1);
+    // Gone since the listing: left out.
+    let mem = lookup_path(&fs, "memory").expect("memory");
+    let fh = fs.opendir(mem).expect("opendir");
+    let listed = fs.readdir(mem, fh, 0).expect("readdir");
+    fs.releasedir(fh);
+    let gone = listed
+        .iter()
+        .find(|e| e.name == "build-system.md")
+        .expect("listed");
+    std::fs::remove_file(d.path().join("memory/build-system.md")).expect("rm");
+    assert!(matches!(fs.entry_plus(gone), PlusEntry::Gone));
 }

@@ -72,6 +72,14 @@ impl InodeTable {
         ino
     }
 
+    /// One more kernel lookup of `ino`, which names a node already (a `readdirplus` entry).
+    pub fn lookup_ino(&self, ino: u64) {
+        let mut w = self.inner.write();
+        if let Some(slot) = w.nodes.get_mut((ino.wrapping_sub(1)) as usize) {
+            slot.1 = slot.1.saturating_add(1);
+        }
+    }
+
     /// The kernel dropped `n` lookups of `ino`.
     pub fn forget(&self, ino: u64, n: u64) {
         let mut w = self.inner.write();

@@ -74,6 +74,17 @@ pub struct Entry {
     pub entry_ttl: Duration,
 }
 
+/// An entry of a `readdirplus` answer (see [`NormaFs::entry_plus`]).
+#[derive(Debug, Clone)]
+pub enum PlusEntry {
+    /// Sent with these attributes, and linked by the kernel: counts one lookup.
+    Linked(Entry),
+    /// Sent, never linked (`.` and `..`): the attributes only fill the slot.
+    Unlinked(Entry),
+    /// Gone since the listing: not sent.
+    Gone,
+}
+
 /// One directory entry; `offset` is the offset of the *next* entry.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DirEntry {
@@ -581,6 +592,46 @@ impl NormaFs {
         let e = self.attr_of(&child, ino)?;
         self.inodes.lookup(&child);
         Ok(e)
+    }
+
+    /// What `readdirplus` hands the kernel for entry `e` of a listing. The kernel links every
+    /// entry but `.` and `..` like a `lookup` answer and forgets it later, so the caller
+    /// counts one lookup per linked entry it sends ([`NormaFs::count_lookup`]).
+    ///
+    /// The attributes a `lookup` would answer, except where that costs more than the
+    /// listing saves: a computed file the kernel does not hold gets placeholder attributes
+    /// (size 0) kept for no time at all, name included, so the kernel asks (`lookup`) before
+    /// it uses them; computing every view of a session to list its directory would cost far
+    /// more than the lookups saved. A computed file the kernel holds gets its real attributes:
+    /// the kernel applies what it is given to the inode it has, and a reader of it must
+    /// never see a placeholder size.
+    pub fn entry_plus(&self, e: &DirEntry) -> PlusEntry {
+        let placeholder = || Entry {
+            attr: self.synthetic_attr(e.ino, e.kind, 0o444, 0, self.started),
+            ttl: Duration::ZERO,
+            entry_ttl: Duration::ZERO,
+        };
+        if e.name == "." || e.name == ".." {
+            return PlusEntry::Unlinked(placeholder());
+        }
+        let Ok(node) = self.node(e.ino) else {
+            return PlusEntry::Gone;
+        };
+        if node.is_synthetic_file() && self.inodes.lookups(e.ino) == 0 {
+            return PlusEntry::Linked(placeholder());
+        }
+        match self.attr_of(&node, e.ino) {
+            Ok(a) => PlusEntry::Linked(a),
+            // Gone since the listing: left out, as a listing a moment later would.
+            Err(FsError::NotFound) => PlusEntry::Gone,
+            // The `lookup` that the placeholder's zero TTL brings reports the error.
+            Err(_) => PlusEntry::Linked(placeholder()),
+        }
+    }
+
+    /// The kernel linked `ino` from a `readdirplus` answer: one more lookup to forget.
+    pub fn count_lookup(&self, ino: u64) {
+        self.inodes.lookup_ino(ino);
     }
 
     pub fn forget(&self, ino: u64, n: u64) {
