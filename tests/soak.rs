@@ -427,6 +427,42 @@ fn reader_thread(
     })
 }
 
+/// List the session directory and its `raw/` (`readdirplus` hands the kernel placeholders for
+/// computed files it does not hold) and `stat` what was listed: a computed file that is never
+/// empty must never show size 0, the placeholder's.
+fn lister_thread(session: PathBuf, shared: Arc<Shared>) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        while !shared.stopped() {
+            for dir in [session.clone(), session.join("raw")] {
+                let names: Vec<PathBuf> = match std::fs::read_dir(&dir) {
+                    Ok(rd) => rd.flatten().map(|e| e.path()).collect(),
+                    Err(e) => {
+                        shared.fail(format!("ls {}: {e}", dir.display()));
+                        continue;
+                    }
+                };
+                for p in names {
+                    let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+                    let never_empty = match name.as_deref() {
+                        Some("view.jsonl" | "view.md" | "status.json") => true,
+                        Some(n) => n.ends_with(".md") && dir.ends_with("raw"),
+                        None => false,
+                    };
+                    match std::fs::metadata(&p) {
+                        Ok(m) if never_empty && m.len() == 0 => {
+                            shared.fail(format!("{}: size 0 after a listing", p.display()))
+                        }
+                        Ok(_) => {}
+                        // A raw range may go away with a compress.
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => shared.fail(format!("stat {}: {e}", p.display())),
+                    }
+                }
+            }
+        }
+    })
+}
+
 // ---- ctl commands ------------------------------------------------------------------------------
 
 /// The refs of the view's items (a message: its ref twice; a block: its range), nudge excluded.
@@ -745,7 +781,10 @@ fn live_writers_soak() {
     let t0 = Instant::now();
 
     let writer = writer_thread(app, rate, shared.clone());
-    let mut others = vec![ctl_thread(session.clone(), 7, (20, 150), shared.clone())];
+    let mut others = vec![
+        ctl_thread(session.clone(), 7, (20, 150), shared.clone()),
+        lister_thread(session.clone(), shared.clone()),
+    ];
     for i in 0..3 {
         others.push(reader_thread(
             session.clone(),
