@@ -19,6 +19,9 @@ struct Inner {
     by_node: HashMap<Node, u64>,
     /// Index `ino - 1`: the node, `None` once detached (renamed over or removed).
     nodes: Vec<(Option<Node>, u64)>,
+    /// Per session, the inodes of its `raw/` ranges (a change of the session invalidates
+    /// them all; scanning every inode for them would cost as much as the table is large).
+    raw: HashMap<String, Vec<u64>>,
 }
 
 #[derive(Debug)]
@@ -54,6 +57,9 @@ impl InodeTable {
         w.nodes.push((Some(node.clone()), 0));
         let ino = w.nodes.len() as u64;
         w.by_node.insert(node.clone(), ino);
+        if let Node::Raw(sid, ..) = node {
+            w.raw.entry(sid.clone()).or_default().push(ino);
+        }
         ino
     }
 
@@ -147,10 +153,14 @@ impl InodeTable {
     /// The `raw/` ranges of session `sid` that have an inode: (inode, range name).
     pub fn raw_of(&self, sid: &str) -> Vec<(u64, String)> {
         let r = self.inner.read();
-        r.by_node
-            .iter()
-            .filter_map(|(n, &ino)| match n {
-                Node::Raw(s, a, b) if s == sid => Some((ino, format!("{a}-{b}.md"))),
+        r.raw
+            .get(sid)
+            .into_iter()
+            .flatten()
+            .filter_map(|&ino| match r.nodes.get((ino - 1) as usize) {
+                Some((Some(Node::Raw(s, a, b)), _)) if s == sid => {
+                    Some((ino, format!("{a}-{b}.md")))
+                }
                 _ => None,
             })
             .collect()
@@ -214,5 +224,27 @@ mod tests {
         );
         t.forget(ia, 1);
         assert_eq!(t.held(), vec![ROOT_INO]);
+    }
+
+    #[test]
+    fn raw_ranges_are_found_per_session() {
+        let t = InodeTable::new();
+        let raw = |s: &str, a: &str, b: &str| Node::Raw(s.into(), a.into(), b.into());
+        let x1 = t.ino(&raw("x", "m0001", "m0004"));
+        t.ino(&raw("y", "m0001", "m0004"));
+        t.ino(&Node::RawDir("x".into()));
+        let x2 = t.lookup(&raw("x", "m0005", "m0009"));
+        assert_eq!(
+            t.raw_of("x"),
+            vec![
+                (x1, "m0001-m0004.md".to_string()),
+                (x2, "m0005-m0009.md".to_string())
+            ]
+        );
+        assert_eq!(t.raw_of("y").len(), 1);
+        assert!(t.raw_of("z").is_empty());
+        // Asked again: the same inode, listed once.
+        assert_eq!(t.ino(&raw("x", "m0001", "m0004")), x1);
+        assert_eq!(t.raw_of("x").len(), 2);
     }
 }
