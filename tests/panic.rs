@@ -241,6 +241,50 @@ fn every_request_type_survives_a_panic() {
     force_unmount(&mnt);
 }
 
+/// READDIRPLUS is only negotiated where the kernel may cache (not under `--ttl-ms 0`, which the
+/// other tests here use): a panic inside it answers EIO, and nothing of the failed listing is
+/// counted or kept, so the next listing is whole.
+#[test]
+fn a_panicking_readdirplus_answers_eio_and_the_mount_keeps_serving() {
+    if !fuse_available() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _disarm = Disarm;
+    quiet_hook_panics();
+    let m = Mounted::new(
+        example_root(),
+        Config::default(),
+        MountOptions {
+            threads: 2,
+            ..MountOptions::default()
+        },
+    );
+    let s = m.at(&format!("sessions/{SID}"));
+    set_panic_on_request(Some("readdirplus"));
+    // Three times: more panics than the mount has workers. A failed listing is not kept by
+    // the kernel, so each `ls` asks again.
+    for round in 0..3 {
+        eio(
+            &sh(&format!("ls -l {}", quoted(&s))),
+            &format!("ls -l, round {round}"),
+        );
+    }
+    set_panic_on_request(None);
+    let view = std::fs::read(s.join("view.jsonl")).expect("view");
+    serves(&m, &view);
+    let listed = ok(&sh(&format!("ls -l {}", quoted(&s))), "ls -l");
+    let line = listed
+        .lines()
+        .find(|l| l.ends_with(" view.jsonl"))
+        .unwrap_or_else(|| panic!("view.jsonl listed: {listed}"));
+    assert!(
+        line.split_whitespace().any(|f| f == view.len().to_string()),
+        "ls -l shows view.jsonl's size {}: {line}",
+        view.len()
+    );
+}
+
 /// Without a mount: the lookup hook panics inside `NormaFs::lookup` for its name only, and
 /// disarmed it is gone.
 #[test]
