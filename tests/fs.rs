@@ -541,15 +541,31 @@ fn listing_attributes_compute_only_files_the_kernel_holds() {
         0,
         "computing nothing counts nothing"
     );
-    // Held by the kernel: the real size, never a placeholder over it.
-    let ino = fs
-        .lookup(dir, OsStr::new("view.jsonl"))
-        .expect("view")
-        .attr
-        .ino;
+    // Held by the kernel: the attributes last sent, never a placeholder over them, and
+    // kept for no time either.
+    let told = fs.lookup(dir, OsStr::new("view.jsonl")).expect("view").attr;
+    let ino = told.ino;
     let bytes = read_all(&fs, ino);
     assert!(!bytes.is_empty());
-    assert_eq!(linked(&v).attr.size, bytes.len() as u64);
+    let h = linked(&v);
+    assert_eq!((h.attr.size, h.ttl), (bytes.len() as u64, Duration::ZERO));
+    assert_eq!(h.attr, told);
+    // The session changes: a listing still sends what the kernel was told (it computes
+    // nothing); the next getattr computes the new size, and a listing then sends that.
+    let t_path = d.path().join(format!("transcripts/{SID}.jsonl"));
+    let text = std::fs::read_to_string(&t_path).expect("transcript");
+    let last: serde_json::Value =
+        serde_json::from_str(text.lines().last().expect("a line")).expect("json");
+    let line = serde_json::json!({
+        "uuid": "0123456789abcdef0123456789abcdef", "parent_uuid": last["uuid"],
+        "session_id": SID, "timestamp": "2026-10-02T09:10:00.000000001Z", "type": "message",
+        "message": {"role": "user", "content": [{"type": "text", "text": "Appended."}]}
+    });
+    std::fs::write(&t_path, format!("{text}{line}\n")).expect("append");
+    assert_eq!(linked(&v).attr, told, "a listing computes nothing");
+    let now = fs.getattr(ino, None).expect("getattr").attr;
+    assert!(now.size > told.size, "the new view is longer");
+    assert_eq!(linked(&v).attr, now);
     fs.forget(ino, 1);
     assert_eq!(linked(&v).ttl, Duration::ZERO);
     // Each linked entry the kernel gets is one lookup it forgets later.

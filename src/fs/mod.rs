@@ -220,6 +220,8 @@ pub struct NormaFs {
     synth_openers: Mutex<HashMap<u64, (u64, u32)>>,
     /// The open handles of computed files, by inode (see [`OpenSynth`]).
     open_synth: Mutex<HashMap<u64, OpenSynth>>,
+    /// The attributes last sent for each computed file the kernel holds (see `entry_plus`).
+    told: Mutex<HashMap<u64, Attr>>,
     /// Listings of passes of [`NormaFs::readdir_unopened`], by directory inode.
     listings: Mutex<HashMap<u64, Vec<Listing>>>,
     next_listing: AtomicU64,
@@ -267,6 +269,7 @@ impl NormaFs {
             ctl_log: Mutex::new(HashMap::new()),
             synth_openers: Mutex::new(HashMap::new()),
             open_synth: Mutex::new(HashMap::new()),
+            told: Mutex::new(HashMap::new()),
             listings: Mutex::new(HashMap::new()),
             next_listing: AtomicU64::new(1),
             started: SystemTime::now(),
@@ -591,20 +594,28 @@ impl NormaFs {
         let ino = self.inodes.ino(&child);
         let e = self.attr_of(&child, ino)?;
         self.inodes.lookup(&child);
+        self.tell(&child, &e);
         Ok(e)
+    }
+
+    /// Note the attributes a reply gives the kernel for a computed file.
+    fn tell(&self, node: &Node, e: &Entry) {
+        if node.is_synthetic_file() {
+            self.told.lock().insert(e.attr.ino, e.attr.clone());
+        }
     }
 
     /// What `readdirplus` hands the kernel for entry `e` of a listing. The kernel links every
     /// entry but `.` and `..` like a `lookup` answer and forgets it later, so the caller
     /// counts one lookup per linked entry it sends ([`NormaFs::count_lookup`]).
     ///
-    /// The attributes a `lookup` would answer, except where that costs more than the
-    /// listing saves: a computed file the kernel does not hold gets placeholder attributes
-    /// (size 0) kept for no time at all, name included, so the kernel asks (`lookup`) before
-    /// it uses them; computing every view of a session to list its directory would cost far
-    /// more than the lookups saved. A computed file the kernel holds gets its real attributes:
-    /// the kernel applies what it is given to the inode it has, and a reader of it must
-    /// never see a placeholder size.
+    /// The attributes a `lookup` would answer, except for computed files, which a listing
+    /// never computes (computing every view of a session to list its directory would cost
+    /// far more than the lookups saved): one the kernel does not hold gets placeholder
+    /// attributes (size 0), one it holds the attributes last sent for it (the kernel applies
+    /// what it is given to the inode it has, and a reader of it must never see a placeholder
+    /// size); both kept for no time at all, name included, so the kernel asks again
+    /// (`lookup`, `getattr`) before it uses them.
     pub fn entry_plus(&self, e: &DirEntry) -> PlusEntry {
         let placeholder = || Entry {
             attr: self.synthetic_attr(e.ino, e.kind, 0o444, 0, self.started),
@@ -617,8 +628,17 @@ impl NormaFs {
         let Ok(node) = self.node(e.ino) else {
             return PlusEntry::Gone;
         };
-        if node.is_synthetic_file() && self.inodes.lookups(e.ino) == 0 {
-            return PlusEntry::Linked(placeholder());
+        if node.is_synthetic_file() {
+            if self.inodes.lookups(e.ino) == 0 {
+                return PlusEntry::Linked(placeholder());
+            }
+            if let Some(attr) = self.told.lock().get(&e.ino).cloned() {
+                return PlusEntry::Linked(Entry {
+                    attr,
+                    ttl: Duration::ZERO,
+                    entry_ttl: Duration::ZERO,
+                });
+            }
         }
         match self.attr_of(&node, e.ino) {
             Ok(a) => PlusEntry::Linked(a),
@@ -636,6 +656,9 @@ impl NormaFs {
 
     pub fn forget(&self, ino: u64, n: u64) {
         self.inodes.forget(ino, n);
+        if self.inodes.lookups(ino) == 0 {
+            self.told.lock().remove(&ino);
+        }
     }
 
     pub fn getattr(&self, ino: u64, fh: Option<u64>) -> Result<Entry, FsError> {
@@ -666,6 +689,7 @@ impl NormaFs {
             e.attr.size = len;
             e.attr.blocks = len.div_ceil(512);
         }
+        self.tell(&node, &e);
         Ok(e)
     }
 
