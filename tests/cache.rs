@@ -139,21 +139,9 @@ fn names(p: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Append one user message saying "Appended." to the transcript at `p`, chained to its last
-/// record.
+/// Append one user message saying "Appended." to the transcript at `p`.
 fn append_record(p: &Path) {
-    let text = std::fs::read_to_string(p).expect("read");
-    let last: serde_json::Value =
-        serde_json::from_str(text.lines().last().expect("a line")).expect("json");
-    let line = serde_json::json!({
-        "uuid": "0123456789abcdef0123456789abcdef",
-        "parent_uuid": last["uuid"],
-        "session_id": SID,
-        "timestamp": "2026-10-02T09:10:00.000000001Z",
-        "type": "message",
-        "message": {"role": "user", "content": [{"type": "text", "text": "Appended."}]}
-    });
-    std::fs::write(p, format!("{text}{line}\n")).expect("append");
+    common::append_user_message(p, SID, "Appended.");
 }
 
 fn cat(p: &Path) -> Vec<u8> {

@@ -553,15 +553,7 @@ fn listing_attributes_compute_only_files_the_kernel_holds() {
     // The session changes: a listing still sends what the kernel was told (it computes
     // nothing); the next getattr computes the new size, and a listing then sends that.
     let t_path = d.path().join(format!("transcripts/{SID}.jsonl"));
-    let text = std::fs::read_to_string(&t_path).expect("transcript");
-    let last: serde_json::Value =
-        serde_json::from_str(text.lines().last().expect("a line")).expect("json");
-    let line = serde_json::json!({
-        "uuid": "0123456789abcdef0123456789abcdef", "parent_uuid": last["uuid"],
-        "session_id": SID, "timestamp": "2026-10-02T09:10:00.000000001Z", "type": "message",
-        "message": {"role": "user", "content": [{"type": "text", "text": "Appended."}]}
-    });
-    std::fs::write(&t_path, format!("{text}{line}\n")).expect("append");
+    common::append_user_message(&t_path, SID, "Appended.");
     assert_eq!(linked(&v).attr, told, "a listing computes nothing");
     let now = fs.getattr(ino, None).expect("getattr").attr;
     assert!(now.size > told.size, "the new view is longer");

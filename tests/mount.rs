@@ -490,17 +490,7 @@ fn changes_in_the_backing_dirs_show_at_once() {
     assert!(!cat(&mem).is_empty());
 
     // The runtime appends a message.
-    let old = std::fs::read_to_string(&transcript).expect("read");
-    let last: serde_json::Value =
-        serde_json::from_str(old.lines().last().expect("a line")).expect("json");
-    let line = serde_json::json!({
-        "uuid": "0123456789abcdef0123456789abcdef",
-        "parent_uuid": last["uuid"],
-        "session_id": SID,
-        "timestamp": "2026-10-02T09:10:00.000000001Z",
-        "type": "message",
-        "message": {"role": "user", "content": [{"type": "text", "text": "Appended while mounted."}]}
-    });
+    let line = common::chained_user_line(&transcript, SID, "Appended while mounted.");
     let t0 = Instant::now();
     {
         use std::io::Write;

@@ -338,3 +338,30 @@ pub fn within(limit: std::time::Duration, mut f: impl FnMut() -> bool) -> bool {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// A user message saying `text`, chained to the last record of the transcript at `p` (one JSONL
+/// line, without its newline), as the runtime would append it.
+pub fn chained_user_line(p: &std::path::Path, sid: &str, text: &str) -> String {
+    let old = std::fs::read_to_string(p).expect("read");
+    let last: Value = serde_json::from_str(old.lines().last().expect("a line")).expect("json");
+    json!({
+        "uuid": "0123456789abcdef0123456789abcdef",
+        "parent_uuid": last["uuid"],
+        "session_id": sid,
+        "timestamp": "2026-10-02T09:10:00.000000001Z",
+        "type": "message",
+        "message": {"role": "user", "content": [{"type": "text", "text": text}]}
+    })
+    .to_string()
+}
+
+/// Append [`chained_user_line`] to the transcript at `p`.
+pub fn append_user_message(p: &std::path::Path, sid: &str, text: &str) {
+    use std::io::Write;
+    let line = chained_user_line(p, sid, text);
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(p)
+        .expect("open");
+    writeln!(f, "{line}").expect("append");
+}
