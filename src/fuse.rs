@@ -38,7 +38,9 @@ use parking_lot::Mutex;
 
 use crate::config::Config;
 use crate::fs::watch::{Inval, Watcher};
-use crate::fs::{Attr, FileKind, FsError, FsOptions, Node, NormaFs, Opened, PlusEntry, SetAttr};
+use crate::fs::{
+    Attr, DirEntry, FileKind, FsError, FsOptions, Node, NormaFs, Opened, PlusEntry, SetAttr,
+};
 use crate::store::root::RootPaths;
 
 /// How to mount.
@@ -221,6 +223,17 @@ impl NormaFuse {
                 tracing::error!("{op}: panic: {}; answered EIO", panic_message(&*p));
                 Err(Errno::EIO)
             }
+        }
+    }
+
+    /// The entries of directory `ino` after `offset`: from handle `fh`'s snapshot, or from a
+    /// pass of a directory the kernel opened itself (`fh` 0, see `opendir`).
+    fn entries(&self, ino: INodeNo, fh: FileHandle, offset: u64) -> Result<Vec<DirEntry>, FsError> {
+        let offset = i64::try_from(offset).unwrap_or(i64::MAX);
+        if fh.0 == 0 {
+            self.fs.readdir_unopened(ino.0, offset)
+        } else {
+            self.fs.readdir(ino.0, fh.0, offset)
         }
     }
 
@@ -651,14 +664,7 @@ impl Filesystem for NormaFuse {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        match self.run("readdir", || {
-            let offset = i64::try_from(offset).unwrap_or(i64::MAX);
-            if fh.0 == 0 {
-                self.fs.readdir_unopened(ino.0, offset)
-            } else {
-                self.fs.readdir(ino.0, fh.0, offset)
-            }
-        }) {
+        match self.run("readdir", || self.entries(ino, fh, offset)) {
             Ok(entries) => {
                 for e in entries {
                     let next = u64::try_from(e.offset).unwrap_or(0);
@@ -683,13 +689,7 @@ impl Filesystem for NormaFuse {
         mut reply: ReplyDirectoryPlus,
     ) {
         let r = self.run("readdirplus", || {
-            let offset = i64::try_from(offset).unwrap_or(i64::MAX);
-            let entries = if fh.0 == 0 {
-                self.fs.readdir_unopened(ino.0, offset)?
-            } else {
-                self.fs.readdir(ino.0, fh.0, offset)?
-            };
-            for e in entries {
+            for e in self.entries(ino, fh, offset)? {
                 let (en, linked) = match self.fs.entry_plus(&e) {
                     PlusEntry::Linked(en) => (en, true),
                     PlusEntry::Unlinked(en) => (en, false),
