@@ -33,7 +33,7 @@ use crate::format::memory;
 use crate::format::state::State;
 use crate::format::transcript::{
     BoundaryMeta, CompactBoundaryPart, Content, Message, Record, TextPart, ThinkingPart,
-    ToolResultContent, ToolResultPart, ToolUsePart, Usage,
+    RawJson, ToolResultContent, ToolResultPart, ToolUsePart, Usage,
 };
 use crate::noa::compress::{self, Batch, CompressError, Ctx, Planned, RangeSpec};
 use crate::noa::view::{self, Item, Materialized};
@@ -854,7 +854,7 @@ fn tool_use(id: &str, name: &str, input: Value) -> Content {
     Content::ToolUse(ToolUsePart {
         id: id.to_string(),
         name: name.to_string(),
-        input: Box::new(input),
+        input: RawJson::from_value(&input),
         extra: Default::default(),
     })
 }
@@ -1181,7 +1181,7 @@ pub(crate) fn build<'a>(
                         json!(s.context_tokens.max(1))
                     };
                     content.push(Content::CompactBoundary(CompactBoundaryPart {
-                        input: Box::new(input),
+                        input: RawJson::from_value(&input),
                         extra: Default::default(),
                     }));
                     content.push(Content::text(

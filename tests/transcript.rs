@@ -132,7 +132,7 @@ fn hand_written_records_are_typed_as_expected() {
     );
     assert!(matches!(&msg.content[1], Content::Thinking(t) if t.signature.is_none()));
     assert!(
-        matches!(&msg.content[2], Content::ToolUse(u) if u.input["a"][2]["deep"]["deeper"][2] == "x")
+        matches!(&msg.content[2], Content::ToolUse(u) if u.input.to_value()["a"][2]["deep"]["deeper"][2] == "x")
     );
 
     let r = parse_line(HAND_WRITTEN[3].as_bytes()).unwrap();
@@ -154,8 +154,8 @@ fn hand_written_records_are_typed_as_expected() {
 
     let r = parse_line(HAND_WRITTEN[4].as_bytes()).unwrap();
     let c = &r.as_message().unwrap().content;
-    assert!(matches!(&c[0], Content::CompactBoundary(b) if b.input["pre_tokens"] == 5));
-    assert!(matches!(&c[1], Content::CompactBoundary(b) if *b.input == json!(151000)));
+    assert!(matches!(&c[0], Content::CompactBoundary(b) if b.input.to_value()["pre_tokens"] == 5));
+    assert!(matches!(&c[1], Content::CompactBoundary(b) if b.input.to_value() == json!(151000)));
 
     let r = parse_line(HAND_WRITTEN[5].as_bytes()).unwrap();
     let c = &r.as_message().unwrap().content;
@@ -1077,4 +1077,22 @@ fn items_without_input_round_trip() {
         &typed.as_message().unwrap().content[0],
         Content::ToolUse(_)
     ));
+}
+
+/// A tool call's identity is its input's exact bytes (SPEC 2.5): escapes, number spellings
+/// and spacing inside `input` are kept as stored, also through a write.
+#[test]
+fn tool_use_input_keeps_its_exact_bytes() {
+    let input = r#"{"cmd": "a \u003c b && c","n":1.0,"e":1e5,"s":"\u00e9"}"#;
+    let line = format!(
+        r#"{{"uuid":"u1","session_id":"s","timestamp":"t","type":"message","message":{{"role":"assistant","content":[{{"type":"tool_use","id":"c1","name":"Bash","input":{input}}}]}}}}"#
+    );
+    let rec = parse_line(line.as_bytes()).expect("parses");
+    let msg = rec.as_message().expect("a message");
+    let Content::ToolUse(u) = &msg.content[0] else {
+        panic!("not typed as tool_use: {:?}", msg.content[0]);
+    };
+    assert_eq!(u.input.get(), input);
+    assert_eq!(u.input.to_value()["cmd"], "a < b && c");
+    assert_eq!(rec.to_line(), line);
 }

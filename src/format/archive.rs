@@ -171,7 +171,7 @@ impl Part {
             Content::ToolUse(p) => Part::ToolUse {
                 name: p.name.clone(),
                 id: p.id.clone(),
-                input: (*p.input).clone(),
+                input: p.input.to_value(),
             },
             Content::ToolResult(p) => Part::ToolResult {
                 tool_use_id: p.tool_use_id.clone(),

@@ -11,7 +11,69 @@ use std::sync::Arc;
 
 use serde::de::{Error as _, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+
+/// A JSON value kept as its exact text (a tool call's `input`, a boundary's payload).
+#[derive(Clone)]
+pub struct RawJson(Box<RawValue>);
+
+impl RawJson {
+    /// The compact text of a value.
+    pub fn from_value(v: &Value) -> RawJson {
+        // A `Value` always serializes.
+        RawJson(serde_json::value::to_raw_value(v).unwrap_or_else(|_| null_raw()))
+    }
+
+    /// Text that must be valid JSON; `None` when it is not.
+    pub fn from_text(text: &str) -> Option<RawJson> {
+        RawValue::from_string(text.to_string()).ok().map(RawJson)
+    }
+
+    /// The text as stored.
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The value the text holds.
+    pub fn to_value(&self) -> Value {
+        serde_json::from_str(self.0.get()).unwrap_or(Value::Null)
+    }
+}
+
+fn null_raw() -> Box<RawValue> {
+    RawValue::from_string("null".to_string()).expect("`null` is JSON")
+}
+
+impl Default for RawJson {
+    fn default() -> RawJson {
+        RawJson(null_raw())
+    }
+}
+
+impl fmt::Debug for RawJson {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(self.get())
+    }
+}
+
+impl PartialEq for RawJson {
+    fn eq(&self, other: &RawJson) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl Serialize for RawJson {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawJson {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Box::<RawValue>::deserialize(d).map(RawJson)
+    }
+}
 
 /// The fields of an object that its type does not know, in order, written back unchanged.
 ///
@@ -415,10 +477,8 @@ pub struct ThinkingPart {
 pub struct ToolUsePart {
     pub id: String,
     pub name: String,
-    /// Raw JSON input, any value, kept as stored (key order preserved). Boxed, as in
-    /// [`CompactBoundaryPart`], so that every content item is smaller.
-    #[serde(default)]
-    pub input: Box<Value>,
+    /// The input exactly as stored: its bytes are the call's identity (SPEC 2.5).
+    pub input: RawJson,
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -489,8 +549,7 @@ impl ToolResultPart {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompactBoundaryPart {
     /// A boundary object, or a bare integer (legacy `pre_tokens`); kept as written.
-    #[serde(default)]
-    pub input: Box<Value>,
+    pub input: RawJson,
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -537,7 +596,8 @@ impl Content {
     pub fn from_value(v: Value) -> Content {
         match v {
             Value::Object(map) => {
-                Content::from_fields(map.into_iter().map(|(k, v)| (Cow::Owned(k), v)).collect())
+                let fields = map.into_iter().map(|(k, v)| (Cow::Owned(k), v)).collect();
+                Content::from_fields(fields, None)
             }
             other => Content::Other(other),
         }
@@ -546,10 +606,13 @@ impl Content {
     /// Classify the fields of a JSON object, in order, each key once (see [`from_value`]).
     ///
     /// [`from_value`]: Content::from_value
-    fn from_fields(mut fields: Fields<'_>) -> Content {
+    ///
+    /// `raw` is the `input` field's text when the reader kept it (its slot in `fields` then
+    /// holds a `null` placeholder).
+    fn from_fields(mut fields: Fields<'_>, raw: Option<Box<RawValue>>) -> Content {
         let kind = match get(&fields, "type") {
             Some(Value::String(s)) => s.as_str(),
-            _ => return Content::Other(Value::Object(to_map(fields))),
+            _ => return Content::Other(Value::Object(to_map(restore_input(fields, raw)))),
         };
         let fits = match kind {
             "text" => is_str(get(&fields, "text")),
@@ -575,7 +638,7 @@ impl Content {
             _ => false,
         };
         if !fits {
-            return Content::Other(Value::Object(to_map(fields)));
+            return Content::Other(Value::Object(to_map(restore_input(fields, raw))));
         }
         // The shape is checked: take the fields out, the rest is `extra`.
         let kind = match take(&mut fields, "type") {
@@ -596,7 +659,7 @@ impl Content {
             "tool_use" => Content::ToolUse(ToolUsePart {
                 id: take_str(f, "id").unwrap_or_default(),
                 name: take_str(f, "name").unwrap_or_default(),
-                input: Box::new(take(f, "input").unwrap_or_default()),
+                input: raw_input(f, raw),
                 extra: Extra::default(),
             }),
             "tool_result" => {
@@ -617,7 +680,7 @@ impl Content {
                 })
             }
             _ => Content::CompactBoundary(CompactBoundaryPart {
-                input: Box::new(take(f, "input").unwrap_or_default()),
+                input: raw_input(f, raw),
                 extra: Extra::default(),
             }),
         };
@@ -655,15 +718,22 @@ impl<'de> Visitor<'de> for ContentVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Content, A::Error> {
         let mut fields: Fields<'de> = Vec::with_capacity(map.size_hint().unwrap_or(4));
+        let mut raw = None;
         while let Some(Key(key)) = map.next_key()? {
-            let value: Value = map.next_value()?;
+            let value: Value = if key == "input" {
+                // Kept as text: a tool call's identity is its input's exact bytes.
+                raw = Some(map.next_value::<Box<RawValue>>()?);
+                Value::Null
+            } else {
+                map.next_value()?
+            };
             // A repeated key keeps its first place and takes the last value, as in a `Map`.
             match fields.iter_mut().find(|(k, _)| *k == key) {
                 Some(slot) => slot.1 = value,
                 None => fields.push((key, value)),
             }
         }
-        Ok(Content::from_fields(fields))
+        Ok(Content::from_fields(fields, raw))
     }
 
     // Anything but an object is kept as it is.
@@ -709,6 +779,25 @@ impl<'de> Visitor<'de> for ContentVisitor {
             SeqAccessDeserializer::new(seq),
         )?))
     }
+}
+
+/// The `input` field as text: the reader's raw text, else the value read.
+fn raw_input(fields: &mut Fields<'_>, raw: Option<Box<RawValue>>) -> RawJson {
+    let value = take(fields, "input");
+    match raw {
+        Some(raw) => RawJson(raw),
+        None => RawJson::from_value(&value.unwrap_or_default()),
+    }
+}
+
+/// Put the raw `input` back as a value (for an item kept whole as `Other`).
+fn restore_input<'k>(mut fields: Fields<'k>, raw: Option<Box<RawValue>>) -> Fields<'k> {
+    if let Some(raw) = raw {
+        if let Some(slot) = fields.iter_mut().find(|(k, _)| k == "input") {
+            slot.1 = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
+        }
+    }
+    fields
 }
 
 fn is_str(v: Option<&Value>) -> bool {
@@ -764,14 +853,40 @@ fn serialize_tagged<S: Serializer, T: Serialize>(
     m.end()
 }
 
+/// Serialize `{"type": name, fields…, "input": raw, extra…}` without re-encoding the input.
+fn serialize_with_input<S: Serializer>(
+    s: S,
+    name: &str,
+    fields: &[(&str, &str)],
+    input: &RawJson,
+    extra: &Extra,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut m = s.serialize_map(Some(fields.len() + 2 + extra.len()))?;
+    m.serialize_entry("type", name)?;
+    for (k, v) in fields {
+        m.serialize_entry(k, v)?;
+    }
+    m.serialize_entry("input", input)?;
+    for (k, v) in extra.iter() {
+        m.serialize_entry(k, v)?;
+    }
+    m.end()
+}
+
 impl Serialize for Content {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
             Content::Text(p) => serialize_tagged(s, "text", p),
             Content::Thinking(p) => serialize_tagged(s, "thinking", p),
-            Content::ToolUse(p) => serialize_tagged(s, "tool_use", p),
+            Content::ToolUse(p) => {
+                let fields = [("id", p.id.as_str()), ("name", p.name.as_str())];
+                serialize_with_input(s, "tool_use", &fields, &p.input, &p.extra)
+            }
             Content::ToolResult(p) => serialize_tagged(s, "tool_result", p),
-            Content::CompactBoundary(p) => serialize_tagged(s, "compact_boundary", p),
+            Content::CompactBoundary(p) => {
+                serialize_with_input(s, "compact_boundary", &[], &p.input, &p.extra)
+            }
             Content::Other(v) => v.serialize(s),
         }
     }

@@ -66,7 +66,7 @@ pub fn transcript_calls(msgs: &[Msg<'_>], cfg: &NoaConfig) -> Vec<Event> {
                         source: Source::Transcript { msg: i },
                         at: m.timestamp.unwrap_or("").to_string(),
                         call_id: u.id.clone(),
-                        input: (*u.input).clone(),
+                        input: u.input.to_value(),
                     });
                 }
             }

@@ -32,7 +32,7 @@ pub fn part_tokens(c: &Content) -> u64 {
     match c {
         Content::Text(t) => ceil4(t.text.len()),
         Content::Thinking(t) => ceil4(t.thinking.len()),
-        Content::ToolUse(u) => ceil4(u.name.len() + compact_json_len(&u.input)),
+        Content::ToolUse(u) => ceil4(u.name.len() + u.input.get().len()),
         Content::ToolResult(r) => match &r.content {
             Some(crate::format::transcript::ToolResultContent::Text(t)) => ceil4(t.len()),
             Some(crate::format::transcript::ToolResultContent::Items(items)) => {
