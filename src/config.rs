@@ -31,6 +31,23 @@ pub struct NoaConfig {
     pub tier3_min_blocks: usize,
     pub truncate_head: usize,
     pub truncate_tail: usize,
+    // TEMPORARY (h-config replaces this struct): the v2 keys the new core reads.
+    pub min_growth_floor: u64,
+    pub min_growth_ratio: f64,
+    pub tier2_growth_multiplier: f64,
+    pub min_range_chars: usize,
+    pub max_summary_chars: usize,
+    pub max_compress_attempts: u32,
+    pub live_seconds: u64,
+    pub archive_paths: ArchivePaths,
+    pub parents: Vec<String>,
+}
+
+/// What a summary's `path=` names (SPEC 10 `archive_paths`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArchivePaths {
+    Runtime,
+    Mount,
 }
 
 impl Default for NoaConfig {
@@ -55,11 +72,25 @@ impl Default for NoaConfig {
             tier3_min_blocks: 4,
             truncate_head: 1024,
             truncate_tail: 512,
+            min_growth_floor: 20_000,
+            min_growth_ratio: 0.45,
+            tier2_growth_multiplier: 1.5,
+            min_range_chars: 5_000,
+            max_summary_chars: 20_000,
+            max_compress_attempts: 3,
+            live_seconds: 120,
+            archive_paths: ArchivePaths::Runtime,
+            parents: Vec::new(),
         }
     }
 }
 
 impl NoaConfig {
+    /// TEMPORARY (h-config): the smallest benefit worth a nudge under pressure.
+    pub fn min_benefit(&self) -> u64 {
+        self.min_benefit_tokens
+    }
+
     /// `clamp(growth_ratio × window, growth_floor, growth_cap)` (SPEC 4.6).
     pub fn cadence(&self) -> u64 {
         let raw = (self.growth_ratio * self.window as f64).round();
@@ -283,6 +314,7 @@ impl Settings {
             tier3_min_blocks: self.tier3_min_blocks.unwrap_or(dn.tier3_min_blocks),
             truncate_head: self.truncate_head.unwrap_or(dn.truncate_head),
             truncate_tail: self.truncate_tail.unwrap_or(dn.truncate_tail),
+            ..dn.clone()
         };
         if noa.window == 0 {
             warnings.push(format!(
