@@ -21,4 +21,5 @@ pub mod fs;
 pub mod fuse;
 pub mod gen;
 pub mod noa;
+pub mod noa_next;
 pub mod store;

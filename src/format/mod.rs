@@ -10,9 +10,11 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 pub mod archive;
+pub mod gojson;
 pub mod loader;
 pub mod memory;
 pub mod state;
+pub mod tier_archive;
 pub mod state_v1;
 pub mod transcript;
 

@@ -1,0 +1,992 @@
+//! Compress (SPEC 4.5): a batch of ranges applied to the view the model saw, as the runtime
+//! applies it — endpoints resolved (refs or block ids, swapped when reversed, snapped into an
+//! absorbing block), ranges widened around tool pairs and reasoning, tiers decided,
+//! protected content excluded, split turns withdrawn, summaries checked — and the panel that
+//! reports it.
+//!
+//! The runtime's batch is partial (a failing range is reported, the others still make
+//! blocks); [`Applied`] says which happened so that ctl can refuse a partial batch whole.
+
+use std::collections::{HashMap, HashSet};
+
+use super::args::Range;
+use super::content::{Core, Kind, Origin, Slot};
+use super::pipeline::{Pos, Turn};
+use super::protect;
+use super::refs::{self, format_ref, parse_block_id, parse_ref};
+use super::tokens;
+use crate::config::NoaConfig;
+use crate::format::state_v1::{Block, State};
+use crate::format::tier_archive::{self as archive, Archive, BlockEntry, Entry, MessageEntry, MessageKind};
+
+/// How far widening looks for the other half of a tool exchange.
+const TOOL_PAIR_MAX_SCAN: usize = 20;
+
+/// One message of the view the batch is resolved against.
+struct M<'t, 'a> {
+    core: &'t Core<'a>,
+    text: &'t str,
+    slot: &'t Slot,
+}
+
+impl M<'_, '_> {
+    fn id(&self) -> &str {
+        &self.core.id
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EndKind {
+    Message,
+    Block,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NotFound {
+    Unknown,
+    Consumed,
+    Invalid,
+}
+
+#[derive(Debug, Clone)]
+struct Resolved {
+    start: usize,
+    end: usize,
+    kind: EndKind,
+    ids: Vec<String>,
+    nested: Vec<String>,
+    warnings: Vec<String>,
+}
+
+/// Lookups over the view and the state.
+struct Ctx<'t, 'a, 's> {
+    msgs: Vec<M<'t, 'a>>,
+    state: &'s State,
+    index: HashMap<&'t str, usize>,
+    anchor: HashMap<String, usize>,
+    by_id: HashMap<&'s str, usize>,
+}
+
+impl<'t, 'a, 's> Ctx<'t, 'a, 's> {
+    fn block(&self, id: &str) -> Option<&'s Block> {
+        self.by_id.get(id).map(|&i| &self.state.blocks()[i])
+    }
+
+    fn anchors(msgs: &[M<'t, 'a>], state: &State, index: &HashMap<&'t str, usize>) -> HashMap<String, usize> {
+        let mut anchor = HashMap::new();
+        for b in state.blocks().iter().filter(|b| b.active) {
+            let summary = format!("{}{}", super::content::SUMMARY_ID_PREFIX, b.block_id);
+            if let Some(&i) = index.get(summary.as_str()) {
+                anchor.insert(b.block_id.clone(), i);
+                continue;
+            }
+            if let Some(i) = b
+                .effective_message_ids
+                .iter()
+                .filter_map(|id| index.get(id.as_str()))
+                .min()
+            {
+                anchor.insert(b.block_id.clone(), *i);
+            }
+        }
+        let _ = msgs;
+        anchor
+    }
+
+    /// The anchor of a live block that absorbed a child covering `raw`.
+    fn owner_anchor(&self, raw: &str) -> Option<(usize, &'s str)> {
+        for owner in self.state.blocks() {
+            if !owner.active || owner.direct_block_ids.is_empty() {
+                continue;
+            }
+            for child in &owner.direct_block_ids {
+                let Some(child) = self.block(child) else { continue };
+                if child.effective_message_ids.iter().any(|id| id == raw) {
+                    if let Some(&at) = self.anchor.get(&owner.block_id) {
+                        return Some((at, owner.block_id.as_str()));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    fn anchor_of(&self, raw: &str, end: &End) -> Result<(usize, Option<String>), (NotFound, String)> {
+        match end.kind {
+            EndKind::Message => {
+                let Some(id) = self.state.message_refs.by_ref.get(&end.name) else {
+                    return Err((NotFound::Unknown, format!("{} does not exist in this session", end.name)));
+                };
+                if let Some(&i) = self.index.get(id.as_str()) {
+                    return Ok((i, None));
+                }
+                if let Some((at, owner)) = self.owner_anchor(id) {
+                    return Ok((at, Some(format!("Snapped {} to block {owner}, which absorbed it.", end.name))));
+                }
+                Err((NotFound::Consumed, format!("{} is already covered by an active block", end.name)))
+            }
+            EndKind::Block => {
+                let Some(b) = self.block(&end.name) else {
+                    return Err((NotFound::Unknown, format!("block {} does not exist in this session", end.name)));
+                };
+                if b.active {
+                    return match self.anchor.get(&end.name) {
+                        Some(&at) => Ok((at, None)),
+                        None => Err((
+                            NotFound::Consumed,
+                            format!("block {} is active but has no visible content to compress", end.name),
+                        )),
+                    };
+                }
+                for id in &b.effective_message_ids {
+                    if let Some((at, owner)) = self.owner_anchor(id) {
+                        return Ok((at, Some(format!("Snapped {} to block {owner}, which absorbed it.", end.name))));
+                    }
+                }
+                let _ = raw;
+                Err((NotFound::Consumed, format!("block {} was already consumed by a higher-tier block", end.name)))
+            }
+        }
+    }
+
+    fn nested(&self, si: usize, ei: usize) -> Vec<String> {
+        self.state
+            .blocks()
+            .iter()
+            .filter(|b| b.active)
+            .filter(|b| self.anchor.get(&b.block_id).is_some_and(|&at| at >= si && at <= ei))
+            .map(|b| b.block_id.clone())
+            .collect()
+    }
+
+    fn ids_in(&self, si: usize, ei: usize) -> Vec<String> {
+        self.msgs[si.min(self.msgs.len())..(ei + 1).min(self.msgs.len())]
+            .iter()
+            .filter(|m| !m.core.id.is_empty() && !m.core.is_summary())
+            .map(|m| m.core.id.clone())
+            .collect()
+    }
+
+    fn resolve(&self, start: &str, end: &str) -> Result<Resolved, (NotFound, String)> {
+        let s = parse_end(start).ok_or_else(|| (NotFound::Invalid, invalid(start)))?;
+        let e = parse_end(end).ok_or_else(|| (NotFound::Invalid, invalid(end)))?;
+        let mut warnings = Vec::new();
+        let (mut si, w1) = self.anchor_of(start, &s)?;
+        warnings.extend(w1);
+        let (mut ei, w2) = self.anchor_of(end, &e)?;
+        warnings.extend(w2);
+        if si > ei {
+            std::mem::swap(&mut si, &mut ei);
+        }
+        let kind = if s.kind == EndKind::Block || e.kind == EndKind::Block {
+            EndKind::Block
+        } else {
+            EndKind::Message
+        };
+        Ok(Resolved {
+            start: si,
+            end: ei,
+            kind,
+            ids: self.ids_in(si, ei),
+            nested: self.nested(si, ei),
+            warnings,
+        })
+    }
+}
+
+struct End {
+    kind: EndKind,
+    name: String,
+}
+
+fn parse_end(s: &str) -> Option<End> {
+    if let Some(n) = parse_ref(s) {
+        return Some(End {
+            kind: EndKind::Message,
+            name: format_ref(n),
+        });
+    }
+    parse_block_id(s).map(|n| End {
+        kind: EndKind::Block,
+        name: refs::block_name(n),
+    })
+}
+
+fn invalid(s: &str) -> String {
+    format!("{} is neither a message ref (mNNNNN) nor a block id (bN)", go_quote(s))
+}
+
+/// Go's `%q` (printable characters kept, the rest escaped).
+fn go_quote(s: &str) -> String {
+    let mut q = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => q.push_str("\\\""),
+            '\\' => q.push_str("\\\\"),
+            '\n' => q.push_str("\\n"),
+            '\r' => q.push_str("\\r"),
+            '\t' => q.push_str("\\t"),
+            c if c.is_control() => q.push_str(&format!("\\u{:04x}", c as u32)),
+            c => q.push(c),
+        }
+    }
+    q.push('"');
+    q
+}
+
+/// What a batch did.
+#[derive(Debug, Clone, Default)]
+pub struct Applied {
+    /// The state after the batch (unchanged when no block was made).
+    pub state: State,
+    pub created: Vec<Block>,
+    /// One archive per created block, its bodies taken from the transcript (never cut).
+    pub archives: Vec<Archive>,
+    pub tokens_compressed: i64,
+    pub errors: Vec<String>,
+    pub warnings: Vec<String>,
+    /// Ranges skipped for overlapping an earlier one.
+    pub skipped: usize,
+    pub surviving: Vec<String>,
+}
+
+impl Applied {
+    /// Every range made its block: no error, nothing skipped.
+    pub fn whole(&self) -> bool {
+        self.errors.is_empty() && self.skipped == 0 && !self.created.is_empty()
+    }
+}
+
+/// The archive root's naming of a new block's archive.
+pub struct Placement<'f> {
+    /// `<archive root>` as an absolute path (archivePath = root/rel).
+    pub root: &'f str,
+    pub session: &'f str,
+    /// RFC 3339 (seconds) and Unix time of "now".
+    pub created: &'f str,
+    pub now: i64,
+}
+
+/// Apply one Compress call to a turn's view (nudge included). `state` is the state after the
+/// view (its refs recorded, liveness set: [`Turn::ledger`]).
+pub fn apply(
+    t: &Turn<'_, '_>,
+    state: &State,
+    ranges: &[Range],
+    cfg: &NoaConfig,
+    call: &str,
+    place: &Placement<'_>,
+) -> Applied {
+    let mut res = Applied {
+        state: state.clone(),
+        ..Applied::default()
+    };
+    if ranges.is_empty() {
+        return res;
+    }
+    let msgs: Vec<M<'_, '_>> = t
+        .items
+        .iter()
+        .map(|&p| M {
+            core: t.core(p),
+            text: t.text(p),
+            slot: t.slot(p),
+        })
+        .collect();
+    let mut index = HashMap::with_capacity(msgs.len());
+    for (i, m) in msgs.iter().enumerate() {
+        if !m.core.id.is_empty() {
+            index.entry(m.core.id.as_str()).or_insert(i);
+        }
+    }
+    let anchor = Ctx::anchors(&msgs, state, &index);
+    let by_id = state
+        .blocks()
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (b.block_id.as_str(), i))
+        .collect();
+    let ctx = Ctx {
+        msgs,
+        state,
+        index,
+        anchor,
+        by_id,
+    };
+
+    // A: resolve every range.
+    let mut entries: Vec<(Result<Resolved, (NotFound, String)>, bool)> = Vec::new();
+    let (mut unknown, mut consumed, mut resolvable) = (0, 0, 0);
+    for r in ranges {
+        let e = ctx.resolve(&r.start, &r.end);
+        match &e {
+            Ok(rr) => {
+                resolvable += 1;
+                res.warnings.extend(rr.warnings.iter().cloned());
+            }
+            Err((NotFound::Unknown | NotFound::Invalid, _)) => unknown += 1,
+            Err((NotFound::Consumed, _)) => consumed += 1,
+        }
+        entries.push((e, false));
+    }
+
+    // B: a range starting inside an earlier accepted one is skipped.
+    let mut order: Vec<usize> = (0..entries.len()).filter(|&i| entries[i].0.is_ok()).collect();
+    order.sort_by_key(|&i| entries[i].0.as_ref().map_or(0, |r| r.start));
+    let mut accepted_max: i64 = -1;
+    for i in order {
+        let (start, end) = match &entries[i].0 {
+            Ok(r) => (r.start as i64, r.end as i64),
+            Err(_) => continue,
+        };
+        if start <= accepted_max {
+            entries[i].1 = true;
+            res.skipped += 1;
+            res.warnings.push(format!(
+                "Skipped range ({}..{}) — overlaps an earlier range in the batch; the earlier range takes precedence. Keep ranges disjoint.",
+                ranges[i].start, ranges[i].end
+            ));
+            continue;
+        }
+        accepted_max = accepted_max.max(end);
+    }
+
+    // C: the batch's size gate.
+    if let Some(msg) = size_gate(&ctx, &entries, ranges.len(), cfg, unknown, consumed, resolvable) {
+        res.errors.push(msg);
+        return res;
+    }
+
+    // D: build every block.
+    let mut working = state.clone();
+    let pre_existing: HashSet<&str> = state
+        .blocks()
+        .iter()
+        .filter(|b| b.active)
+        .flat_map(|b| b.effective_message_ids.iter().map(String::as_str))
+        .collect();
+    let mut built: Vec<(Block, Archive)> = Vec::new();
+    for (i, (e, skipped)) in entries.iter().enumerate() {
+        let rr = match e {
+            Err((_, msg)) => {
+                res.errors.push(msg.clone());
+                continue;
+            }
+            Ok(_) if *skipped => continue,
+            Ok(rr) => rr,
+        };
+        match build(&ctx, t, &ranges[i], rr, &mut working, cfg, &pre_existing, call, place) {
+            Ok((block, arch, warns, surviving)) => {
+                res.warnings.extend(warns);
+                push_unique(&mut res.surviving, surviving);
+                built.push((block, arch));
+            }
+            Err((warns, surviving, msg)) => {
+                res.warnings.extend(warns);
+                push_unique(&mut res.surviving, surviving);
+                res.errors.push(msg);
+            }
+        }
+    }
+    if built.is_empty() {
+        return res;
+    }
+
+    // F: commit.
+    let blocks = working.blocks.get_or_insert_with(Vec::new);
+    for (b, a) in built {
+        res.tokens_compressed += b.compressed_tokens;
+        for id in &b.direct_block_ids {
+            if let Some(child) = blocks.iter_mut().find(|x| &x.block_id == id) {
+                child.active = false;
+            }
+        }
+        blocks.push(b.clone());
+        res.created.push(b);
+        res.archives.push(a);
+    }
+    working.stats.compression_count += res.created.len() as i64;
+    working.stats.tokens_compressed += res.tokens_compressed;
+    working.nudge.last_per_message_nudge_tokens = 0;
+    working.nudge.last_nudge_shown_tokens = 0;
+    working.nudge.last_shown_by_tier.clear();
+    res.state = working;
+    res
+}
+
+fn push_unique(into: &mut Vec<String>, from: Vec<String>) {
+    for id in from {
+        if !into.contains(&id) {
+            into.push(id);
+        }
+    }
+}
+
+fn size_gate(
+    ctx: &Ctx<'_, '_, '_>,
+    entries: &[(Result<Resolved, (NotFound, String)>, bool)],
+    requested: usize,
+    cfg: &NoaConfig,
+    unknown: usize,
+    consumed: usize,
+    resolvable: usize,
+) -> Option<String> {
+    let min = cfg.min_range_chars;
+    if min == 0 {
+        return None;
+    }
+    let mut total = 0usize;
+    let mut block_range = false;
+    let mut live = 0;
+    for (e, skipped) in entries {
+        let Ok(rr) = e else { continue };
+        if *skipped {
+            continue;
+        }
+        live += 1;
+        if rr.kind == EndKind::Block {
+            block_range = true;
+            continue;
+        }
+        for id in &rr.ids {
+            if let Some(&i) = ctx.index.get(id.as_str()) {
+                total += tokens::chars(ctx.msgs[i].text);
+            }
+        }
+    }
+    if block_range || total >= min {
+        return None;
+    }
+    let state = ctx.state;
+    let diagnostics = format!(
+        "[diagnostics: session highest ref={}, unknown ranges in request={unknown}/{requested}, session history={} compression(s), {} block(s)]",
+        format_ref(refs::highest_recorded(state).max(1)),
+        state.stats.compression_count,
+        state.blocks().len()
+    );
+    Some(if resolvable == 0 && consumed == 0 && unknown > 0 {
+        format!(
+            "None of the {requested} requested range(s) resolved — every ref is unknown to this session. \
+             Refs are per-session snapshots, assigned once when a message is first rendered; no compression \
+             reassigns them, so an unknown ref cannot have come from an earlier compression here. \
+             Use the refs shown in the <noa-ref> tags of the current context. {diagnostics}"
+        )
+    } else if consumed > 0 {
+        let active: Vec<&Block> = state.blocks().iter().filter(|b| b.active).collect();
+        let hint = match (active.first(), active.last()) {
+            (Some(a), Some(b)) => format!("Active blocks: {}..{}.", a.block_id, b.block_id),
+            _ => String::new(),
+        };
+        format!(
+            "Every requested range is already compressed — its content is covered by an active block. {hint} {diagnostics}"
+        )
+    } else {
+        format!(
+            "Total compressible content too small ({total} chars across {live} range(s), min {min}). \
+             Combine more messages into fewer, larger ranges."
+        )
+    })
+}
+
+/// Widen `[start, end]` so that no tool exchange is cut (Compress exchanges aside).
+fn widen_tool_pairs(mut start: usize, mut end: usize, msgs: &[M<'_, '_>]) -> (usize, usize) {
+    if end >= msgs.len() || start > end {
+        return (start, end);
+    }
+    let calls: HashSet<&str> = msgs[start..=end]
+        .iter()
+        .filter(|m| !m.core.call.is_empty() && m.core.tool != super::content::COMPRESS_TOOL)
+        .map(|m| m.core.call)
+        .collect();
+    if calls.is_empty() {
+        return (start, end);
+    }
+    let forward = (end + TOOL_PAIR_MAX_SCAN).min(msgs.len() - 1);
+    let backward = start.saturating_sub(TOOL_PAIR_MAX_SCAN);
+    for i in end + 1..=forward {
+        if msgs[i].core.call.is_empty() || !calls.contains(msgs[i].core.call) {
+            break;
+        }
+        end = i;
+    }
+    let mut i = start;
+    while i > backward {
+        i -= 1;
+        if msgs[i].core.call.is_empty() || !calls.contains(msgs[i].core.call) {
+            break;
+        }
+        start = i;
+    }
+    (start, end)
+}
+
+/// Widen so that a reasoning run and the acts after it stay together.
+fn widen_reasoning(mut start: usize, mut end: usize, msgs: &[M<'_, '_>]) -> (usize, usize) {
+    if end >= msgs.len() || start > end {
+        return (start, end);
+    }
+    if msgs[end].core.kind == Kind::Reasoning {
+        let mut i = end + 1;
+        while i < msgs.len() && msgs[i].core.kind == Kind::Reasoning {
+            i += 1;
+        }
+        while i < msgs.len() && msgs[i].core.is_act() {
+            end = i;
+            i += 1;
+        }
+    }
+    if msgs[start].core.is_act() {
+        let mut i = start;
+        while i > 0 && msgs[i - 1].core.kind == Kind::Reasoning {
+            i -= 1;
+            start = i;
+        }
+    }
+    (start, end)
+}
+
+fn widen(start: usize, end: usize, msgs: &[M<'_, '_>]) -> (usize, usize) {
+    let (mut s, mut e) = (start, end);
+    for _ in 0..2 {
+        let (a, b) = widen_reasoning(s, e, msgs);
+        let (a, b) = widen_tool_pairs(a, b, msgs);
+        if (a, b) == (s, e) {
+            break;
+        }
+        (s, e) = (a, b);
+    }
+    (s, e)
+}
+
+struct TierDecision {
+    target: i64,
+    output: i64,
+    consumed: Vec<String>,
+    surviving: Vec<String>,
+}
+
+fn decide_tier(kind: EndKind, nested: &[String], ctx: &Ctx<'_, '_, '_>, working: &State, cfg: &NoaConfig) -> TierDecision {
+    let max_tier = if cfg.max_tier < 2 { 3 } else { cfg.max_tier as i64 };
+    let mut d = TierDecision {
+        target: 1,
+        output: 1,
+        consumed: Vec::new(),
+        surviving: Vec::new(),
+    };
+    if kind != EndKind::Block {
+        return d;
+    }
+    let find = |id: &str| working.blocks().iter().find(|b| b.block_id == id).filter(|b| b.active);
+    let _ = ctx;
+    let lowest = nested.iter().filter_map(|id| find(id)).map(|b| b.tier).min();
+    if let Some(l) = lowest.filter(|&l| l > 0) {
+        d.target = l;
+    }
+    d.output = max_tier.min(d.target + 1);
+    for id in nested {
+        let Some(b) = find(id) else { continue };
+        if b.tier == d.target {
+            d.consumed.push(id.clone());
+        } else {
+            d.surviving.push(id.clone());
+        }
+    }
+    d
+}
+
+type Built = (Block, Archive, Vec<String>, Vec<String>);
+type Failed = (Vec<String>, Vec<String>, String);
+
+#[allow(clippy::too_many_arguments)]
+fn build(
+    ctx: &Ctx<'_, '_, '_>,
+    t: &Turn<'_, '_>,
+    req: &Range,
+    r: &Resolved,
+    working: &mut State,
+    cfg: &NoaConfig,
+    pre_existing: &HashSet<&str>,
+    call: &str,
+    place: &Placement<'_>,
+) -> Result<Built, Failed> {
+    let msgs = &ctx.msgs;
+    let mut warnings = Vec::new();
+    let (mut start, mut end) = (r.start, r.end);
+    let mut ids = r.ids.clone();
+    let mut nested = r.nested.clone();
+    if r.kind == EndKind::Message {
+        let (s, e) = widen(start, end, msgs);
+        if (s, e) != (start, end) {
+            (start, end) = (s, e);
+            ids = ctx.ids_in(start, end);
+            nested = ctx.nested(start, end);
+        }
+    }
+    let tier = decide_tier(r.kind, &nested, ctx, working, cfg);
+    let surviving = tier.surviving.clone();
+    let fail = |warnings: Vec<String>, msg: String| Err((warnings, surviving.clone(), msg));
+
+    let mut effective: HashSet<String> = ids.iter().cloned().collect();
+    let consumed: Vec<Block> = tier
+        .consumed
+        .iter()
+        .filter_map(|id| working.blocks().iter().find(|b| &b.block_id == id).cloned())
+        .collect();
+    for b in &consumed {
+        effective.extend(b.effective_message_ids.iter().cloned());
+    }
+    let mut direct: HashSet<String> = effective
+        .iter()
+        .filter(|id| !pre_existing.contains(id.as_str()))
+        .cloned()
+        .collect();
+
+    // Hard-protected content and the other half of its exchanges.
+    let calls = protect::protected_calls(msgs.iter().map(|m| m.core), cfg);
+    let find = |id: &str| ctx.index.get(id).map(|&i| &msgs[i]);
+    direct.retain(|id| {
+        let keep = !find(id).is_some_and(|m| protect::is_hard_paired(m.core, cfg, &calls));
+        if !keep {
+            effective.remove(id);
+        }
+        keep
+    });
+
+    // The soft protected tail.
+    let covered_now: HashSet<&str> = working
+        .blocks()
+        .iter()
+        .filter(|b| b.active)
+        .flat_map(|b| b.effective_message_ids.iter().map(String::as_str))
+        .collect();
+    let soft = protect::soft_zone(
+        msgs.iter()
+            .map(|m| (m.core, m.text, m.slot, covered_now.contains(m.id()))),
+        cfg,
+    );
+    let mut hit: Vec<String> = Vec::new();
+    direct.retain(|id| {
+        let slot = match working.message_refs.by_raw.get(id) {
+            Some(r) => refs::slot_of(r),
+            None => Slot::None,
+        };
+        if slot.is_ref() && soft.contains(&slot) {
+            hit.push(slot.name().map(|n| n.into_owned()).unwrap_or_default());
+            effective.remove(id);
+            false
+        } else {
+            true
+        }
+    });
+    if !hit.is_empty() {
+        hit.sort();
+        if direct.is_empty() && consumed.is_empty() {
+            return fail(
+                warnings,
+                format!(
+                    "Range is entirely within the protected zone (the last {} messages and/or the most recent user message): {}. Adjust startId/endId to older messages.",
+                    cfg.protect_recent_messages,
+                    hit.join(", ")
+                ),
+            );
+        }
+        warnings.push(format!(
+            "Excluded {} protected message(s) {} from compression range (recent/last-user zone).",
+            hit.len(),
+            hit.join(", ")
+        ));
+    }
+
+    // Turn integrity.
+    let cores: Vec<&Core<'_>> = msgs.iter().map(|m| m.core).collect();
+    let mut folded: HashSet<&str> = direct.iter().map(String::as_str).collect();
+    let withdrawn: Vec<String> = super::turns::withdraw_split(&cores, &mut folded)
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    if !withdrawn.is_empty() {
+        for id in &withdrawn {
+            direct.remove(id);
+            effective.remove(id);
+        }
+        if direct.is_empty() && consumed.is_empty() {
+            return fail(
+                warnings,
+                "Range would split a turn at the protected-zone boundary: a visible tool-call must keep its reasoning run (strict-echo providers reject a rebuilt request that lost it). Shrink the range to end before the turn starts, or wait until the whole turn ages out of the protected zone.".to_string(),
+            );
+        }
+        warnings.push(format!(
+            "Withdrew {} message(s) to keep turn(s) intact (a visible tool-call would have lost its reasoning run).",
+            withdrawn.len()
+        ));
+    }
+
+    if r.kind != EndKind::Block && direct.is_empty() && !consumed.is_empty() {
+        return fail(
+            warnings,
+            format!(
+                "Range contains no new content — it is already covered by blocks {}..{}. To consolidate them, pass their block ids as startId/endId instead.",
+                consumed[0].block_id,
+                consumed[consumed.len() - 1].block_id
+            ),
+        );
+    }
+    let max_tier = if cfg.max_tier < 2 { 3 } else { cfg.max_tier as i64 };
+    if tier.target == max_tier && direct.is_empty() {
+        return fail(
+            warnings,
+            format!(
+                "Tier {max_tier} is the terminal layer — re-summarizing T{max_tier} blocks into another T{max_tier} block reclaims nothing. Compress a lower tier, or include new uncompressed messages in the range."
+            ),
+        );
+    }
+    if let Some(msg) = check_summary(req, cfg, direct.len(), consumed.len()) {
+        return fail(warnings, msg);
+    }
+
+    let mut compressed: i64 = direct
+        .iter()
+        .filter_map(|id| find(id))
+        .map(|m| tokens::count(m.text) as i64)
+        .sum();
+    compressed += consumed.iter().map(|b| tokens::count(&b.summary) as i64).sum::<i64>();
+
+    let ref_of = |id: &str| -> Option<u32> {
+        working
+            .message_refs
+            .by_raw
+            .get(id)
+            .and_then(|r| if r == refs::BLOCKED { None } else { parse_ref(r) })
+    };
+    let by_ref = |set: &HashSet<String>| {
+        let mut v: Vec<&String> = set.iter().collect();
+        v.sort_by_key(|id| (ref_of(id).unwrap_or(refs::MAX_REF + 1), (*id).clone()));
+        v.into_iter().cloned().collect::<Vec<String>>()
+    };
+    let effective_ids = by_ref(&effective);
+    let direct_ids = by_ref(&direct);
+    let nums: Vec<u32> = effective_ids.iter().filter_map(|id| ref_of(id)).collect();
+    let (start_ref, end_ref) = match (nums.iter().min(), nums.iter().max()) {
+        (Some(&lo), Some(&hi)) => (format_ref(lo), format_ref(hi)),
+        _ => (req.start.clone(), req.end.clone()),
+    };
+
+    let n = working.next_block_id.max(1);
+    working.next_block_id = n + 1;
+    let block_id = format!("b{n}");
+    let rel = format!(
+        "{}/{}",
+        archive::tier_dir(tier.output),
+        archive::file_name(&block_id, &start_ref, &end_ref)
+    );
+    let block = Block {
+        block_id: block_id.clone(),
+        tier: tier.output,
+        topic: req.topic.clone(),
+        summary: req.summary.clone(),
+        direct_message_ids: direct_ids,
+        effective_message_ids: effective_ids,
+        direct_block_ids: tier.consumed.clone(),
+        archive_path: format!("{}/{rel}", place.root.trim_end_matches('/')),
+        archive_rel: rel,
+        compressed_tokens: compressed,
+        start_ref: start_ref.clone(),
+        end_ref: end_ref.clone(),
+        created_at: place.now,
+        active: true,
+        compress_call_id: call.to_string(),
+        extra: Default::default(),
+    };
+    let consumed_by: HashMap<&str, &Block> = consumed.iter().map(|b| (b.block_id.as_str(), b)).collect();
+    let mut entries = Vec::new();
+    for m in &msgs[start.min(msgs.len())..(end + 1).min(msgs.len())] {
+        if let Origin::Summary { .. } = m.core.origin {
+            let id = m.core.id.trim_start_matches(super::content::SUMMARY_ID_PREFIX);
+            if let Some(b) = consumed_by.get(id) {
+                entries.push(Entry::Block(BlockEntry {
+                    block_id: b.block_id.clone(),
+                    tier: b.tier,
+                    start_ref: b.start_ref.clone(),
+                    end_ref: b.end_ref.clone(),
+                    topic: b.topic.clone(),
+                    summary: b.summary.clone(),
+                    archive_rel: b.archive_rel.clone(),
+                    archive_path: b.archive_path.clone(),
+                }));
+            }
+            continue;
+        }
+        if !direct.contains(m.id()) {
+            continue;
+        }
+        entries.push(Entry::Message(MessageEntry {
+            reference: working.message_refs.by_raw.get(m.id()).cloned(),
+            role: m.core.role.as_str().to_string(),
+            kind: match m.core.kind {
+                Kind::Text => MessageKind::Text,
+                Kind::Reasoning => MessageKind::Thinking,
+                Kind::ToolCall => MessageKind::ToolUse,
+                Kind::ToolResult => MessageKind::ToolResult,
+            },
+            tool: m.core.tool.to_string(),
+            // The transcript's own text (an emergency cut applies to what is sent only).
+            text: original_text(t, m).to_string(),
+        }));
+    }
+    let arch = Archive {
+        block_id,
+        tier: tier.output,
+        session: place.session.to_string(),
+        created: place.created.to_string(),
+        start_ref,
+        end_ref,
+        topic: req.topic.clone(),
+        summary: req.summary.clone(),
+        original_tokens: compressed,
+        entries,
+        call: Some(call.to_string()),
+        with_body_sha256: true,
+    };
+    Ok((block, arch, warnings, surviving))
+}
+
+fn original_text<'t>(t: &'t Turn<'_, '_>, m: &M<'t, '_>) -> &'t str {
+    let _ = t;
+    &m.core.text
+}
+
+fn check_summary(req: &Range, cfg: &NoaConfig, direct: usize, consumed: usize) -> Option<String> {
+    let s = req.summary.trim();
+    if s.is_empty() {
+        return Some("Summary is empty — provide a meaningful summary of the compressed range.".into());
+    }
+    let n = tokens::chars(s);
+    if n < cfg.min_summary_chars {
+        return Some(format!(
+            "Summary too short ({n} chars, min {}). A summary this brief cannot stand in for the content it replaces.",
+            cfg.min_summary_chars
+        ));
+    }
+    let max = match req.summary_max_chars {
+        Some(m) if m > 0 => m as usize,
+        _ => cfg.max_summary_chars,
+    };
+    if n > max {
+        return Some(format!(
+            "Summary too long ({n} chars, max {max}). Strip noise — keep critical paths, decisions, errors, and code references. Or pass summaryMaxChars to increase the limit — don't lose critical info just to fit."
+        ));
+    }
+    if direct == 0 && consumed == 0 {
+        return Some("Range contains no compressible messages — all are already covered by active blocks or protected.".into());
+    }
+    None
+}
+
+/// The runtime's panel: the tool result of a Compress call.
+pub fn panel(a: &Applied, before: u64) -> String {
+    let mut s = String::new();
+    if a.created.is_empty() {
+        s.push_str("▣ noa | 0 blocks created");
+        if !a.errors.is_empty() {
+            s.push('\n');
+            for e in &a.errors {
+                s.push_str(&format!("  error: {e}\n"));
+            }
+        }
+        for w in &a.warnings {
+            s.push_str(&format!("  warn: {w}\n"));
+        }
+        return s.trim_end_matches('\n').to_string();
+    }
+    let after = (before as i64 - a.tokens_compressed).max(0) as u64;
+    s.push_str(&format!(
+        "▣ noa | {} → {} tokens (~{} reclaimed)\n",
+        tokens::format(before),
+        tokens::format(after),
+        tokens::format(before.saturating_sub(after))
+    ));
+    let covered: HashSet<&str> = a
+        .created
+        .iter()
+        .flat_map(|b| b.effective_message_ids.iter().map(String::as_str))
+        .collect();
+    for b in &a.created {
+        let star = if span_has_uncovered(b, &a.state, &covered) { "*" } else { "" };
+        s.push_str(&format!(
+            "  {}(T{})={}–{}{star} → {}\n",
+            b.block_id, b.tier, b.start_ref, b.end_ref, b.archive_path
+        ));
+    }
+    if !a.surviving.is_empty() {
+        let parts: Vec<String> = a
+            .surviving
+            .iter()
+            .map(|id| match a.state.blocks().iter().find(|b| &b.block_id == id) {
+                Some(b) => format!("{id}(T{})", b.tier),
+                None => id.clone(),
+            })
+            .collect();
+        s.push_str(&format!(
+            "  note: {} was inside the requested range but was not consumed\n",
+            parts.join(", ")
+        ));
+        s.push_str("        (only the lowest tier present is absorbed). Compress that layer separately.\n");
+    }
+    for e in &a.errors {
+        s.push_str(&format!("  error: {e}\n"));
+    }
+    for w in &a.warnings {
+        s.push_str(&format!("  warn: {w}\n"));
+    }
+    s.trim_end_matches('\n').to_string()
+}
+
+fn span_has_uncovered(b: &Block, state: &State, covered: &HashSet<&str>) -> bool {
+    let (Some(lo), Some(hi)) = (parse_ref(&b.start_ref), parse_ref(&b.end_ref)) else {
+        return false;
+    };
+    state.message_refs.by_ref.iter().any(|(r, raw)| {
+        parse_ref(r).is_some_and(|n| n >= lo && n <= hi) && !covered.contains(raw.as_str())
+    })
+}
+
+/// How many blocks a panel reports (`bN(Tt)=` lines): the runtime's test of a successful
+/// Compress call when it rebuilds.
+pub fn panel_block_count(text: &str) -> usize {
+    let b = text.as_bytes();
+    let mut n = 0;
+    let mut i = 0;
+    while i < b.len() {
+        // \bb\d+\(T\d+\)=
+        if b[i] == b'b' && (i == 0 || !is_word(b[i - 1])) {
+            let mut j = i + 1;
+            let d0 = j;
+            while j < b.len() && b[j].is_ascii_digit() {
+                j += 1;
+            }
+            if j > d0 && b.get(j) == Some(&b'(') && b.get(j + 1) == Some(&b'T') {
+                let mut k = j + 2;
+                let t0 = k;
+                while k < b.len() && b[k].is_ascii_digit() {
+                    k += 1;
+                }
+                if k > t0 && b.get(k) == Some(&b')') && b.get(k + 1) == Some(&b'=') {
+                    n += 1;
+                    i = k + 2;
+                    continue;
+                }
+            }
+        }
+        i += 1;
+    }
+    n
+}
+
+fn is_word(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_'
+}
+
+/// Whether a position of the view is a content message of the projection.
+pub fn is_projected(p: Pos) -> bool {
+    matches!(p, Pos::Core(_))
+}

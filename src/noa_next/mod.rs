@@ -1,0 +1,12 @@
+//! The new noa core (being built beside the old one; becomes `noa`).
+
+pub mod assemble;
+pub mod content;
+pub mod nudge;
+pub mod pipeline;
+pub mod protect;
+pub mod recommend;
+pub mod refs;
+pub mod session;
+pub mod tokens;
+pub mod turns;

@@ -1,0 +1,375 @@
+//! The nudge (SPEC 4.7): whether a resumed runtime asks the model to compress now, at which
+//! tier and over what — decided by the runtime's rules — and normafs's own wording of it.
+
+use std::fmt::Write as _;
+
+use super::content::Slot;
+use super::pipeline::Turn;
+use super::recommend::{self, ProtectedRange, RangeInfo, Recommendation};
+use super::tokens;
+use crate::config::NoaConfig;
+use crate::format::state_v1::State;
+
+/// Which nudge it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NudgeKind {
+    Gentle,
+    Emergency,
+    Tier2,
+    Tier3,
+}
+
+impl NudgeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NudgeKind::Gentle => "gentle",
+            NudgeKind::Emergency => "emergency",
+            NudgeKind::Tier2 => "tier2",
+            NudgeKind::Tier3 => "tier3",
+        }
+    }
+}
+
+/// An active block as the nudge lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlockSpan {
+    pub block_id: String,
+    pub tier: i64,
+    pub start_ref: String,
+    pub end_ref: String,
+}
+
+/// The decision for one view.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// Whether a nudge is injected; the rest describes the situation either way.
+    pub inject: bool,
+    /// 0 when nothing is injected.
+    pub tier: u32,
+    pub kind: Option<NudgeKind>,
+    pub usage: f64,
+    pub pressure: bool,
+    pub recommendation: Recommendation,
+    pub blocks: Vec<BlockSpan>,
+    /// The blocks a tier-2/3 nudge asks to consolidate.
+    pub targets: Vec<BlockSpan>,
+    pub pending: [u64; 3],
+    pub truncated: usize,
+    /// Why (for status.json and view.md).
+    pub reason: String,
+}
+
+/// The growth unit: a share of the window, clamped.
+fn adaptive_growth(cfg: &NoaConfig) -> u64 {
+    if cfg.window == 0 {
+        return cfg.growth_floor;
+    }
+    let unit = tokens::round_half_up(cfg.window as f64 * cfg.growth_ratio).max(0) as u64;
+    unit.max(cfg.growth_floor).min(cfg.growth_cap)
+}
+
+/// How much the context must grow before another nudge.
+pub fn cadence_gate(cfg: &NoaConfig) -> u64 {
+    let adaptive = adaptive_growth(cfg);
+    cfg.min_growth_floor
+        .max((cfg.min_growth_ratio * adaptive as f64) as u64)
+}
+
+fn span(b: &crate::format::state_v1::Block) -> BlockSpan {
+    BlockSpan {
+        block_id: b.block_id.clone(),
+        tier: b.tier,
+        start_ref: b.start_ref.clone(),
+        end_ref: b.end_ref.clone(),
+    }
+}
+
+fn pending_summary(p: &[u64; 3]) -> String {
+    format!(
+        "pending T1 {} / T2 {} / T3 {}",
+        tokens::format(p[0]),
+        tokens::format(p[1]),
+        tokens::format(p[2])
+    )
+}
+
+/// Decide the nudge for a turn's view.
+pub fn decide(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Decision {
+    let rec = recommend::recommend(t, state, cfg);
+    let count = t.count;
+    let usage = if cfg.window > 0 {
+        count as f64 / cfg.window as f64
+    } else {
+        0.0
+    };
+    let adaptive = adaptive_growth(cfg);
+    let gate = cadence_gate(cfg);
+    let min_benefit = cfg.min_benefit();
+    let over = usage >= cfg.pressure_ratio;
+    let emergency = usage >= cfg.truncate_ratio;
+    let pressure = over || emergency;
+
+    let nudge = &state.nudge;
+    let baseline = nudge.last_per_message_nudge_tokens;
+    let mut reference = nudge.last_nudge_shown_tokens;
+    if reference == 0 {
+        reference = if baseline > 0 { baseline } else { count as i64 };
+    }
+    let growth = count as i64 - reference;
+
+    // Pending per tier: tier 1 the compressible content of ranges clearing the minimum,
+    // tiers 2 and 3 the summaries of the live blocks one tier below.
+    let t1: u64 = rec
+        .ranges
+        .iter()
+        .filter(|r| r.chars >= cfg.min_range_chars)
+        .map(|r| r.tokens)
+        .sum();
+    let mut lower: [Vec<BlockSpan>; 2] = [Vec::new(), Vec::new()];
+    let mut pending = [t1, 0, 0];
+    let blocks = state.blocks();
+    let mut spans = Vec::new();
+    for (i, b) in blocks.iter().enumerate() {
+        if !t.active.get(i).copied().unwrap_or(false) {
+            continue;
+        }
+        spans.push(span(b));
+        if b.tier == 1 || b.tier == 2 {
+            let k = b.tier as usize;
+            pending[k] += tokens::count(&b.summary);
+            lower[k - 1].push(span(b));
+        }
+    }
+    spans.sort_by_key(|s| super::refs::parse_ref(&s.start_ref).unwrap_or(0));
+    let counts = [0, lower[0].len(), lower[1].len()];
+
+    let mut d = Decision {
+        inject: false,
+        tier: 0,
+        kind: None,
+        usage,
+        pressure,
+        recommendation: rec,
+        blocks: spans,
+        targets: Vec::new(),
+        pending,
+        truncated: t.truncated,
+        reason: String::new(),
+    };
+    let choose = |d: &mut Decision, tier: u32, reason: String| {
+        d.inject = true;
+        d.tier = tier;
+        if tier >= 2 {
+            d.targets = lower[tier as usize - 2].clone();
+        }
+        d.kind = Some(match tier {
+            2 => NudgeKind::Tier2,
+            3 => NudgeKind::Tier3,
+            _ if pressure => NudgeKind::Emergency,
+            _ => NudgeKind::Gentle,
+        });
+        d.reason = reason;
+    };
+
+    if pressure {
+        let (mut best, mut best_pending) = (0usize, -1i64);
+        for (i, &p) in pending.iter().enumerate() {
+            if p as i64 > best_pending {
+                best = i;
+                best_pending = p as i64;
+            }
+        }
+        if (best_pending as u64) < min_benefit {
+            d.reason = format!(
+                "pressure at {:.0}% but the best tier reclaims only {} (< {} minimum benefit); {}",
+                usage * 100.0,
+                best_pending.max(0),
+                min_benefit,
+                pending_summary(&pending)
+            );
+        } else {
+            let reason = format!(
+                "pressure at {:.0}%: tier {} reclaims {}; {}",
+                usage * 100.0,
+                best + 1,
+                best_pending,
+                pending_summary(&pending)
+            );
+            choose(&mut d, best as u32 + 1, reason);
+        }
+        return d;
+    }
+
+    let first_sight = nudge.last_nudge_shown_tokens == 0
+        && baseline == 0
+        && usage >= cfg.floor_ratio
+        && pending.iter().copied().max().unwrap_or(0) >= adaptive;
+    if !first_sight && growth < gate as i64 {
+        d.reason = format!(
+            "below cadence: grew {growth} of {gate} since the last nudge; {}",
+            pending_summary(&pending)
+        );
+        return d;
+    }
+    let tier2_threshold = tokens::round_half_up(adaptive as f64 * cfg.tier2_growth_multiplier).max(0) as u64;
+    let t2_count_ready = counts[1] >= cfg.tier2_min_blocks && usage >= cfg.floor_ratio;
+    let t3_count_ready = counts[2] >= cfg.tier3_min_blocks && usage >= cfg.floor_ratio;
+    let cadence_ready = |tier: u32| {
+        let last = nudge
+            .last_shown_by_tier
+            .get(&tier.to_string())
+            .copied()
+            .unwrap_or(0);
+        last == 0 || count as i64 - last >= gate as i64
+    };
+    if pending[0] >= adaptive {
+        let reason = format!(
+            "growth: tier 1 has {} pending (>= {adaptive}); {}",
+            pending[0],
+            pending_summary(&pending)
+        );
+        choose(&mut d, 1, reason);
+        return d;
+    }
+    if t2_count_ready || (pending[1] >= tier2_threshold && pending[1] > pending[0]) {
+        if cadence_ready(2) {
+            let reason = format!(
+                "growth: tier 2 ready ({} block(s), {} pending); {}",
+                counts[1],
+                pending[1],
+                pending_summary(&pending)
+            );
+            choose(&mut d, 2, reason);
+        } else {
+            d.reason = format!("tier 2 held back by its cadence; {}", pending_summary(&pending));
+        }
+        return d;
+    }
+    if t3_count_ready
+        || (pending[2] >= tier2_threshold && pending[2] > pending[1] && pending[2] > pending[0])
+    {
+        if cadence_ready(3) {
+            let reason = format!(
+                "growth: tier 3 ready ({} block(s), {} pending); {}",
+                counts[2],
+                pending[2],
+                pending_summary(&pending)
+            );
+            choose(&mut d, 3, reason);
+        } else {
+            d.reason = format!("tier 3 held back by its cadence; {}", pending_summary(&pending));
+        }
+        return d;
+    }
+    d.reason = format!("growth ready but no tier qualifies; {}", pending_summary(&pending));
+    d
+}
+
+fn slot_name(s: &Slot) -> String {
+    s.name().map(|n| n.into_owned()).unwrap_or_default()
+}
+
+fn range_line(r: &RangeInfo) -> String {
+    let users = match r.user_msgs {
+        0 => String::new(),
+        1 => ", 1 user message".to_string(),
+        n => format!(", {n} user messages"),
+    };
+    format!(
+        "- {}..{}: {} messages, ~{} tokens ({}% tool output{users})",
+        slot_name(&r.start),
+        slot_name(&r.end),
+        r.count,
+        tokens::format(r.tokens),
+        r.tool_pct
+    )
+}
+
+fn protected_line(r: &ProtectedRange) -> String {
+    format!(
+        "- {}..{}: {} messages of {} — protected, leave them out",
+        slot_name(&r.start),
+        slot_name(&r.end),
+        r.count,
+        r.tools.join(", ")
+    )
+}
+
+/// normafs's wording of a nudge (the runtime's prose is its own; SPEC 4.4).
+pub fn render(d: &Decision) -> String {
+    let mut s = String::new();
+    let usage = format!("{:.0}%", d.usage * 100.0);
+    match d.kind {
+        Some(NudgeKind::Emergency) => {
+            let _ = writeln!(
+                s,
+                "[noa] The context is at {usage} of its window: compress now, oldest consumed \
+                 tool output first."
+            );
+        }
+        Some(NudgeKind::Tier2) | Some(NudgeKind::Tier3) => {
+            let _ = writeln!(
+                s,
+                "[noa] The context is at {usage} of its window and tier-{} summaries have piled \
+                 up: fold them into one tier-{} summary, using block ids as startId and endId.",
+                d.tier - 1,
+                d.tier
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                s,
+                "[noa] The context is at {usage} of its window. If the current step no longer \
+                 needs some of the ranges below, compress them in one call; otherwise carry on."
+            );
+        }
+    }
+    if d.truncated > 0 {
+        let _ = writeln!(
+            s,
+            "{} tool result(s) were cut for this request only; the stored history is whole. \
+             Do not run those tools again — compress instead.",
+            d.truncated
+        );
+    }
+    if !d.targets.is_empty() {
+        s.push_str("\nBlocks to fold:\n");
+        for b in &d.targets {
+            let _ = writeln!(s, "- {} (tier {}): {}..{}", b.block_id, b.tier, b.start_ref, b.end_ref);
+        }
+    } else {
+        let rec = &d.recommendation;
+        if rec.ranges.is_empty() && rec.protected.is_empty() {
+            s.push_str("\nNo range stands out: compress whatever the task no longer needs.\n");
+        } else {
+            s.push_str("\nCompressible, oldest first:\n");
+            for r in &rec.ranges {
+                s.push_str(&range_line(r));
+                s.push('\n');
+            }
+            for r in &rec.protected {
+                s.push_str(&protected_line(r));
+                s.push('\n');
+            }
+        }
+    }
+    if !d.blocks.is_empty() {
+        let shown: Vec<String> = d
+            .blocks
+            .iter()
+            .rev()
+            .take(8)
+            .rev()
+            .map(|b| format!("{}(T{})={}..{}", b.block_id, b.tier, b.start_ref, b.end_ref))
+            .collect();
+        let _ = writeln!(s, "\nLive blocks ({}): {}", d.blocks.len(), shown.join(", "));
+    }
+    s.push_str(
+        "\nCall Compress with {\"content\":[{\"startId\":\"m00012\",\"endId\":\"m00045\",\
+         \"topic\":\"a few words\",\"summary\":\"what a later step must still know: paths, \
+         decisions, exact errors, open questions\"}]}. Endpoints are refs from the <noa-ref> \
+         tags or block ids; ranges in one call must not overlap; the most recent messages and \
+         the last user message cannot be compressed.",
+    );
+    s
+}

@@ -1,0 +1,661 @@
+//! The runtime's per-request pipeline over a projection (SPEC 4.4 steps 1-7): refs, block
+//! liveness, prune, Compress-call hiding, the measure, emergency truncation and the nudge
+//! decision. A [`Turn`] is its result: the view as positions into the projection plus the few
+//! messages noa writes itself (summaries, stubbed or cut texts).
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+
+use serde_json::Value;
+
+use super::content::{Core, Kind, Origin, Role, Slot, COMPRESS_TOOL, NUDGE_ID, SUMMARY_HEADER, SUMMARY_ID_PREFIX};
+use super::{nudge, protect, refs, tokens, turns};
+use crate::config::NoaConfig;
+use crate::format::state_v1::{Block, State};
+
+/// A message of the view: a content message of the projection, or one noa made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Pos {
+    Core(u32),
+    Synth(u32),
+}
+
+/// A rewritten body: a Compress call's stubbed arguments, or a cut tool result.
+#[derive(Debug, Clone)]
+pub struct Edit {
+    pub text: String,
+    pub truncated: bool,
+}
+
+/// What the token count of a turn is taken from.
+#[derive(Debug, Clone, Copy)]
+pub enum Count {
+    /// The projected view's own measure (a resumed runtime's view).
+    Measured,
+    /// A given count (the runtime's rebuild replays with 0: no truncation, no nudge).
+    Given(u64),
+}
+
+/// One turn of the pipeline over a projection.
+#[derive(Debug)]
+pub struct Turn<'p, 'a> {
+    pub proj: &'p [Core<'a>],
+    /// The ref of every projected content message.
+    pub slots: Vec<Slot>,
+    /// Projection indices whose ref the state did not record (handed out by this turn).
+    pub new_refs: Vec<u32>,
+    /// Liveness of every state block (SPEC 4.4 step 2).
+    pub active: Vec<bool>,
+    /// Summaries (and the nudge, when one is injected).
+    pub synth: Vec<Core<'a>>,
+    pub edits: HashMap<u32, Edit>,
+    /// The view, in order.
+    pub items: Vec<Pos>,
+    /// Tokens of the view after Compress-call hiding, before truncation (step 5).
+    pub measure: u64,
+    /// The count the truncation and nudge decisions used.
+    pub count: u64,
+    pub truncated: usize,
+    /// The nudge decision (step 7); the nudge is in `items` only after [`Turn::inject_nudge`].
+    pub nudge: Option<nudge::Decision>,
+}
+
+impl<'p, 'a> Turn<'p, 'a> {
+    pub fn core(&self, p: Pos) -> &Core<'a> {
+        match p {
+            Pos::Core(i) => &self.proj[i as usize],
+            Pos::Synth(i) => &self.synth[i as usize],
+        }
+    }
+
+    pub fn text(&self, p: Pos) -> &str {
+        match p {
+            Pos::Core(i) => match self.edits.get(&i) {
+                Some(e) => &e.text,
+                None => &self.proj[i as usize].text,
+            },
+            Pos::Synth(i) => &self.synth[i as usize].text,
+        }
+    }
+
+    pub fn slot(&self, p: Pos) -> &Slot {
+        static NONE: Slot = Slot::None;
+        match p {
+            Pos::Core(i) => &self.slots[i as usize],
+            Pos::Synth(_) => &NONE,
+        }
+    }
+
+    pub fn is_truncated(&self, p: Pos) -> bool {
+        matches!(p, Pos::Core(i) if self.edits.get(&i).is_some_and(|e| e.truncated))
+    }
+
+    /// Append the nudge to the view when the decision injects one (what the runtime sends;
+    /// its rebuild's replay never does).
+    pub fn inject_nudge(&mut self) {
+        let Some(d) = self.nudge.as_ref().filter(|d| d.inject) else {
+            return;
+        };
+        self.synth.push(nudge_core(nudge::render(d)));
+        self.items.push(Pos::Synth(self.synth.len() as u32 - 1));
+    }
+
+    /// The injected nudge's decision.
+    pub fn injected(&self) -> Option<&nudge::Decision> {
+        self.nudge.as_ref().filter(|d| d.inject)
+    }
+
+    /// The ids live blocks cover (SPEC 2.5: `effectiveMessageIds`).
+    pub fn covered<'s>(&self, state: &'s State) -> HashSet<&'s str> {
+        covered(state, &self.active)
+    }
+
+    /// The view's messages with their texts, in order.
+    pub fn view(&self) -> impl Iterator<Item = (Pos, &Core<'a>, &str)> + '_ {
+        self.items.iter().map(|&p| (p, self.core(p), self.text(p)))
+    }
+
+    /// The ref → raw id map of the state extended by this turn's refs.
+    pub fn raw_of_ref<'s>(&'s self, state: &'s State) -> HashMap<Cow<'s, str>, &'s str> {
+        let mut m: HashMap<Cow<'s, str>, &'s str> = state
+            .message_refs
+            .by_ref
+            .iter()
+            .map(|(r, id)| (Cow::Borrowed(r.as_str()), id.as_str()))
+            .collect();
+        for &i in &self.new_refs {
+            if let Some(name) = self.slots[i as usize].name() {
+                m.insert(Cow::Owned(name.into_owned()), self.proj[i as usize].id.as_str());
+            }
+        }
+        m
+    }
+
+    /// The slot of any raw id: the state's record, or this turn's assignment.
+    pub fn slot_of_raw(&self, state: &State, id: &str) -> Slot {
+        if let Some(r) = state.message_refs.by_raw.get(id) {
+            return refs::slot_of(r);
+        }
+        self.new_by_raw().get(id).cloned().unwrap_or(Slot::None)
+    }
+
+    fn new_by_raw(&self) -> HashMap<&str, Slot> {
+        self.new_refs
+            .iter()
+            .map(|&i| {
+                (
+                    self.proj[i as usize].id.as_str(),
+                    self.slots[i as usize].clone(),
+                )
+            })
+            .collect()
+    }
+
+    /// The state as the runtime holds it after this turn: its refs recorded, liveness set,
+    /// the token snapshot kept for refs still projected (plus `tagged`, the counts the view's
+    /// tags showed for the first time).
+    pub fn ledger(&self, state: &State, tagged: &[(String, i64)]) -> State {
+        let mut out = state.clone();
+        for &i in &self.new_refs {
+            let id = &self.proj[i as usize].id;
+            match &self.slots[i as usize] {
+                Slot::Blocked => {
+                    out.message_refs
+                        .by_raw
+                        .insert(id.clone(), refs::BLOCKED.to_string());
+                }
+                slot => {
+                    if let Some(name) = slot.name() {
+                        out.message_refs.by_raw.insert(id.clone(), name.to_string());
+                        out.message_refs.by_ref.insert(name.into_owned(), id.clone());
+                    }
+                }
+            }
+        }
+        if let Some(blocks) = out.blocks.as_mut() {
+            for (b, &live) in blocks.iter_mut().zip(&self.active) {
+                b.active = live;
+            }
+        }
+        if !out.token_snapshot.is_empty() {
+            let live: HashSet<Cow<'_, str>> = self.slots.iter().filter_map(Slot::name).collect();
+            out.token_snapshot.retain(|r, _| live.contains(r.as_str()));
+        }
+        for (r, n) in tagged {
+            out.token_snapshot.entry(r.clone()).or_insert(*n);
+        }
+        out
+    }
+}
+
+/// The union of the effective coverage of the live blocks.
+pub fn covered<'s>(state: &'s State, active: &[bool]) -> HashSet<&'s str> {
+    state
+        .blocks()
+        .iter()
+        .zip(active)
+        .filter(|(_, &a)| a)
+        .flat_map(|(b, _)| b.effective_message_ids.iter().map(String::as_str))
+        .collect()
+}
+
+/// The number of a block id as the prune orders anchors (`b12` → 12; anything else 0).
+fn block_number(id: &str) -> i64 {
+    id.strip_prefix('b').unwrap_or(id).parse().unwrap_or(0)
+}
+
+/// The message that stands in for a block (SPEC 4.4 step 3).
+pub fn summary_text(b: &Block, path: &str) -> String {
+    let mut s = String::from(SUMMARY_HEADER);
+    if !b.topic.is_empty() {
+        s.push_str(" — ");
+        s.push_str(&b.topic);
+    }
+    let summary = b.summary.trim();
+    if !summary.is_empty() {
+        s.push('\n');
+        s.push_str(summary);
+    }
+    s.push_str("\n\n");
+    s.push_str(&format!(
+        "<noa-archive block=\"{}\" tier=\"{}\" range=\"{}-{}\" path=\"{}\"/>",
+        b.block_id, b.tier, b.start_ref, b.end_ref, path
+    ));
+    s
+}
+
+fn summary_core<'a>(block: u32, b: &Block, path: &str) -> Core<'a> {
+    Core {
+        id: format!("{SUMMARY_ID_PREFIX}{}", b.block_id),
+        role: Role::User,
+        kind: Kind::Text,
+        text: Cow::Owned(summary_text(b, path)),
+        tool: "",
+        call: "",
+        origin: Origin::Summary { block },
+    }
+}
+
+/// Steps 1-3 only (refs, liveness, prune): what materializing applies (SPEC 4.9).
+pub fn prune_only<'p, 'a>(
+    proj: &'p [Core<'a>],
+    state: &State,
+    cfg: &NoaConfig,
+    archive_path: &dyn Fn(&Block) -> String,
+) -> Turn<'p, 'a> {
+    sized(proj, state, cfg, archive_path)
+}
+
+fn sized<'p, 'a>(
+    proj: &'p [Core<'a>],
+    state: &State,
+    cfg: &NoaConfig,
+    archive_path: &dyn Fn(&Block) -> String,
+) -> Turn<'p, 'a> {
+    let (slots, new_refs) = refs::assign(proj, state, |c| protect::is_hard(c, cfg));
+    let mut t = Turn {
+        proj,
+        slots,
+        new_refs,
+        active: Vec::new(),
+        synth: Vec::new(),
+        edits: HashMap::new(),
+        items: (0..proj.len() as u32).map(Pos::Core).collect(),
+        measure: 0,
+        count: 0,
+        truncated: 0,
+        nudge: None,
+    };
+    if !state.blocks().is_empty() {
+        let index = first_index(proj);
+        t.active = liveness(state, &index);
+        prune(&mut t, state, &index, archive_path);
+    }
+    t
+}
+
+/// Run the pipeline over a projection. `archive_path` names each block's archive in its
+/// summary (the runtime writes the block's `archivePath`).
+pub fn run<'p, 'a>(
+    proj: &'p [Core<'a>],
+    state: &State,
+    cfg: &NoaConfig,
+    count: Count,
+    archive_path: &dyn Fn(&Block) -> String,
+) -> Turn<'p, 'a> {
+    let mut t = sized(proj, state, cfg, archive_path);
+    hide_compress_calls(&mut t, state);
+    t.measure = t.view().map(|(_, _, text)| tokens::count(text)).sum();
+    t.count = match count {
+        Count::Measured => t.measure,
+        Count::Given(n) => n,
+    };
+    truncate(&mut t, cfg);
+    t.nudge = Some(nudge::decide(&t, state, cfg));
+    t
+}
+
+/// Each id's first position in the projection.
+fn first_index<'c>(proj: &'c [Core<'_>]) -> HashMap<&'c str, u32> {
+    let mut index = HashMap::with_capacity(proj.len());
+    for (i, c) in proj.iter().enumerate() {
+        index.entry(c.id.as_str()).or_insert(i as u32);
+    }
+    index
+}
+
+/// Step 2: a block absorbed by another is inactive; any other is live iff any of its
+/// effective messages is projected (its rendered summary never is).
+fn liveness(state: &State, index: &HashMap<&str, u32>) -> Vec<bool> {
+    let absorbed: HashSet<&str> = state
+        .blocks()
+        .iter()
+        .flat_map(|b| b.direct_block_ids.iter().map(String::as_str))
+        .collect();
+    state
+        .blocks()
+        .iter()
+        .map(|b| {
+            !absorbed.contains(b.block_id.as_str())
+                && b.effective_message_ids
+                    .iter()
+                    .any(|id| index.contains_key(id.as_str()))
+        })
+        .collect()
+}
+
+/// Step 3: covered content out, summaries in, then the repairs.
+fn prune(
+    t: &mut Turn<'_, '_>,
+    state: &State,
+    index: &HashMap<&str, u32>,
+    archive_path: &dyn Fn(&Block) -> String,
+) {
+    let mut covered = covered(state, &t.active);
+    if covered.is_empty() {
+        return;
+    }
+    let msgs: Vec<&Core<'_>> = t.proj.iter().collect();
+    keep_reasoning_of_visible_turns(&msgs, &mut covered);
+    keep_compress_pairs_whole(&msgs, &mut covered);
+    let first_user = t.proj.iter().position(|c| c.role == Role::User);
+
+    let mut anchors: Vec<(usize, i64, u32)> = Vec::new();
+    for (bi, b) in state.blocks().iter().enumerate() {
+        if !t.active[bi] {
+            continue;
+        }
+        let at = b
+            .effective_message_ids
+            .iter()
+            .filter_map(|id| index.get(id.as_str()))
+            .min()
+            .map_or(0, |&i| i as usize);
+        anchors.push((at, block_number(&b.block_id), bi as u32));
+    }
+    anchors.sort_by_key(|&(at, n, _)| (at, n));
+
+    let blocks = state.blocks();
+    let mut items = Vec::with_capacity(t.proj.len() + anchors.len());
+    let mut next = 0;
+    for (i, c) in t.proj.iter().enumerate() {
+        while next < anchors.len() && anchors[next].0 == i {
+            let bi = anchors[next].2;
+            t.synth.push(summary_core(bi, &blocks[bi as usize], &archive_path(&blocks[bi as usize])));
+            items.push(Pos::Synth(t.synth.len() as u32 - 1));
+            next += 1;
+        }
+        if Some(i) == first_user || !covered.contains(c.id.as_str()) {
+            items.push(Pos::Core(i as u32));
+        }
+    }
+    for &(_, _, bi) in &anchors[next..] {
+        t.synth.push(summary_core(bi, &blocks[bi as usize], &archive_path(&blocks[bi as usize])));
+        items.push(Pos::Synth(t.synth.len() as u32 - 1));
+    }
+    t.items = items;
+    strip_orphans(t);
+}
+
+/// A reasoning run whose turn keeps a visible act stays visible with it.
+fn keep_reasoning_of_visible_turns(msgs: &[&Core<'_>], covered: &mut HashSet<&str>) {
+    for g in turns::groups(msgs) {
+        if g.reasoning.is_empty() {
+            continue;
+        }
+        if g.acts.iter().any(|&i| !covered.contains(msgs[i].id.as_str())) {
+            for &i in &g.reasoning {
+                covered.remove(msgs[i].id.as_str());
+            }
+        }
+    }
+}
+
+/// A Compress exchange is covered whole or not at all.
+fn keep_compress_pairs_whole(msgs: &[&Core<'_>], covered: &mut HashSet<&str>) {
+    let mut calls: HashMap<&str, &str> = HashMap::new();
+    let mut results: HashMap<&str, &str> = HashMap::new();
+    let mut compress: Vec<&str> = Vec::new();
+    for c in msgs {
+        if c.kind == Kind::ToolCall && c.tool == COMPRESS_TOOL && !c.call.is_empty() {
+            compress.push(c.call);
+            calls.insert(c.call, c.id.as_str());
+        } else if c.kind == Kind::ToolResult && !c.call.is_empty() {
+            results.insert(c.call, c.id.as_str());
+        }
+    }
+    for call in compress {
+        let (Some(&cid), Some(&rid)) = (calls.get(call), results.get(call)) else {
+            continue;
+        };
+        if covered.contains(cid) != covered.contains(rid) {
+            covered.remove(cid);
+            covered.remove(rid);
+        }
+    }
+}
+
+/// Tool calls without results (Compress aside), results without calls, and reasoning runs
+/// not followed by an act go.
+fn strip_orphans(t: &mut Turn<'_, '_>) {
+    let results: HashSet<&str> = t
+        .items
+        .iter()
+        .map(|&p| t.core(p))
+        .filter(|c| c.kind == Kind::ToolResult && !c.call.is_empty())
+        .map(|c| c.call)
+        .collect();
+    let items: Vec<Pos> = t
+        .items
+        .iter()
+        .copied()
+        .filter(|&p| {
+            let c = t.core(p);
+            !(c.kind == Kind::ToolCall
+                && !c.call.is_empty()
+                && c.tool != COMPRESS_TOOL
+                && !results.contains(c.call))
+        })
+        .collect();
+    let calls: HashSet<&str> = items
+        .iter()
+        .map(|&p| t.core(p))
+        .filter(|c| c.kind == Kind::ToolCall && !c.call.is_empty())
+        .map(|c| c.call)
+        .collect();
+    let items: Vec<Pos> = items
+        .into_iter()
+        .filter(|&p| {
+            let c = t.core(p);
+            !(c.kind == Kind::ToolResult && !c.call.is_empty() && !calls.contains(c.call))
+        })
+        .collect();
+    let mut keep = vec![true; items.len()];
+    let mut i = 0;
+    while i < items.len() {
+        if t.core(items[i]).kind != Kind::Reasoning {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < items.len() && t.core(items[i]).kind == Kind::Reasoning {
+            i += 1;
+        }
+        if i >= items.len() || !t.core(items[i]).is_act() {
+            keep[start..i].iter_mut().for_each(|k| *k = false);
+        }
+    }
+    t.items = items
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(p, k)| k.then_some(p))
+        .collect();
+}
+
+/// How many Compress calls that made no block stay in view (the last ones).
+const KEEP_LAST_ORPHANED: usize = 2;
+/// What a Compress call's summary arguments are cut to.
+const SUMMARY_STUB_CHARS: usize = 200;
+
+/// Step 4: Compress calls of live blocks stay with their summaries stubbed; calls of other
+/// blocks go with their results; of the calls that made no block, the last two stay.
+fn hide_compress_calls(t: &mut Turn<'_, '_>, state: &State) {
+    let any = t
+        .items
+        .iter()
+        .any(|&p| t.core(p).kind == Kind::ToolCall && t.core(p).tool == COMPRESS_TOOL);
+    if !any {
+        return;
+    }
+    let mut all_calls = HashSet::new();
+    let mut live_calls = HashSet::new();
+    for (i, b) in state.blocks().iter().enumerate() {
+        if b.compress_call_id.is_empty() {
+            continue;
+        }
+        all_calls.insert(b.compress_call_id.as_str());
+        if t.active.get(i).copied().unwrap_or(false) {
+            live_calls.insert(b.compress_call_id.as_str());
+        }
+    }
+    let mut orphans_kept: HashSet<&str> = HashSet::new();
+    let mut kept = 0;
+    for &p in t.items.iter().rev() {
+        if kept >= KEEP_LAST_ORPHANED {
+            break;
+        }
+        let c = t.core(p);
+        if c.is_compress_call() && !all_calls.contains(c.call) {
+            orphans_kept.insert(c.call);
+            kept += 1;
+        }
+    }
+    let dropped: HashSet<&str> = t
+        .items
+        .iter()
+        .map(|&p| t.core(p))
+        .filter(|c| c.is_compress_call() && !live_calls.contains(c.call) && !orphans_kept.contains(c.call))
+        .map(|c| c.call)
+        .collect();
+    let mut items = Vec::with_capacity(t.items.len());
+    let mut edits = Vec::new();
+    for &p in &t.items {
+        let c = t.core(p);
+        if !c.call.is_empty() && dropped.contains(c.call) {
+            continue;
+        }
+        if c.is_compress_call() {
+            if let (Pos::Core(i), Some(stub)) = (p, stub_compress_arguments(&c.text)) {
+                edits.push((i, stub));
+            }
+        }
+        items.push(p);
+    }
+    t.items = items;
+    for (i, text) in edits {
+        t.edits.insert(
+            i,
+            Edit {
+                text,
+                truncated: false,
+            },
+        );
+    }
+}
+
+/// A Compress call's arguments with every summary longer than 200 characters cut to 199 and
+/// `…`; `None` when nothing changes or the arguments cannot be read (they are then kept as
+/// they are). The rewrite is Go's re-encoding of a decoded object, as the runtime's.
+pub fn stub_compress_arguments(text: &str) -> Option<String> {
+    let brace = text.find('{')?;
+    let (prefix, body) = text.split_at(brace);
+    let mut obj: Value = serde_json::from_str(body).ok()?;
+    let content = obj.as_object_mut()?.get_mut("content")?;
+    let (mut list, was_string) = match content {
+        Value::Array(a) => (std::mem::take(a), false),
+        Value::String(s) => match serde_json::from_str::<Value>(s).ok()? {
+            Value::Array(a) => (a, true),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    let mut changed = false;
+    for item in &mut list {
+        let Some(Value::String(s)) = item.as_object_mut().and_then(|m| m.get_mut("summary")) else {
+            continue;
+        };
+        if s.chars().count() > SUMMARY_STUB_CHARS {
+            let mut cut: String = s.chars().take(SUMMARY_STUB_CHARS - 1).collect();
+            cut.push('…');
+            *s = cut;
+            changed = true;
+        }
+    }
+    if !changed {
+        return None;
+    }
+    let list = Value::Array(list);
+    *content = if was_string {
+        Value::String(crate::format::gojson::marshal_go_any(&list))
+    } else {
+        list
+    };
+    Some(format!("{prefix}{}", crate::format::gojson::marshal_go_any(&obj)))
+}
+
+/// The marker a cut tool result carries (detected by substring).
+pub const TRUNCATION_MARKER: &str = "[truncated for context space";
+const TRUNCATE_MIN_TOKENS: u64 = 1000;
+const TRUNCATE_KEEP_CHARS: usize = 2000;
+
+/// The truncation threshold in tokens: `truncate_ratio × window`, truncated.
+pub fn truncate_threshold(cfg: &NoaConfig) -> u64 {
+    let t = cfg.truncate_ratio * cfg.window as f64;
+    if t.is_finite() && t > 0.0 {
+        t as u64
+    } else {
+        0
+    }
+}
+
+/// Step 6: at or above the threshold, cut the largest tool results outside the recent tail
+/// until the count is at most 90% of it.
+fn truncate(t: &mut Turn<'_, '_>, cfg: &NoaConfig) {
+    let threshold = truncate_threshold(cfg);
+    if cfg.window == 0 || threshold == 0 || t.count < threshold {
+        return;
+    }
+    let target = (threshold as f64 * 0.9) as u64;
+    let cutoff = t.items.len().saturating_sub(cfg.protect_recent_messages);
+    let mut candidates: Vec<(u32, u64)> = Vec::new();
+    for &p in &t.items[..cutoff] {
+        let Pos::Core(i) = p else { continue };
+        let c = t.core(p);
+        let text = t.text(p);
+        if c.kind != Kind::ToolResult || text.is_empty() || text.contains(TRUNCATION_MARKER) {
+            continue;
+        }
+        let n = tokens::count(text);
+        if n >= TRUNCATE_MIN_TOKENS {
+            candidates.push((i, n));
+        }
+    }
+    candidates.sort_by(|a, b| b.1.cmp(&a.1));
+    // Signed, as the runtime counts: a cut that costs more than it saves lowers the savings.
+    let mut saved = 0i64;
+    for (i, n) in candidates {
+        if t.count as i64 - saved <= target as i64 {
+            break;
+        }
+        let original = t.text(Pos::Core(i));
+        let chars: Vec<char> = original.chars().collect();
+        if chars.len() <= 2 * TRUNCATE_KEEP_CHARS {
+            continue;
+        }
+        let head: String = chars[..TRUNCATE_KEEP_CHARS].iter().collect();
+        let tail: String = chars[chars.len() - TRUNCATE_KEEP_CHARS..].iter().collect();
+        let cut = format!("{head}\n\n...{TRUNCATION_MARKER} — original ~{n} tokens]...\n\n{tail}");
+        saved += n as i64 - tokens::count(&cut) as i64;
+        t.edits.insert(
+            i,
+            Edit {
+                text: cut,
+                truncated: true,
+            },
+        );
+        t.truncated += 1;
+    }
+}
+
+/// The nudge message appended to the view (SPEC 4.7): its own id, no ref.
+pub fn nudge_core<'a>(text: String) -> Core<'a> {
+    Core {
+        id: NUDGE_ID.to_string(),
+        role: Role::User,
+        kind: Kind::Text,
+        text: Cow::Owned(text),
+        tool: "",
+        call: "",
+        origin: Origin::Nudge,
+    }
+}

@@ -1,0 +1,211 @@
+//! What a view offers to compress (the runtime's recommendation): runs of compressible
+//! messages between live blocks, protected content and the protected tail, merged until each
+//! clears the batch minimum.
+
+use std::collections::HashSet;
+
+use super::content::{Kind, Role, Slot, SUMMARY_HEADER};
+use super::pipeline::Turn;
+use super::{protect, tokens};
+use crate::config::NoaConfig;
+use crate::format::state_v1::State;
+
+/// Ranges smaller than this are not offered (a fragment would fail the batch's size gate).
+pub const VIABLE_RANGE_MIN_TOKENS: u64 = 200;
+
+/// A compressible span.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RangeInfo {
+    pub start: Slot,
+    pub end: Slot,
+    pub count: usize,
+    pub tokens: u64,
+    pub chars: usize,
+    pub tool_pct: i64,
+    pub text_pct: i64,
+    pub user_msgs: usize,
+}
+
+/// A span of hard-protected content.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProtectedRange {
+    pub start: Slot,
+    pub end: Slot,
+    pub count: usize,
+    pub tokens: u64,
+    pub tools: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Recommendation {
+    pub ranges: Vec<RangeInfo>,
+    pub protected: Vec<ProtectedRange>,
+}
+
+/// The soft protected zone of a turn's view.
+pub fn soft_zone(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> HashSet<Slot> {
+    let covered = t.covered(state);
+    protect::soft_zone(
+        t.view()
+            .map(|(p, c, text)| (c, text, t.slot(p), covered.contains(c.id.as_str()))),
+        cfg,
+    )
+}
+
+struct Scanned {
+    slot: Slot,
+    tokens: u64,
+    chars: usize,
+    tool: bool,
+    user: bool,
+    gap_before: bool,
+}
+
+pub fn recommend(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Recommendation {
+    let soft = soft_zone(t, state, cfg);
+    let covered = t.covered(state);
+    let calls = protect::protected_calls(t.view().map(|(_, c, _)| c), cfg);
+    let mut scanned = Vec::new();
+    let mut protected = Vec::new();
+    let mut run: Option<ProtectedRange> = None;
+    let mut gap = false;
+    for (p, c, text) in t.view() {
+        let slot = t.slot(p);
+        if !slot.is_ref() {
+            continue;
+        }
+        if covered.contains(c.id.as_str()) || c.is_summary() || text.starts_with(SUMMARY_HEADER) {
+            gap = true;
+            protected.extend(run.take());
+        } else if protect::is_hard_paired(c, cfg, &calls) {
+            gap = true;
+            let n = tokens::count(text);
+            let r = run.get_or_insert_with(|| ProtectedRange {
+                start: slot.clone(),
+                end: slot.clone(),
+                count: 0,
+                tokens: 0,
+                tools: Vec::new(),
+            });
+            r.end = slot.clone();
+            r.count += 1;
+            r.tokens += n;
+            if !c.tool.is_empty() && !r.tools.iter().any(|x| x == c.tool) {
+                r.tools.push(c.tool.to_string());
+            }
+        } else if soft.contains(slot) {
+            gap = true;
+            protected.extend(run.take());
+        } else {
+            protected.extend(run.take());
+            scanned.push(Scanned {
+                slot: slot.clone(),
+                tokens: tokens::count(text),
+                chars: tokens::chars(text),
+                tool: matches!(c.kind, Kind::ToolCall | Kind::ToolResult),
+                user: c.role == Role::User,
+                gap_before: gap,
+            });
+            gap = false;
+        }
+    }
+    protected.extend(run.take());
+    let ranges = merge_to_threshold(group(scanned), cfg.min_range_chars);
+    Recommendation {
+        ranges: ranges
+            .into_iter()
+            .filter(|r| r.tokens >= VIABLE_RANGE_MIN_TOKENS)
+            .collect(),
+        protected,
+    }
+}
+
+fn pct(part: f64, whole: usize) -> i64 {
+    tokens::round_half_up(part / whole as f64)
+}
+
+/// Cut the scanned run into ranges at gaps, and at a user message once a range holds three.
+fn group(items: Vec<Scanned>) -> Vec<RangeInfo> {
+    let mut out: Vec<RangeInfo> = Vec::new();
+    let mut cur: Option<(RangeInfo, usize)> = None;
+    let flush = |cur: &mut Option<(RangeInfo, usize)>, out: &mut Vec<RangeInfo>| {
+        if let Some((mut r, tools)) = cur.take() {
+            if r.count > 0 {
+                r.tool_pct = pct(tools as f64 * 100.0, r.count);
+                r.text_pct = 100 - r.tool_pct;
+            }
+            out.push(r);
+        }
+    };
+    for it in items {
+        if let Some((r, _)) = &cur {
+            if it.gap_before || (it.user && r.count >= 3) {
+                flush(&mut cur, &mut out);
+            }
+        }
+        let (r, tools) = cur.get_or_insert_with(|| {
+            (
+                RangeInfo {
+                    start: it.slot.clone(),
+                    end: it.slot.clone(),
+                    count: 0,
+                    tokens: 0,
+                    chars: 0,
+                    tool_pct: 0,
+                    text_pct: 0,
+                    user_msgs: 0,
+                },
+                0,
+            )
+        });
+        r.end = it.slot;
+        r.count += 1;
+        r.tokens += it.tokens;
+        r.chars += it.chars;
+        *tools += usize::from(it.tool);
+        r.user_msgs += usize::from(it.user);
+    }
+    flush(&mut cur, &mut out);
+    out
+}
+
+/// Coalesce adjacent ranges until each clears `min_chars`.
+fn merge_to_threshold(ranges: Vec<RangeInfo>, min_chars: usize) -> Vec<RangeInfo> {
+    if min_chars == 0 || ranges.is_empty() {
+        return ranges;
+    }
+    let mut out = Vec::new();
+    let mut cur: Option<(RangeInfo, i64, usize)> = None;
+    let flush = |cur: &mut Option<(RangeInfo, i64, usize)>, out: &mut Vec<RangeInfo>| {
+        if let Some((mut r, weighted, total)) = cur.take() {
+            if total > 0 {
+                r.tool_pct = pct(weighted as f64, total);
+                r.text_pct = 100 - r.tool_pct;
+            }
+            out.push(r);
+        }
+    };
+    for r in ranges {
+        match &mut cur {
+            None => {
+                let w = r.tool_pct * r.count as i64;
+                let n = r.count;
+                cur = Some((r, w, n));
+            }
+            Some((c, w, n)) => {
+                c.end = r.end.clone();
+                c.count += r.count;
+                c.tokens += r.tokens;
+                c.chars += r.chars;
+                c.user_msgs += r.user_msgs;
+                *w += r.tool_pct * r.count as i64;
+                *n += r.count;
+            }
+        }
+        if cur.as_ref().is_some_and(|(c, _, _)| c.chars >= min_chars) {
+            flush(&mut cur, &mut out);
+        }
+    }
+    flush(&mut cur, &mut out);
+    out
+}

@@ -1,0 +1,74 @@
+//! A session's computed views (SPEC 4.4, 4.9) from its loaded messages, state and
+//! configuration: what a freshly resumed runtime would send, and the materialized history.
+
+use super::assemble::{self, Assembled};
+use super::content::{self, Core, Origin, Slot};
+use super::pipeline::{self, Count, Turn};
+use crate::config::NoaConfig;
+use crate::format::state_v1::{Block, State};
+use crate::format::transcript::Message;
+
+/// A session's messages and their projection.
+pub struct Projection<'a> {
+    pub msgs: Vec<&'a Message>,
+    pub cores: Vec<Core<'a>>,
+}
+
+impl<'a> Projection<'a> {
+    pub fn new(msgs: Vec<&'a Message>) -> Projection<'a> {
+        let cores = content::project(&msgs);
+        Projection { msgs, cores }
+    }
+}
+
+/// How a summary names its archive.
+pub type ArchivePath<'f> = &'f dyn Fn(&Block) -> String;
+
+/// The runtime's own naming: the block's `archivePath`.
+pub fn runtime_path(b: &Block) -> String {
+    b.archive_path.clone()
+}
+
+/// The view a resumed runtime sends (nudge included), as a turn.
+pub fn turn<'p, 'a>(
+    p: &'p Projection<'a>,
+    state: &State,
+    cfg: &NoaConfig,
+    path: ArchivePath<'_>,
+) -> Turn<'p, 'a> {
+    let mut t = pipeline::run(&p.cores, state, cfg, Count::Measured, path);
+    t.inject_nudge();
+    t
+}
+
+/// The view's provider messages, tagged.
+pub fn view<'a>(
+    p: &Projection<'a>,
+    state: &State,
+    cfg: &NoaConfig,
+    path: ArchivePath<'_>,
+) -> Assembled<'a> {
+    let t = turn(p, state, cfg, path);
+    assemble::assemble(&t, &p.msgs, state, true)
+}
+
+/// The materialized history (SPEC 4.9): the state applied without tags, hiding, truncation
+/// or nudge; a session with no live block is its messages as they are.
+pub fn materialize<'a>(
+    p: &Projection<'a>,
+    state: &State,
+    cfg: &NoaConfig,
+    path: ArchivePath<'_>,
+) -> Assembled<'a> {
+    let t = pipeline::prune_only(&p.cores, state, cfg, path);
+    if !state.blocks().iter().any(|b| b.active) {
+        let mut by_msg: Vec<Vec<Slot>> = vec![Vec::new(); p.msgs.len()];
+        for (c, s) in p.cores.iter().zip(&t.slots) {
+            if let Origin::Block { msg, .. } = c.origin {
+                by_msg[msg as usize].push(s.clone());
+            }
+        }
+        return assemble::verbatim(&p.msgs, |i| by_msg.get(i).cloned().unwrap_or_default());
+    }
+    assemble::assemble(&t, &p.msgs, state, false)
+}

@@ -1,0 +1,224 @@
+//! Conformance with the runtime's oracle (SPEC 4.11): what normafs computes from the corpus
+//! the runtime wrote equals what the runtime computed from it.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use normafs::config::NoaConfig;
+use normafs::format::loader::Transcript;
+use normafs::format::state_v1::load_state;
+use normafs::noa_next::{assemble, content, pipeline};
+use serde_json::Value;
+
+fn data() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/norma")
+}
+
+fn spec() -> Value {
+    serde_json::from_slice(&fs::read(data().join("oracle/corpus-spec.json")).unwrap()).unwrap()
+}
+
+/// The configuration the runtime ran a session with.
+fn config_of(s: &Value) -> NoaConfig {
+    let c = &s["Config"];
+    let n = &c["Nudge"];
+    let mut cfg = NoaConfig::default();
+    cfg.window = c["ModelContextLimit"].as_u64().unwrap();
+    cfg.floor_ratio = n["MinContextLimitPct"].as_f64().unwrap();
+    cfg.pressure_ratio = n["MaxContextLimitPct"].as_f64().unwrap();
+    cfg.truncate_ratio = c["Truncate"]["Threshold"].as_f64().unwrap();
+    cfg.growth_ratio = n["GrowthRatio"].as_f64().unwrap();
+    cfg.growth_floor = n["GrowthFloor"].as_u64().unwrap();
+    cfg.growth_cap = n["GrowthCap"].as_u64().unwrap();
+    cfg.min_growth_floor = n["MinGrowthFloor"].as_u64().unwrap();
+    cfg.min_growth_ratio = n["MinGrowthRatio"].as_f64().unwrap();
+    cfg.tier2_growth_multiplier = n["Tier2GrowthMultiplier"].as_f64().unwrap();
+    cfg.protect_recent_messages = c["PreserveRecentMessages"].as_u64().unwrap() as usize;
+    cfg.protect_recent_tokens = c["PreserveRecentTokens"].as_u64().unwrap();
+    cfg.protected_tools = c["ProtectedTools"]
+        .as_array()
+        .map(|a| a.iter().map(|v| v.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default();
+    cfg.min_range_chars = c["Compress"]["MinCompressRange"].as_u64().unwrap() as usize;
+    cfg.min_summary_chars = c["Compress"]["MinSummaryLength"].as_u64().unwrap() as usize;
+    cfg.max_summary_chars = c["Compress"]["MaxSummaryLength"].as_u64().unwrap() as usize;
+    cfg.max_tier = c["Tiers"]["MaxTier"].as_u64().unwrap() as u32;
+    cfg.tier2_min_blocks = c["Tiers"]["Tier2Trigger"].as_u64().unwrap() as usize;
+    cfg.tier3_min_blocks = c["Tiers"]["Tier3Trigger"].as_u64().unwrap() as usize;
+    cfg
+}
+
+/// The first difference between two JSON values, as a path.
+fn first_diff(a: &Value, b: &Value, path: &str) -> Option<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                match (x.get(k), y.get(k)) {
+                    (Some(p), Some(q)) => {
+                        if let Some(d) = first_diff(p, q, &format!("{path}.{k}")) {
+                            return Some(d);
+                        }
+                    }
+                    _ => return Some(format!("{path}.{k}: present on one side only")),
+                }
+            }
+            None
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            if x.len() != y.len() {
+                return Some(format!("{path}: {} vs {} items", x.len(), y.len()));
+            }
+            x.iter()
+                .zip(y)
+                .enumerate()
+                .find_map(|(i, (p, q))| first_diff(p, q, &format!("{path}[{i}]")))
+        }
+        (Value::Number(x), Value::Number(y)) if x.as_f64() == y.as_f64() => None,
+        _ if a == b => None,
+        _ => {
+            let short = |v: &Value| v.to_string().chars().take(120).collect::<String>();
+            Some(format!("{path}: {} vs {}", short(a), short(b)))
+        }
+    }
+}
+
+fn is_nudge(m: &Value) -> bool {
+    m["content"]
+        .as_array()
+        .is_some_and(|c| c.iter().any(|b| b["text"].as_str().is_some_and(|t| t.contains("HOW TO COMPRESS"))))
+}
+
+#[test]
+fn views_equal_the_runtimes_resumed_views() {
+    let mut failures = Vec::new();
+    for s in spec()["Sessions"].as_array().unwrap() {
+        let sid = s["ID"].as_str().unwrap();
+        let cfg = config_of(s);
+        let bytes = fs::read(data().join(format!("corpus/transcripts/{sid}.jsonl"))).unwrap();
+        let tr = Transcript::parse(&bytes, Some(sid));
+        let msgs: Vec<_> = tr.iter_messages().map(|(_, m)| m).collect();
+        let load = load_state(&data().join(format!("corpus/noa/{sid}/state.json")), sid);
+        assert!(load.error.is_none(), "{sid}: {:?}", load.error);
+        let state = load.state;
+        let proj = content::project(&msgs);
+        let mut t = pipeline::run(&proj, &state, &cfg, pipeline::Count::Measured, &|b| b.archive_path.clone());
+        t.inject_nudge();
+        let out = assemble::assemble(&t, &msgs, &state, true);
+        let want: Vec<Value> =
+            serde_json::from_slice(&fs::read(data().join(format!("oracle/{sid}/resume-view.json"))).unwrap()).unwrap();
+        let got: Vec<Value> = out
+            .messages
+            .iter()
+            .map(|m| {
+                let mut b = Vec::new();
+                m.write_message(&mut b);
+                serde_json::from_slice(&b).unwrap()
+            })
+            .collect();
+        let mut diff = None;
+        for (i, w) in want.iter().enumerate() {
+            let Some(g) = got.get(i) else {
+                diff = Some(format!("message {i}: missing"));
+                break;
+            };
+            if is_nudge(w) {
+                if !matches!(out.messages[i].meta, assemble::Meta::Nudge(_)) {
+                    diff = Some(format!("message {i}: the runtime's nudge is not a nudge here"));
+                    break;
+                }
+                continue;
+            }
+            if let Some(d) = first_diff(g, w, "$") {
+                diff = Some(format!("message {i}: {d}"));
+                break;
+            }
+        }
+        eprintln!("{sid}: {} messages, {} summaries", got.len(), out.messages.iter().filter(|m| matches!(m.meta, assemble::Meta::Summary { .. })).count());
+        if diff.is_none() && got.len() != want.len() {
+            diff = Some(format!("{} messages, the runtime {}", got.len(), want.len()));
+        }
+        if let Some(d) = diff {
+            failures.push(format!("{sid}: {d}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+struct Session {
+    sid: String,
+    cfg: NoaConfig,
+    bytes: Vec<u8>,
+    state: normafs::format::state_v1::State,
+}
+
+fn sessions() -> Vec<Session> {
+    spec()["Sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let sid = s["ID"].as_str().unwrap().to_string();
+            let bytes = fs::read(data().join(format!("corpus/transcripts/{sid}.jsonl"))).unwrap();
+            let state = load_state(&data().join(format!("corpus/noa/{sid}/state.json")), &sid).state;
+            Session { cfg: config_of(s), sid, bytes, state }
+        })
+        .collect()
+}
+
+fn oracle(sid: &str, file: &str) -> Value {
+    serde_json::from_slice(&fs::read(data().join(format!("oracle/{sid}/{file}"))).unwrap()).unwrap()
+}
+
+#[test]
+fn tokens_and_refs_equal_the_runtimes() {
+    for s in sessions() {
+        let tr = Transcript::parse(&s.bytes, Some(&s.sid));
+        let msgs: Vec<_> = tr.iter_messages().map(|(_, m)| m).collect();
+        let proj = content::project(&msgs);
+        let t = pipeline::run(&proj, &s.state, &s.cfg, pipeline::Count::Measured, &|b| b.archive_path.clone());
+        let want = oracle(&s.sid, "tokens.json");
+        let want = want.as_array().unwrap();
+        assert_eq!(proj.len(), want.len(), "{}: content messages", s.sid);
+        for (i, (c, w)) in proj.iter().zip(want).enumerate() {
+            let got = serde_json::json!({
+                "id": c.id, "role": c.role.as_str(), "contentType": c.kind.as_str(),
+                "toolName": c.tool, "toolCallId": c.call,
+                "tokens": normafs::noa_next::tokens::count(&c.text),
+                "runes": c.text.chars().count(),
+                "ref": match &t.slots[i] {
+                    normafs::noa_next::content::Slot::Blocked => "BLOCKED".to_string(),
+                    slot => slot.name().map(|n| n.into_owned()).unwrap_or_default(),
+                },
+            });
+            for k in ["id", "role", "contentType", "toolName", "toolCallId", "tokens", "runes", "ref"] {
+                assert_eq!(got[k], w[k], "{} core {i} ({}): {k}", s.sid, c.id);
+            }
+        }
+    }
+}
+
+#[test]
+fn materialized_histories_equal_the_runtimes() {
+    use normafs::noa_next::session;
+    for s in sessions() {
+        let tr = Transcript::parse(&s.bytes, Some(&s.sid));
+        let p = session::Projection::new(tr.iter_messages().map(|(_, m)| m).collect());
+        let out = session::materialize(&p, &s.state, &s.cfg, &session::runtime_path);
+        let got: Vec<Value> = out
+            .messages
+            .iter()
+            .map(|m| {
+                let mut b = Vec::new();
+                m.write_message(&mut b);
+                serde_json::from_slice(&b).unwrap()
+            })
+            .collect();
+        let want = oracle(&s.sid, "materialize.json");
+        if let Some(d) = first_diff(&Value::Array(got), &want, "$") {
+            panic!("{}: {d}", s.sid);
+        }
+    }
+}
