@@ -14,6 +14,7 @@ pub mod gojson;
 pub mod loader;
 pub mod memory;
 pub mod state;
+pub mod state_v1;
 pub mod transcript;
 
 /// The error for a symbolic link that is not followed.
