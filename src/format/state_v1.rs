@@ -26,7 +26,9 @@
 //!
 //! Writing ([`State::to_json`]) is Go's `json.MarshalIndent(file, "", "  ")` of the runtime's
 //! struct (field order, `omitempty`, sorted map keys, HTML-safe escaping, no trailing newline),
-//! followed in each object by its unknown keys in the order they were read.
+//! followed in each object by its unknown keys in the order they were read. Unknown values are
+//! written with [`gojson`]: numbers that serde_json holds as floats print as Go prints a float64
+//! (`1.0` as `1`, `1e21` as `1e+21`); everything else comes back as read.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -51,6 +53,8 @@ pub struct State {
     pub stats: Stats,
     pub derived_from: String,
     /// Unknown top-level keys, in file order (kept and written back after the known ones).
+    /// After parsing it never holds a key that names a field (Go matches those
+    /// case-insensitively); [`State::to_json`] writes whatever it holds.
     pub extra: Map<String, Value>,
 }
 
@@ -562,7 +566,7 @@ impl<'de> Visitor<'de> for IntVisitor<'_, '_> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "an integer for {}", self.path)
+        write!(f, "a 64-bit integer for {}", self.path)
     }
 
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<(), E> {
@@ -1080,5 +1084,121 @@ impl Record for Stats {
             "compressionCount" => next_into(map, &mut self.compression_count, path),
             _ => map.next_value::<de::IgnoredAny>().map(drop),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_folding_matches_only_what_go_matches() {
+        assert!(go_fold_eq("sessionId", "sessionId"));
+        assert!(go_fold_eq("SESSIONID", "sessionId"));
+        assert!(go_fold_eq("\u{17f}essionId", "sessionId"));
+        assert!(go_fold_eq("bloc\u{212a}Id", "blockId"));
+        assert!(!go_fold_eq("sessionI", "sessionId"));
+        assert!(!go_fold_eq("sessionIdx", "sessionId"));
+        assert!(!go_fold_eq("session_id", "sessionId"));
+        assert!(!go_fold_eq("seßionId", "sessionId"));
+        // Dotless i and dotted capital I are outside the fold sets of i and I.
+        assert!(!go_fold_eq("t\u{131}er", "tier"));
+        assert!(!go_fold_eq("t\u{130}er", "tier"));
+    }
+
+    #[test]
+    fn invalid_utf8_is_replaced_byte_by_byte() {
+        let fixed = replace_invalid_utf8(b"a\xe2\x82b\xf0\x9f\x98\xffc\xed\xa0\x80");
+        assert_eq!(
+            String::from_utf8(fixed).as_deref(),
+            Ok("a\u{fffd}\u{fffd}b\u{fffd}\u{fffd}\u{fffd}\u{fffd}c\u{fffd}\u{fffd}\u{fffd}")
+        );
+        assert!(matches!(
+            go_tolerant(b"{\"a\": \"\xc3\xa9\"}"),
+            Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
+    fn lone_surrogates_are_found_inside_strings_only() {
+        let text = br#"{"\ud800": "\ud83d\ude00 \udc00 \\ud800 \ud800\u0041 \ud800"#;
+        assert_eq!(lone_surrogate_escapes(text), [2, 25, 40, 53]);
+        // Truncated input and escapes at the very end do not panic.
+        for cut in 0..text.len() {
+            lone_surrogate_escapes(&text[..cut]);
+        }
+        assert!(lone_surrogate_escapes(br#"{"a": "\u00e9\"\ud83d\ude00"}"#).is_empty());
+    }
+
+    #[test]
+    fn key_paths_read_like_the_file() {
+        let blocks = KeyPath::Key(&KeyPath::Root, "blocks");
+        let second = KeyPath::Index(&blocks, 2);
+        assert_eq!(KeyPath::Key(&second, "tier").to_string(), "blocks[2].tier");
+        assert_eq!(KeyPath::Root.to_string(), "the top level");
+    }
+
+    /// The writer spells the fields in the order and with the names the reader matches.
+    #[test]
+    fn writer_and_reader_agree_on_fields() {
+        let block = Block {
+            block_id: "b1".into(),
+            tier: 1,
+            topic: "t".into(),
+            summary: "s".into(),
+            direct_message_ids: vec!["h".into()],
+            effective_message_ids: vec!["h".into()],
+            direct_block_ids: vec!["b0".into()],
+            archive_path: "/a".into(),
+            archive_rel: "a".into(),
+            compressed_tokens: 1,
+            start_ref: "m00001".into(),
+            end_ref: "m00002".into(),
+            created_at: 1,
+            active: true,
+            compress_call_id: "c".into(),
+            extra: Map::new(),
+        };
+        let mut state = State::initial("s");
+        state.blocks = Some(vec![block]);
+        state.token_snapshot.insert("m00001".into(), 1);
+        state.nudge.last_shown_by_tier.insert("1".into(), 1);
+        state.derived_from = "p".into();
+        let value: Value = serde_json::from_str(&state.to_json()).expect("valid JSON");
+        let keys = |v: &Value| -> Vec<String> {
+            v.as_object()
+                .map(|m| m.keys().cloned().collect())
+                .unwrap_or_default()
+        };
+        assert_eq!(keys(&value), State::FIELDS);
+        assert_eq!(keys(&value["blocks"][0]), Block::FIELDS);
+        assert_eq!(keys(&value["messageRefs"]), MessageRefs::FIELDS);
+        assert_eq!(keys(&value["nudge"]), NudgeState::FIELDS);
+        assert_eq!(keys(&value["stats"]), Stats::FIELDS);
+    }
+
+    #[test]
+    fn omitempty_fields_are_left_out_when_zero() {
+        let mut state = State::initial("s");
+        state.blocks = Some(vec![Block::default()]);
+        assert_eq!(
+            state.to_json(),
+            "{\n  \"version\": 1,\n  \"sessionId\": \"s\",\n  \"nextBlockId\": 1,\n  \"blocks\": [\n    {\n      \"blockId\": \"\",\n      \"tier\": 0,\n      \"summary\": \"\",\n      \"compressedTokens\": 0,\n      \"active\": false\n    }\n  ],\n  \"messageRefs\": {\n    \"byRaw\": {},\n    \"byRef\": {}\n  },\n  \"nudge\": {\n    \"lastPerMessageNudgeTokens\": 0,\n    \"lastNudgeShownTokens\": 0\n  },\n  \"stats\": {\n    \"tokensCompressed\": 0,\n    \"compressionCount\": 0\n  }\n}"
+        );
+    }
+
+    #[test]
+    fn map_keys_are_sorted_byte_wise() {
+        let mut state = State::initial("s");
+        for k in ["m2", "M1", "m10", "é", "m1"] {
+            state.token_snapshot.insert(k.into(), 1);
+        }
+        let json = state.to_json();
+        let order: Vec<usize> = ["\"M1\"", "\"m1\"", "\"m10\"", "\"m2\"", "\"é\""]
+            .iter()
+            .filter_map(|k| json.find(k))
+            .collect();
+        assert_eq!(order.len(), 5);
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{json}");
     }
 }
