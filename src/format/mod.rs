@@ -13,6 +13,7 @@ pub mod archive;
 pub mod loader;
 pub mod memory;
 pub mod state;
+pub mod tier_archive;
 pub mod transcript;
 
 /// The error for a symbolic link that is not followed.
