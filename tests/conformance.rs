@@ -222,3 +222,94 @@ fn materialized_histories_equal_the_runtimes() {
         }
     }
 }
+
+#[test]
+fn compress_calls_give_the_runtimes_blocks_state_and_panel() {
+    use normafs::noa_next::{args, compress, session};
+    let mut checked = 0;
+    for s in sessions() {
+        let tr = Transcript::parse(&s.bytes, Some(&s.sid));
+        let p = session::Projection::new(tr.iter_messages().map(|(_, m)| m).collect());
+        for n in 1.. {
+            let dir = data().join(format!("oracle/{}/compress-{n}", s.sid));
+            if !dir.is_dir() {
+                break;
+            }
+            let meta: Value = serde_json::from_slice(&fs::read(dir.join("compress.json")).unwrap()).unwrap();
+            let input = fs::read_to_string(dir.join("input.json")).unwrap();
+            let want_panel = fs::read_to_string(dir.join("result.txt")).unwrap();
+            let t = session::turn(&p, &s.state, &s.cfg, &session::runtime_path);
+            let shown = assemble::assemble(&t, &p.msgs, &s.state, true);
+            let ledger = t.ledger(&s.state, &shown.tagged);
+            let parsed = args::parse(&input);
+            let root = format!("{}/{}", meta["archiveBaseDir"].as_str().unwrap(), s.sid);
+            let place = compress::Placement {
+                root: &root,
+                session: &s.sid,
+                created: "2027-01-01T00:00:00Z",
+                now: meta["nowUnix"].as_i64().unwrap(),
+            };
+            let call = meta["toolUseId"].as_str().unwrap();
+            let applied = compress::apply(&t, &ledger, &parsed.ranges, &s.cfg, call, &place);
+            let panel = compress::panel(&applied, t.measure);
+            assert_eq!(panel, want_panel.trim_end(), "{} compress-{n}: panel", s.sid);
+            for (b, a) in applied.created.iter().zip(&applied.archives) {
+                let mut plain = a.clone();
+                plain.call = None;
+                plain.with_body_sha256 = false;
+                let got = normafs::format::tier_archive::render(&plain, Default::default());
+                let want = fs::read_to_string(dir.join("base").join(&s.sid).join(&b.archive_rel)).unwrap();
+                assert_eq!(got, want, "{} compress-{n}: archive {}", s.sid, b.archive_rel);
+                let ours = normafs::format::tier_archive::render(a, Default::default());
+                let parsed = normafs::format::tier_archive::parse(&ours).unwrap();
+                assert_eq!(parsed.body_sha256_ok, Some(true));
+                assert_eq!(parsed.frontmatter.call.as_deref(), Some(call));
+            }
+            let state_file = dir.join("state.json");
+            if state_file.exists() {
+                let want = fs::read_to_string(state_file).unwrap();
+                let got = applied.state.to_json();
+                if got != want {
+                    let (g, w): (Value, Value) = (serde_json::from_str(&got).unwrap(), serde_json::from_str(&want).unwrap());
+                    panic!("{} compress-{n}: state differs: {:?}", s.sid, first_diff(&g, &w, "$"));
+                }
+            } else {
+                assert!(applied.created.is_empty() || !applied.whole(), "{} compress-{n}", s.sid);
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 12);
+}
+
+#[test]
+fn rebuilds_equal_the_runtimes() {
+    use normafs::noa_next::{compress, rebuild, session};
+    for s in sessions() {
+        let tr = Transcript::parse(&s.bytes, Some(&s.sid));
+        let p = session::Projection::new(tr.iter_messages().map(|(_, m)| m).collect());
+        let place = compress::Placement { root: "/x", session: &s.sid, created: "2027-01-01T00:00:00Z", now: 1798761600 };
+        let r = rebuild::rebuild(&p, &s.cfg, &s.sid, &place, &[], &session::runtime_path);
+        let want = oracle(&s.sid, "rebuild/state.json");
+        let norm = |v: &Value| {
+            let blocks: Vec<Value> = v["blocks"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|b| {
+                            let mut b = b.clone();
+                            b.as_object_mut().unwrap().remove("createdAt");
+                            b.as_object_mut().unwrap().remove("archivePath");
+                            b
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            serde_json::json!({"blocks": blocks, "next": v["nextBlockId"], "byRef": v["messageRefs"]["byRef"], "byRaw": v["messageRefs"]["byRaw"], "stats": v["stats"], "snap": v["tokenSnapshot"]})
+        };
+        let got: Value = serde_json::from_str(&r.state.to_json()).unwrap();
+        if let Some(d) = first_diff(&norm(&got), &norm(&want), "$") {
+            panic!("{}: rebuild differs: {d} (skipped {:?})", s.sid, r.skipped);
+        }
+    }
+}

@@ -235,7 +235,7 @@ fn go_quote(s: &str) -> String {
 }
 
 /// What a batch did.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Applied {
     /// The state after the batch (unchanged when no block was made).
     pub state: State,
@@ -279,7 +279,13 @@ pub fn apply(
 ) -> Applied {
     let mut res = Applied {
         state: state.clone(),
-        ..Applied::default()
+        created: Vec::new(),
+        archives: Vec::new(),
+        tokens_compressed: 0,
+        errors: Vec::new(),
+        warnings: Vec::new(),
+        skipped: 0,
+        surviving: Vec::new(),
     };
     if ranges.is_empty() {
         return res;
