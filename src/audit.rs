@@ -703,58 +703,21 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
     }
 }
 
-/// Audit the memory directory into `a`.
+/// Audit the memory directory into `a` (the rules: [`memory::check`], [`memory::check_index`]).
 pub fn audit_memory(a: &mut Audit, dir: &Path) {
-    let scan = memory::scan(dir);
-    for p in memory::check(&scan) {
-        let sev = if p.kind.is_error() {
-            Severity::Error
+    for p in memory::audit(dir) {
+        let path = if p.file_name.is_empty() {
+            "memory".to_string()
         } else {
-            Severity::Warn
+            format!("memory/{}", p.file_name)
         };
         a.push(
-            sev,
+            p.kind.severity(),
             p.kind.code(),
-            format!("memory/{}", p.file_name),
-            None,
+            path,
+            p.line.map(|l| l as u64),
             p.message,
         );
-    }
-    let computed = memory::render_index(&scan.memories);
-    let on_disk = crate::format::read_no_follow(&dir.join("MEMORY.md"))
-        .map(|b| String::from_utf8_lossy(&b).into_owned());
-    match on_disk {
-        Ok(on_disk) => {
-            if !memory::index_entries_equal(&on_disk, &computed) {
-                a.push(
-                    Severity::Warn,
-                    "memory.index-stale",
-                    "memory/MEMORY.md".into(),
-                    None,
-                    "MEMORY.md does not list the memories as they are (run `reindex-memory`)"
-                        .into(),
-                );
-            }
-        }
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            a.push(
-                Severity::Warn,
-                "memory.index-stale",
-                "memory/MEMORY.md".into(),
-                None,
-                format!("cannot read MEMORY.md: {e} (run `reindex-memory`)"),
-            );
-        }
-        Err(_) if !scan.memories.is_empty() => {
-            a.push(
-                Severity::Warn,
-                "memory.index-stale",
-                "memory/MEMORY.md".into(),
-                None,
-                "MEMORY.md is missing (run `reindex-memory`)".into(),
-            );
-        }
-        Err(_) => {}
     }
 }
 

@@ -4,7 +4,8 @@
 //! built like a clean one and then damaged in one place, so damages never mask each other. A
 //! damage is listed with the finding it must produce; where SPEC makes a second finding
 //! unavoidable (an absorbed block still active also overlaps its parent; two files sharing a slug
-//! cannot both be named after it) that finding is listed too.
+//! cannot both be named after it; a name with an empty slug belongs in `.md`) that finding is
+//! listed too.
 
 use serde_json::json;
 
@@ -657,6 +658,12 @@ pub(crate) fn memories(out: &mut Out, first_minute: u64) -> Result<(Vec<Damage>,
             m("hangul-memo.md"),
             None,
             "a name with no ASCII letter or digit",
+        ),
+        damage(
+            "memory.name-mismatch",
+            m("hangul-memo.md"),
+            None,
+            "companion: a name with an empty slug belongs in .md",
         ),
         damage(
             "memory.name-mismatch",
