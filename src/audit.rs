@@ -25,7 +25,7 @@ use crate::store::session::SessionData;
 
 /// Every code of the SPEC 9 catalogue, in its order: transcript, state, archive (the
 /// per-session codes), then memory and root.
-pub const CATALOGUE: [&str; 36] = [
+pub const CATALOGUE: [&str; 37] = [
     "transcript.malformed-line",
     "transcript.duplicate-uuid",
     "transcript.torn-tail",
@@ -59,6 +59,7 @@ pub const CATALOGUE: [&str; 36] = [
     "memory.empty-slug",
     "memory.name-mismatch",
     "memory.malformed",
+    "memory.unknown-keys",
     "memory.unknown-type",
     "memory.index-stale",
     "root.bad-name",
