@@ -25,7 +25,7 @@ use crate::store::session::SessionData;
 
 /// Every code of the SPEC 9 catalogue, in its order: transcript, state, archive (the
 /// per-session codes), then memory and root.
-pub const CATALOGUE: [&str; 36] = [
+pub const CATALOGUE: [&str; 37] = [
     "transcript.malformed-line",
     "transcript.duplicate-uuid",
     "transcript.torn-tail",
@@ -59,6 +59,7 @@ pub const CATALOGUE: [&str; 36] = [
     "memory.empty-slug",
     "memory.name-mismatch",
     "memory.malformed",
+    "memory.unknown-keys",
     "memory.unknown-type",
     "memory.index-stale",
     "root.bad-name",
@@ -703,58 +704,21 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
     }
 }
 
-/// Audit the memory directory into `a`.
+/// Audit the memory directory into `a` (the rules: [`memory::check`], [`memory::check_index`]).
 pub fn audit_memory(a: &mut Audit, dir: &Path) {
-    let scan = memory::scan(dir);
-    for p in memory::check(&scan) {
-        let sev = if p.kind.is_error() {
-            Severity::Error
+    for p in memory::audit(dir) {
+        let path = if p.file_name.is_empty() {
+            "memory".to_string()
         } else {
-            Severity::Warn
+            format!("memory/{}", p.file_name)
         };
         a.push(
-            sev,
+            p.kind.severity(),
             p.kind.code(),
-            format!("memory/{}", p.file_name),
-            None,
+            path,
+            p.line.map(|l| l as u64),
             p.message,
         );
-    }
-    let computed = memory::render_index(&scan.memories);
-    let on_disk = crate::format::read_no_follow(&dir.join("MEMORY.md"))
-        .map(|b| String::from_utf8_lossy(&b).into_owned());
-    match on_disk {
-        Ok(on_disk) => {
-            if !memory::index_entries_equal(&on_disk, &computed) {
-                a.push(
-                    Severity::Warn,
-                    "memory.index-stale",
-                    "memory/MEMORY.md".into(),
-                    None,
-                    "MEMORY.md does not list the memories as they are (run `reindex-memory`)"
-                        .into(),
-                );
-            }
-        }
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            a.push(
-                Severity::Warn,
-                "memory.index-stale",
-                "memory/MEMORY.md".into(),
-                None,
-                format!("cannot read MEMORY.md: {e} (run `reindex-memory`)"),
-            );
-        }
-        Err(_) if !scan.memories.is_empty() => {
-            a.push(
-                Severity::Warn,
-                "memory.index-stale",
-                "memory/MEMORY.md".into(),
-                None,
-                "MEMORY.md is missing (run `reindex-memory`)".into(),
-            );
-        }
-        Err(_) => {}
     }
 }
 

@@ -1371,18 +1371,9 @@ pub(crate) fn write_memory(
         .map_err(|source| GenError::Io { path, source })
 }
 
-/// Render a well-formed memory file.
+/// Render a well-formed memory file, as the runtime saves one (`kind` `""`: no type).
 pub(crate) fn memory_text(name: &str, description: &str, kind: &str, body: &str) -> String {
-    memory::render(&memory::Memory {
-        file_name: String::new(),
-        name: name.to_string(),
-        description: description.to_string(),
-        kind: (!kind.is_empty()).then(|| kind.to_string()),
-        body: body.to_string(),
-        frontmatter: None,
-        malformed: false,
-        mtime: SystemTime::UNIX_EPOCH,
-    })
+    memory::render(&memory::Memory::new(name, description, Some(kind), body))
 }
 
 /// `MEMORY.md` computed from the memory directory as it is now.

@@ -321,7 +321,7 @@ fn memory_edits_create_rename_unlink_setattr() {
     );
     let idx = lookup_path(&fs, "memory/MEMORY.md").expect("index");
     assert!(String::from_utf8_lossy(&read_all(&fs, idx))
-        .contains("- [New note](new-note.md) — made through the mount (user)"));
+        .contains("- [New note](new-note.md) — made through the mount\n"));
     // sed -i style: write a temp file, rename it over.
     let (_, o) = fs
         .create(mem, OsStr::new("sedXYZ"), 0o600, libc::O_WRONLY)

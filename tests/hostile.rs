@@ -1355,6 +1355,8 @@ fn a_crowded_memory_directory() {
     let n = if full { 100_000 } else { 20_000 };
     let mut h = Hostile::new();
     let dir = h.root.join("memory");
+    // The index the runtime wrote before any of them (a missing index is not stale).
+    h.write("memory/MEMORY.md", "# Memory\n\n(no memories yet)\n");
     let mut malformed = 0;
     for i in 0..n {
         let name = format!("m{i:06}.md");

@@ -287,9 +287,7 @@ fn memory_edits_with_sed_and_redirection() {
 
         let index = String::from_utf8(cat(&m.at("memory/MEMORY.md"))).expect("utf8");
         assert!(
-            index.contains(
-                "- [Release train](release-train.md) — Releases leave on Tuesdays (project)"
-            ),
+            index.contains("- [Release train](release-train.md) — Releases leave on Tuesdays\n"),
             "{index}"
         );
         assert!(index.contains("How the crate links C libraries"), "{index}");

@@ -26,11 +26,12 @@ fn link_error(what: &Path) -> io::Error {
     ))
 }
 
-/// Read a file, refusing a symbolic link at its last component (`O_NOFOLLOW`).
-pub fn read_no_follow(path: &Path) -> io::Result<Vec<u8>> {
-    let mut file = OpenOptions::new()
+/// Open a file for reading with `O_NOFOLLOW` and `extra` open flags; a symbolic link at the
+/// last component is the [`link_error`].
+fn open_no_follow(path: &Path, extra: libc::c_int) -> io::Result<fs::File> {
+    OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | extra)
         .open(path)
         .map_err(|e| {
             if e.raw_os_error() == Some(libc::ELOOP) {
@@ -38,10 +39,32 @@ pub fn read_no_follow(path: &Path) -> io::Result<Vec<u8>> {
             } else {
                 e
             }
-        })?;
+        })
+}
+
+/// Read a file, refusing a symbolic link at its last component (`O_NOFOLLOW`).
+pub fn read_no_follow(path: &Path) -> io::Result<Vec<u8>> {
+    let mut file = open_no_follow(path, 0)?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)?;
     Ok(bytes)
+}
+
+/// Read a regular file and its metadata (taken from the open file, so both describe the same
+/// file), refusing a symbolic link at its last component and anything that is not a regular
+/// file. `O_NONBLOCK` keeps a FIFO swapped in after a listing from blocking the open.
+pub fn read_regular_no_follow(path: &Path) -> io::Result<(Vec<u8>, fs::Metadata)> {
+    let mut file = open_no_follow(path, libc::O_NONBLOCK)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::other(format!(
+            "{} is not a regular file",
+            path.file_name().map_or(path, Path::new).display()
+        )));
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok((bytes, meta))
 }
 
 /// Fails when a component of `rel` under `base` (the last one included) is a symbolic link;

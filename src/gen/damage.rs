@@ -4,7 +4,8 @@
 //! built like a clean one and then damaged in one place, so damages never mask each other. A
 //! damage is listed with the finding it must produce; where SPEC makes a second finding
 //! unavoidable (an absorbed block still active also overlaps its parent; two files sharing a slug
-//! cannot both be named after it) that finding is listed too.
+//! cannot both be named after it; a name with an empty slug belongs in `.md`) that finding is
+//! listed too.
 
 use serde_json::json;
 
@@ -15,6 +16,7 @@ use super::{
     Session, Spec, StateFile, NANOS,
 };
 use crate::format::archive;
+use crate::format::memory;
 use crate::format::state::{BlockId, State};
 use crate::format::transcript::{Content, ToolResultContent};
 use crate::noa::refs;
@@ -565,7 +567,14 @@ fn inject(code: &'static str, s: &mut Session<'_>) -> Option<Vec<Damage>> {
 /// The damaged memory files, `MEMORY.md` computed before the last of them; the damages and
 /// the number of memory files written.
 pub(crate) fn memories(out: &mut Out, first_minute: u64) -> Result<(Vec<Damage>, usize), GenError> {
-    let files: [(&str, String); 6] = [
+    let mut on_call = memory::Memory::new(
+        "On-call rota",
+        "Who carries the pager",
+        Some("project"),
+        "Weekly, handed over on Mondays.\n",
+    );
+    on_call.extra.push(("owner".to_string(), "sre".to_string()));
+    let files: [(&str, String); 7] = [
         (
             "deploy-notes.md",
             memory_text(
@@ -593,6 +602,7 @@ pub(crate) fn memories(out: &mut Out, first_minute: u64) -> Result<(Vec<Damage>,
                 "배포는 금요일에 하지 않습니다.\n",
             ),
         ),
+        ("on-call-rota.md", memory::render(&on_call)),
         (
             "release.md",
             memory_text(
@@ -657,6 +667,18 @@ pub(crate) fn memories(out: &mut Out, first_minute: u64) -> Result<(Vec<Damage>,
             m("hangul-memo.md"),
             None,
             "a name with no ASCII letter or digit",
+        ),
+        damage(
+            "memory.name-mismatch",
+            m("hangul-memo.md"),
+            None,
+            "companion: a name with an empty slug belongs in .md",
+        ),
+        damage(
+            "memory.unknown-keys",
+            m("on-call-rota.md"),
+            None,
+            "owner: sre",
         ),
         damage(
             "memory.name-mismatch",
