@@ -322,6 +322,15 @@ fn span_line(out: &mut String, block_id: &str, tier: i64, start: &str, end: &str
     out.push('\n');
 }
 
+/// Messages rendered as a tier-1 archive's entries (`raw/` files show ranges this way).
+pub fn render_messages(entries: &[MessageEntry]) -> String {
+    let mut out = String::new();
+    for m in entries {
+        message_entry(&mut out, m, "##");
+    }
+    out
+}
+
 fn block_entry(out: &mut String, b: &BlockEntry, l: &LabelText) {
     out.push_str("## ");
     span_line(out, &b.block_id, b.tier, &b.start_ref, &b.end_ref);

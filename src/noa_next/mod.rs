@@ -10,6 +10,7 @@ pub mod protect;
 pub mod recommend;
 pub mod rebuild;
 pub mod refs;
+pub mod render;
 pub mod session;
 pub mod tokens;
 pub mod turns;
