@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde_json::json;
 
-use crate::config::NoaConfig;
+use crate::config::{Config, NoaConfig};
 use crate::format::archive;
 pub use crate::format::loader::Severity;
 use crate::format::loader::Transcript;
@@ -741,7 +741,7 @@ pub fn audit_names(a: &mut Audit, d: &Discovery) {
 pub fn audit_root(
     paths: &RootPaths,
     d: &Discovery,
-    cfg: &NoaConfig,
+    cfg: &Config,
     style: PathStyle,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Audit {
@@ -759,7 +759,7 @@ const HELPER_STACK: usize = 8 << 20;
 pub fn audit_root_with(
     paths: &RootPaths,
     d: &Discovery,
-    cfg: &NoaConfig,
+    cfg: &Config,
     style: PathStyle,
     threads: usize,
     progress: &mut dyn FnMut(usize, usize),
@@ -770,7 +770,7 @@ pub fn audit_root_with(
     let one = |sid: &str| {
         let s = crate::store::session::load(paths, sid);
         let mut a = Audit::default();
-        audit_session(&mut a, &s, cfg, style);
+        audit_session(&mut a, &s, &cfg.for_session(sid), style);
         a.findings
     };
     let total = d.sessions.len();

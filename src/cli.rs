@@ -4,10 +4,10 @@
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Arg, ArgAction, ArgMatches, Args, Parser, Subcommand};
 
 use crate::audit::{self, PathStyle};
-use crate::config::{Config, Settings};
+use crate::config::{self, Config, Kind, Sources};
 use crate::store::ctl::{Runner, Scope};
 use crate::store::root::{self, RootOverrides, RootPaths};
 use crate::store::session;
@@ -63,7 +63,7 @@ enum Cmd {
         #[command(flatten)]
         dirs: RootArgs,
         #[command(flatten)]
-        settings: Settings,
+        settings: ConfigArgs,
     },
     /// Write a built-in example root to a temporary directory and mount it at MNT: the one-command first run
     Demo {
@@ -85,7 +85,7 @@ enum Cmd {
         #[command(flatten)]
         dirs: RootArgs,
         #[command(flatten)]
-        settings: Settings,
+        settings: ConfigArgs,
     },
     /// Audit a root (or one session): exit 0 when no errors, 1 when there are errors
     Audit {
@@ -99,7 +99,7 @@ enum Cmd {
         #[command(flatten)]
         dirs: RootArgs,
         #[command(flatten)]
-        settings: Settings,
+        settings: ConfigArgs,
     },
     /// Run a control command without mounting; prints its result line
     #[command(
@@ -117,7 +117,7 @@ enum Cmd {
         #[command(flatten)]
         dirs: RootArgs,
         #[command(flatten)]
-        settings: Settings,
+        settings: ConfigArgs,
     },
     /// Write a synthetic session root (for tests, demos, benchmarks)
     Gen {
@@ -135,6 +135,8 @@ enum Cmd {
         /// Also add every kind of damage the audit catalogue names
         #[arg(long)]
         corrupt: bool,
+        #[command(flatten)]
+        settings: ConfigArgs,
     },
 }
 
@@ -172,12 +174,124 @@ fn resolve_root(root: &Path, dirs: &RootArgs) -> Result<RootPaths, CliError> {
     ))
 }
 
-fn config(settings: Settings) -> Result<Config, CliError> {
-    let (cfg, warnings) = settings
-        .resolve()
-        .map_err(|e| CliError::new(e.to_string()))?;
-    for w in warnings {
-        eprintln!("normafs: warning: {w}");
+/// The settings arguments of a command (SPEC 10): `--config FILE`, `-o key=value,…` and one
+/// flag per key of [`config::keys`], so that a key cannot be settable one way and not another.
+#[derive(Debug, Clone, Default)]
+struct ConfigArgs(Sources);
+
+const SETTINGS_HELP: &str = "Settings (SPEC 10; flags win over -o, -o over --config)";
+
+impl Args for ConfigArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        let mut cmd = cmd
+            .next_help_heading(SETTINGS_HELP)
+            .arg(
+                Arg::new("config")
+                    .long("config")
+                    .value_name("FILE")
+                    .value_parser(clap::value_parser!(PathBuf))
+                    .help(
+                        "A TOML file: any key below at the top level, and \
+                         [sessions.\"<sid>\"] tables overriding noa keys for one session",
+                    ),
+            )
+            .arg(
+                Arg::new("options")
+                    .short('o')
+                    .value_name("KEY=VALUE,…")
+                    .action(ArgAction::Append)
+                    .help(
+                        "Any key below as key=value, comma-separated; a list value is \
+                         separated by ':' or given by repeating -o (-o parents=s2:s1)",
+                    ),
+            );
+        for k in config::keys() {
+            let kind = k.kind;
+            let mut arg = Arg::new(k.name)
+                .long(k.flag())
+                .value_name(kind.value_name())
+                .help(format!("{} [default: {}]", k.help.trim(), k.default_text()))
+                .value_parser(move |text: &str| kind.parse(text))
+                .action(if kind.accumulates() {
+                    ArgAction::Append
+                } else {
+                    ArgAction::Set
+                });
+            if matches!(kind, Kind::Count | Kind::Number | Kind::CountOrAuto) {
+                // A negative count is a questionable value (a warning), not a usage error.
+                arg = arg.allow_negative_numbers(true);
+            }
+            cmd = cmd.arg(arg);
+        }
+        cmd.next_help_heading(None::<&'static str>)
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl clap::FromArgMatches for ConfigArgs {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let mut src = Sources {
+            file: m.get_one::<PathBuf>("config").cloned(),
+            options: m
+                .get_many::<String>("options")
+                .map(|v| v.cloned().collect())
+                .unwrap_or_default(),
+            ..Sources::default()
+        };
+        for k in config::keys() {
+            for v in m.get_many::<config::Value>(k.name).into_iter().flatten() {
+                src.flags
+                    .insert(k.name, v.clone())
+                    .map_err(|e| clap::Error::raw(clap::error::ErrorKind::ValueValidation, e))?;
+            }
+        }
+        Ok(ConfigArgs(src))
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+/// The settings arguments alone (`--config`, `-o`, the flags), parsed as every command parses
+/// them: for tests and tools that need the command line's settings without a command.
+pub fn parse_settings<I, T>(args: I) -> Result<Sources, String>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::FromArgMatches as _;
+    let cmd = ConfigArgs::augment_args(clap::Command::new("normafs").no_binary_name(true));
+    let m = cmd
+        .try_get_matches_from(args)
+        .map_err(|e| e.to_string().lines().next().unwrap_or("").to_string())?;
+    ConfigArgs::from_arg_matches(&m)
+        .map(|a| a.0)
+        .map_err(|e| e.to_string())
+}
+
+/// Load the settings and print their warnings; with `sid`, also those about that session's.
+/// A setting that cannot be used is a usage error (exit 2).
+fn config(args: &ConfigArgs, sid: Option<&str>) -> Result<Config, CliError> {
+    let (cfg, warnings) = args.0.load().map_err(|e| CliError {
+        message: e.to_string(),
+        code: 2,
+    })?;
+    let mut shown: Vec<String> = warnings.iter().map(ToString::to_string).collect();
+    if let Some(sid) = sid {
+        for w in cfg.session_checked(sid).1 {
+            let line = w.to_string();
+            if !shown.contains(&line) {
+                shown.push(line);
+            }
+        }
+    }
+    for line in shown {
+        eprintln!("normafs: warning: {line}");
     }
     Ok(cfg)
 }
@@ -269,10 +383,10 @@ fn mount(
     opts: crate::fuse::MountOptions,
     verbose: bool,
     dirs: &RootArgs,
-    settings: Settings,
+    settings: &ConfigArgs,
 ) -> Result<i32, CliError> {
     let paths = resolve_root(root, dirs)?;
-    let cfg = config(settings)?;
+    let cfg = config(settings, None)?;
     let ttl_ms = cfg.ttl_ms;
     init_logging(verbose);
     // Before any thread exists, so that every thread leaves these signals to `wait_for_exit`.
@@ -389,7 +503,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             },
             verbose,
             &dirs,
-            settings,
+            &settings,
         ),
         Cmd::View {
             root,
@@ -399,14 +513,15 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             settings,
         } => {
             let paths = resolve_root(&root, &dirs)?;
-            let cfg = config(settings)?;
+            let cfg = config(&settings, Some(&sid))?;
             check_session(&paths, &sid)?;
+            let noa = cfg.for_session(&sid);
             let s = session::load(&paths, &sid);
             if let Some(e) = &s.state.error {
                 eprintln!("normafs: warning: {e}; showing the view without compression state");
             }
             let msgs = s.msgs();
-            let v = crate::noa::view::project(&msgs, &s.state.state, &cfg.noa);
+            let v = crate::noa::view::project(&msgs, &s.state.state, &noa);
             if md {
                 write_stdout(v.to_markdown().as_bytes())?;
             } else {
@@ -422,20 +537,14 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             settings,
         } => {
             let paths = resolve_root(&root, &dirs)?;
-            let cfg = config(settings)?;
+            let cfg = config(&settings, sid.as_deref())?;
             let mut d = root::discover(&paths)
                 .map_err(|e| CliError::new(format!("cannot list the root: {e}")))?;
             if let Some(sid) = &sid {
                 check_session(&paths, sid)?;
                 d.sessions = vec![sid.clone()];
             }
-            let a = audit::audit_root(
-                &paths,
-                &d,
-                &cfg.noa,
-                PathStyle::Root,
-                &mut progress("audit"),
-            );
+            let a = audit::audit_root(&paths, &d, &cfg, PathStyle::Root, &mut progress("audit"));
             if json {
                 let mut s = serde_json::to_string_pretty(&a.to_json()).unwrap_or_default();
                 s.push('\n');
@@ -453,17 +562,18 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             settings,
         } => {
             let paths = resolve_root(&root, &dirs)?;
-            let cfg = config(settings)?;
-            let scope = if sid == "-" {
-                Scope::Root
+            let cfg = config(&settings, (sid != "-").then_some(sid.as_str()))?;
+            let (scope, noa) = if sid == "-" {
+                (Scope::Root, cfg.noa.clone())
             } else {
                 check_session(&paths, &sid)?;
-                Scope::Session(sid)
+                let noa = cfg.for_session(&sid);
+                (Scope::Session(sid), noa)
             };
             let line = command.join(" ");
             let runner = Runner {
                 paths: &paths,
-                cfg: &cfg.noa,
+                cfg: &noa,
                 read_only: false,
             };
             let rec = runner.run(&scope, &line, 1, chrono::Utc::now());
@@ -482,12 +592,15 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             messages,
             seed,
             corrupt,
+            settings,
         } => {
+            let cfg = config(&settings, None)?;
             let opts = crate::gen::GenOptions {
                 sessions,
                 messages,
                 seed,
                 corrupt,
+                config: cfg.noa,
                 ..crate::gen::GenOptions::default()
             };
             let report = crate::gen::generate(&root, &opts, &mut progress("gen"))

@@ -1,97 +1,500 @@
-//! Configuration (SPEC 10): noa and mount settings, their defaults, a TOML file, and warnings
-//! for questionable values.
+//! Configuration (SPEC 10): the noa core's and the mount's settings, the one list of their keys,
+//! where values come from (defaults, a TOML file, `-o`, flags) and the warnings for questionable
+//! values.
 //!
-//! Every key is also a flag of `mount`/`view`/`ctl`/`audit` with `-` for `_`; flags win over the
-//! file, the file over the defaults. A questionable value is replaced by its default and
-//! reported as a warning; it never stops a command.
+//! Precedence, lowest first: the runtime's defaults (`noa/config.go` `DefaultConfig`); the
+//! `--config` file's top level; for one session, its `[sessions."<sid>"]` table; `-o key=value`;
+//! flags (`--window 128000`). The command line wins over the file everywhere, session tables
+//! included.
+//!
+//! Two kinds of trouble, treated differently:
+//! - a value that cannot mean anything (an unknown key, a value of the wrong type, a malformed
+//!   `-o` item, an unknown `archive_paths` word) is a [`ConfigError`] and stops the command;
+//! - a value of the right type that the runtime would call questionable (its `ValidateConfig`
+//!   rules, plus ratios outside 0..1, `window = 0`, `max_tier` other than 2 or 3, negative
+//!   counts, an unusable `parents` list) is a [`Warning`]: the key falls back and the command
+//!   goes on. At the top level it falls back to the runtime's default; in a session table, to
+//!   what the session would have without that table (the top level's value), except `parents`,
+//!   which falls back to none.
+//!
+//! Every key is one entry of the `noa_settings!` list below (or of [`MOUNT_KEYS`]); the file
+//! reader, `-o`, the flags of `cli.rs`, [`NoaConfig::describe`] and the tests all walk that one
+//! list, so a key cannot be known to one of them and missed by another.
 
+use std::collections::BTreeMap;
+use std::fmt;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde_json::{json, Value as Json};
 
-/// The settings of the noa core (SPEC 4, 10).
-#[derive(Debug, Clone, PartialEq)]
-pub struct NoaConfig {
-    pub window: u64,
-    pub floor_ratio: f64,
-    pub pressure_ratio: f64,
-    pub truncate_ratio: f64,
-    pub growth_ratio: f64,
-    pub growth_floor: u64,
-    pub growth_cap: u64,
-    pub min_benefit_tokens: u64,
-    pub protect_recent_messages: usize,
-    pub protect_recent_tokens: u64,
-    pub protected_tools: Vec<String>,
-    pub compress_tool_name: String,
-    pub min_range_messages: usize,
-    pub min_summary_chars: usize,
-    pub max_tier: u32,
-    pub tier2_min_blocks: usize,
-    pub tier3_min_blocks: usize,
-    pub truncate_head: usize,
-    pub truncate_tail: usize,
-    // TEMPORARY (h-config replaces this struct): the v2 keys the new core reads.
-    pub min_growth_floor: u64,
-    pub min_growth_ratio: f64,
-    pub tier2_growth_multiplier: f64,
-    pub min_range_chars: usize,
-    pub max_summary_chars: usize,
-    pub max_compress_attempts: u32,
-    pub live_seconds: u64,
-    pub archive_paths: ArchivePaths,
-    pub parents: Vec<String>,
-}
+/// The tool the core always protects (SPEC 4.6), whatever `protected_tools` says.
+pub const COMPRESS_TOOL: &str = "Compress";
 
-/// What a summary's `path=` names (SPEC 10 `archive_paths`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Most ancestors a session's `parents` may name (SPEC 4.10).
+pub const MAX_PARENTS: usize = 8;
+
+/// How a summary names its archive file (`archive_paths`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ArchivePaths {
+    /// As the runtime does: the archive's path on the runtime's disk.
+    #[default]
     Runtime,
+    /// The path inside the mount, for agents that see only the mount.
     Mount,
 }
 
-impl Default for NoaConfig {
-    fn default() -> Self {
-        NoaConfig {
-            window: 200_000,
-            floor_ratio: 0.45,
-            pressure_ratio: 0.75,
-            truncate_ratio: 0.95,
-            growth_ratio: 0.05,
-            growth_floor: 5_000,
-            growth_cap: 50_000,
-            min_benefit_tokens: 2_000,
-            protect_recent_messages: 8,
-            protect_recent_tokens: 8_000,
-            protected_tools: vec!["Compress".to_string()],
-            compress_tool_name: "Compress".to_string(),
-            min_range_messages: 2,
-            min_summary_chars: 20,
-            max_tier: 3,
-            tier2_min_blocks: 6,
-            tier3_min_blocks: 4,
-            truncate_head: 1024,
-            truncate_tail: 512,
-            min_growth_floor: 20_000,
-            min_growth_ratio: 0.45,
-            tier2_growth_multiplier: 1.5,
-            min_range_chars: 5_000,
-            max_summary_chars: 20_000,
-            max_compress_attempts: 3,
-            live_seconds: 120,
-            archive_paths: ArchivePaths::Runtime,
-            parents: Vec::new(),
+impl ArchivePaths {
+    /// The words the settings accept, in the order of the variants.
+    pub const WORDS: &'static [&'static str] = &["runtime", "mount"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ArchivePaths::Runtime => "runtime",
+            ArchivePaths::Mount => "mount",
+        }
+    }
+
+    pub fn from_word(word: &str) -> Option<ArchivePaths> {
+        match word {
+            "runtime" => Some(ArchivePaths::Runtime),
+            "mount" => Some(ArchivePaths::Mount),
+            _ => None,
         }
     }
 }
 
-impl NoaConfig {
-    /// TEMPORARY (h-config): the smallest benefit worth a nudge under pressure.
-    pub fn min_benefit(&self) -> u64 {
-        self.min_benefit_tokens
+/// A value as a source gave it: its type is checked, its range is not yet.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Int(i64),
+    Float(f64),
+    /// `min_benefit_tokens = "auto"`: the computed default.
+    Auto,
+    Word(String),
+    List(Vec<String>),
+}
+
+/// The type of a key, which decides how its value is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A non-negative integer.
+    Count,
+    /// A number; an integer is taken as one.
+    Number,
+    /// A count, or `auto` for the computed default.
+    CountOrAuto,
+    /// Names: a TOML array of strings; in `-o` and flags separated by `:` or repeated.
+    List,
+    /// One of a few words.
+    Choice(&'static [&'static str]),
+}
+
+impl Kind {
+    /// The placeholder shown in `--help`.
+    pub fn value_name(self) -> String {
+        match self {
+            Kind::Count => "N".into(),
+            Kind::Number => "X".into(),
+            Kind::CountOrAuto => "N|auto".into(),
+            Kind::List => "NAME[:NAME…]".into(),
+            Kind::Choice(words) => words.join("|"),
+        }
     }
 
-    /// `clamp(growth_ratio × window, growth_floor, growth_cap)` (SPEC 4.6).
+    /// Whether values from one `-o`/flag source add up rather than replace each other.
+    pub fn accumulates(self) -> bool {
+        self == Kind::List
+    }
+
+    fn expected(self) -> String {
+        match self {
+            Kind::Count => "an integer".into(),
+            Kind::Number => "a number".into(),
+            Kind::CountOrAuto => "an integer or \"auto\"".into(),
+            Kind::List => "an array of strings".into(),
+            Kind::Choice(words) => one_of(words),
+        }
+    }
+
+    /// A value written as text, as `-o` and flags give it.
+    pub fn parse(self, text: &str) -> Result<Value, String> {
+        let t = text.trim();
+        let bad = || format!("{t:?} is not {}", self.expected());
+        match self {
+            Kind::Count => t.parse().map(Value::Int).map_err(|_| bad()),
+            Kind::CountOrAuto if t == "auto" => Ok(Value::Auto),
+            Kind::CountOrAuto => t.parse().map(Value::Int).map_err(|_| bad()),
+            Kind::Number => t.parse().map(Value::Float).map_err(|_| bad()),
+            Kind::List => Ok(Value::List(
+                t.split(':')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .collect(),
+            )),
+            Kind::Choice(words) if words.contains(&t) => Ok(Value::Word(t.to_string())),
+            Kind::Choice(_) => Err(bad()),
+        }
+    }
+
+    fn read_toml(self, v: &toml::Value) -> Result<Value, String> {
+        use toml::Value as T;
+        let bad = || format!("must be {}, not {}", self.expected(), toml_type(v));
+        match (self, v) {
+            (Kind::Count | Kind::CountOrAuto, T::Integer(i)) => Ok(Value::Int(*i)),
+            (Kind::CountOrAuto, T::String(s)) if s == "auto" => Ok(Value::Auto),
+            (Kind::Number, T::Float(x)) => Ok(Value::Float(*x)),
+            (Kind::Number, T::Integer(i)) => Ok(Value::Float(*i as f64)),
+            (Kind::List, T::Array(items)) => items
+                .iter()
+                .map(|i| i.as_str().map(String::from).ok_or_else(bad))
+                .collect::<Result<_, _>>()
+                .map(Value::List),
+            (Kind::Choice(words), T::String(s)) if words.contains(&s.as_str()) => {
+                Ok(Value::Word(s.clone()))
+            }
+            _ => Err(bad()),
+        }
+    }
+}
+
+fn one_of(words: &[&str]) -> String {
+    let quoted: Vec<String> = words.iter().map(|w| format!("{w:?}")).collect();
+    format!("one of {}", quoted.join(", "))
+}
+
+fn toml_type(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => format!("the string {s:?}"),
+        toml::Value::Integer(i) => format!("the integer {i}"),
+        toml::Value::Float(x) => format!("the number {x}"),
+        other => format!("a {}", other.type_str()),
+    }
+}
+
+/// A field type that settings can hold: its kind, how a checked value becomes it, how it shows.
+trait Setting: Sized {
+    const KIND: Kind;
+    /// `Err` says why the value is questionable; its type was checked when it was read.
+    fn take(v: &Value) -> Result<Self, String>;
+    fn show(&self) -> Json;
+}
+
+fn count_of<T: TryFrom<i64>>(v: &Value) -> Result<T, String> {
+    match v {
+        Value::Int(i) if *i < 0 => Err("is negative".into()),
+        Value::Int(i) => T::try_from(*i).map_err(|_| "is too large".into()),
+        _ => Err("is not an integer".into()),
+    }
+}
+
+impl Setting for u64 {
+    const KIND: Kind = Kind::Count;
+    fn take(v: &Value) -> Result<Self, String> {
+        count_of(v)
+    }
+    fn show(&self) -> Json {
+        json!(self)
+    }
+}
+
+impl Setting for usize {
+    const KIND: Kind = Kind::Count;
+    fn take(v: &Value) -> Result<Self, String> {
+        count_of(v)
+    }
+    fn show(&self) -> Json {
+        json!(self)
+    }
+}
+
+impl Setting for u32 {
+    const KIND: Kind = Kind::Count;
+    fn take(v: &Value) -> Result<Self, String> {
+        count_of(v)
+    }
+    fn show(&self) -> Json {
+        json!(self)
+    }
+}
+
+impl Setting for f64 {
+    const KIND: Kind = Kind::Number;
+    fn take(v: &Value) -> Result<Self, String> {
+        match v {
+            Value::Float(x) => Ok(*x),
+            Value::Int(i) => Ok(*i as f64),
+            _ => Err("is not a number".into()),
+        }
+    }
+    fn show(&self) -> Json {
+        // serde_json writes a non-finite number as null; say what it was instead.
+        if self.is_finite() {
+            json!(self)
+        } else {
+            json!(self.to_string())
+        }
+    }
+}
+
+impl Setting for Option<u64> {
+    const KIND: Kind = Kind::CountOrAuto;
+    fn take(v: &Value) -> Result<Self, String> {
+        match v {
+            Value::Auto => Ok(None),
+            other => count_of(other).map(Some),
+        }
+    }
+    fn show(&self) -> Json {
+        match self {
+            Some(n) => json!(n),
+            None => json!("auto"),
+        }
+    }
+}
+
+impl Setting for Vec<String> {
+    const KIND: Kind = Kind::List;
+    fn take(v: &Value) -> Result<Self, String> {
+        match v {
+            Value::List(items) => Ok(items.clone()),
+            _ => Err("is not a list".into()),
+        }
+    }
+    fn show(&self) -> Json {
+        json!(self)
+    }
+}
+
+impl Setting for ArchivePaths {
+    const KIND: Kind = Kind::Choice(ArchivePaths::WORDS);
+    fn take(v: &Value) -> Result<Self, String> {
+        match v {
+            Value::Word(w) => ArchivePaths::from_word(w)
+                .ok_or_else(|| format!("is not {}", one_of(ArchivePaths::WORDS))),
+            _ => Err("is not a word".into()),
+        }
+    }
+    fn show(&self) -> Json {
+        json!(self.as_str())
+    }
+}
+
+/// Which struct a key belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// [`NoaConfig`]: settable at the top level and per session.
+    Noa,
+    /// [`Config`]'s mount settings: top level only.
+    Mount,
+}
+
+/// One key of SPEC 10.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Key {
+    /// As written in the file and in `-o` (flags write `-` for `_`).
+    pub name: &'static str,
+    pub kind: Kind,
+    pub scope: Scope,
+    /// One line for `--help` (as a doc comment gives it: it may start with a space).
+    pub help: &'static str,
+}
+
+impl Key {
+    /// The long flag, without its `--`.
+    pub fn flag(&self) -> String {
+        self.name.replace('_', "-")
+    }
+
+    /// The default, as `--help` shows it.
+    pub fn default_text(&self) -> String {
+        let v = match self.scope {
+            Scope::Noa => NoaConfig::default().get(self.name),
+            Scope::Mount => Config::default().get_mount(self.name),
+        };
+        match v {
+            Json::String(s) => s,
+            Json::Array(a) if a.is_empty() => "none".into(),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// Declares [`NoaConfig`] from one list of `name: type = default` entries, and with it the key
+/// list ([`NOA_KEYS`]) and the by-name access that every source uses.
+macro_rules! noa_settings {
+    ($( #[doc = $help:literal] $field:ident : $ty:ty = $default:expr ; )*) => {
+        /// The settings of the noa core for one session (SPEC 4, 10); defaults are the
+        /// runtime's `DefaultConfig`.
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct NoaConfig {
+            $( #[doc = $help] pub $field: $ty, )*
+        }
+
+        impl Default for NoaConfig {
+            fn default() -> Self {
+                NoaConfig { $( $field: $default, )* }
+            }
+        }
+
+        /// Every noa key, in SPEC 10's order.
+        pub const NOA_KEYS: &[Key] = &[
+            $( Key {
+                name: stringify!($field),
+                kind: <$ty as Setting>::KIND,
+                scope: Scope::Noa,
+                help: $help,
+            }, )*
+        ];
+
+        impl NoaConfig {
+            /// Set `name` from a checked value; `Err` says why the value is questionable.
+            fn set(&mut self, name: &str, v: &Value) -> Result<(), String> {
+                match name {
+                    $( stringify!($field) => self.$field = <$ty as Setting>::take(v)?, )*
+                    _ => {}
+                }
+                Ok(())
+            }
+
+            /// Copy key `name` from `other`.
+            fn copy_key(&mut self, name: &str, other: &NoaConfig) {
+                match name {
+                    $( stringify!($field) => self.$field = other.$field.clone(), )*
+                    _ => {}
+                }
+            }
+
+            /// The value of key `name` as JSON (`null` for no such key).
+            pub fn get(&self, name: &str) -> Json {
+                match name {
+                    $( stringify!($field) => Setting::show(&self.$field), )*
+                    _ => Json::Null,
+                }
+            }
+
+            /// Every key and its value, in SPEC 10's order: what `status.json` and `view.md`
+            /// report as the settings used. `min_benefit_tokens` is the value in effect
+            /// ([`NoaConfig::min_benefit`]).
+            pub fn describe(&self) -> Json {
+                // Naming every field without `..` makes a field missing from the list a
+                // compile error.
+                let NoaConfig { $( $field: _, )* } = self;
+                let mut m = serde_json::Map::new();
+                $( m.insert(stringify!($field).into(), Setting::show(&self.$field)); )*
+                m.insert("min_benefit_tokens".into(), json!(self.min_benefit()));
+                Json::Object(m)
+            }
+        }
+    };
+}
+
+noa_settings! {
+    /// Context window in tokens
+    window: u64 = 200_000;
+    /// Usage share where count-based tier nudges start, and the first-sight floor
+    floor_ratio: f64 = 0.45;
+    /// Usage share where the pressure band starts
+    pressure_ratio: f64 = 0.75;
+    /// Usage share where the emergency (truncation) band starts
+    truncate_ratio: f64 = 0.95;
+    /// Growth unit as a share of the window (clamped to growth_floor..growth_cap)
+    growth_ratio: f64 = 0.05;
+    /// Smallest growth unit in tokens; also tier 1's pending floor
+    growth_floor: u64 = 50_000;
+    /// Largest growth unit in tokens
+    growth_cap: u64 = 50_000;
+    /// Smallest growth gate in tokens
+    min_growth_floor: u64 = 20_000;
+    /// Growth gate as a share of the growth unit
+    min_growth_ratio: f64 = 0.45;
+    /// Growth unit multiplier giving the pending threshold of tiers 2 and 3
+    tier2_growth_multiplier: f64 = 1.5;
+    /// Smallest benefit worth a nudge under pressure (auto: max(5000, 1% of window))
+    min_benefit_tokens: Option<u64> = None;
+    /// Messages at the tail kept out of compression
+    protect_recent_messages: usize = 5;
+    /// Tokens at the tail kept out of compression
+    protect_recent_tokens: u64 = 5_000;
+    /// Tools never compressed or truncated: exact (any case) or a trailing * (Compress always is)
+    protected_tools: Vec<String> = Vec::new();
+    /// Fewest characters a Compress batch of message ranges may cover
+    min_range_chars: usize = 5_000;
+    /// Shortest summary in characters
+    min_summary_chars: usize = 50;
+    /// Longest summary in characters
+    max_summary_chars: usize = 20_000;
+    /// Highest tier: 2 or 3
+    max_tier: u32 = 3;
+    /// Live tier-1 blocks that call for a tier-2 nudge
+    tier2_min_blocks: usize = 5;
+    /// Live tier-2 blocks that call for a tier-3 nudge
+    tier3_min_blocks: usize = 10;
+    /// Failed or ignored compressions in a row before nudges pause
+    max_compress_attempts: u32 = 3;
+    /// A session whose transcript changed this many seconds ago or less is live (ctl: EBUSY)
+    live_seconds: u64 = 120;
+    /// How summaries name their archive: runtime (as the runtime does) or mount
+    archive_paths: ArchivePaths = ArchivePaths::Runtime;
+    /// Ancestor sessions of a fork, nearest first (at most 8 used)
+    parents: Vec<String> = Vec::new();
+}
+
+/// The mount's own keys (top level of the file only).
+pub const MOUNT_KEYS: &[Key] = &[
+    Key {
+        name: "ttl_ms",
+        kind: Kind::Count,
+        scope: Scope::Mount,
+        help: "Attribute and entry cache time of the mount in milliseconds",
+    },
+    Key {
+        name: "cache_mb",
+        kind: Kind::Count,
+        scope: Scope::Mount,
+        help: "Memory budget of the mount's computed-file cache in MiB",
+    },
+];
+
+/// Every key of SPEC 10: the noa keys, then the mount's.
+pub fn keys() -> impl Iterator<Item = &'static Key> {
+    NOA_KEYS.iter().chain(MOUNT_KEYS)
+}
+
+/// The key called `name`.
+pub fn key(name: &str) -> Option<&'static Key> {
+    keys().find(|k| k.name == name)
+}
+
+impl NoaConfig {
+    /// `min_benefit_tokens`, or when unset `max(5000, round(1% of window))` (the runtime's).
+    pub fn min_benefit(&self) -> u64 {
+        self.min_benefit_tokens.unwrap_or_else(|| {
+            let one_percent = (self.window as f64 * 0.01 + 0.5).floor() as u64;
+            one_percent.max(5_000)
+        })
+    }
+
+    /// Whether a tool's calls are hard-protected (SPEC 4.6): `Compress` always, and every name
+    /// matching a `protected_tools` pattern (exact in any case, or a prefix before a `*`).
+    pub fn is_protected_tool(&self, name: &str) -> bool {
+        if name.is_empty() {
+            return false;
+        }
+        if name == COMPRESS_TOOL {
+            return true;
+        }
+        let name = name.to_lowercase();
+        self.protected_tools.iter().any(|p| {
+            let p = p.to_lowercase();
+            match p.strip_suffix('*') {
+                Some(prefix) => name.starts_with(prefix),
+                None => !p.is_empty() && p == name,
+            }
+        })
+    }
+
+    /// `clamp(growth_ratio × window, growth_floor, growth_cap)` (SPEC 4.7).
     pub fn cadence(&self) -> u64 {
         let raw = (self.growth_ratio * self.window as f64).round();
         let raw = if raw.is_finite() && raw > 0.0 {
@@ -106,16 +509,230 @@ impl NoaConfig {
     pub fn truncate_threshold(&self) -> u64 {
         (self.truncate_ratio * self.window as f64).floor() as u64
     }
+}
 
-    pub fn is_protected_tool(&self, name: &str) -> bool {
-        self.protected_tools.iter().any(|t| t == name)
+/// A questionable value that was replaced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Warning {
+    /// The session whose table held it; `None` for the top level and the command line.
+    pub session: Option<String>,
+    /// The keys that were replaced.
+    pub keys: Vec<&'static str>,
+    /// One line naming the keys, the problem and the value used instead.
+    pub message: String,
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.session {
+            Some(sid) => write!(f, "[sessions.{sid:?}] {}", self.message),
+            None => f.write_str(&self.message),
+        }
     }
 }
 
-/// All settings: the core's and the mount's.
+/// A setting that cannot be used: the command stops.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {}: {message}", path.display())]
+    File { path: PathBuf, message: String },
+    #[error("-o {item}: {message}")]
+    Option { item: String, message: String },
+}
+
+/// Values of some keys as one source gave them (types checked, ranges not yet).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Settings {
+    values: BTreeMap<&'static str, Value>,
+}
+
+impl Settings {
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.values.get(name)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// The keys set, in name order.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.values.keys().copied()
+    }
+
+    /// Set a key to a value of its kind (a list value adds to the list already set).
+    pub fn insert(&mut self, name: &str, v: Value) -> Result<(), String> {
+        let k = key(name).ok_or_else(|| format!("unknown key {name:?}"))?;
+        match (self.values.get_mut(k.name), v) {
+            (Some(Value::List(have)), Value::List(more)) if k.kind.accumulates() => {
+                have.extend(more)
+            }
+            (_, v) => {
+                self.values.insert(k.name, v);
+            }
+        }
+        Ok(())
+    }
+
+    /// Set a key from text, as `-o` and flags write it (a list key adds to its list).
+    pub fn insert_text(&mut self, name: &str, text: &str) -> Result<(), String> {
+        let k = key(name).ok_or_else(|| format!("unknown key {name:?}"))?;
+        let v = k.kind.parse(text).map_err(|e| format!("{}: {e}", k.name))?;
+        self.insert(k.name, v)
+    }
+
+    /// `self` with every key of `higher` set over it.
+    pub fn overridden_by(mut self, higher: &Settings) -> Settings {
+        for (k, v) in &higher.values {
+            self.values.insert(k, v.clone());
+        }
+        self
+    }
+
+    /// `self` without the keys `higher` sets.
+    fn without(mut self, higher: &Settings) -> Settings {
+        self.values.retain(|k, _| !higher.values.contains_key(k));
+        self
+    }
+}
+
+/// Parse `-o` arguments: each a comma-separated list of `key=value` (`-` may stand for `_` in
+/// a key). A list value is `:`-separated, and a list key given again adds to the list.
+pub fn parse_options<S: AsRef<str>>(args: &[S]) -> Result<Settings, ConfigError> {
+    let mut s = Settings::default();
+    for arg in args {
+        for item in arg.as_ref().split(',').map(str::trim) {
+            if item.is_empty() {
+                continue;
+            }
+            let err = |message: String| ConfigError::Option {
+                item: item.to_string(),
+                message,
+            };
+            let (name, text) = item
+                .split_once('=')
+                .ok_or_else(|| err("expected key=value".into()))?;
+            let name = name.trim().replace('-', "_");
+            s.insert_text(&name, text).map_err(err)?;
+        }
+    }
+    Ok(s)
+}
+
+/// What a `--config` file holds: its top-level keys and its session tables.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConfigFile {
+    pub top: Settings,
+    pub sessions: BTreeMap<String, Settings>,
+}
+
+impl ConfigFile {
+    /// Read and parse a TOML settings file.
+    pub fn read(path: &Path) -> Result<ConfigFile, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        ConfigFile::parse(&text, path)
+    }
+
+    /// Parse TOML text; `path` names the file in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> {
+        let err = |message: String| ConfigError::File {
+            path: path.to_path_buf(),
+            message,
+        };
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            let line = e
+                .span()
+                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+            let message = e.message().trim().replace('\n', " ");
+            err(match line {
+                Some(l) => format!("line {l}: {message}"),
+                None => message,
+            })
+        })?;
+        let mut file = ConfigFile::default();
+        for (name, v) in &table {
+            if name == "sessions" {
+                let toml::Value::Table(sessions) = v else {
+                    return Err(err(
+                        "sessions must hold [sessions.\"<sid>\"] tables".to_string()
+                    ));
+                };
+                for (sid, t) in sessions {
+                    let toml::Value::Table(t) = t else {
+                        return Err(err(format!("sessions.{sid:?} must be a table")));
+                    };
+                    let at = format!("[sessions.{sid:?}] ");
+                    file.sessions.insert(
+                        sid.clone(),
+                        read_table(t, Scope::Noa).map_err(|m| err(format!("{at}{m}")))?,
+                    );
+                }
+            } else {
+                read_key(&mut file.top, name, v, Scope::Mount).map_err(err)?;
+            }
+        }
+        Ok(file)
+    }
+}
+
+/// Keys of one table; `widest` is [`Scope::Mount`] where mount keys are allowed too.
+fn read_table(t: &toml::Table, widest: Scope) -> Result<Settings, String> {
+    let mut s = Settings::default();
+    for (name, v) in t {
+        read_key(&mut s, name, v, widest)?;
+    }
+    Ok(s)
+}
+
+fn read_key(s: &mut Settings, name: &str, v: &toml::Value, widest: Scope) -> Result<(), String> {
+    let k = key(name).ok_or_else(|| format!("unknown key {name:?}"))?;
+    if k.scope == Scope::Mount && widest == Scope::Noa {
+        return Err(format!(
+            "{name} is a mount setting: set it at the top level"
+        ));
+    }
+    let value = k.kind.read_toml(v).map_err(|m| format!("{name} {m}"))?;
+    s.values.insert(k.name, value);
+    Ok(())
+}
+
+/// Where a command's settings come from (the `--config`, `-o` and flag arguments).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sources {
+    pub file: Option<PathBuf>,
+    /// `-o` arguments, in order.
+    pub options: Vec<String>,
+    /// Flags, already parsed.
+    pub flags: Settings,
+}
+
+impl Sources {
+    /// Read the file, parse `-o`, and build the configuration with its warnings.
+    pub fn load(&self) -> Result<(Config, Vec<Warning>), ConfigError> {
+        let file = match &self.file {
+            Some(path) => ConfigFile::read(path)?,
+            None => ConfigFile::default(),
+        };
+        let command_line = parse_options(&self.options)?.overridden_by(&self.flags);
+        Ok(Config::build(file, &command_line))
+    }
+}
+
+/// All settings: the noa core's (the top level and each session's table) and the mount's.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
+    /// The top-level noa settings, checked.
     pub noa: NoaConfig,
+    /// Per-session tables as read, less the keys the command line sets (it wins over them).
+    pub sessions: BTreeMap<String, Settings>,
     pub ttl_ms: u64,
     pub cache_mb: u64,
 }
@@ -124,260 +741,278 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             noa: NoaConfig::default(),
+            sessions: BTreeMap::new(),
             ttl_ms: 1000,
             cache_mb: 256,
         }
     }
 }
 
-/// Every key, optional: the shape of the TOML file and of the flags.
-#[derive(Debug, Clone, Default, Deserialize, clap::Args)]
-#[serde(deny_unknown_fields)]
-pub struct Settings {
-    /// Context window in tokens [default: 200000]
-    #[arg(long)]
-    pub window: Option<u64>,
-    /// Usage ratio where nudges start [default: 0.45]
-    #[arg(long)]
-    pub floor_ratio: Option<f64>,
-    /// Usage ratio where the growth cadence stops applying [default: 0.75]
-    #[arg(long)]
-    pub pressure_ratio: Option<f64>,
-    /// Usage ratio where emergency truncation starts [default: 0.95]
-    #[arg(long)]
-    pub truncate_ratio: Option<f64>,
-    /// Growth cadence as a share of the window [default: 0.05]
-    #[arg(long)]
-    pub growth_ratio: Option<f64>,
-    /// Smallest growth cadence in tokens [default: 5000]
-    #[arg(long)]
-    pub growth_floor: Option<u64>,
-    /// Largest growth cadence in tokens [default: 50000]
-    #[arg(long)]
-    pub growth_cap: Option<u64>,
-    /// Smallest compressible benefit worth a nudge [default: 2000]
-    #[arg(long)]
-    pub min_benefit_tokens: Option<u64>,
-    /// Messages at the tail never compressed [default: 8]
-    #[arg(long)]
-    pub protect_recent_messages: Option<usize>,
-    /// Tokens at the tail never compressed [default: 8000]
-    #[arg(long)]
-    pub protect_recent_tokens: Option<u64>,
-    /// Tools whose calls are never compressed or truncated (repeat or comma-separate) [default: Compress]
-    #[arg(long, value_delimiter = ',')]
-    pub protected_tools: Option<Vec<String>>,
-    /// Name of the Compress tool in transcripts [default: Compress]
-    #[arg(long)]
-    pub compress_tool_name: Option<String>,
-    /// Fewest messages a compressed range may cover [default: 2]
-    #[arg(long)]
-    pub min_range_messages: Option<usize>,
-    /// Shortest summary in characters [default: 20]
-    #[arg(long)]
-    pub min_summary_chars: Option<usize>,
-    /// Highest tier [default: 3]
-    #[arg(long)]
-    pub max_tier: Option<u32>,
-    /// Live tier-1 blocks before a tier-2 nudge [default: 6]
-    #[arg(long)]
-    pub tier2_min_blocks: Option<usize>,
-    /// Live tier-2 blocks before a tier-3 nudge [default: 4]
-    #[arg(long)]
-    pub tier3_min_blocks: Option<usize>,
-    /// Bytes kept at the head of a truncated tool result [default: 1024]
-    #[arg(long)]
-    pub truncate_head: Option<usize>,
-    /// Bytes kept at the tail of a truncated tool result [default: 512]
-    #[arg(long)]
-    pub truncate_tail: Option<usize>,
-    /// Attribute cache time of the mount in milliseconds [default: 1000]
-    #[arg(long)]
-    pub ttl_ms: Option<u64>,
-    /// Memory budget of the mount's result cache in MiB [default: 256]
-    #[arg(long)]
-    pub cache_mb: Option<u64>,
-    /// A TOML file with any of these keys (flags win over it)
-    #[arg(long = "config", value_name = "FILE")]
-    #[serde(skip)]
-    pub config_file: Option<PathBuf>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("config file {path}: {message}")]
-    Parse { path: PathBuf, message: String },
-}
-
-impl Settings {
-    /// Read a TOML settings file.
-    pub fn from_file(path: &Path) -> Result<Settings, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        toml::from_str(&text).map_err(|e| ConfigError::Parse {
-            path: path.to_path_buf(),
-            message: e.message().to_string(),
-        })
-    }
-
-    /// Fill every unset key of `self` from `lower`.
-    fn or(self, lower: Settings) -> Settings {
-        macro_rules! pick {
-            ($($f:ident),*) => { Settings { $($f: self.$f.or(lower.$f),)* config_file: self.config_file } };
-        }
-        pick!(
-            window,
-            floor_ratio,
-            pressure_ratio,
-            truncate_ratio,
-            growth_ratio,
-            growth_floor,
-            growth_cap,
-            min_benefit_tokens,
-            protect_recent_messages,
-            protect_recent_tokens,
-            protected_tools,
-            compress_tool_name,
-            min_range_messages,
-            min_summary_chars,
-            max_tier,
-            tier2_min_blocks,
-            tier3_min_blocks,
-            truncate_head,
-            truncate_tail,
-            ttl_ms,
-            cache_mb
-        )
-    }
-
-    /// Flags over the `--config` file over defaults; returns the config and its warnings.
-    pub fn resolve(self) -> Result<(Config, Vec<String>), ConfigError> {
-        let merged = match &self.config_file {
-            Some(path) => {
-                let file = Settings::from_file(path)?;
-                self.or(file)
-            }
-            None => self,
-        };
-        Ok(merged.build())
-    }
-
-    /// Apply the settings over the defaults, replacing questionable values by defaults.
-    pub fn build(self) -> (Config, Vec<String>) {
-        let d = Config::default();
-        let dn = &d.noa;
+impl Config {
+    /// The configuration from a parsed file and the command line's settings (`-o` and flags,
+    /// merged), and the warnings for every questionable value, session tables included.
+    pub fn build(file: ConfigFile, command_line: &Settings) -> (Config, Vec<Warning>) {
+        let top = file.top.overridden_by(command_line);
+        let defaults = Config::default();
         let mut warnings = Vec::new();
-        let mut ratio = |name: &str, v: Option<f64>, def: f64| -> f64 {
-            match v {
-                Some(x) if x.is_finite() && (0.0..=1.0).contains(&x) => x,
-                Some(x) => {
-                    warnings.push(format!(
-                        "{name} = {x} is outside 0..1; using the default {def}"
-                    ));
-                    def
-                }
-                None => def,
-            }
-        };
-        let mut noa = NoaConfig {
-            window: self.window.unwrap_or(dn.window),
-            floor_ratio: ratio("floor_ratio", self.floor_ratio, dn.floor_ratio),
-            pressure_ratio: ratio("pressure_ratio", self.pressure_ratio, dn.pressure_ratio),
-            truncate_ratio: ratio("truncate_ratio", self.truncate_ratio, dn.truncate_ratio),
-            growth_ratio: ratio("growth_ratio", self.growth_ratio, dn.growth_ratio),
-            growth_floor: self.growth_floor.unwrap_or(dn.growth_floor),
-            growth_cap: self.growth_cap.unwrap_or(dn.growth_cap),
-            min_benefit_tokens: self.min_benefit_tokens.unwrap_or(dn.min_benefit_tokens),
-            protect_recent_messages: self
-                .protect_recent_messages
-                .unwrap_or(dn.protect_recent_messages),
-            protect_recent_tokens: self
-                .protect_recent_tokens
-                .unwrap_or(dn.protect_recent_tokens),
-            protected_tools: self
-                .protected_tools
-                .unwrap_or_else(|| dn.protected_tools.clone()),
-            compress_tool_name: self
-                .compress_tool_name
-                .unwrap_or_else(|| dn.compress_tool_name.clone()),
-            min_range_messages: self.min_range_messages.unwrap_or(dn.min_range_messages),
-            min_summary_chars: self.min_summary_chars.unwrap_or(dn.min_summary_chars),
-            max_tier: self.max_tier.unwrap_or(dn.max_tier),
-            tier2_min_blocks: self.tier2_min_blocks.unwrap_or(dn.tier2_min_blocks),
-            tier3_min_blocks: self.tier3_min_blocks.unwrap_or(dn.tier3_min_blocks),
-            truncate_head: self.truncate_head.unwrap_or(dn.truncate_head),
-            truncate_tail: self.truncate_tail.unwrap_or(dn.truncate_tail),
-            ..dn.clone()
-        };
-        if noa.window == 0 {
-            warnings.push(format!(
-                "window = 0 is not a context window; using the default {}",
-                dn.window
-            ));
-            noa.window = dn.window;
-        }
-        if noa.growth_floor > noa.growth_cap {
-            warnings.push(format!(
-                "growth_floor {} is above growth_cap {}; using the defaults {} and {}",
-                noa.growth_floor, noa.growth_cap, dn.growth_floor, dn.growth_cap
-            ));
-            noa.growth_floor = dn.growth_floor;
-            noa.growth_cap = dn.growth_cap;
-        }
-        if !(noa.floor_ratio <= noa.pressure_ratio && noa.pressure_ratio <= noa.truncate_ratio) {
-            warnings.push(format!(
-                "ratios must satisfy floor_ratio <= pressure_ratio <= truncate_ratio \
-                 ({} / {} / {}); using the defaults {} / {} / {}",
-                noa.floor_ratio,
-                noa.pressure_ratio,
-                noa.truncate_ratio,
-                dn.floor_ratio,
-                dn.pressure_ratio,
-                dn.truncate_ratio
-            ));
-            noa.floor_ratio = dn.floor_ratio;
-            noa.pressure_ratio = dn.pressure_ratio;
-            noa.truncate_ratio = dn.truncate_ratio;
-        }
-        if noa.max_tier == 0 {
-            warnings.push(format!(
-                "max_tier = 0 leaves no tier; using the default {}",
-                dn.max_tier
-            ));
-            noa.max_tier = dn.max_tier;
-        }
-        if noa.min_range_messages == 0 {
-            warnings.push(format!(
-                "min_range_messages = 0 would allow empty ranges; using the default {}",
-                dn.min_range_messages
-            ));
-            noa.min_range_messages = dn.min_range_messages;
-        }
-        if noa.compress_tool_name.is_empty() {
-            warnings.push("compress_tool_name is empty; using the default Compress".to_string());
-            noa.compress_tool_name = dn.compress_tool_name.clone();
-        }
-        let mut cache_mb = self.cache_mb.unwrap_or(d.cache_mb);
-        if cache_mb == 0 {
-            warnings.push(format!(
-                "cache_mb = 0 leaves no cache; using the default {}",
-                d.cache_mb
-            ));
-            cache_mb = d.cache_mb;
-        }
-        let config = Config {
+        let mut noa = NoaConfig::default();
+        apply(&mut noa, &top, &defaults.noa, None, &mut warnings);
+        settle(&mut noa, &defaults.noa, None, &mut warnings);
+        let mut config = Config {
             noa,
-            ttl_ms: self.ttl_ms.unwrap_or(d.ttl_ms),
-            cache_mb,
+            sessions: file
+                .sessions
+                .into_iter()
+                .map(|(sid, t)| (sid, t.without(command_line)))
+                .collect(),
+            ..defaults.clone()
         };
+        for k in MOUNT_KEYS {
+            let Some(v) = top.get(k.name) else { continue };
+            let taken = u64::take(v).and_then(|n| match (k.name, n) {
+                ("cache_mb", 0) => Err("leaves no cache".to_string()),
+                _ => Ok(n),
+            });
+            match taken {
+                Ok(n) => config.set_mount(k.name, n),
+                Err(why) => warnings.push(Warning {
+                    session: None,
+                    keys: vec![k.name],
+                    message: format!(
+                        "{} = {} {why}; using the default {}",
+                        k.name,
+                        show_value(v),
+                        defaults.get_mount(k.name)
+                    ),
+                }),
+            }
+        }
+        for sid in config.sessions.keys() {
+            warnings.extend(config.session_checked(sid).1);
+        }
         (config, warnings)
+    }
+
+    /// The settings of session `sid`: the top level with its table applied over them.
+    pub fn for_session(&self, sid: &str) -> NoaConfig {
+        self.session_checked(sid).0
+    }
+
+    /// [`Config::for_session`] and the warnings about its questionable values (those of its
+    /// table, and a top-level `parents` that names `sid` itself).
+    pub fn session_checked(&self, sid: &str) -> (NoaConfig, Vec<Warning>) {
+        let mut c = self.noa.clone();
+        let mut warnings = Vec::new();
+        if let Some(t) = self.sessions.get(sid) {
+            apply(&mut c, t, &self.noa, Some(sid), &mut warnings);
+        }
+        settle(&mut c, &self.noa, Some(sid), &mut warnings);
+        (c, warnings)
+    }
+
+    fn set_mount(&mut self, name: &str, n: u64) {
+        match name {
+            "ttl_ms" => self.ttl_ms = n,
+            "cache_mb" => self.cache_mb = n,
+            _ => {}
+        }
+    }
+
+    fn get_mount(&self, name: &str) -> Json {
+        match name {
+            "ttl_ms" => json!(self.ttl_ms),
+            "cache_mb" => json!(self.cache_mb),
+            _ => Json::Null,
+        }
+    }
+}
+
+fn show_value(v: &Value) -> String {
+    match v {
+        Value::Int(i) => i.to_string(),
+        Value::Float(x) => x.to_string(),
+        Value::Auto => "auto".into(),
+        Value::Word(w) => format!("{w:?}"),
+        Value::List(items) => json!(items).to_string(),
+    }
+}
+
+fn fallback_text(keys: &[&str], fallback: &NoaConfig, session: Option<&str>) -> String {
+    let what = if session.is_some() && keys != ["parents"] {
+        "the top-level value"
+    } else {
+        "the default"
+    };
+    let values: Vec<String> = keys
+        .iter()
+        .map(|k| format!("{k} = {}", fallback.get(k)))
+        .collect();
+    format!(
+        "using {what}{} {}",
+        if keys.len() > 1 { "s" } else { "" },
+        values.join(", ")
+    )
+}
+
+/// Set the noa keys of `s` on `c`; a questionable value takes `fallback`'s and is reported.
+fn apply(
+    c: &mut NoaConfig,
+    s: &Settings,
+    fallback: &NoaConfig,
+    session: Option<&str>,
+    warnings: &mut Vec<Warning>,
+) {
+    for k in NOA_KEYS {
+        let Some(v) = s.get(k.name) else { continue };
+        if let Err(why) = c.set(k.name, v) {
+            c.copy_key(k.name, fallback);
+            warnings.push(Warning {
+                session: session.map(String::from),
+                keys: vec![k.name],
+                message: format!(
+                    "{} = {} {why}; {}",
+                    k.name,
+                    show_value(v),
+                    fallback_text(&[k.name], fallback, session)
+                ),
+            });
+        }
+    }
+}
+
+/// Whether `x` is a ratio: finite, in 0..=1, and above 0 when `positive`.
+fn is_ratio(x: f64, positive: bool) -> bool {
+    x.is_finite() && (0.0..=1.0).contains(&x) && !(positive && x == 0.0)
+}
+
+/// The first rule `c` breaks: the keys it involves and what is wrong.
+fn first_problem(
+    c: &NoaConfig,
+    session: Option<&str>,
+) -> Option<(&'static [&'static str], String)> {
+    if c.window == 0 {
+        return Some((&["window"], "window = 0 is not a context window".into()));
+    }
+    let ratios: [(&'static [&'static str], f64, bool); 5] = [
+        (&["floor_ratio"], c.floor_ratio, false),
+        (&["pressure_ratio"], c.pressure_ratio, false),
+        (&["truncate_ratio"], c.truncate_ratio, true),
+        (&["growth_ratio"], c.growth_ratio, false),
+        (&["min_growth_ratio"], c.min_growth_ratio, false),
+    ];
+    for (keys, x, positive) in ratios {
+        if !is_ratio(x, positive) {
+            let range = if positive { "in (0, 1]" } else { "in [0, 1]" };
+            return Some((keys, format!("{} = {x} is not a ratio {range}", keys[0])));
+        }
+    }
+    if !(c.tier2_growth_multiplier.is_finite() && c.tier2_growth_multiplier >= 0.0) {
+        return Some((
+            &["tier2_growth_multiplier"],
+            format!(
+                "tier2_growth_multiplier = {} is not a non-negative number",
+                c.tier2_growth_multiplier
+            ),
+        ));
+    }
+    if c.max_tier != 2 && c.max_tier != 3 {
+        return Some((
+            &["max_tier"],
+            format!("max_tier = {} is not 2 or 3", c.max_tier),
+        ));
+    }
+    if c.tier2_min_blocks < 1 {
+        return Some((
+            &["tier2_min_blocks"],
+            "tier2_min_blocks must be at least 1".into(),
+        ));
+    }
+    if c.max_compress_attempts < 1 {
+        return Some((
+            &["max_compress_attempts"],
+            "max_compress_attempts must be at least 1".into(),
+        ));
+    }
+    if c.floor_ratio > c.pressure_ratio {
+        return Some((
+            &["floor_ratio", "pressure_ratio"],
+            format!(
+                "floor_ratio ({}) must not exceed pressure_ratio ({})",
+                c.floor_ratio, c.pressure_ratio
+            ),
+        ));
+    }
+    if c.pressure_ratio > c.truncate_ratio {
+        return Some((
+            &["pressure_ratio", "truncate_ratio"],
+            format!(
+                "pressure_ratio ({}) must not exceed truncate_ratio ({})",
+                c.pressure_ratio, c.truncate_ratio
+            ),
+        ));
+    }
+    if c.tier3_min_blocks <= c.tier2_min_blocks {
+        return Some((
+            &["tier2_min_blocks", "tier3_min_blocks"],
+            format!(
+                "tier3_min_blocks ({}) must exceed tier2_min_blocks ({})",
+                c.tier3_min_blocks, c.tier2_min_blocks
+            ),
+        ));
+    }
+    if c.min_summary_chars >= c.max_summary_chars {
+        return Some((
+            &["min_summary_chars", "max_summary_chars"],
+            format!(
+                "min_summary_chars ({}) must be below max_summary_chars ({})",
+                c.min_summary_chars, c.max_summary_chars
+            ),
+        ));
+    }
+    if c.parents.len() > MAX_PARENTS {
+        return Some((
+            &["parents"],
+            format!(
+                "parents names {} sessions; at most {MAX_PARENTS} are used",
+                c.parents.len()
+            ),
+        ));
+    }
+    if let Some(sid) = session.filter(|sid| c.parents.iter().any(|p| p == sid)) {
+        return Some((
+            &["parents"],
+            format!("parents names the session {sid:?} itself"),
+        ));
+    }
+    None
+}
+
+/// Replace the keys of every broken rule until none is broken, reporting each.
+///
+/// `fallback` satisfies every rule on its own (it is the defaults, or the checked top level),
+/// so each round moves at least one key to its fallback for good; `parents` falls back to none,
+/// which satisfies its rules for any session.
+fn settle(
+    c: &mut NoaConfig,
+    fallback: &NoaConfig,
+    session: Option<&str>,
+    warnings: &mut Vec<Warning>,
+) {
+    let none = NoaConfig::default();
+    let bound = 2 * NOA_KEYS.len();
+    for _ in 0..bound {
+        let Some((keys, why)) = first_problem(c, session) else {
+            return;
+        };
+        let from = if keys == ["parents"] { &none } else { fallback };
+        for k in keys {
+            c.copy_key(k, from);
+        }
+        warnings.push(Warning {
+            session: session.map(String::from),
+            keys: keys.to_vec(),
+            message: format!("{why}; {}", fallback_text(keys, from, session)),
+        });
     }
 }
 
@@ -386,55 +1021,75 @@ mod tests {
     use super::*;
 
     #[test]
-    fn defaults_and_cadence() {
-        let (c, w) = Settings::default().build();
-        assert!(w.is_empty());
-        assert_eq!(c, Config::default());
-        assert_eq!(c.noa.cadence(), 10_000);
-        assert_eq!(c.noa.truncate_threshold(), 190_000);
+    fn every_key_has_a_distinct_name_and_flag() {
+        let names: std::collections::BTreeSet<_> = keys().map(|k| k.name).collect();
+        assert_eq!(names.len(), keys().count());
+        assert_eq!(keys().count(), 26);
+        for k in keys() {
+            assert_eq!(k.flag().replace('-', "_"), k.name);
+            assert!(!k.help.trim().is_empty(), "{}", k.name);
+            assert!(!k.default_text().is_empty(), "{}", k.name);
+        }
     }
 
     #[test]
-    fn questionable_values_fall_back_with_a_warning() {
-        let s = Settings {
-            floor_ratio: Some(1.5),
-            growth_floor: Some(9),
-            growth_cap: Some(3),
-            ..Settings::default()
-        };
-        let (c, w) = s.build();
-        assert_eq!(c.noa.floor_ratio, 0.45);
-        assert_eq!((c.noa.growth_floor, c.noa.growth_cap), (5_000, 50_000));
-        assert_eq!(w.len(), 2, "{w:?}");
-        assert!(w[0].contains("floor_ratio = 1.5"));
+    fn defaults_pass_every_rule() {
+        assert_eq!(first_problem(&NoaConfig::default(), None), None);
+        assert_eq!(first_problem(&NoaConfig::default(), Some("s1")), None);
     }
 
     #[test]
-    fn flags_win_over_file() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("n.toml");
-        std::fs::write(&path, "window = 1000\nprotect_recent_messages = 3\n").expect("write");
-        let s = Settings {
-            window: Some(5000),
-            config_file: Some(path),
-            ..Settings::default()
-        };
-        let (c, w) = s.resolve().expect("resolve");
-        assert!(w.is_empty());
-        assert_eq!(c.noa.window, 5000);
-        assert_eq!(c.noa.protect_recent_messages, 3);
+    fn min_benefit_follows_the_window_unless_set() {
+        let mut c = NoaConfig::default();
+        assert_eq!(c.min_benefit(), 5_000);
+        c.window = 1_000_000;
+        assert_eq!(c.min_benefit(), 10_000);
+        c.window = 1_234_550;
+        assert_eq!(c.min_benefit(), 12_346, "a half rounds up");
+        c.min_benefit_tokens = Some(7);
+        assert_eq!(c.min_benefit(), 7);
     }
 
     #[test]
-    fn unknown_key_in_file_is_an_error() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("n.toml");
-        std::fs::write(&path, "windw = 1000\n").expect("write");
-        let s = Settings {
-            config_file: Some(path),
-            ..Settings::default()
+    fn protected_tools_match_exactly_in_any_case_or_by_prefix() {
+        let c = NoaConfig {
+            protected_tools: vec!["todowrite".into(), "mcp__vault_*".into(), String::new()],
+            ..NoaConfig::default()
         };
-        let err = s.resolve().expect_err("unknown key");
-        assert!(err.to_string().contains("windw"), "{err}");
+        assert!(c.is_protected_tool("Compress"));
+        assert!(c.is_protected_tool("TodoWrite"));
+        assert!(c.is_protected_tool("MCP__Vault_read"));
+        assert!(!c.is_protected_tool("TodoWriter"));
+        assert!(!c.is_protected_tool("Read"));
+        assert!(!c.is_protected_tool(""));
+        assert!(!NoaConfig::default().is_protected_tool("compress"));
+    }
+
+    #[test]
+    fn cross_rules_settle_without_looping() {
+        let mut c = NoaConfig {
+            floor_ratio: 0.9,
+            pressure_ratio: 0.95,
+            truncate_ratio: 0.5,
+            tier2_min_blocks: 30,
+            ..NoaConfig::default()
+        };
+        let mut w = Vec::new();
+        settle(&mut c, &NoaConfig::default(), None, &mut w);
+        assert_eq!(first_problem(&c, None), None);
+        assert!(w.len() >= 2, "{w:?}");
+    }
+
+    #[test]
+    fn options_split_on_commas_and_lists_on_colons() {
+        let s = parse_options(&["window=1000,protected-tools=A:B", "protected_tools=C"])
+            .expect("parse");
+        assert_eq!(s.get("window"), Some(&Value::Int(1000)));
+        assert_eq!(
+            s.get("protected_tools"),
+            Some(&Value::List(vec!["A".into(), "B".into(), "C".into()]))
+        );
+        let cleared = parse_options(&["parents="]).expect("parse");
+        assert_eq!(cleared.get("parents"), Some(&Value::List(vec![])));
     }
 }

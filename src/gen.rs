@@ -766,7 +766,7 @@ impl<'a> Session<'a> {
                 "Compressing older context to keep the window small.",
             ));
         }
-        let tool = self.cfg.compress_tool_name.clone();
+        let tool = crate::config::COMPRESS_TOOL.to_string();
         content.push(tool_use(call_id, &tool, batch_json(ranges)));
         self.pinned_ns = Some(use_ns);
         let use_record = self.push_message("assistant", content);
@@ -985,7 +985,7 @@ pub(crate) fn tier1_ranges(
     cfg: &NoaConfig,
     multi_percent: usize,
 ) -> Option<Vec<RangeSpec>> {
-    let min = cfg.min_range_messages.max(2);
+    let min = crate::noa::compress::MIN_RANGE_MESSAGES.max(2);
     let items = &mat.items;
     let mut runs: Vec<(usize, usize)> = Vec::new();
     let mut i = 0;

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use normafs::audit::{self, PathStyle, Severity};
-use normafs::config::NoaConfig;
+use normafs::config::Config;
 use normafs::gen::{generate, GenOptions};
 use normafs::store::root::{discover, RootPaths};
 
@@ -16,7 +16,7 @@ fn audit_of(root: &std::path::Path) -> audit::Audit {
     audit::audit_root(
         &paths,
         &d,
-        &NoaConfig::default(),
+        &Config::default(),
         PathStyle::Root,
         &mut |_, _| {},
     )
@@ -113,7 +113,7 @@ fn parallel_audit_equals_the_sequential_one() {
     generate(&root, &opts, &mut |_, _| {}).expect("gen");
     let paths = RootPaths::from_root(&root);
     let d = discover(&paths).expect("discover");
-    let cfg = NoaConfig::default();
+    let cfg = Config::default();
     let with = |threads: usize| {
         let mut calls = Vec::new();
         let a = audit::audit_root_with(&paths, &d, &cfg, PathStyle::Root, threads, &mut |n, t| {

@@ -157,8 +157,66 @@ fn bad_input_is_one_line_and_non_zero() {
     let o = normafs(&["view", root, "7f0c2a", "--floor-ratio", "7"]);
     assert!(o.status.success());
     assert!(
-        stderr(&o).contains("warning: floor_ratio = 7 is outside 0..1"),
+        stderr(&o).contains("warning: floor_ratio = 7 is not a ratio in [0, 1]"),
         "{}",
         stderr(&o)
     );
+}
+
+#[test]
+fn settings_come_from_flags_options_and_session_tables() {
+    let d = example_root();
+    let root = d.path().to_str().expect("utf8");
+    let cfg = tempfile::tempdir().expect("tempdir");
+    let write = |name: &str, text: &str| {
+        let p = cfg.path().join(name);
+        std::fs::write(&p, text).expect("write");
+        p.to_str().expect("utf8").to_string()
+    };
+    let view = |extra: &[&str]| {
+        let mut args = vec!["view", root, "7f0c2a"];
+        args.extend_from_slice(extra);
+        let o = normafs(&args);
+        assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
+        o
+    };
+    let default = stdout(&view(&[]));
+    let small = stdout(&view(&["-o", "window=100"]));
+    assert_ne!(small, default, "a tiny window changes the view");
+    assert_eq!(stdout(&view(&["--window", "100"])), small);
+    let table = write("t.toml", "[sessions.\"7f0c2a\"]\nwindow = 100\n");
+    assert_eq!(stdout(&view(&["--config", &table])), small);
+    let other = write("o.toml", "[sessions.\"other\"]\nwindow = 100\n");
+    assert_eq!(stdout(&view(&["--config", &other])), default);
+    // The command line wins over the file.
+    assert_eq!(
+        stdout(&view(&["--config", &table, "-o", "window=200000"])),
+        default
+    );
+
+    // A questionable value in a session table: a warning naming the session; the view goes on.
+    let bad = write("b.toml", "[sessions.\"7f0c2a\"]\nmax_tier = 9\n");
+    let o = view(&["--config", &bad]);
+    assert_eq!(stdout(&o), default);
+    assert!(
+        stderr(&o).contains("warning: [sessions.\"7f0c2a\"] max_tier = 9 is not 2 or 3"),
+        "{}",
+        stderr(&o)
+    );
+
+    // Unusable settings stop every command with one line and exit 2.
+    let unknown = write("u.toml", "[sessions.\"7f0c2a\"]\nwindw = 100\n");
+    for args in [
+        vec!["view", root, "7f0c2a", "--config", &unknown],
+        vec!["audit", root, "--config", &unknown],
+        vec!["ctl", root, "7f0c2a", "help", "--config", &unknown],
+    ] {
+        let o = normafs(&args);
+        assert_one_line_error(&o, "unknown key \"windw\"");
+        assert!(stderr(&o).contains("u.toml"), "{}", stderr(&o));
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+    }
+    let o = normafs(&["audit", root, "-o", "window"]);
+    assert_one_line_error(&o, "-o window: expected key=value");
+    assert_eq!(o.status.code(), Some(2));
 }

@@ -6,19 +6,16 @@ use std::ffi::OsStr;
 use std::time::Duration;
 
 use common::{example_root, snapshot};
-use normafs::config::Settings;
+use normafs::config::Config;
 use normafs::fs::{FileKind, FsError, FsOptions, Node, NormaFs, PlusEntry, SetAttr, ROOT_INO};
 use normafs::store::root::RootPaths;
 
 const SID: &str = "7f0c2a";
 
 fn fs_for(root: &std::path::Path, read_only: bool) -> NormaFs {
-    let (cfg, _) = Settings {
-        protect_recent_messages: Some(0),
-        protect_recent_tokens: Some(0),
-        ..Settings::default()
-    }
-    .build();
+    let mut cfg = Config::default();
+    cfg.noa.protect_recent_messages = 0;
+    cfg.noa.protect_recent_tokens = 0;
     let opts = FsOptions::new(&cfg, read_only);
     NormaFs::new(RootPaths::from_root(root), cfg, opts)
 }

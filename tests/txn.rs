@@ -5,7 +5,7 @@ mod common;
 use chrono::{TimeZone, Utc};
 use common::{example_root, snapshot, text_of, write_session, Session};
 use normafs::audit::{self, PathStyle};
-use normafs::config::NoaConfig;
+use normafs::config::{Config, NoaConfig};
 use normafs::format::state::parse_state;
 use normafs::store::ctl::{CtlErrorKind, Runner, Scope};
 use normafs::store::failpoint::{self, Action};
@@ -21,6 +21,14 @@ fn cfg() -> NoaConfig {
         protect_recent_messages: 2,
         protect_recent_tokens: 0,
         ..NoaConfig::default()
+    }
+}
+
+/// [`cfg`] as the settings of every session.
+fn config() -> Config {
+    Config {
+        noa: cfg(),
+        ..Config::default()
     }
 }
 
@@ -51,7 +59,7 @@ fn input(ranges: &[(&str, &str)]) -> Value {
 
 fn audit_codes(paths: &RootPaths) -> Vec<String> {
     let d = discover(paths).expect("discover");
-    let a = audit::audit_root(paths, &d, &cfg(), PathStyle::Root, &mut |_, _| {});
+    let a = audit::audit_root(paths, &d, &config(), PathStyle::Root, &mut |_, _| {});
     a.findings
         .iter()
         .filter(|f| f.severity != audit::Severity::Info)
@@ -111,7 +119,7 @@ fn an_invalid_batch_changes_no_byte() {
         ),
         (
             json!({"ranges": [{"start": "m0003", "end": "m0004", "summary": "short"}]}),
-            "summary shorter than 20 characters",
+            "summary shorter than 50 characters",
         ),
         (json!({"nonsense": 1}), "bad compress input"),
     ] {

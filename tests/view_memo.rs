@@ -187,11 +187,9 @@ fn small_cfg(window: u64, recent: usize, recent_tokens: u64) -> NoaConfig {
         window,
         protect_recent_messages: recent,
         protect_recent_tokens: recent_tokens,
-        truncate_head: 40,
-        truncate_tail: 20,
         growth_floor: 10,
         growth_cap: 100,
-        min_benefit_tokens: 10,
+        min_benefit_tokens: Some(10),
         tier2_min_blocks: 2,
         ..NoaConfig::default()
     }

@@ -1142,9 +1142,13 @@ impl NormaFs {
         }
         let text = std::str::from_utf8(data)
             .map_err(|_| FsError::Invalid("ctl commands must be UTF-8".into()))?;
+        let noa = match &scope {
+            Scope::Session(sid) => self.cfg.for_session(sid),
+            Scope::Root => self.cfg.noa.clone(),
+        };
         let runner = Runner {
             paths: &self.paths,
-            cfg: &self.cfg.noa,
+            cfg: &noa,
             read_only: self.opts.read_only,
         };
         let key = scope_key(&scope);

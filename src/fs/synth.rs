@@ -509,9 +509,9 @@ impl Synth {
 
     /// The bytes of a computed file (a view's are shared with its memo).
     fn compute(&self, node: &Node) -> Result<Arc<Vec<u8>>, FsError> {
-        let cfg = &self.cfg.noa;
         match node {
             Node::Synth(sid, SynthKind::Audit) => {
+                let cfg = &self.cfg.for_session(sid);
                 let s = session::load(&self.paths, sid);
                 let mut a = Audit::default();
                 audit::audit_session(&mut a, &s, cfg, PathStyle::Mount);
@@ -519,6 +519,7 @@ impl Synth {
                 Ok(Arc::new(a.to_text().into_bytes()))
             }
             Node::Synth(sid, kind) => {
+                let cfg = &self.cfg.for_session(sid);
                 let st = self.state(sid);
                 let t = self.transcript(sid)?;
                 let mut tf = t.lock();
@@ -589,7 +590,8 @@ impl Synth {
             }
             Node::RootAudit => {
                 let d = root::discover(&self.paths).map_err(FsError::from)?;
-                let a = audit::audit_root(&self.paths, &d, cfg, PathStyle::Mount, &mut |_, _| {});
+                let a =
+                    audit::audit_root(&self.paths, &d, &self.cfg, PathStyle::Mount, &mut |_, _| {});
                 Ok(Arc::new(a.to_text().into_bytes()))
             }
             _ => Err(FsError::Invalid("not a synthetic file".into())),

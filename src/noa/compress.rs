@@ -8,6 +8,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::config::NoaConfig;
+
+/// Fewest messages a range of a strict batch may cover.
+pub const MIN_RANGE_MESSAGES: usize = 2;
 use crate::format::archive::{self, ArchiveDoc, Entry, Frontmatter};
 use crate::format::state::{Block, BlockId, State, TokenSnapshot};
 use crate::format::transcript::Content;
@@ -370,12 +373,12 @@ pub fn plan(ctx: &Ctx<'_>, batch: &Batch) -> Result<Planned, CompressError> {
             .iter()
             .fold(0u64, |sum, &mi| sum.saturating_add(mat.msg_tokens[mi]));
         if ctx.strict {
-            if effective.len() < cfg.min_range_messages {
+            if effective.len() < MIN_RANGE_MESSAGES {
                 return Err(CompressError::TooFew {
                     start: r.start.clone(),
                     end: r.end.clone(),
                     count: effective.len(),
-                    min: cfg.min_range_messages,
+                    min: MIN_RANGE_MESSAGES,
                 });
             }
             if r.summary.chars().count() < cfg.min_summary_chars {

@@ -4,7 +4,7 @@
 use chrono::{DateTime, FixedOffset};
 use serde_json::Value;
 
-use crate::config::NoaConfig;
+use crate::config::{NoaConfig, COMPRESS_TOOL};
 use crate::format::state::State;
 use crate::format::transcript::Content;
 use crate::noa::compress::{self, Ctx, PlannedBlock};
@@ -43,7 +43,7 @@ fn time_cmp(a: &str, b: &str) -> std::cmp::Ordering {
 }
 
 /// Every Compress call of the transcript whose result is present and not an error.
-pub fn transcript_calls(msgs: &[Msg<'_>], cfg: &NoaConfig) -> Vec<Event> {
+pub fn transcript_calls(msgs: &[Msg<'_>], _cfg: &NoaConfig) -> Vec<Event> {
     let mut ok_results = std::collections::HashSet::new();
     for m in msgs {
         for c in &m.message.content {
@@ -61,7 +61,7 @@ pub fn transcript_calls(msgs: &[Msg<'_>], cfg: &NoaConfig) -> Vec<Event> {
         }
         for c in &m.message.content {
             if let Content::ToolUse(u) = c {
-                if u.name == cfg.compress_tool_name && ok_results.contains(u.id.as_str()) {
+                if u.name == COMPRESS_TOOL && ok_results.contains(u.id.as_str()) {
                     out.push(Event {
                         source: Source::Transcript { msg: i },
                         at: m.timestamp.unwrap_or("").to_string(),

@@ -11,7 +11,11 @@ use std::sync::{Arc, Weak};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::config::NoaConfig;
+use crate::config::{NoaConfig, COMPRESS_TOOL};
+
+/// Bytes kept at the head and at the tail of a truncated tool result.
+const TRUNCATE_HEAD: usize = 1024;
+const TRUNCATE_TAIL: usize = 512;
 use crate::format::state::{Block, State};
 use crate::format::transcript::{Content, Extra, ToolResultContent};
 use crate::noa::refs::{self, RefAssignment};
@@ -586,11 +590,11 @@ pub fn truncate_text(s: &str, head: usize, tail: usize) -> Option<String> {
 }
 
 /// A tool_result part with its text items truncated; `None` when nothing changed.
-fn truncate_result(c: &Content, cfg: &NoaConfig) -> Option<Content> {
+fn truncate_result(c: &Content, _cfg: &NoaConfig) -> Option<Content> {
     let Content::ToolResult(r) = c else {
         return None;
     };
-    let cut = |t: &str| truncate_text(t, cfg.truncate_head, cfg.truncate_tail);
+    let cut = |t: &str| truncate_text(t, TRUNCATE_HEAD, TRUNCATE_TAIL);
     let content = match r.content.as_ref()? {
         ToolResultContent::Text(t) => ToolResultContent::Text(cut(t)?),
         ToolResultContent::Items(items) => {
@@ -692,7 +696,7 @@ fn decide_nudge(
     let cadence = cfg.cadence();
     let grown = |since: u64| projected.saturating_sub(since) >= cadence;
     let (benefit, span) = benefit(mat, protected_start);
-    let tool = &cfg.compress_tool_name;
+    let tool = COMPRESS_TOOL;
     let example = span
         .map(|(a, b)| format!(" (for example {a}–{b})"))
         .unwrap_or_default();
@@ -707,7 +711,7 @@ fn decide_nudge(
             ),
         });
     }
-    if usage >= cfg.floor_ratio && benefit >= cfg.min_benefit_tokens {
+    if usage >= cfg.floor_ratio && benefit >= cfg.min_benefit() {
         let in_pressure = usage >= cfg.pressure_ratio;
         if in_pressure || grown(nudge_state.last_per_message_nudge_tokens) {
             return Some(Nudge {
