@@ -79,6 +79,9 @@ enum Cmd {
         root: PathBuf,
         /// The session id
         sid: String,
+        /// Print the materialized history (materialized.jsonl) instead
+        #[arg(long, conflicts_with = "md")]
+        materialized: bool,
         /// Print view.md instead of view.jsonl
         #[arg(long)]
         md: bool,
@@ -509,6 +512,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             root,
             sid,
             md,
+            materialized,
             dirs,
             settings,
         } => {
@@ -520,12 +524,18 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             if let Some(e) = &s.state.error {
                 eprintln!("normafs: warning: {e}; showing the view without compression state");
             }
-            let msgs = s.msgs();
-            let v = crate::noa::view::project(&msgs, &s.state.state, &noa);
-            if md {
-                write_stdout(v.to_markdown().as_bytes())?;
+            use crate::noa::{assemble, render, session as view};
+            let (state, _) = session::opened_state(&paths, &sid, &s.state.state, &noa);
+            let p = view::Projection::new(s.messages());
+            let path = &view::runtime_path;
+            if materialized {
+                write_stdout(&view::materialize(&p, &state, &noa, path).to_jsonl())?;
+            } else if md {
+                let t = view::turn(&p, &state, &noa, path);
+                let msgs = assemble::assemble(&t, &p.msgs, &state, true);
+                write_stdout(render::markdown(&msgs, &t, &state, &noa, &sid).as_bytes())?;
             } else {
-                write_stdout(&v.to_jsonl())?;
+                write_stdout(&view::view(&p, &state, &noa, path).to_jsonl())?;
             }
             Ok(0)
         }

@@ -32,8 +32,8 @@ use crate::config::NoaConfig;
 use crate::format::memory;
 use crate::format::state::State;
 use crate::format::transcript::{
-    BoundaryMeta, CompactBoundaryPart, Content, Message, Record, TextPart, ThinkingPart,
-    RawJson, ToolResultContent, ToolResultPart, ToolUsePart, Usage,
+    BoundaryMeta, CompactBoundaryPart, Content, Message, RawJson, Record, TextPart, ThinkingPart,
+    ToolResultContent, ToolResultPart, ToolUsePart, Usage,
 };
 use crate::noa::compress::{self, Batch, CompressError, Ctx, Planned, RangeSpec};
 use crate::noa::view::{self, Item, Materialized};

@@ -21,5 +21,4 @@ pub mod fs;
 pub mod fuse;
 pub mod gen;
 pub mod noa;
-pub mod noa_next;
 pub mod store;

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use normafs::config::NoaConfig;
 use normafs::format::loader::Transcript;
-use normafs::format::state_v1::load_state;
-use normafs::noa_next::{assemble, content, pipeline};
+use normafs::format::state::load_state;
+use normafs::noa::{assemble, content, pipeline};
 use serde_json::Value;
 
 fn data() -> PathBuf {
@@ -86,9 +86,13 @@ fn first_diff(a: &Value, b: &Value, path: &str) -> Option<String> {
 }
 
 fn is_nudge(m: &Value) -> bool {
-    m["content"]
-        .as_array()
-        .is_some_and(|c| c.iter().any(|b| b["text"].as_str().is_some_and(|t| t.contains("HOW TO COMPRESS"))))
+    m["content"].as_array().is_some_and(|c| {
+        c.iter().any(|b| {
+            b["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("HOW TO COMPRESS"))
+        })
+    })
 }
 
 #[test]
@@ -104,11 +108,15 @@ fn views_equal_the_runtimes_resumed_views() {
         assert!(load.error.is_none(), "{sid}: {:?}", load.error);
         let state = load.state;
         let proj = content::project(&msgs);
-        let mut t = pipeline::run(&proj, &state, &cfg, pipeline::Count::Measured, &|b| b.archive_path.clone());
+        let mut t = pipeline::run(&proj, &state, &cfg, pipeline::Count::Measured, &|b| {
+            b.archive_path.clone()
+        });
         t.inject_nudge();
         let out = assemble::assemble(&t, &msgs, &state, true);
-        let want: Vec<Value> =
-            serde_json::from_slice(&fs::read(data().join(format!("oracle/{sid}/resume-view.json"))).unwrap()).unwrap();
+        let want: Vec<Value> = serde_json::from_slice(
+            &fs::read(data().join(format!("oracle/{sid}/resume-view.json"))).unwrap(),
+        )
+        .unwrap();
         let got: Vec<Value> = out
             .messages
             .iter()
@@ -126,7 +134,9 @@ fn views_equal_the_runtimes_resumed_views() {
             };
             if is_nudge(w) {
                 if !matches!(out.messages[i].meta, assemble::Meta::Nudge(_)) {
-                    diff = Some(format!("message {i}: the runtime's nudge is not a nudge here"));
+                    diff = Some(format!(
+                        "message {i}: the runtime's nudge is not a nudge here"
+                    ));
                     break;
                 }
                 continue;
@@ -136,9 +146,20 @@ fn views_equal_the_runtimes_resumed_views() {
                 break;
             }
         }
-        eprintln!("{sid}: {} messages, {} summaries", got.len(), out.messages.iter().filter(|m| matches!(m.meta, assemble::Meta::Summary { .. })).count());
+        eprintln!(
+            "{sid}: {} messages, {} summaries",
+            got.len(),
+            out.messages
+                .iter()
+                .filter(|m| matches!(m.meta, assemble::Meta::Summary { .. }))
+                .count()
+        );
         if diff.is_none() && got.len() != want.len() {
-            diff = Some(format!("{} messages, the runtime {}", got.len(), want.len()));
+            diff = Some(format!(
+                "{} messages, the runtime {}",
+                got.len(),
+                want.len()
+            ));
         }
         if let Some(d) = diff {
             failures.push(format!("{sid}: {d}"));
@@ -151,7 +172,7 @@ struct Session {
     sid: String,
     cfg: NoaConfig,
     bytes: Vec<u8>,
-    state: normafs::format::state_v1::State,
+    state: normafs::format::state::State,
 }
 
 fn sessions() -> Vec<Session> {
@@ -162,8 +183,14 @@ fn sessions() -> Vec<Session> {
         .map(|s| {
             let sid = s["ID"].as_str().unwrap().to_string();
             let bytes = fs::read(data().join(format!("corpus/transcripts/{sid}.jsonl"))).unwrap();
-            let state = load_state(&data().join(format!("corpus/noa/{sid}/state.json")), &sid).state;
-            Session { cfg: config_of(s), sid, bytes, state }
+            let state =
+                load_state(&data().join(format!("corpus/noa/{sid}/state.json")), &sid).state;
+            Session {
+                cfg: config_of(s),
+                sid,
+                bytes,
+                state,
+            }
         })
         .collect()
 }
@@ -178,7 +205,9 @@ fn tokens_and_refs_equal_the_runtimes() {
         let tr = Transcript::parse(&s.bytes, Some(&s.sid));
         let msgs: Vec<_> = tr.iter_messages().map(|(_, m)| m).collect();
         let proj = content::project(&msgs);
-        let t = pipeline::run(&proj, &s.state, &s.cfg, pipeline::Count::Measured, &|b| b.archive_path.clone());
+        let t = pipeline::run(&proj, &s.state, &s.cfg, pipeline::Count::Measured, &|b| {
+            b.archive_path.clone()
+        });
         let want = oracle(&s.sid, "tokens.json");
         let want = want.as_array().unwrap();
         assert_eq!(proj.len(), want.len(), "{}: content messages", s.sid);
@@ -186,14 +215,23 @@ fn tokens_and_refs_equal_the_runtimes() {
             let got = serde_json::json!({
                 "id": c.id, "role": c.role.as_str(), "contentType": c.kind.as_str(),
                 "toolName": c.tool, "toolCallId": c.call,
-                "tokens": normafs::noa_next::tokens::count(&c.text),
+                "tokens": normafs::noa::tokens::count(&c.text),
                 "runes": c.text.chars().count(),
                 "ref": match &t.slots[i] {
-                    normafs::noa_next::content::Slot::Blocked => "BLOCKED".to_string(),
+                    normafs::noa::content::Slot::Blocked => "BLOCKED".to_string(),
                     slot => slot.name().map(|n| n.into_owned()).unwrap_or_default(),
                 },
             });
-            for k in ["id", "role", "contentType", "toolName", "toolCallId", "tokens", "runes", "ref"] {
+            for k in [
+                "id",
+                "role",
+                "contentType",
+                "toolName",
+                "toolCallId",
+                "tokens",
+                "runes",
+                "ref",
+            ] {
                 assert_eq!(got[k], w[k], "{} core {i} ({}): {k}", s.sid, c.id);
             }
         }
@@ -202,7 +240,7 @@ fn tokens_and_refs_equal_the_runtimes() {
 
 #[test]
 fn materialized_histories_equal_the_runtimes() {
-    use normafs::noa_next::session;
+    use normafs::noa::session;
     for s in sessions() {
         let tr = Transcript::parse(&s.bytes, Some(&s.sid));
         let p = session::Projection::new(tr.iter_messages().map(|(_, m)| m).collect());
@@ -225,7 +263,7 @@ fn materialized_histories_equal_the_runtimes() {
 
 #[test]
 fn compress_calls_give_the_runtimes_blocks_state_and_panel() {
-    use normafs::noa_next::{args, compress, session};
+    use normafs::noa::{args, compress, session};
     let mut checked = 0;
     for s in sessions() {
         let tr = Transcript::parse(&s.bytes, Some(&s.sid));
@@ -235,7 +273,8 @@ fn compress_calls_give_the_runtimes_blocks_state_and_panel() {
             if !dir.is_dir() {
                 break;
             }
-            let meta: Value = serde_json::from_slice(&fs::read(dir.join("compress.json")).unwrap()).unwrap();
+            let meta: Value =
+                serde_json::from_slice(&fs::read(dir.join("compress.json")).unwrap()).unwrap();
             let input = fs::read_to_string(dir.join("input.json")).unwrap();
             let want_panel = fs::read_to_string(dir.join("result.txt")).unwrap();
             let t = session::turn(&p, &s.state, &s.cfg, &session::runtime_path);
@@ -252,16 +291,26 @@ fn compress_calls_give_the_runtimes_blocks_state_and_panel() {
             let call = meta["toolUseId"].as_str().unwrap();
             let applied = compress::apply(&t, &ledger, &parsed.ranges, &s.cfg, call, &place);
             let panel = compress::panel(&applied, t.measure);
-            assert_eq!(panel, want_panel.trim_end(), "{} compress-{n}: panel", s.sid);
+            assert_eq!(
+                panel,
+                want_panel.trim_end(),
+                "{} compress-{n}: panel",
+                s.sid
+            );
             for (b, a) in applied.created.iter().zip(&applied.archives) {
                 let mut plain = a.clone();
                 plain.call = None;
                 plain.with_body_sha256 = false;
-                let got = normafs::format::tier_archive::render(&plain, Default::default());
-                let want = fs::read_to_string(dir.join("base").join(&s.sid).join(&b.archive_rel)).unwrap();
-                assert_eq!(got, want, "{} compress-{n}: archive {}", s.sid, b.archive_rel);
-                let ours = normafs::format::tier_archive::render(a, Default::default());
-                let parsed = normafs::format::tier_archive::parse(&ours).unwrap();
+                let got = normafs::format::archive::render(&plain, Default::default());
+                let want =
+                    fs::read_to_string(dir.join("base").join(&s.sid).join(&b.archive_rel)).unwrap();
+                assert_eq!(
+                    got, want,
+                    "{} compress-{n}: archive {}",
+                    s.sid, b.archive_rel
+                );
+                let ours = normafs::format::archive::render(a, Default::default());
+                let parsed = normafs::format::archive::parse(&ours).unwrap();
                 assert_eq!(parsed.body_sha256_ok, Some(true));
                 assert_eq!(parsed.frontmatter.call.as_deref(), Some(call));
             }
@@ -270,11 +319,22 @@ fn compress_calls_give_the_runtimes_blocks_state_and_panel() {
                 let want = fs::read_to_string(state_file).unwrap();
                 let got = applied.state.to_json();
                 if got != want {
-                    let (g, w): (Value, Value) = (serde_json::from_str(&got).unwrap(), serde_json::from_str(&want).unwrap());
-                    panic!("{} compress-{n}: state differs: {:?}", s.sid, first_diff(&g, &w, "$"));
+                    let (g, w): (Value, Value) = (
+                        serde_json::from_str(&got).unwrap(),
+                        serde_json::from_str(&want).unwrap(),
+                    );
+                    panic!(
+                        "{} compress-{n}: state differs: {:?}",
+                        s.sid,
+                        first_diff(&g, &w, "$")
+                    );
                 }
             } else {
-                assert!(applied.created.is_empty() || !applied.whole(), "{} compress-{n}", s.sid);
+                assert!(
+                    applied.created.is_empty() || !applied.whole(),
+                    "{} compress-{n}",
+                    s.sid
+                );
             }
             checked += 1;
         }
@@ -284,11 +344,16 @@ fn compress_calls_give_the_runtimes_blocks_state_and_panel() {
 
 #[test]
 fn rebuilds_equal_the_runtimes() {
-    use normafs::noa_next::{compress, rebuild, session};
+    use normafs::noa::{compress, rebuild, session};
     for s in sessions() {
         let tr = Transcript::parse(&s.bytes, Some(&s.sid));
         let p = session::Projection::new(tr.iter_messages().map(|(_, m)| m).collect());
-        let place = compress::Placement { root: "/x", session: &s.sid, created: "2027-01-01T00:00:00Z", now: 1798761600 };
+        let place = compress::Placement {
+            root: "/x",
+            session: &s.sid,
+            created: "2027-01-01T00:00:00Z",
+            now: 1798761600,
+        };
         let r = rebuild::rebuild(&p, &s.cfg, &s.sid, &place, &[], &session::runtime_path);
         let want = oracle(&s.sid, "rebuild/state.json");
         let norm = |v: &Value| {

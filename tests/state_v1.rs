@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use normafs::format::state_v1::{load_state, parse_state, Block, State, StateLoadError};
+use normafs::format::state::{load_state, parse_state, Block, State, StateLoadError};
 use proptest::prelude::*;
 
 fn data_root() -> PathBuf {

@@ -14,8 +14,6 @@ pub mod gojson;
 pub mod loader;
 pub mod memory;
 pub mod state;
-pub mod tier_archive;
-pub mod state_v1;
 pub mod transcript;
 
 /// The error for a symbolic link that is not followed.

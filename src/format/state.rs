@@ -1,247 +1,374 @@
-//! Noa `state.json` v1 (SPEC 2.3): a lossless model and the load rules.
+//! Noa `state.json` v1 (SPEC 2.3): read as the runtime reads it, written as the runtime writes
+//! it, with every key the runtime does not know kept.
 //!
-//! Unknown fields at every level are kept in `extra` and written back unchanged. Maps keep the
-//! order they were read in, so canonical input re-serializes to the same bytes.
+//! Reading follows Go's `json.Unmarshal` into the runtime's file struct:
+//!
+//! - keys match fields case-insensitively (Go's folding: ASCII case, and U+212A KELVIN SIGN and
+//!   U+017F LATIN SMALL LETTER LONG S fold to `K` and `S`); a key that matches no field is kept
+//!   in the `extra` of its object (Go drops it; normafs writes it back);
+//! - a missing key or `null` leaves the zero value (`null` resets a list or map to empty, and
+//!   `blocks` to `None`); a value of another JSON type, a fraction or an out-of-range number
+//!   where an integer belongs is an error naming the key, and fails the whole load;
+//! - a key given twice decodes into what the first one left, as Go's decoder does (objects
+//!   merge, maps gain entries, lists are overwritten element by element);
+//! - inside strings, invalid UTF-8 and lone UTF-16 surrogate escapes become U+FFFD, where
+//!   serde_json alone would refuse the file;
+//! - `version != 1` (a missing version is 0) is [`StateLoadError::Version`]; values are kept as
+//!   read otherwise (`nextBlockId` below 1 included: the core reads it as 1).
+//!
+//! Differences that remain: serde_json nests at most 128 levels (Go 10,000), refuses numbers
+//! beyond the float64 range inside unknown values, and parses `-0` as a float, so `-0` where an
+//! integer belongs is refused (Go reads 0). Each of them fails the load, never panics.
+//!
+//! The decoder is a hand-written [`DeserializeSeed`] that fills the typed fields in one
+//! streaming pass: a 100,000-entry `byRaw` costs its strings and no intermediate `Value` tree.
+//! Only unknown keys are held as [`Value`]s.
+//!
+//! Writing ([`State::to_json`]) is Go's `json.MarshalIndent(file, "", "  ")` of the runtime's
+//! struct (field order, `omitempty`, sorted map keys, HTML-safe escaping, no trailing newline),
+//! followed in each object by its unknown keys in the order they were read. Unknown values are
+//! written with [`gojson`]: numbers that serde_json holds as floats print as Go prints a float64
+//! (`1.0` as `1`, `1e21` as `1e+21`); everything else comes back as read.
 
-use indexmap::IndexMap;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Unexpected, Visitor};
 use serde_json::{Map, Value};
 
-/// A block id: `"b3"`, or a bare number `3` that readers treat as `b3`. Kept as written.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum BlockId {
-    Name(String),
-    Number(u64),
-}
-
-impl BlockId {
-    pub fn from_number(n: u64) -> BlockId {
-        BlockId::Name(format!("b{n}"))
-    }
-
-    /// The canonical name: `b3` for both `"b3"` and `3`; other strings as written.
-    pub fn name(&self) -> String {
-        match self {
-            BlockId::Name(s) => s.clone(),
-            BlockId::Number(n) => format!("b{n}"),
-        }
-    }
-
-    /// The number N of `b<N>` (or of a bare number); `None` for other strings.
-    pub fn number(&self) -> Option<u64> {
-        match self {
-            BlockId::Number(n) => Some(*n),
-            BlockId::Name(s) => {
-                let digits = s.strip_prefix('b')?;
-                if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-                    return None;
-                }
-                digits.parse().ok()
-            }
-        }
-    }
-}
-
-impl std::fmt::Display for BlockId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.name())
-    }
-}
-
-impl Serialize for BlockId {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            BlockId::Name(n) => n.serialize(s),
-            BlockId::Number(n) => n.serialize(s),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for BlockId {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Name(String),
-            Number(u64),
-        }
-        Ok(match Raw::deserialize(d)? {
-            Raw::Name(s) => BlockId::Name(s),
-            Raw::Number(n) => BlockId::Number(n),
-        })
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Block {
-    pub block_id: BlockId,
-    pub tier: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub topic: Option<String>,
-    pub summary: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub direct_message_ids: Option<Vec<String>>,
-    pub effective_message_ids: Vec<String>,
-    #[serde(default)]
-    pub direct_block_ids: Vec<BlockId>,
-    #[serde(default)]
-    pub archive_path: String,
-    pub archive_rel: String,
-    #[serde(default)]
-    pub compressed_tokens: u64,
-    pub start_ref: String,
-    pub end_ref: String,
-    #[serde(default)]
-    pub created_at: String,
-    pub active: bool,
-    #[serde(default)]
-    pub compress_call_id: String,
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MessageRefs {
-    #[serde(default)]
-    pub by_raw: IndexMap<String, String>,
-    #[serde(default)]
-    pub by_ref: IndexMap<String, String>,
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TokenSnapshot {
-    #[serde(default)]
-    pub by_ref: IndexMap<String, u64>,
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NudgeState {
-    #[serde(default)]
-    pub last_per_message_nudge_tokens: u64,
-    #[serde(default)]
-    pub last_nudge_shown_tokens: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_shown_by_tier: Option<IndexMap<String, u64>>,
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Stats {
-    #[serde(default)]
-    pub tokens_compressed: u64,
-    #[serde(default)]
-    pub compression_count: u64,
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
-}
+use crate::format::gojson::{self, Layout, Members};
 
 /// The whole `state.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq)]
 pub struct State {
-    pub version: u64,
-    #[serde(default)]
+    pub version: i64,
     pub session_id: String,
-    #[serde(default = "one")]
-    pub next_block_id: u64,
-    #[serde(default)]
-    pub blocks: Vec<Block>,
-    #[serde(default)]
+    pub next_block_id: i64,
+    /// `None`: `"blocks": null` or absent (the runtime writes null when it has no blocks).
+    pub blocks: Option<Vec<Block>>,
     pub message_refs: MessageRefs,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token_snapshot: Option<TokenSnapshot>,
-    #[serde(default)]
+    pub token_snapshot: HashMap<String, i64>,
     pub nudge: NudgeState,
-    #[serde(default)]
     pub stats: Stats,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub derived_from: Option<String>,
-    #[serde(flatten)]
+    pub derived_from: String,
+    /// Unknown top-level keys, in file order (kept and written back after the known ones).
+    /// After parsing it never holds a key that names a field (Go matches those
+    /// case-insensitively); [`State::to_json`] writes whatever it holds.
     pub extra: Map<String, Value>,
 }
 
-fn one() -> u64 {
-    1
+/// One compression block. `Default` is Go's zero value (what `null` in `blocks` decodes to).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Block {
+    pub block_id: String,
+    pub tier: i64,
+    pub topic: String,
+    pub summary: String,
+    pub direct_message_ids: Vec<String>,
+    pub effective_message_ids: Vec<String>,
+    pub direct_block_ids: Vec<String>,
+    pub archive_path: String,
+    pub archive_rel: String,
+    pub compressed_tokens: i64,
+    pub start_ref: String,
+    pub end_ref: String,
+    /// Unix seconds.
+    pub created_at: i64,
+    pub active: bool,
+    pub compress_call_id: String,
+    pub extra: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MessageRefs {
+    /// Raw (content) id → ref, or `"BLOCKED"` for hard-protected content.
+    pub by_raw: HashMap<String, String>,
+    /// Ref → raw id.
+    pub by_ref: HashMap<String, String>,
+    pub extra: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NudgeState {
+    pub last_per_message_nudge_tokens: i64,
+    pub last_nudge_shown_tokens: i64,
+    /// Keys as written in the file (the runtime writes a tier number in decimal).
+    pub last_shown_by_tier: BTreeMap<String, i64>,
+    pub extra: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stats {
+    pub tokens_compressed: i64,
+    pub compression_count: i64,
+    pub extra: Map<String, Value>,
 }
 
 impl State {
-    /// The initial state of a session: empty, `nextBlockId` 1.
+    /// The state of a session that has none yet, as the runtime creates it: version 1,
+    /// `nextBlockId` 1, no blocks (`null`), empty maps.
     pub fn initial(session_id: &str) -> State {
         State {
             version: 1,
-            session_id: session_id.to_string(),
             next_block_id: 1,
-            blocks: Vec::new(),
+            session_id: session_id.to_string(),
+            ..State::zero()
+        }
+    }
+
+    /// Go's zero value of the file struct: what decoding starts from.
+    fn zero() -> State {
+        State {
+            version: 0,
+            session_id: String::new(),
+            next_block_id: 0,
+            blocks: None,
             message_refs: MessageRefs::default(),
-            token_snapshot: None,
+            token_snapshot: HashMap::new(),
             nudge: NudgeState::default(),
             stats: Stats::default(),
-            derived_from: None,
+            derived_from: String::new(),
             extra: Map::new(),
         }
     }
 
-    /// The block with this id (`b3` and `3` are the same block).
-    pub fn block(&self, id: &BlockId) -> Option<&Block> {
-        let name = id.name();
-        self.blocks.iter().find(|b| b.block_id.name() == name)
+    /// The blocks; empty for `"blocks": null`.
+    pub fn blocks(&self) -> &[Block] {
+        self.blocks.as_deref().unwrap_or_default()
     }
 
-    /// Pretty JSON with a trailing newline, the form normafs writes.
-    pub fn to_pretty(&self) -> String {
-        let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
-        s.push('\n');
-        s
+    /// The bytes the runtime would write for this state (then the unknown keys, each after the
+    /// known keys of its object).
+    pub fn to_json(&self) -> String {
+        let entries = self.message_refs.by_raw.len()
+            + self.message_refs.by_ref.len()
+            + self.token_snapshot.len();
+        let mut out = String::with_capacity(1024 + 48 * entries + 1024 * self.blocks().len());
+        let layout = Layout::indented(INDENT);
+        let mut m = Members::object(&mut out, layout, 0);
+        m.key(&mut out, "version");
+        write_int(&mut out, self.version);
+        m.key(&mut out, "sessionId");
+        gojson::write_str(&mut out, &self.session_id);
+        m.key(&mut out, "nextBlockId");
+        write_int(&mut out, self.next_block_id);
+        m.key(&mut out, "blocks");
+        match &self.blocks {
+            None => out.push_str("null"),
+            Some(blocks) => {
+                let mut list = Members::array(&mut out, layout, m.inner());
+                for block in blocks {
+                    list.element(&mut out);
+                    block.write(&mut out, layout, list.inner());
+                }
+                list.close(&mut out);
+            }
+        }
+        m.key(&mut out, "messageRefs");
+        self.message_refs.write(&mut out, layout, m.inner());
+        if !self.token_snapshot.is_empty() {
+            m.key(&mut out, "tokenSnapshot");
+            write_sorted(&mut out, &self.token_snapshot, layout, m.inner(), |o, v| {
+                write_int(o, *v)
+            });
+        }
+        m.key(&mut out, "nudge");
+        self.nudge.write(&mut out, layout, m.inner());
+        m.key(&mut out, "stats");
+        self.stats.write(&mut out, layout, m.inner());
+        if !self.derived_from.is_empty() {
+            m.key(&mut out, "derivedFrom");
+            gojson::write_str(&mut out, &self.derived_from);
+        }
+        write_extra(&mut out, &mut m, &self.extra);
+        m.close(&mut out);
+        out
+    }
+
+    /// The keys the runtime does not know, as paths: `foo`, `blocks[2].bar`,
+    /// `messageRefs.x`, `nudge.baz`, `stats.y` (top level first, then in field order).
+    pub fn unknown_keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self.extra.keys().cloned().collect();
+        for (i, block) in self.blocks().iter().enumerate() {
+            keys.extend(block.extra.keys().map(|k| format!("blocks[{i}].{k}")));
+        }
+        let nested = [
+            ("messageRefs", &self.message_refs.extra),
+            ("nudge", &self.nudge.extra),
+            ("stats", &self.stats.extra),
+        ];
+        for (name, extra) in nested {
+            keys.extend(extra.keys().map(|k| format!("{name}.{k}")));
+        }
+        keys
     }
 }
 
-/// Why a `state.json` could not be used (SPEC 2.3 "Loading").
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// The runtime's indentation unit.
+const INDENT: &str = "  ";
+
+impl Block {
+    fn write(&self, out: &mut String, layout: Layout<'_>, depth: usize) {
+        let mut m = Members::object(out, layout, depth);
+        m.key(out, "blockId");
+        gojson::write_str(out, &self.block_id);
+        m.key(out, "tier");
+        write_int(out, self.tier);
+        write_str_omitempty(out, &mut m, "topic", &self.topic);
+        m.key(out, "summary");
+        gojson::write_str(out, &self.summary);
+        write_list_omitempty(out, &mut m, "directMessageIds", &self.direct_message_ids);
+        write_list_omitempty(
+            out,
+            &mut m,
+            "effectiveMessageIds",
+            &self.effective_message_ids,
+        );
+        write_list_omitempty(out, &mut m, "directBlockIds", &self.direct_block_ids);
+        write_str_omitempty(out, &mut m, "archivePath", &self.archive_path);
+        write_str_omitempty(out, &mut m, "archiveRel", &self.archive_rel);
+        m.key(out, "compressedTokens");
+        write_int(out, self.compressed_tokens);
+        write_str_omitempty(out, &mut m, "startRef", &self.start_ref);
+        write_str_omitempty(out, &mut m, "endRef", &self.end_ref);
+        if self.created_at != 0 {
+            m.key(out, "createdAt");
+            write_int(out, self.created_at);
+        }
+        m.key(out, "active");
+        out.push_str(if self.active { "true" } else { "false" });
+        write_str_omitempty(out, &mut m, "compressCallId", &self.compress_call_id);
+        write_extra(out, &mut m, &self.extra);
+        m.close(out);
+    }
+}
+
+impl MessageRefs {
+    fn write(&self, out: &mut String, layout: Layout<'_>, depth: usize) {
+        let mut m = Members::object(out, layout, depth);
+        m.key(out, "byRaw");
+        write_sorted(out, &self.by_raw, layout, m.inner(), |o, v| {
+            gojson::write_str(o, v)
+        });
+        m.key(out, "byRef");
+        write_sorted(out, &self.by_ref, layout, m.inner(), |o, v| {
+            gojson::write_str(o, v)
+        });
+        write_extra(out, &mut m, &self.extra);
+        m.close(out);
+    }
+}
+
+impl NudgeState {
+    fn write(&self, out: &mut String, layout: Layout<'_>, depth: usize) {
+        let mut m = Members::object(out, layout, depth);
+        m.key(out, "lastPerMessageNudgeTokens");
+        write_int(out, self.last_per_message_nudge_tokens);
+        m.key(out, "lastNudgeShownTokens");
+        write_int(out, self.last_nudge_shown_tokens);
+        if !self.last_shown_by_tier.is_empty() {
+            m.key(out, "lastShownByTier");
+            write_sorted(out, &self.last_shown_by_tier, layout, m.inner(), |o, v| {
+                write_int(o, *v)
+            });
+        }
+        write_extra(out, &mut m, &self.extra);
+        m.close(out);
+    }
+}
+
+impl Stats {
+    fn write(&self, out: &mut String, layout: Layout<'_>, depth: usize) {
+        let mut m = Members::object(out, layout, depth);
+        m.key(out, "tokensCompressed");
+        write_int(out, self.tokens_compressed);
+        m.key(out, "compressionCount");
+        write_int(out, self.compression_count);
+        write_extra(out, &mut m, &self.extra);
+        m.close(out);
+    }
+}
+
+fn write_int(out: &mut String, n: i64) {
+    out.push_str(&n.to_string());
+}
+
+fn write_str_omitempty(out: &mut String, m: &mut Members<'_>, key: &str, value: &str) {
+    if !value.is_empty() {
+        m.key(out, key);
+        gojson::write_str(out, value);
+    }
+}
+
+fn write_list_omitempty(out: &mut String, m: &mut Members<'_>, key: &str, items: &[String]) {
+    if items.is_empty() {
+        return;
+    }
+    m.key(out, key);
+    let mut list = Members::array(out, m.layout(), m.inner());
+    for item in items {
+        list.element(out);
+        gojson::write_str(out, item);
+    }
+    list.close(out);
+}
+
+/// A Go map: keys sorted byte-wise (`String`'s order).
+fn write_sorted<'a, V: 'a>(
+    out: &mut String,
+    map: impl IntoIterator<Item = (&'a String, &'a V)>,
+    layout: Layout<'_>,
+    depth: usize,
+    write: impl Fn(&mut String, &V),
+) {
+    let mut entries: Vec<(&String, &V)> = map.into_iter().collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let mut m = Members::object(out, layout, depth);
+    for (k, v) in entries {
+        m.key(out, k);
+        write(out, v);
+    }
+    m.close(out);
+}
+
+fn write_extra(out: &mut String, m: &mut Members<'_>, extra: &Map<String, Value>) {
+    for (k, v) in extra {
+        m.key(out, k);
+        gojson::write_value(out, v, m.layout(), m.inner());
+    }
+}
+
+/// Why a `state.json` could not be used (SPEC 2.3 "Load"). Each message is one line.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum StateLoadError {
-    /// Not JSON, not an object, or an object that does not fit the v1 shape.
+    /// Not JSON, not an object, or a value of the wrong type (the message names the key).
     #[error("malformed state.json: {0}")]
     Malformed(String),
+    /// The file parsed, but its `version` is not 1 (0 when missing).
+    #[error("state.json has version {0}, expected 1")]
+    Version(i64),
     /// The file exists but cannot be read.
     #[error("cannot read state.json: {0}")]
     Io(String),
-    /// `version` is not 1; the raw JSON value as written (e.g. `2`, `"1"`).
-    #[error("unsupported state.json version {0} (expected 1)")]
-    Version(String),
 }
 
-/// Parse `state.json` bytes.
-///
-/// `version` is checked on the raw JSON first, so a file of another version reports
-/// [`StateLoadError::Version`] whatever its shape; a missing `version` is malformed.
+/// Parse `state.json` bytes with the runtime's rules (see the module documentation).
 pub fn parse_state(bytes: &[u8]) -> Result<State, StateLoadError> {
-    let value: Value =
-        serde_json::from_slice(bytes).map_err(|e| StateLoadError::Malformed(e.to_string()))?;
-    let Value::Object(map) = &value else {
-        return Err(StateLoadError::Malformed(format!(
-            "expected a JSON object, found {}",
-            crate::format::transcript::json_kind(&value)
-        )));
-    };
-    match map.get("version") {
-        None => {
-            return Err(StateLoadError::Malformed(
-                "missing \"version\" field".to_string(),
-            ))
-        }
-        Some(v) if v.as_u64() == Some(1) => {}
-        Some(v) => return Err(StateLoadError::Version(v.to_string())),
+    let text = go_tolerant(bytes);
+    let mut state = State::zero();
+    let mut de = serde_json::Deserializer::from_slice(&text);
+    de.deserialize_any(RecordVisitor {
+        slot: &mut state,
+        path: KeyPath::Root,
+        top: true,
+    })
+    .and_then(|()| de.end())
+    .map_err(|e| StateLoadError::Malformed(e.to_string()))?;
+    if state.version != 1 {
+        return Err(StateLoadError::Version(state.version));
     }
-    State::deserialize(value).map_err(|e| StateLoadError::Malformed(e.to_string()))
+    Ok(state)
 }
 
 /// The outcome of loading a session's `state.json`: always a usable state.
@@ -255,10 +382,9 @@ pub struct StateLoad {
     pub exists: bool,
 }
 
-/// Load `state.json` with the SPEC 2.3 rules: a missing file gives the initial state and no
-/// error; a malformed file, an I/O error or `version != 1` gives an error *and* the initial
-/// state of `session_id`. Nothing is repaired or rebuilt here. A symbolic link is not followed
-/// (an I/O error).
+/// Load `state.json`: a missing file gives the initial state and no error; a malformed file,
+/// an I/O error or `version != 1` gives an error *and* the initial state of `session_id`.
+/// Nothing is repaired or rebuilt here. A symbolic link is not followed (an I/O error).
 pub fn load_state(path: &std::path::Path, session_id: &str) -> StateLoad {
     let failed = |error: StateLoadError| StateLoad {
         state: State::initial(session_id),
@@ -280,5 +406,799 @@ pub fn load_state(path: &std::path::Path, session_id: &str) -> StateLoad {
             exists: false,
         },
         Err(e) => failed(StateLoadError::Io(format!("{}: {e}", path.display()))),
+    }
+}
+
+// ---- input accepted by Go but not by serde_json ----
+
+/// The text Go's decoder would see: inside strings, Go turns each byte of invalid UTF-8 and
+/// each lone surrogate escape into U+FFFD; serde_json refuses both. Copies only when needed.
+fn go_tolerant(bytes: &[u8]) -> Cow<'_, [u8]> {
+    let mut text = match std::str::from_utf8(bytes) {
+        Ok(_) => Cow::Borrowed(bytes),
+        Err(_) => Cow::Owned(replace_invalid_utf8(bytes)),
+    };
+    let lone = lone_surrogate_escapes(&text);
+    if !lone.is_empty() {
+        let owned = text.to_mut();
+        for at in lone {
+            // `\uXXXX` and `\ufffd` have the same length.
+            if let Some(escape) = owned.get_mut(at..at + 6) {
+                escape.copy_from_slice(b"\\ufffd");
+            }
+        }
+    }
+    text
+}
+
+/// Each invalid byte becomes U+FFFD on its own, as Go's `utf8.DecodeRune` reads it. (Outside
+/// strings such a byte is a syntax error for Go, and U+FFFD is one for serde_json.)
+fn replace_invalid_utf8(mut rest: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(rest.len() + 16);
+    loop {
+        match std::str::from_utf8(rest) {
+            Ok(valid) => {
+                out.extend_from_slice(valid.as_bytes());
+                return out;
+            }
+            Err(e) => {
+                let (valid, bad) = rest.split_at(e.valid_up_to());
+                out.extend_from_slice(valid);
+                out.extend_from_slice("\u{fffd}".as_bytes());
+                rest = bad.get(1..).unwrap_or_default();
+            }
+        }
+    }
+}
+
+/// Offsets of the `\uXXXX` escapes inside strings that are a surrogate without its partner.
+fn lone_surrogate_escapes(b: &[u8]) -> Vec<usize> {
+    let is_high = |u: u32| (0xd800..0xdc00).contains(&u);
+    let is_low = |u: u32| (0xdc00..0xe000).contains(&u);
+    let mut found = Vec::new();
+    let mut i = 0;
+    'strings: while let Some(open) = b.get(i..).and_then(|rest| memchr::memchr(b'"', rest)) {
+        i += open + 1;
+        loop {
+            let Some(j) = b
+                .get(i..)
+                .and_then(|rest| memchr::memchr2(b'"', b'\\', rest))
+            else {
+                break 'strings;
+            };
+            i += j;
+            if b[i] == b'"' {
+                i += 1;
+                continue 'strings;
+            }
+            match unicode_escape(b, i) {
+                Some(u) if is_high(u) && unicode_escape(b, i + 6).is_some_and(is_low) => i += 12,
+                Some(u) if is_high(u) || is_low(u) => {
+                    found.push(i);
+                    i += 6;
+                }
+                Some(_) => i += 6,
+                None => i += 2,
+            }
+        }
+    }
+    found
+}
+
+/// The code unit of a `\uXXXX` escape starting at `at`.
+fn unicode_escape(b: &[u8], at: usize) -> Option<u32> {
+    let escape = b.get(at..at + 6)?;
+    if &escape[..2] != b"\\u" {
+        return None;
+    }
+    let hex = std::str::from_utf8(&escape[2..]).ok()?;
+    u32::from_str_radix(hex, 16).ok()
+}
+
+// ---- decoding into existing values, as Go's decoder does ----
+
+/// Where a value sits in the file, for error messages: `blocks[2].tier`.
+#[derive(Clone, Copy)]
+enum KeyPath<'a> {
+    Root,
+    Key(&'a KeyPath<'a>, &'a str),
+    Index(&'a KeyPath<'a>, usize),
+}
+
+impl fmt::Display for KeyPath<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyPath::Root => f.write_str("the top level"),
+            KeyPath::Key(KeyPath::Root, k) => f.write_str(k),
+            KeyPath::Key(parent, k) => write!(f, "{parent}.{k}"),
+            KeyPath::Index(parent, i) => write!(f, "{parent}[{i}]"),
+        }
+    }
+}
+
+/// A value that one JSON value decodes into, over what it already holds.
+trait Slot {
+    fn decode<'de, D: Deserializer<'de>>(
+        &mut self,
+        d: D,
+        path: KeyPath<'_>,
+    ) -> Result<(), D::Error>;
+}
+
+struct SlotSeed<'s, 'p, T> {
+    slot: &'s mut T,
+    path: KeyPath<'p>,
+}
+
+impl<'de, T: Slot> DeserializeSeed<'de> for SlotSeed<'_, '_, T> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        self.slot.decode(d, self.path)
+    }
+}
+
+/// Decodes the next map value into `slot`.
+fn next_into<'de, A: MapAccess<'de>, T: Slot>(
+    map: &mut A,
+    slot: &mut T,
+    path: KeyPath<'_>,
+) -> Result<(), A::Error> {
+    map.next_value_seed(SlotSeed { slot, path })
+}
+
+/// A string value in an error message, cut short: the message stays one short line.
+fn wrong_string<E: de::Error>(s: &str, expected: &dyn de::Expected) -> E {
+    const SHOWN: usize = 40;
+    let mut shown: String = s.chars().take(SHOWN).collect();
+    if s.chars().nth(SHOWN).is_some() {
+        shown.push('…');
+    }
+    E::invalid_type(Unexpected::Str(&shown), expected)
+}
+
+struct IntVisitor<'s, 'p> {
+    slot: &'s mut i64,
+    path: KeyPath<'p>,
+}
+
+impl<'de> Visitor<'de> for IntVisitor<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "a 64-bit integer for {}", self.path)
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<(), E> {
+        *self.slot = v;
+        Ok(())
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<(), E> {
+        match i64::try_from(v) {
+            Ok(v) => {
+                *self.slot = v;
+                Ok(())
+            }
+            Err(_) => Err(E::invalid_value(Unexpected::Unsigned(v), &self)),
+        }
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        Err(wrong_string(v, &self))
+    }
+}
+
+impl Slot for i64 {
+    fn decode<'de, D: Deserializer<'de>>(
+        &mut self,
+        d: D,
+        path: KeyPath<'_>,
+    ) -> Result<(), D::Error> {
+        d.deserialize_any(IntVisitor { slot: self, path })
+    }
+}
+
+struct BoolVisitor<'s, 'p> {
+    slot: &'s mut bool,
+    path: KeyPath<'p>,
+}
+
+impl<'de> Visitor<'de> for BoolVisitor<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "true or false for {}", self.path)
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<(), E> {
+        *self.slot = v;
+        Ok(())
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        Err(wrong_string(v, &self))
+    }
+}
+
+impl Slot for bool {
+    fn decode<'de, D: Deserializer<'de>>(
+        &mut self,
+        d: D,
+        path: KeyPath<'_>,
+    ) -> Result<(), D::Error> {
+        d.deserialize_any(BoolVisitor { slot: self, path })
+    }
+}
+
+struct StrVisitor<'s, 'p> {
+    slot: &'s mut String,
+    path: KeyPath<'p>,
+}
+
+impl<'de> Visitor<'de> for StrVisitor<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "a string for {}", self.path)
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        v.clone_into(self.slot);
+        Ok(())
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<(), E> {
+        *self.slot = v;
+        Ok(())
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+impl Slot for String {
+    fn decode<'de, D: Deserializer<'de>>(
+        &mut self,
+        d: D,
+        path: KeyPath<'_>,
+    ) -> Result<(), D::Error> {
+        d.deserialize_any(StrVisitor { slot: self, path })
+    }
+}
+
+/// A Go slice: `None` is nil. Elements decode over the ones already there; the list ends up
+/// as long as the JSON array.
+struct ListVisitor<'s, 'p, T> {
+    slot: &'s mut Option<Vec<T>>,
+    path: KeyPath<'p>,
+}
+
+struct ElementSeed<'s, 'p, T> {
+    list: &'s mut Vec<T>,
+    index: usize,
+    path: KeyPath<'p>,
+}
+
+impl<'de, T: Slot + Default> DeserializeSeed<'de> for ElementSeed<'_, '_, T> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        if self.index >= self.list.len() {
+            self.list.push(T::default());
+        }
+        match self.list.get_mut(self.index) {
+            Some(element) => element.decode(d, self.path),
+            None => Err(de::Error::custom("list index out of step")),
+        }
+    }
+}
+
+impl<'de, T: Slot + Default> Visitor<'de> for ListVisitor<'_, '_, T> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "an array for {}", self.path)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        *self.slot = None;
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let list = self.slot.get_or_insert_with(Vec::new);
+        let mut index = 0;
+        loop {
+            let seed = ElementSeed {
+                list: &mut *list,
+                index,
+                path: KeyPath::Index(&self.path, index),
+            };
+            if seq.next_element_seed(seed)?.is_none() {
+                break;
+            }
+            index += 1;
+        }
+        list.truncate(index);
+        Ok(())
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        Err(wrong_string(v, &self))
+    }
+}
+
+impl<T: Slot + Default> Slot for Option<Vec<T>> {
+    fn decode<'de, D: Deserializer<'de>>(
+        &mut self,
+        d: D,
+        path: KeyPath<'_>,
+    ) -> Result<(), D::Error> {
+        d.deserialize_any(ListVisitor { slot: self, path })
+    }
+}
+
+/// Nil and empty mean the same for these lists (`omitempty` writes neither).
+impl<T: Slot + Default> Slot for Vec<T> {
+    fn decode<'de, D: Deserializer<'de>>(
+        &mut self,
+        d: D,
+        path: KeyPath<'_>,
+    ) -> Result<(), D::Error> {
+        let mut list = Some(std::mem::take(self));
+        list.decode(d, path)?;
+        *self = list.unwrap_or_default();
+        Ok(())
+    }
+}
+
+/// A Go map with string keys: `null` empties it; an object adds its entries, each value
+/// decoded from zero (a `null` value stores the zero value).
+trait StrMap {
+    type V: Slot + Default;
+    fn clear(&mut self);
+    fn put(&mut self, key: String, value: Self::V);
+}
+
+impl<V: Slot + Default> StrMap for HashMap<String, V> {
+    type V = V;
+    fn clear(&mut self) {
+        HashMap::clear(self);
+    }
+    fn put(&mut self, key: String, value: V) {
+        self.insert(key, value);
+    }
+}
+
+impl<V: Slot + Default> StrMap for BTreeMap<String, V> {
+    type V = V;
+    fn clear(&mut self) {
+        BTreeMap::clear(self);
+    }
+    fn put(&mut self, key: String, value: V) {
+        self.insert(key, value);
+    }
+}
+
+struct MapVisitor<'s, 'p, M> {
+    slot: &'s mut M,
+    path: KeyPath<'p>,
+}
+
+impl<'de, M: StrMap> Visitor<'de> for MapVisitor<'_, '_, M> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "an object for {}", self.path)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        self.slot.clear();
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            let mut value = M::V::default();
+            next_into(&mut map, &mut value, KeyPath::Key(&self.path, &key))?;
+            self.slot.put(key, value);
+        }
+        Ok(())
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        Err(wrong_string(v, &self))
+    }
+}
+
+impl<V: Slot + Default> Slot for HashMap<String, V> {
+    fn decode<'de, D: Deserializer<'de>>(
+        &mut self,
+        d: D,
+        path: KeyPath<'_>,
+    ) -> Result<(), D::Error> {
+        d.deserialize_any(MapVisitor { slot: self, path })
+    }
+}
+
+impl<V: Slot + Default> Slot for BTreeMap<String, V> {
+    fn decode<'de, D: Deserializer<'de>>(
+        &mut self,
+        d: D,
+        path: KeyPath<'_>,
+    ) -> Result<(), D::Error> {
+        d.deserialize_any(MapVisitor { slot: self, path })
+    }
+}
+
+/// A Go struct with JSON field names, plus the unknown keys normafs keeps.
+trait Record {
+    /// The JSON names of the fields, in the struct's order.
+    const FIELDS: &'static [&'static str];
+    fn extra_mut(&mut self) -> &mut Map<String, Value>;
+    /// Decodes the next map value into the field named `field` (one of [`Record::FIELDS`]).
+    fn field<'de, A: MapAccess<'de>>(
+        &mut self,
+        field: &str,
+        map: &mut A,
+        path: KeyPath<'_>,
+    ) -> Result<(), A::Error>;
+}
+
+/// Whether Go's decoder matches the JSON key `key` to the field named `field` (ASCII): equal
+/// after folding case, where U+212A and U+017F fold to `K` and `S`.
+fn go_fold_eq(key: &str, field: &str) -> bool {
+    let mut chars = key.chars();
+    for f in field.bytes() {
+        let folded = match chars.next() {
+            Some('\u{212a}') => b'K',
+            Some('\u{17f}') => b'S',
+            Some(c) if c.is_ascii() => (c as u8).to_ascii_uppercase(),
+            _ => return false,
+        };
+        if folded != f.to_ascii_uppercase() {
+            return false;
+        }
+    }
+    chars.next().is_none()
+}
+
+struct RecordVisitor<'s, 'p, R> {
+    slot: &'s mut R,
+    path: KeyPath<'p>,
+    /// The top level refuses `null` (Go would read it as an empty file of version 0).
+    top: bool,
+}
+
+impl<'de, R: Record> Visitor<'de> for RecordVisitor<'_, '_, R> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "an object for {}", self.path)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        if self.top {
+            Err(E::invalid_type(Unexpected::Unit, &self))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            match R::FIELDS.iter().find(|f| go_fold_eq(&key, f)) {
+                Some(field) => self
+                    .slot
+                    .field(field, &mut map, KeyPath::Key(&self.path, &key))?,
+                None => {
+                    let value: Value = map.next_value()?;
+                    self.slot.extra_mut().insert(key, value);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        Err(wrong_string(v, &self))
+    }
+}
+
+impl<R: Record> Slot for R {
+    fn decode<'de, D: Deserializer<'de>>(
+        &mut self,
+        d: D,
+        path: KeyPath<'_>,
+    ) -> Result<(), D::Error> {
+        d.deserialize_any(RecordVisitor {
+            slot: self,
+            path,
+            top: false,
+        })
+    }
+}
+
+impl Record for State {
+    const FIELDS: &'static [&'static str] = &[
+        "version",
+        "sessionId",
+        "nextBlockId",
+        "blocks",
+        "messageRefs",
+        "tokenSnapshot",
+        "nudge",
+        "stats",
+        "derivedFrom",
+    ];
+
+    fn extra_mut(&mut self) -> &mut Map<String, Value> {
+        &mut self.extra
+    }
+
+    fn field<'de, A: MapAccess<'de>>(
+        &mut self,
+        field: &str,
+        map: &mut A,
+        path: KeyPath<'_>,
+    ) -> Result<(), A::Error> {
+        match field {
+            "version" => next_into(map, &mut self.version, path),
+            "sessionId" => next_into(map, &mut self.session_id, path),
+            "nextBlockId" => next_into(map, &mut self.next_block_id, path),
+            "blocks" => next_into(map, &mut self.blocks, path),
+            "messageRefs" => next_into(map, &mut self.message_refs, path),
+            "tokenSnapshot" => next_into(map, &mut self.token_snapshot, path),
+            "nudge" => next_into(map, &mut self.nudge, path),
+            "stats" => next_into(map, &mut self.stats, path),
+            "derivedFrom" => next_into(map, &mut self.derived_from, path),
+            _ => map.next_value::<de::IgnoredAny>().map(drop),
+        }
+    }
+}
+
+impl Record for Block {
+    const FIELDS: &'static [&'static str] = &[
+        "blockId",
+        "tier",
+        "topic",
+        "summary",
+        "directMessageIds",
+        "effectiveMessageIds",
+        "directBlockIds",
+        "archivePath",
+        "archiveRel",
+        "compressedTokens",
+        "startRef",
+        "endRef",
+        "createdAt",
+        "active",
+        "compressCallId",
+    ];
+
+    fn extra_mut(&mut self) -> &mut Map<String, Value> {
+        &mut self.extra
+    }
+
+    fn field<'de, A: MapAccess<'de>>(
+        &mut self,
+        field: &str,
+        map: &mut A,
+        path: KeyPath<'_>,
+    ) -> Result<(), A::Error> {
+        match field {
+            "blockId" => next_into(map, &mut self.block_id, path),
+            "tier" => next_into(map, &mut self.tier, path),
+            "topic" => next_into(map, &mut self.topic, path),
+            "summary" => next_into(map, &mut self.summary, path),
+            "directMessageIds" => next_into(map, &mut self.direct_message_ids, path),
+            "effectiveMessageIds" => next_into(map, &mut self.effective_message_ids, path),
+            "directBlockIds" => next_into(map, &mut self.direct_block_ids, path),
+            "archivePath" => next_into(map, &mut self.archive_path, path),
+            "archiveRel" => next_into(map, &mut self.archive_rel, path),
+            "compressedTokens" => next_into(map, &mut self.compressed_tokens, path),
+            "startRef" => next_into(map, &mut self.start_ref, path),
+            "endRef" => next_into(map, &mut self.end_ref, path),
+            "createdAt" => next_into(map, &mut self.created_at, path),
+            "active" => next_into(map, &mut self.active, path),
+            "compressCallId" => next_into(map, &mut self.compress_call_id, path),
+            _ => map.next_value::<de::IgnoredAny>().map(drop),
+        }
+    }
+}
+
+impl Record for MessageRefs {
+    const FIELDS: &'static [&'static str] = &["byRaw", "byRef"];
+
+    fn extra_mut(&mut self) -> &mut Map<String, Value> {
+        &mut self.extra
+    }
+
+    fn field<'de, A: MapAccess<'de>>(
+        &mut self,
+        field: &str,
+        map: &mut A,
+        path: KeyPath<'_>,
+    ) -> Result<(), A::Error> {
+        match field {
+            "byRaw" => next_into(map, &mut self.by_raw, path),
+            "byRef" => next_into(map, &mut self.by_ref, path),
+            _ => map.next_value::<de::IgnoredAny>().map(drop),
+        }
+    }
+}
+
+impl Record for NudgeState {
+    const FIELDS: &'static [&'static str] = &[
+        "lastPerMessageNudgeTokens",
+        "lastNudgeShownTokens",
+        "lastShownByTier",
+    ];
+
+    fn extra_mut(&mut self) -> &mut Map<String, Value> {
+        &mut self.extra
+    }
+
+    fn field<'de, A: MapAccess<'de>>(
+        &mut self,
+        field: &str,
+        map: &mut A,
+        path: KeyPath<'_>,
+    ) -> Result<(), A::Error> {
+        match field {
+            "lastPerMessageNudgeTokens" => {
+                next_into(map, &mut self.last_per_message_nudge_tokens, path)
+            }
+            "lastNudgeShownTokens" => next_into(map, &mut self.last_nudge_shown_tokens, path),
+            "lastShownByTier" => next_into(map, &mut self.last_shown_by_tier, path),
+            _ => map.next_value::<de::IgnoredAny>().map(drop),
+        }
+    }
+}
+
+impl Record for Stats {
+    const FIELDS: &'static [&'static str] = &["tokensCompressed", "compressionCount"];
+
+    fn extra_mut(&mut self) -> &mut Map<String, Value> {
+        &mut self.extra
+    }
+
+    fn field<'de, A: MapAccess<'de>>(
+        &mut self,
+        field: &str,
+        map: &mut A,
+        path: KeyPath<'_>,
+    ) -> Result<(), A::Error> {
+        match field {
+            "tokensCompressed" => next_into(map, &mut self.tokens_compressed, path),
+            "compressionCount" => next_into(map, &mut self.compression_count, path),
+            _ => map.next_value::<de::IgnoredAny>().map(drop),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_folding_matches_only_what_go_matches() {
+        assert!(go_fold_eq("sessionId", "sessionId"));
+        assert!(go_fold_eq("SESSIONID", "sessionId"));
+        assert!(go_fold_eq("\u{17f}essionId", "sessionId"));
+        assert!(go_fold_eq("bloc\u{212a}Id", "blockId"));
+        assert!(!go_fold_eq("sessionI", "sessionId"));
+        assert!(!go_fold_eq("sessionIdx", "sessionId"));
+        assert!(!go_fold_eq("session_id", "sessionId"));
+        assert!(!go_fold_eq("seßionId", "sessionId"));
+        // Dotless i and dotted capital I are outside the fold sets of i and I.
+        assert!(!go_fold_eq("t\u{131}er", "tier"));
+        assert!(!go_fold_eq("t\u{130}er", "tier"));
+    }
+
+    #[test]
+    fn invalid_utf8_is_replaced_byte_by_byte() {
+        let fixed = replace_invalid_utf8(b"a\xe2\x82b\xf0\x9f\x98\xffc\xed\xa0\x80");
+        assert_eq!(
+            String::from_utf8(fixed).as_deref(),
+            Ok("a\u{fffd}\u{fffd}b\u{fffd}\u{fffd}\u{fffd}\u{fffd}c\u{fffd}\u{fffd}\u{fffd}")
+        );
+        assert!(matches!(
+            go_tolerant(b"{\"a\": \"\xc3\xa9\"}"),
+            Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
+    fn lone_surrogates_are_found_inside_strings_only() {
+        let text = br#"{"\ud800": "\ud83d\ude00 \udc00 \\ud800 \ud800\u0041 \ud800"#;
+        assert_eq!(lone_surrogate_escapes(text), [2, 25, 40, 53]);
+        // Truncated input and escapes at the very end do not panic.
+        for cut in 0..text.len() {
+            lone_surrogate_escapes(&text[..cut]);
+        }
+        assert!(lone_surrogate_escapes(br#"{"a": "\u00e9\"\ud83d\ude00"}"#).is_empty());
+    }
+
+    #[test]
+    fn key_paths_read_like_the_file() {
+        let blocks = KeyPath::Key(&KeyPath::Root, "blocks");
+        let second = KeyPath::Index(&blocks, 2);
+        assert_eq!(KeyPath::Key(&second, "tier").to_string(), "blocks[2].tier");
+        assert_eq!(KeyPath::Root.to_string(), "the top level");
+    }
+
+    /// The writer spells the fields in the order and with the names the reader matches.
+    #[test]
+    fn writer_and_reader_agree_on_fields() {
+        let block = Block {
+            block_id: "b1".into(),
+            tier: 1,
+            topic: "t".into(),
+            summary: "s".into(),
+            direct_message_ids: vec!["h".into()],
+            effective_message_ids: vec!["h".into()],
+            direct_block_ids: vec!["b0".into()],
+            archive_path: "/a".into(),
+            archive_rel: "a".into(),
+            compressed_tokens: 1,
+            start_ref: "m00001".into(),
+            end_ref: "m00002".into(),
+            created_at: 1,
+            active: true,
+            compress_call_id: "c".into(),
+            extra: Map::new(),
+        };
+        let mut state = State::initial("s");
+        state.blocks = Some(vec![block]);
+        state.token_snapshot.insert("m00001".into(), 1);
+        state.nudge.last_shown_by_tier.insert("1".into(), 1);
+        state.derived_from = "p".into();
+        let value: Value = serde_json::from_str(&state.to_json()).expect("valid JSON");
+        let keys = |v: &Value| -> Vec<String> {
+            v.as_object()
+                .map(|m| m.keys().cloned().collect())
+                .unwrap_or_default()
+        };
+        assert_eq!(keys(&value), State::FIELDS);
+        assert_eq!(keys(&value["blocks"][0]), Block::FIELDS);
+        assert_eq!(keys(&value["messageRefs"]), MessageRefs::FIELDS);
+        assert_eq!(keys(&value["nudge"]), NudgeState::FIELDS);
+        assert_eq!(keys(&value["stats"]), Stats::FIELDS);
+    }
+
+    #[test]
+    fn omitempty_fields_are_left_out_when_zero() {
+        let mut state = State::initial("s");
+        state.blocks = Some(vec![Block::default()]);
+        assert_eq!(
+            state.to_json(),
+            "{\n  \"version\": 1,\n  \"sessionId\": \"s\",\n  \"nextBlockId\": 1,\n  \"blocks\": [\n    {\n      \"blockId\": \"\",\n      \"tier\": 0,\n      \"summary\": \"\",\n      \"compressedTokens\": 0,\n      \"active\": false\n    }\n  ],\n  \"messageRefs\": {\n    \"byRaw\": {},\n    \"byRef\": {}\n  },\n  \"nudge\": {\n    \"lastPerMessageNudgeTokens\": 0,\n    \"lastNudgeShownTokens\": 0\n  },\n  \"stats\": {\n    \"tokensCompressed\": 0,\n    \"compressionCount\": 0\n  }\n}"
+        );
+    }
+
+    #[test]
+    fn map_keys_are_sorted_byte_wise() {
+        let mut state = State::initial("s");
+        for k in ["m2", "M1", "m10", "é", "m1"] {
+            state.token_snapshot.insert(k.into(), 1);
+        }
+        let json = state.to_json();
+        let order: Vec<usize> = ["\"M1\"", "\"m1\"", "\"m10\"", "\"m2\"", "\"é\""]
+            .iter()
+            .filter_map(|k| json.find(k))
+            .collect();
+        assert_eq!(order.len(), 5);
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{json}");
     }
 }

@@ -547,6 +547,7 @@ impl NormaFs {
             (Node::Session(sid), Some(n)) => match n {
                 "view.jsonl" => Node::Synth(sid.clone(), SynthKind::View),
                 "view.md" => Node::Synth(sid.clone(), SynthKind::ViewMd),
+                "materialized.jsonl" => Node::Synth(sid.clone(), SynthKind::Materialized),
                 "audit.txt" => Node::Synth(sid.clone(), SynthKind::Audit),
                 "status.json" => Node::Synth(sid.clone(), SynthKind::Status),
                 "raw" => Node::RawDir(sid.clone()),
@@ -561,8 +562,7 @@ impl NormaFs {
                 },
             },
             (Node::RawDir(sid), Some(n)) => {
-                let Some((start, end)) = n.strip_suffix(".md").and_then(|r| r.split_once('-'))
-                else {
+                let Some((start, end)) = node::parse_raw_name(n) else {
                     return Err(FsError::NotFound);
                 };
                 if !self.synth.raw_range_exists(sid, start, end)? {
@@ -798,7 +798,7 @@ impl NormaFs {
             }
             Node::RawDir(sid) => {
                 for n in self.synth.raw_names(sid) {
-                    if let Some((s, e)) = n.strip_suffix(".md").and_then(|r| r.split_once('-')) {
+                    if let Some((s, e)) = node::parse_raw_name(&n) {
                         add(
                             Node::Raw(sid.clone(), s.to_string(), e.to_string()),
                             FileKind::File,

@@ -15,6 +15,7 @@ pub enum Base {
 pub enum SynthKind {
     View,
     ViewMd,
+    Materialized,
     Audit,
     Status,
 }
@@ -24,14 +25,16 @@ impl SynthKind {
         match self {
             SynthKind::View => "view.jsonl",
             SynthKind::ViewMd => "view.md",
+            SynthKind::Materialized => "materialized.jsonl",
             SynthKind::Audit => "audit.txt",
             SynthKind::Status => "status.json",
         }
     }
 
-    pub const ALL: [SynthKind; 4] = [
+    pub const ALL: [SynthKind; 5] = [
         SynthKind::View,
         SynthKind::ViewMd,
+        SynthKind::Materialized,
         SynthKind::Audit,
         SynthKind::Status,
     ];
@@ -74,6 +77,21 @@ impl Node {
             Node::Raw(..) | Node::Synth(..) | Node::RootAudit | Node::MemoryIndex
         )
     }
+}
+
+/// The name of a raw file: `m00004-m00009.md`, or `m00005.md` for one ref.
+pub fn raw_name(start: &str, end: &str) -> String {
+    if start == end {
+        format!("{start}.md")
+    } else {
+        format!("{start}-{end}.md")
+    }
+}
+
+/// The refs a raw file's name holds (canonical or not; the caller checks).
+pub fn parse_raw_name(name: &str) -> Option<(&str, &str)> {
+    let stem = name.strip_suffix(".md")?;
+    Some(stem.split_once('-').unwrap_or((stem, stem)))
 }
 
 /// Where the real files of a session are: its name in the session directory, and its backing

@@ -21,8 +21,9 @@ use crate::audit::{self, Audit, PathStyle};
 use crate::config::Config;
 use crate::format::memory;
 use crate::format::state::{load_state, StateLoad};
-use crate::noa::status::{status, StatusInputs};
-use crate::noa::view;
+use crate::noa::render::{self, StatusInputs};
+use crate::noa::session::{self as view, Projection};
+use crate::noa::{assemble, protect, refs};
 use crate::store::root::{self, RootPaths};
 use crate::store::session;
 use crate::store::transcripts::TranscriptFile;
@@ -331,9 +332,28 @@ impl Synth {
             Node::Synth(sid, kind) => {
                 inp.file(&p.transcript_path(sid));
                 inp.file(&p.state_path(sid));
+                // A fork's view comes from its ancestors' states while it has no blocks.
+                for parent in self
+                    .cfg
+                    .for_session(sid)
+                    .parents
+                    .iter()
+                    .take(render::MAX_INHERIT_DEPTH)
+                {
+                    if root::valid_session_name(std::ffi::OsStr::new(parent)).is_ok() {
+                        inp.file(&p.state_path(parent));
+                    }
+                }
                 match kind {
-                    SynthKind::View | SynthKind::ViewMd => {}
-                    SynthKind::Status => inp.tree(&p.subagents_dir(sid), 1),
+                    SynthKind::View | SynthKind::ViewMd | SynthKind::Materialized => {}
+                    SynthKind::Status => {
+                        inp.tree(&p.subagents_dir(sid), 1);
+                        // Whether the session looks live changes with time alone.
+                        let cfg = self.cfg.for_session(sid);
+                        crate::store::ctl::live_reason(p, sid, &cfg, chrono::Utc::now())
+                            .is_some()
+                            .hash(&mut inp.hasher);
+                    }
                     SynthKind::Audit => {
                         inp.tree(&p.subagents_dir(sid), 1);
                         inp.tree(&p.archive_root(sid), 2);
@@ -521,18 +541,20 @@ impl Synth {
             Node::Synth(sid, kind) => {
                 let cfg = &self.cfg.for_session(sid);
                 let st = self.state(sid);
+                let (state, inherited) = session::opened_state(&self.paths, sid, &st.state, cfg);
                 let t = self.transcript(sid)?;
-                let mut tf = t.lock();
-                // After appends, the view is computed again for the new messages only.
-                let memo = tf.take_memo::<view::Memo>();
-                let stable = tf.stable_messages();
-                let token: Arc<dyn std::any::Any + Send + Sync> = st.clone();
+                let tf = t.lock();
                 let tr = tf.transcript();
-                let msgs = session::msgs(tr);
-                let v = view::project_memo(&msgs, &st.state, &token, cfg, memo);
+                let p = Projection::new(session::messages(tr));
+                let path = &view::runtime_path;
                 let out = match kind {
-                    SynthKind::View => v.to_jsonl_shared(),
-                    SynthKind::ViewMd => Arc::new(v.to_markdown().into_bytes()),
+                    SynthKind::View => view::view(&p, &state, cfg, path).to_jsonl(),
+                    SynthKind::Materialized => view::materialize(&p, &state, cfg, path).to_jsonl(),
+                    SynthKind::ViewMd => {
+                        let turn = view::turn(&p, &state, cfg, path);
+                        let msgs = assemble::assemble(&turn, &p.msgs, &state, true);
+                        render::markdown(&msgs, &turn, &state, cfg, sid).into_bytes()
+                    }
                     _ => {
                         let subs: Vec<(String, crate::format::transcript::Usage)> =
                             crate::store::transcripts::sidechain_paths(
@@ -550,6 +572,7 @@ impl Synth {
                         let count = |s: crate::audit::Severity| {
                             problems.iter().filter(|p| p.severity() == s).count()
                         };
+                        let turn = view::turn(&p, &state, cfg, path);
                         let inp = StatusInputs {
                             session: sid,
                             usage: &tr.usage,
@@ -560,28 +583,30 @@ impl Synth {
                                 count(crate::audit::Severity::Info),
                             ),
                             state_error: st.error.as_ref().map(|e| e.to_string()),
+                            idle_seconds: crate::store::ctl::idle_seconds(
+                                &self.paths,
+                                sid,
+                                chrono::Utc::now(),
+                            ),
+                            inherited_from: inherited.as_deref(),
+                            settings: cfg.describe(),
                         };
                         let mut out =
-                            serde_json::to_vec_pretty(&status(&v, cfg, &inp)).unwrap_or_default();
+                            serde_json::to_vec_pretty(&render::status(&turn, &state, cfg, &inp))
+                                .unwrap_or_default();
                         out.push(b'\n');
-                        Arc::new(out)
+                        out
                     }
                 };
-                let memo = v.into_memo(token, cfg, stable);
-                drop(msgs);
-                if let Some(memo) = memo {
-                    tf.keep_memo(memo);
-                }
-                Ok(out)
+                Ok(Arc::new(out))
             }
             Node::Raw(sid, start, end) => {
-                let st = self.state(sid);
-                let t = self.transcript(sid)?;
-                let tf = t.lock();
-                let msgs = session::msgs(tf.transcript());
-                let refs = crate::noa::refs::assign(&st.state, &msgs);
-                view::raw_range(&msgs, &refs, start, end)
-                    .map(|t| Arc::new(t.into_bytes()))
+                let (a, b) = raw_refs(start, end).ok_or(FsError::NotFound)?;
+                let (p_slots, text) = self.with_slots(sid, |p, slots| {
+                    (slots.len(), render::raw_range(p, slots, a, b))
+                })?;
+                let _ = p_slots;
+                text.map(|t| Arc::new(t.into_bytes()))
                     .map_err(|_| FsError::NotFound)
             }
             Node::MemoryIndex => {
@@ -598,29 +623,55 @@ impl Synth {
         }
     }
 
-    /// Whether `start`-`end` names a range of known refs of session `sid`.
-    pub fn raw_range_exists(&self, sid: &str, start: &str, end: &str) -> Result<bool, FsError> {
+    /// Run `f` over a session's projection and the refs its content has (recorded, or as a
+    /// view would hand them out).
+    fn with_slots<R>(
+        &self,
+        sid: &str,
+        f: impl FnOnce(&Projection<'_>, &[crate::noa::content::Slot]) -> R,
+    ) -> Result<R, FsError> {
+        let cfg = self.cfg.for_session(sid);
         let st = self.state(sid);
+        let (state, _) = session::opened_state(&self.paths, sid, &st.state, &cfg);
         let t = self.transcript(sid)?;
         let tf = t.lock();
-        let msgs = session::msgs(tf.transcript());
-        let refs = crate::noa::refs::assign(&st.state, &msgs);
-        Ok(matches!((refs.msg_of(start), refs.msg_of(end)), (Some(a), Some(b)) if a <= b))
+        let p = Projection::new(session::messages(tf.transcript()));
+        let (slots, _) = refs::assign(&p.cores, &state, |c| protect::is_hard(c, &cfg));
+        Ok(f(&p, &slots))
+    }
+
+    /// Whether `start`-`end` names a range of known refs of session `sid`.
+    pub fn raw_range_exists(&self, sid: &str, start: &str, end: &str) -> Result<bool, FsError> {
+        let Some((a, b)) = raw_refs(start, end) else {
+            return Ok(false);
+        };
+        self.with_slots(sid, |_, slots| {
+            let at = |n: u32| slots.iter().position(|s| s.number() == Some(n));
+            matches!((at(a), at(b)), (Some(x), Some(y)) if x <= y)
+        })
     }
 
     /// Names listed in `raw/`: one per block range.
     pub fn raw_names(&self, sid: &str) -> Vec<String> {
+        let cfg = self.cfg.for_session(sid);
         let st = self.state(sid);
-        let mut names: Vec<String> = st
-            .state
-            .blocks
+        let (state, _) = session::opened_state(&self.paths, sid, &st.state, &cfg);
+        let mut names: Vec<String> = state
+            .blocks()
             .iter()
-            .map(|b| format!("{}-{}.md", b.start_ref, b.end_ref))
+            .filter(|b| raw_refs(&b.start_ref, &b.end_ref).is_some())
+            .map(|b| super::node::raw_name(&b.start_ref, &b.end_ref))
             .collect();
         names.sort();
         names.dedup();
         names
     }
+}
+
+/// The numbers of a raw file's canonical refs.
+fn raw_refs(start: &str, end: &str) -> Option<(u32, u32)> {
+    let canonical = |r: &str| refs::parse_ref(r).filter(|&n| refs::format_ref(n) == r);
+    Some((canonical(start)?, canonical(end)?))
 }
 
 /// What a parse of `len` bytes counts against the budget.

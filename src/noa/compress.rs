@@ -1,560 +1,1110 @@
-//! Compress (SPEC 4.4 steps 1-3 and the in-memory commit of step 6): validate a batch of ranges
-//! against the current view, choose tiers, build the new blocks, their archive bytes and the
-//! state that commits them. Writing files is the store's job.
+//! Compress (SPEC 4.5): a batch of ranges applied to the view the model saw, as the runtime
+//! applies it — endpoints resolved (refs or block ids, swapped when reversed, snapped into an
+//! absorbing block), ranges widened around tool pairs and reasoning, tiers decided,
+//! protected content excluded, split turns withdrawn, summaries checked — and the panel that
+//! reports it.
+//!
+//! The runtime's batch is partial (a failing range is reported, the others still make
+//! blocks); [`Applied`] says which happened so that ctl can refuse a partial batch whole.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{HashMap, HashSet};
 
-use serde::Deserialize;
-use serde_json::{json, Value};
-
+use super::args::Range;
+use super::content::{Core, Kind, Origin, Slot};
+use super::pipeline::{Pos, Turn};
+use super::protect;
+use super::refs::{self, format_ref, parse_block_id, parse_ref};
+use super::tokens;
 use crate::config::NoaConfig;
+use crate::format::archive::{
+    self as archive, Archive, BlockEntry, Entry, MessageEntry, MessageKind,
+};
+use crate::format::state::{Block, State};
 
-/// Fewest messages a range of a strict batch may cover.
-pub const MIN_RANGE_MESSAGES: usize = 2;
-use crate::format::archive::{self, ArchiveDoc, Entry, Frontmatter};
-use crate::format::state::{Block, BlockId, State, TokenSnapshot};
-use crate::format::transcript::Content;
-use crate::noa::tokens;
-use crate::noa::view::{self, Item, Materialized};
-use crate::noa::Msg;
+/// How far widening looks for the other half of a tool exchange.
+const TOOL_PAIR_MAX_SCAN: usize = 20;
 
-/// One range of a Compress call.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RangeSpec {
-    pub start: String,
-    pub end: String,
-    #[serde(default)]
-    pub topic: Option<String>,
-    pub summary: String,
+/// One message of the view the batch is resolved against.
+struct M<'t, 'a> {
+    core: &'t Core<'a>,
+    text: &'t str,
+    slot: &'t Slot,
 }
 
-/// The Compress tool's input (and the JSON form of the ctl command).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Batch {
-    pub ranges: Vec<RangeSpec>,
-}
-
-/// Why a batch was rejected. Every variant is a bad request (`EINVAL` at the mount).
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum CompressError {
-    #[error("bad compress input: {0}")]
-    BadInput(String),
-    #[error("no ranges to compress")]
-    Empty,
-    #[error("unknown ref {0}")]
-    UnknownRef(String),
-    #[error("range {start}..{end} ends before it starts")]
-    Reversed { start: String, end: String },
-    #[error("range {start}..{end} holds no message")]
-    NoMessage { start: String, end: String },
-    #[error(
-        "range {start}..{end} overlaps or comes before the previous range {prev_start}..{prev_end}"
-    )]
-    Order {
-        start: String,
-        end: String,
-        prev_start: String,
-        prev_end: String,
-    },
-    #[error("range {start}..{end} touches the protected tail (it starts at {tail})")]
-    ProtectedTail {
-        start: String,
-        end: String,
-        tail: String,
-    },
-    #[error("range {start}..{end} holds {at}, a call or result of the protected tool {tool}")]
-    ProtectedTool {
-        start: String,
-        end: String,
-        at: String,
-        tool: String,
-    },
-    #[error("range {start}..{end} covers {count} message(s); at least {min} required")]
-    TooFew {
-        start: String,
-        end: String,
-        count: usize,
-        min: usize,
-    },
-    #[error("summary shorter than {0} characters")]
-    SummaryTooShort(usize),
-    #[error("summary ({summary} tokens) is not shorter than what it replaces ({covered} tokens)")]
-    SummaryTooLong { summary: u64, covered: u64 },
-}
-
-/// Parse a batch from the tool's input (an object, or a string holding one).
-pub fn parse_batch(input: &Value) -> Result<Batch, CompressError> {
-    let parsed;
-    let v = match input {
-        Value::String(s) => {
-            parsed = serde_json::from_str::<Value>(s)
-                .map_err(|e| CompressError::BadInput(e.to_string()))?;
-            &parsed
-        }
-        v => v,
-    };
-    let batch = Batch::deserialize(v).map_err(|e| CompressError::BadInput(e.to_string()))?;
-    if batch.ranges.is_empty() {
-        return Err(CompressError::Empty);
-    }
-    Ok(batch)
-}
-
-/// Everything a compress needs besides the batch.
-#[derive(Debug, Clone, Copy)]
-pub struct Ctx<'a> {
-    /// The messages of the transcript as it stands (for replay: before the call).
-    pub msgs: &'a [Msg<'a>],
-    pub state: &'a State,
-    pub cfg: &'a NoaConfig,
-    /// Live command: apply protection and size rules. Replay: structural checks only.
-    pub strict: bool,
-    /// The tool_use id, or `ctl-<uuid>`.
-    pub call_id: &'a str,
-    /// RFC 3339 time written into `createdAt` and the archives.
-    pub now: &'a str,
-    pub session: &'a str,
-    /// Absolute path of the session's archive root (for `archivePath`).
-    pub archive_root: &'a str,
-}
-
-/// One new block with its archive.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PlannedBlock {
-    pub block: Block,
-    /// Names of the blocks it absorbed.
-    pub absorbed: Vec<String>,
-    /// Re-compression at the terminal tier (detail loss).
-    pub terminal: bool,
-    /// View tokens before minus after.
-    pub tokens_saved: u64,
-    /// Loose messages it covers directly.
-    pub loose: usize,
-    /// The archive file's bytes.
-    pub archive: String,
-}
-
-impl PlannedBlock {
-    /// The result entry of this block (ctl results and the journal).
-    pub fn result_json(&self) -> Value {
-        let b = &self.block;
-        let mut v = json!({
-            "block": b.block_id.name(),
-            "tier": b.tier,
-            "start": b.start_ref,
-            "end": b.end_ref,
-            "archive": b.archive_rel,
-            "archivePath": b.archive_path,
-            "compressedTokens": b.compressed_tokens,
-            "tokensSaved": self.tokens_saved,
-            "messages": b.effective_message_ids.len(),
-            "absorbed": self.absorbed,
-        });
-        if self.terminal {
-            v["note"] = json!("terminal recompress (detail loss)");
-        }
-        v
+impl M<'_, '_> {
+    fn id(&self) -> &str {
+        &self.core.id
     }
 }
 
-/// A validated batch: the blocks to write and the state that commits them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EndKind {
+    Message,
+    Block,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NotFound {
+    Unknown,
+    Consumed,
+    Invalid,
+}
+
 #[derive(Debug, Clone)]
-pub struct Planned {
-    pub blocks: Vec<PlannedBlock>,
-    pub state: State,
+struct Resolved {
+    start: usize,
+    end: usize,
+    kind: EndKind,
+    ids: Vec<String>,
+    nested: Vec<String>,
+    warnings: Vec<String>,
 }
 
-/// The item showing message `mi`; a hidden message resolves to the next (`forward`) or the
-/// previous shown item.
-fn resolve(mat: &Materialized<'_>, mi: usize, forward: bool) -> Option<usize> {
-    if forward {
-        (mi..mat.msgs.len()).find_map(|i| mat.item_of_msg[i])
-    } else {
-        (0..=mi).rev().find_map(|i| mat.item_of_msg[i])
-    }
+/// Lookups over the view and the state.
+struct Ctx<'t, 'a, 's> {
+    msgs: Vec<M<'t, 'a>>,
+    state: &'s State,
+    index: HashMap<&'t str, usize>,
+    anchor: HashMap<String, usize>,
+    by_id: HashMap<&'s str, usize>,
 }
 
-/// Validate a batch and build its blocks (SPEC 4.4 steps 1-3) and the committed state (step 6,
-/// in memory). Any failure rejects the whole batch.
-pub fn plan(ctx: &Ctx<'_>, batch: &Batch) -> Result<Planned, CompressError> {
-    if batch.ranges.is_empty() {
-        return Err(CompressError::Empty);
-    }
-    let cfg = ctx.cfg;
-    let mat = view::materialize(ctx.msgs, ctx.state, cfg);
-    let tail = view::protected_start(&mat.items, cfg);
-
-    // Where each tool call and each result is shown.
-    let mut use_item: HashMap<&str, usize> = HashMap::new();
-    let mut result_item: HashMap<&str, usize> = HashMap::new();
-    for (ii, it) in mat.items.iter().enumerate() {
-        if let Item::Msg(m) = it {
-            for c in &m.content {
-                match c.as_ref() {
-                    Content::ToolUse(u) => {
-                        use_item.entry(u.id.as_str()).or_insert(ii);
-                    }
-                    Content::ToolResult(r) => {
-                        result_item.insert(r.tool_use_id.as_str(), ii);
-                    }
-                    _ => {}
-                }
-            }
-        }
-    }
-    let names = view::tool_names(ctx.msgs);
-
-    let mut spans: Vec<(usize, usize)> = Vec::new();
-    for r in &batch.ranges {
-        let sm = mat
-            .refs
-            .msg_of(&r.start)
-            .ok_or_else(|| CompressError::UnknownRef(r.start.clone()))?;
-        let em = mat
-            .refs
-            .msg_of(&r.end)
-            .ok_or_else(|| CompressError::UnknownRef(r.end.clone()))?;
-        if sm > em {
-            return Err(CompressError::Reversed {
-                start: r.start.clone(),
-                end: r.end.clone(),
-            });
-        }
-        let no_message = || CompressError::NoMessage {
-            start: r.start.clone(),
-            end: r.end.clone(),
-        };
-        let mut si = resolve(&mat, sm, true).ok_or_else(no_message)?;
-        let mut ei = resolve(&mat, em, false).ok_or_else(no_message)?;
-        if si > ei {
-            return Err(no_message());
-        }
-        // Widen so that no tool_use/tool_result pair is split.
-        loop {
-            let (mut ns, mut ne) = (si, ei);
-            for it in &mat.items[si..=ei] {
-                let Item::Msg(m) = it else { continue };
-                for c in &m.content {
-                    match c.as_ref() {
-                        Content::ToolUse(u) => {
-                            if let Some(&ri) = result_item.get(u.id.as_str()) {
-                                ne = ne.max(ri);
-                            }
-                        }
-                        Content::ToolResult(res) => {
-                            if let Some(&ui) = use_item.get(res.tool_use_id.as_str()) {
-                                ns = ns.min(ui);
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            if (ns, ne) == (si, ei) {
-                break;
-            }
-            (si, ei) = (ns, ne);
-        }
-        if let Some(&(ps, pe)) = spans.last() {
-            if si <= pe {
-                let (prev_start, _) = mat.item_span(&mat.items[ps]);
-                let (_, prev_end) = mat.item_span(&mat.items[pe]);
-                return Err(CompressError::Order {
-                    start: r.start.clone(),
-                    end: r.end.clone(),
-                    prev_start,
-                    prev_end,
-                });
-            }
-        }
-        if ctx.strict {
-            if ei >= tail {
-                let (tail_ref, _) = mat.item_span(&mat.items[tail]);
-                return Err(CompressError::ProtectedTail {
-                    start: r.start.clone(),
-                    end: r.end.clone(),
-                    tail: tail_ref,
-                });
-            }
-            for it in &mat.items[si..=ei] {
-                if let Item::Msg(m) = it {
-                    if m.protected_tool {
-                        let tool = m
-                            .content
-                            .iter()
-                            .find_map(|c| match c.as_ref() {
-                                Content::ToolUse(u) if cfg.is_protected_tool(&u.name) => {
-                                    Some(u.name.clone())
-                                }
-                                Content::ToolResult(res) => names
-                                    .get(res.tool_use_id.as_str())
-                                    .filter(|n| cfg.is_protected_tool(n))
-                                    .map(|n| n.to_string()),
-                                _ => None,
-                            })
-                            .unwrap_or_default();
-                        return Err(CompressError::ProtectedTool {
-                            start: r.start.clone(),
-                            end: r.end.clone(),
-                            at: mat.ref_of(m.msg).to_string(),
-                            tool,
-                        });
-                    }
-                }
-            }
-        }
-        spans.push((si, ei));
+impl<'t, 'a, 's> Ctx<'t, 'a, 's> {
+    fn block(&self, id: &str) -> Option<&'s Block> {
+        self.by_id.get(id).map(|&i| &self.state.blocks()[i])
     }
 
-    let mut state = ctx.state.clone();
-    let mut next = ctx.state.next_block_id.max(1);
-    let mut planned = Vec::new();
-    let first_of_raw: HashMap<&str, usize> = {
-        let mut m = HashMap::with_capacity(ctx.msgs.len());
-        for (i, msg) in ctx.msgs.iter().enumerate() {
-            m.entry(msg.raw_id).or_insert(i);
-        }
-        m
-    };
-
-    for (r, &(si, ei)) in batch.ranges.iter().zip(&spans) {
-        let mut loose: Vec<usize> = Vec::new();
-        let mut inside: Vec<usize> = Vec::new();
-        let mut replaced_tokens = 0u64;
-        for it in &mat.items[si..=ei] {
-            match it {
-                Item::Msg(m) => loose.push(m.msg),
-                Item::Block(b) => inside.push(b.block),
+    fn anchors(
+        msgs: &[M<'t, 'a>],
+        state: &State,
+        index: &HashMap<&'t str, usize>,
+    ) -> HashMap<String, usize> {
+        let mut anchor = HashMap::new();
+        for b in state.blocks().iter().filter(|b| b.active) {
+            let summary = format!("{}{}", super::content::SUMMARY_ID_PREFIX, b.block_id);
+            if let Some(&i) = index.get(summary.as_str()) {
+                anchor.insert(b.block_id.clone(), i);
+                continue;
             }
-        }
-        let lowest = inside.iter().map(|&b| ctx.state.blocks[b].tier).min();
-        let (tier, absorbed, terminal) = match lowest {
-            None => (1, Vec::new(), false),
-            Some(t) => {
-                let absorbed: Vec<usize> = inside
-                    .iter()
-                    .copied()
-                    .filter(|&b| ctx.state.blocks[b].tier == t)
-                    .collect();
-                (
-                    t.saturating_add(1).min(cfg.max_tier),
-                    absorbed,
-                    t >= cfg.max_tier,
-                )
-            }
-        };
-        for it in &mat.items[si..=ei] {
-            match it {
-                Item::Msg(m) => replaced_tokens = replaced_tokens.saturating_add(m.tokens),
-                Item::Block(b) if absorbed.contains(&b.block) => {
-                    replaced_tokens = replaced_tokens.saturating_add(b.tokens)
-                }
-                Item::Block(_) => {}
-            }
-        }
-        let mut effective: BTreeSet<usize> = loose.iter().copied().collect();
-        for &b in &absorbed {
-            for id in &ctx.state.blocks[b].effective_message_ids {
-                if let Some(&mi) = first_of_raw.get(id.as_str()) {
-                    effective.insert(mi);
-                }
-            }
-        }
-        let (Some(&first), Some(&last)) = (effective.first(), effective.last()) else {
-            return Err(CompressError::NoMessage {
-                start: r.start.clone(),
-                end: r.end.clone(),
-            });
-        };
-        // Saturating: frozen token counts come from state.json and may be absurd.
-        let compressed: u64 = effective
-            .iter()
-            .fold(0u64, |sum, &mi| sum.saturating_add(mat.msg_tokens[mi]));
-        if ctx.strict {
-            if effective.len() < MIN_RANGE_MESSAGES {
-                return Err(CompressError::TooFew {
-                    start: r.start.clone(),
-                    end: r.end.clone(),
-                    count: effective.len(),
-                    min: MIN_RANGE_MESSAGES,
-                });
-            }
-            if r.summary.chars().count() < cfg.min_summary_chars {
-                return Err(CompressError::SummaryTooShort(cfg.min_summary_chars));
-            }
-            let st = tokens::text_tokens(&r.summary);
-            if st >= compressed {
-                return Err(CompressError::SummaryTooLong {
-                    summary: st,
-                    covered: compressed,
-                });
-            }
-        }
-
-        let id = BlockId::from_number(next);
-        next = next.checked_add(1).ok_or_else(|| {
-            CompressError::BadInput(format!("nextBlockId {next} cannot be advanced"))
-        })?;
-        let start_ref = mat.ref_of(first).to_string();
-        let end_ref = mat.ref_of(last).to_string();
-        let name = id.name();
-        // Refs come from state.json, which may be hostile: one holding `/` (`../../x`) would put
-        // the archive outside its tier directory, an empty one or one with `-` or a line break
-        // would not read back from the archive's `range`. Refs are letters and digits.
-        for r in [&start_ref, &end_ref] {
-            if r.is_empty() || !r.bytes().all(|b| b.is_ascii_alphanumeric()) {
-                return Err(CompressError::BadInput(format!(
-                    "ref {r:?} (from state.json) cannot name an archive; refs are letters and digits, like m0012"
-                )));
-            }
-        }
-        let rel = format!(
-            "tier{tier}/{}",
-            archive::file_name(&name, &start_ref, &end_ref)
-        );
-        let topic = r.topic.clone().filter(|t| !t.is_empty());
-        let block = Block {
-            block_id: id,
-            tier,
-            topic: topic.clone(),
-            summary: r.summary.clone(),
-            direct_message_ids: Some(
-                loose
-                    .iter()
-                    .map(|&mi| ctx.msgs[mi].raw_id.to_string())
-                    .collect(),
-            ),
-            effective_message_ids: effective
-                .iter()
-                .map(|&mi| ctx.msgs[mi].raw_id.to_string())
-                .collect(),
-            direct_block_ids: absorbed
-                .iter()
-                .map(|&b| ctx.state.blocks[b].block_id.clone())
-                .collect(),
-            archive_path: format!("{}/{rel}", ctx.archive_root.trim_end_matches('/')),
-            archive_rel: rel,
-            compressed_tokens: compressed,
-            start_ref,
-            end_ref,
-            created_at: ctx.now.to_string(),
-            active: true,
-            compress_call_id: ctx.call_id.to_string(),
-            extra: Default::default(),
-        };
-
-        // Archive: raw entries from the raw transcript, absorbed sections for tier >= 2, in
-        // transcript order.
-        let mut entries: Vec<(usize, Entry)> = loose
-            .iter()
-            .map(|&mi| {
-                let m = &ctx.msgs[mi];
-                (mi, Entry::raw(mat.ref_of(mi), m.message, m.timestamp))
-            })
-            .collect();
-        for &b in &absorbed {
-            let child = &ctx.state.blocks[b];
-            let pos = child
+            if let Some(i) = b
                 .effective_message_ids
                 .iter()
-                .filter_map(|id| first_of_raw.get(id.as_str()).copied())
+                .filter_map(|id| index.get(id.as_str()))
                 .min()
-                .unwrap_or(usize::MAX);
-            entries.push((
-                pos,
-                Entry::Absorbed {
-                    block: child.block_id.name(),
-                    tier: child.tier,
-                    start: child.start_ref.clone(),
-                    end: child.end_ref.clone(),
-                    summary: child.summary.clone(),
-                    link: format!("../{}", child.archive_rel),
-                    path: format!(
-                        "{}/{}",
-                        ctx.archive_root.trim_end_matches('/'),
-                        child.archive_rel
-                    ),
-                },
-            ));
-        }
-        entries.sort_by_key(|(pos, _)| *pos);
-        let doc = ArchiveDoc {
-            front: Frontmatter {
-                block: name,
-                tier,
-                start: block.start_ref.clone(),
-                end: block.end_ref.clone(),
-                original_tokens: compressed,
-                session: Some(ctx.session.to_string()),
-                created: Some(ctx.now.to_string()),
-                topic,
-                message_count: (tier == 1).then_some(loose.len() as u64),
-                consumed_blocks: (tier >= 2).then(|| {
-                    absorbed
-                        .iter()
-                        .map(|&b| ctx.state.blocks[b].block_id.name())
-                        .collect()
-                }),
-                loose_messages: (tier >= 2).then_some(loose.len() as u64),
-                call: Some(ctx.call_id.to_string()),
-                body_sha256: None,
-                extra: Vec::new(),
-            },
-            summary: r.summary.clone(),
-            entries: entries.into_iter().map(|(_, e)| e).collect(),
-        };
-        let summary_tokens = tokens::text_tokens(&view::summary_text(&block));
-
-        for &b in &absorbed {
-            if let Some(blk) = state.blocks.get_mut(b) {
-                blk.active = false;
+            {
+                anchor.insert(b.block_id.clone(), *i);
             }
         }
-        state.stats.tokens_compressed = state.stats.tokens_compressed.saturating_add(compressed);
-        state.stats.compression_count = state.stats.compression_count.saturating_add(1);
-        planned.push(PlannedBlock {
-            absorbed: absorbed
-                .iter()
-                .map(|&b| ctx.state.blocks[b].block_id.name())
-                .collect(),
-            terminal,
-            tokens_saved: replaced_tokens.saturating_sub(summary_tokens),
-            loose: loose.len(),
-            archive: archive::render(&doc),
-            block,
-        });
+        let _ = msgs;
+        anchor
     }
 
-    state.blocks.extend(planned.iter().map(|p| p.block.clone()));
-    state.next_block_id = next;
-    record_refs(&mut state, &mat);
-    Ok(Planned {
-        blocks: planned,
-        state,
+    /// The anchor of a live block that absorbed a child covering `raw`.
+    fn owner_anchor(&self, raw: &str) -> Option<(usize, &'s str)> {
+        for owner in self.state.blocks() {
+            if !owner.active || owner.direct_block_ids.is_empty() {
+                continue;
+            }
+            for child in &owner.direct_block_ids {
+                let Some(child) = self.block(child) else {
+                    continue;
+                };
+                if child.effective_message_ids.iter().any(|id| id == raw) {
+                    if let Some(&at) = self.anchor.get(&owner.block_id) {
+                        return Some((at, owner.block_id.as_str()));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    fn anchor_of(
+        &self,
+        raw: &str,
+        end: &End,
+    ) -> Result<(usize, Option<String>), (NotFound, String)> {
+        match end.kind {
+            EndKind::Message => {
+                let Some(id) = self.state.message_refs.by_ref.get(&end.name) else {
+                    return Err((
+                        NotFound::Unknown,
+                        format!("{} does not exist in this session", end.name),
+                    ));
+                };
+                if let Some(&i) = self.index.get(id.as_str()) {
+                    return Ok((i, None));
+                }
+                if let Some((at, owner)) = self.owner_anchor(id) {
+                    return Ok((
+                        at,
+                        Some(format!(
+                            "Snapped {} to block {owner}, which absorbed it.",
+                            end.name
+                        )),
+                    ));
+                }
+                Err((
+                    NotFound::Consumed,
+                    format!("{} is already covered by an active block", end.name),
+                ))
+            }
+            EndKind::Block => {
+                let Some(b) = self.block(&end.name) else {
+                    return Err((
+                        NotFound::Unknown,
+                        format!("block {} does not exist in this session", end.name),
+                    ));
+                };
+                if b.active {
+                    return match self.anchor.get(&end.name) {
+                        Some(&at) => Ok((at, None)),
+                        None => Err((
+                            NotFound::Consumed,
+                            format!(
+                                "block {} is active but has no visible content to compress",
+                                end.name
+                            ),
+                        )),
+                    };
+                }
+                for id in &b.effective_message_ids {
+                    if let Some((at, owner)) = self.owner_anchor(id) {
+                        return Ok((
+                            at,
+                            Some(format!(
+                                "Snapped {} to block {owner}, which absorbed it.",
+                                end.name
+                            )),
+                        ));
+                    }
+                }
+                let _ = raw;
+                Err((
+                    NotFound::Consumed,
+                    format!(
+                        "block {} was already consumed by a higher-tier block",
+                        end.name
+                    ),
+                ))
+            }
+        }
+    }
+
+    fn nested(&self, si: usize, ei: usize) -> Vec<String> {
+        self.state
+            .blocks()
+            .iter()
+            .filter(|b| b.active)
+            .filter(|b| {
+                self.anchor
+                    .get(&b.block_id)
+                    .is_some_and(|&at| at >= si && at <= ei)
+            })
+            .map(|b| b.block_id.clone())
+            .collect()
+    }
+
+    fn ids_in(&self, si: usize, ei: usize) -> Vec<String> {
+        self.msgs[si.min(self.msgs.len())..(ei + 1).min(self.msgs.len())]
+            .iter()
+            .filter(|m| !m.core.id.is_empty() && !m.core.is_summary())
+            .map(|m| m.core.id.clone())
+            .collect()
+    }
+
+    fn resolve(&self, start: &str, end: &str) -> Result<Resolved, (NotFound, String)> {
+        let s = parse_end(start).ok_or_else(|| (NotFound::Invalid, invalid(start)))?;
+        let e = parse_end(end).ok_or_else(|| (NotFound::Invalid, invalid(end)))?;
+        let mut warnings = Vec::new();
+        let (mut si, w1) = self.anchor_of(start, &s)?;
+        warnings.extend(w1);
+        let (mut ei, w2) = self.anchor_of(end, &e)?;
+        warnings.extend(w2);
+        if si > ei {
+            std::mem::swap(&mut si, &mut ei);
+        }
+        let kind = if s.kind == EndKind::Block || e.kind == EndKind::Block {
+            EndKind::Block
+        } else {
+            EndKind::Message
+        };
+        Ok(Resolved {
+            start: si,
+            end: ei,
+            kind,
+            ids: self.ids_in(si, ei),
+            nested: self.nested(si, ei),
+            warnings,
+        })
+    }
+}
+
+struct End {
+    kind: EndKind,
+    name: String,
+}
+
+fn parse_end(s: &str) -> Option<End> {
+    if let Some(n) = parse_ref(s) {
+        return Some(End {
+            kind: EndKind::Message,
+            name: format_ref(n),
+        });
+    }
+    parse_block_id(s).map(|n| End {
+        kind: EndKind::Block,
+        name: refs::block_name(n),
     })
 }
 
-/// Persist the refs and frozen token estimates of every message of the view's transcript.
-pub fn record_refs(state: &mut State, mat: &Materialized<'_>) {
-    let snapshot = state
-        .token_snapshot
-        .get_or_insert_with(TokenSnapshot::default);
-    for (mi, r) in mat.refs.per_msg.iter().enumerate() {
-        snapshot
-            .by_ref
-            .entry(r.clone())
-            .or_insert(mat.msg_tokens[mi]);
+fn invalid(s: &str) -> String {
+    format!(
+        "{} is neither a message ref (mNNNNN) nor a block id (bN)",
+        go_quote(s)
+    )
+}
+
+/// Go's `%q` (printable characters kept, the rest escaped).
+fn go_quote(s: &str) -> String {
+    let mut q = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => q.push_str("\\\""),
+            '\\' => q.push_str("\\\\"),
+            '\n' => q.push_str("\\n"),
+            '\r' => q.push_str("\\r"),
+            '\t' => q.push_str("\\t"),
+            c if c.is_control() => q.push_str(&format!("\\u{:04x}", c as u32)),
+            c => q.push(c),
+        }
     }
-    for &mi in &mat.refs.new {
-        let raw = mat.msgs[mi].raw_id.to_string();
-        let r = mat.refs.per_msg[mi].clone();
-        state
-            .message_refs
-            .by_raw
-            .entry(raw.clone())
-            .or_insert_with(|| r.clone());
-        state.message_refs.by_ref.entry(r).or_insert(raw);
+    q.push('"');
+    q
+}
+
+/// What a batch did.
+#[derive(Debug, Clone)]
+pub struct Applied {
+    /// The state after the batch (unchanged when no block was made).
+    pub state: State,
+    pub created: Vec<Block>,
+    /// One archive per created block, its bodies taken from the transcript (never cut).
+    pub archives: Vec<Archive>,
+    pub tokens_compressed: i64,
+    pub errors: Vec<String>,
+    pub warnings: Vec<String>,
+    /// Ranges skipped for overlapping an earlier one.
+    pub skipped: usize,
+    pub surviving: Vec<String>,
+}
+
+impl Applied {
+    /// Every range made its block: no error, nothing skipped.
+    pub fn whole(&self) -> bool {
+        self.errors.is_empty() && self.skipped == 0 && !self.created.is_empty()
     }
+}
+
+/// The archive root's naming of a new block's archive.
+pub struct Placement<'f> {
+    /// `<archive root>` as an absolute path (archivePath = root/rel).
+    pub root: &'f str,
+    pub session: &'f str,
+    /// RFC 3339 (seconds) and Unix time of "now".
+    pub created: &'f str,
+    pub now: i64,
+}
+
+/// Apply one Compress call to a turn's view (nudge included). `state` is the state after the
+/// view (its refs recorded, liveness set: [`Turn::ledger`]).
+pub fn apply(
+    t: &Turn<'_, '_>,
+    state: &State,
+    ranges: &[Range],
+    cfg: &NoaConfig,
+    call: &str,
+    place: &Placement<'_>,
+) -> Applied {
+    let mut res = Applied {
+        state: state.clone(),
+        created: Vec::new(),
+        archives: Vec::new(),
+        tokens_compressed: 0,
+        errors: Vec::new(),
+        warnings: Vec::new(),
+        skipped: 0,
+        surviving: Vec::new(),
+    };
+    if ranges.is_empty() {
+        return res;
+    }
+    let msgs: Vec<M<'_, '_>> = t
+        .items
+        .iter()
+        .map(|&p| M {
+            core: t.core(p),
+            text: t.text(p),
+            slot: t.slot(p),
+        })
+        .collect();
+    let mut index = HashMap::with_capacity(msgs.len());
+    for (i, m) in msgs.iter().enumerate() {
+        if !m.core.id.is_empty() {
+            index.entry(m.core.id.as_str()).or_insert(i);
+        }
+    }
+    let anchor = Ctx::anchors(&msgs, state, &index);
+    let by_id = state
+        .blocks()
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (b.block_id.as_str(), i))
+        .collect();
+    let ctx = Ctx {
+        msgs,
+        state,
+        index,
+        anchor,
+        by_id,
+    };
+
+    // A: resolve every range.
+    let mut entries: Vec<(Result<Resolved, (NotFound, String)>, bool)> = Vec::new();
+    let (mut unknown, mut consumed, mut resolvable) = (0, 0, 0);
+    for r in ranges {
+        let e = ctx.resolve(&r.start, &r.end);
+        match &e {
+            Ok(rr) => {
+                resolvable += 1;
+                res.warnings.extend(rr.warnings.iter().cloned());
+            }
+            Err((NotFound::Unknown | NotFound::Invalid, _)) => unknown += 1,
+            Err((NotFound::Consumed, _)) => consumed += 1,
+        }
+        entries.push((e, false));
+    }
+
+    // B: a range starting inside an earlier accepted one is skipped.
+    let mut order: Vec<usize> = (0..entries.len())
+        .filter(|&i| entries[i].0.is_ok())
+        .collect();
+    order.sort_by_key(|&i| entries[i].0.as_ref().map_or(0, |r| r.start));
+    let mut accepted_max: i64 = -1;
+    for i in order {
+        let (start, end) = match &entries[i].0 {
+            Ok(r) => (r.start as i64, r.end as i64),
+            Err(_) => continue,
+        };
+        if start <= accepted_max {
+            entries[i].1 = true;
+            res.skipped += 1;
+            res.warnings.push(format!(
+                "Skipped range ({}..{}) — overlaps an earlier range in the batch; the earlier range takes precedence. Keep ranges disjoint.",
+                ranges[i].start, ranges[i].end
+            ));
+            continue;
+        }
+        accepted_max = accepted_max.max(end);
+    }
+
+    // C: the batch's size gate.
+    if let Some(msg) = size_gate(
+        &ctx,
+        &entries,
+        ranges.len(),
+        cfg,
+        unknown,
+        consumed,
+        resolvable,
+    ) {
+        res.errors.push(msg);
+        return res;
+    }
+
+    // D: build every block.
+    let mut working = state.clone();
+    let pre_existing: HashSet<&str> = state
+        .blocks()
+        .iter()
+        .filter(|b| b.active)
+        .flat_map(|b| b.effective_message_ids.iter().map(String::as_str))
+        .collect();
+    let mut built: Vec<(Block, Archive)> = Vec::new();
+    for (i, (e, skipped)) in entries.iter().enumerate() {
+        let rr = match e {
+            Err((_, msg)) => {
+                res.errors.push(msg.clone());
+                continue;
+            }
+            Ok(_) if *skipped => continue,
+            Ok(rr) => rr,
+        };
+        match build(
+            &ctx,
+            t,
+            &ranges[i],
+            rr,
+            &mut working,
+            cfg,
+            &pre_existing,
+            call,
+            place,
+        ) {
+            Ok((block, arch, warns, surviving)) => {
+                res.warnings.extend(warns);
+                push_unique(&mut res.surviving, surviving);
+                built.push((block, arch));
+            }
+            Err((warns, surviving, msg)) => {
+                res.warnings.extend(warns);
+                push_unique(&mut res.surviving, surviving);
+                res.errors.push(msg);
+            }
+        }
+    }
+    if built.is_empty() {
+        return res;
+    }
+
+    // F: commit.
+    let blocks = working.blocks.get_or_insert_with(Vec::new);
+    for (b, a) in built {
+        res.tokens_compressed += b.compressed_tokens;
+        for id in &b.direct_block_ids {
+            if let Some(child) = blocks.iter_mut().find(|x| &x.block_id == id) {
+                child.active = false;
+            }
+        }
+        blocks.push(b.clone());
+        res.created.push(b);
+        res.archives.push(a);
+    }
+    working.stats.compression_count += res.created.len() as i64;
+    working.stats.tokens_compressed += res.tokens_compressed;
+    working.nudge.last_per_message_nudge_tokens = 0;
+    working.nudge.last_nudge_shown_tokens = 0;
+    working.nudge.last_shown_by_tier.clear();
+    res.state = working;
+    res
+}
+
+fn push_unique(into: &mut Vec<String>, from: Vec<String>) {
+    for id in from {
+        if !into.contains(&id) {
+            into.push(id);
+        }
+    }
+}
+
+fn size_gate(
+    ctx: &Ctx<'_, '_, '_>,
+    entries: &[(Result<Resolved, (NotFound, String)>, bool)],
+    requested: usize,
+    cfg: &NoaConfig,
+    unknown: usize,
+    consumed: usize,
+    resolvable: usize,
+) -> Option<String> {
+    let min = cfg.min_range_chars;
+    if min == 0 {
+        return None;
+    }
+    let mut total = 0usize;
+    let mut block_range = false;
+    let mut live = 0;
+    for (e, skipped) in entries {
+        let Ok(rr) = e else { continue };
+        if *skipped {
+            continue;
+        }
+        live += 1;
+        if rr.kind == EndKind::Block {
+            block_range = true;
+            continue;
+        }
+        for id in &rr.ids {
+            if let Some(&i) = ctx.index.get(id.as_str()) {
+                total += tokens::chars(ctx.msgs[i].text);
+            }
+        }
+    }
+    if block_range || total >= min {
+        return None;
+    }
+    let state = ctx.state;
+    let diagnostics = format!(
+        "[diagnostics: session highest ref={}, unknown ranges in request={unknown}/{requested}, session history={} compression(s), {} block(s)]",
+        format_ref(refs::highest_recorded(state).max(1)),
+        state.stats.compression_count,
+        state.blocks().len()
+    );
+    Some(if resolvable == 0 && consumed == 0 && unknown > 0 {
+        format!(
+            "None of the {requested} requested range(s) resolved — every ref is unknown to this session. \
+             Refs are per-session snapshots, assigned once when a message is first rendered; no compression \
+             reassigns them, so an unknown ref cannot have come from an earlier compression here. \
+             Use the refs shown in the <noa-ref> tags of the current context. {diagnostics}"
+        )
+    } else if consumed > 0 {
+        let active: Vec<&Block> = state.blocks().iter().filter(|b| b.active).collect();
+        let hint = match (active.first(), active.last()) {
+            (Some(a), Some(b)) => format!("Active blocks: {}..{}.", a.block_id, b.block_id),
+            _ => String::new(),
+        };
+        format!(
+            "Every requested range is already compressed — its content is covered by an active block. {hint} {diagnostics}"
+        )
+    } else {
+        format!(
+            "Total compressible content too small ({total} chars across {live} range(s), min {min}). \
+             Combine more messages into fewer, larger ranges."
+        )
+    })
+}
+
+/// Widen `[start, end]` so that no tool exchange is cut (Compress exchanges aside).
+fn widen_tool_pairs(mut start: usize, mut end: usize, msgs: &[M<'_, '_>]) -> (usize, usize) {
+    if end >= msgs.len() || start > end {
+        return (start, end);
+    }
+    let calls: HashSet<&str> = msgs[start..=end]
+        .iter()
+        .filter(|m| !m.core.call.is_empty() && m.core.tool != super::content::COMPRESS_TOOL)
+        .map(|m| m.core.call)
+        .collect();
+    if calls.is_empty() {
+        return (start, end);
+    }
+    let forward = (end + TOOL_PAIR_MAX_SCAN).min(msgs.len() - 1);
+    let backward = start.saturating_sub(TOOL_PAIR_MAX_SCAN);
+    for i in end + 1..=forward {
+        if msgs[i].core.call.is_empty() || !calls.contains(msgs[i].core.call) {
+            break;
+        }
+        end = i;
+    }
+    let mut i = start;
+    while i > backward {
+        i -= 1;
+        if msgs[i].core.call.is_empty() || !calls.contains(msgs[i].core.call) {
+            break;
+        }
+        start = i;
+    }
+    (start, end)
+}
+
+/// Widen so that a reasoning run and the acts after it stay together.
+fn widen_reasoning(mut start: usize, mut end: usize, msgs: &[M<'_, '_>]) -> (usize, usize) {
+    if end >= msgs.len() || start > end {
+        return (start, end);
+    }
+    if msgs[end].core.kind == Kind::Reasoning {
+        let mut i = end + 1;
+        while i < msgs.len() && msgs[i].core.kind == Kind::Reasoning {
+            i += 1;
+        }
+        while i < msgs.len() && msgs[i].core.is_act() {
+            end = i;
+            i += 1;
+        }
+    }
+    if msgs[start].core.is_act() {
+        let mut i = start;
+        while i > 0 && msgs[i - 1].core.kind == Kind::Reasoning {
+            i -= 1;
+            start = i;
+        }
+    }
+    (start, end)
+}
+
+fn widen(start: usize, end: usize, msgs: &[M<'_, '_>]) -> (usize, usize) {
+    let (mut s, mut e) = (start, end);
+    for _ in 0..2 {
+        let (a, b) = widen_reasoning(s, e, msgs);
+        let (a, b) = widen_tool_pairs(a, b, msgs);
+        if (a, b) == (s, e) {
+            break;
+        }
+        (s, e) = (a, b);
+    }
+    (s, e)
+}
+
+struct TierDecision {
+    target: i64,
+    output: i64,
+    consumed: Vec<String>,
+    surviving: Vec<String>,
+}
+
+fn decide_tier(
+    kind: EndKind,
+    nested: &[String],
+    ctx: &Ctx<'_, '_, '_>,
+    working: &State,
+    cfg: &NoaConfig,
+) -> TierDecision {
+    let max_tier = if cfg.max_tier < 2 {
+        3
+    } else {
+        cfg.max_tier as i64
+    };
+    let mut d = TierDecision {
+        target: 1,
+        output: 1,
+        consumed: Vec::new(),
+        surviving: Vec::new(),
+    };
+    if kind != EndKind::Block {
+        return d;
+    }
+    let find = |id: &str| {
+        working
+            .blocks()
+            .iter()
+            .find(|b| b.block_id == id)
+            .filter(|b| b.active)
+    };
+    let _ = ctx;
+    let lowest = nested
+        .iter()
+        .filter_map(|id| find(id))
+        .map(|b| b.tier)
+        .min();
+    if let Some(l) = lowest.filter(|&l| l > 0) {
+        d.target = l;
+    }
+    d.output = max_tier.min(d.target + 1);
+    for id in nested {
+        let Some(b) = find(id) else { continue };
+        if b.tier == d.target {
+            d.consumed.push(id.clone());
+        } else {
+            d.surviving.push(id.clone());
+        }
+    }
+    d
+}
+
+type Built = (Block, Archive, Vec<String>, Vec<String>);
+type Failed = (Vec<String>, Vec<String>, String);
+
+#[allow(clippy::too_many_arguments)]
+fn build(
+    ctx: &Ctx<'_, '_, '_>,
+    t: &Turn<'_, '_>,
+    req: &Range,
+    r: &Resolved,
+    working: &mut State,
+    cfg: &NoaConfig,
+    pre_existing: &HashSet<&str>,
+    call: &str,
+    place: &Placement<'_>,
+) -> Result<Built, Failed> {
+    let msgs = &ctx.msgs;
+    let mut warnings = Vec::new();
+    let (mut start, mut end) = (r.start, r.end);
+    let mut ids = r.ids.clone();
+    let mut nested = r.nested.clone();
+    if r.kind == EndKind::Message {
+        let (s, e) = widen(start, end, msgs);
+        if (s, e) != (start, end) {
+            (start, end) = (s, e);
+            ids = ctx.ids_in(start, end);
+            nested = ctx.nested(start, end);
+        }
+    }
+    let tier = decide_tier(r.kind, &nested, ctx, working, cfg);
+    let surviving = tier.surviving.clone();
+    let fail = |warnings: Vec<String>, msg: String| Err((warnings, surviving.clone(), msg));
+
+    let mut effective: HashSet<String> = ids.iter().cloned().collect();
+    let consumed: Vec<Block> = tier
+        .consumed
+        .iter()
+        .filter_map(|id| working.blocks().iter().find(|b| &b.block_id == id).cloned())
+        .collect();
+    for b in &consumed {
+        effective.extend(b.effective_message_ids.iter().cloned());
+    }
+    let mut direct: HashSet<String> = effective
+        .iter()
+        .filter(|id| !pre_existing.contains(id.as_str()))
+        .cloned()
+        .collect();
+
+    // Hard-protected content and the other half of its exchanges.
+    let calls = protect::protected_calls(msgs.iter().map(|m| m.core), cfg);
+    let find = |id: &str| ctx.index.get(id).map(|&i| &msgs[i]);
+    direct.retain(|id| {
+        let keep = !find(id).is_some_and(|m| protect::is_hard_paired(m.core, cfg, &calls));
+        if !keep {
+            effective.remove(id);
+        }
+        keep
+    });
+
+    // The soft protected tail.
+    let covered_now: HashSet<&str> = working
+        .blocks()
+        .iter()
+        .filter(|b| b.active)
+        .flat_map(|b| b.effective_message_ids.iter().map(String::as_str))
+        .collect();
+    let soft = protect::soft_zone(
+        msgs.iter()
+            .map(|m| (m.core, m.text, m.slot, covered_now.contains(m.id()))),
+        cfg,
+    );
+    let mut hit: Vec<String> = Vec::new();
+    direct.retain(|id| {
+        let slot = match working.message_refs.by_raw.get(id) {
+            Some(r) => refs::slot_of(r),
+            None => Slot::None,
+        };
+        if slot.is_ref() && soft.contains(&slot) {
+            hit.push(slot.name().map(|n| n.into_owned()).unwrap_or_default());
+            effective.remove(id);
+            false
+        } else {
+            true
+        }
+    });
+    if !hit.is_empty() {
+        hit.sort();
+        if direct.is_empty() && consumed.is_empty() {
+            return fail(
+                warnings,
+                format!(
+                    "Range is entirely within the protected zone (the last {} messages and/or the most recent user message): {}. Adjust startId/endId to older messages.",
+                    cfg.protect_recent_messages,
+                    hit.join(", ")
+                ),
+            );
+        }
+        warnings.push(format!(
+            "Excluded {} protected message(s) {} from compression range (recent/last-user zone).",
+            hit.len(),
+            hit.join(", ")
+        ));
+    }
+
+    // Turn integrity.
+    let cores: Vec<&Core<'_>> = msgs.iter().map(|m| m.core).collect();
+    let mut folded: HashSet<&str> = direct.iter().map(String::as_str).collect();
+    let withdrawn: Vec<String> = super::turns::withdraw_split(&cores, &mut folded)
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    if !withdrawn.is_empty() {
+        for id in &withdrawn {
+            direct.remove(id);
+            effective.remove(id);
+        }
+        if direct.is_empty() && consumed.is_empty() {
+            return fail(
+                warnings,
+                "Range would split a turn at the protected-zone boundary: a visible tool-call must keep its reasoning run (strict-echo providers reject a rebuilt request that lost it). Shrink the range to end before the turn starts, or wait until the whole turn ages out of the protected zone.".to_string(),
+            );
+        }
+        warnings.push(format!(
+            "Withdrew {} message(s) to keep turn(s) intact (a visible tool-call would have lost its reasoning run).",
+            withdrawn.len()
+        ));
+    }
+
+    if r.kind != EndKind::Block && direct.is_empty() && !consumed.is_empty() {
+        return fail(
+            warnings,
+            format!(
+                "Range contains no new content — it is already covered by blocks {}..{}. To consolidate them, pass their block ids as startId/endId instead.",
+                consumed[0].block_id,
+                consumed[consumed.len() - 1].block_id
+            ),
+        );
+    }
+    let max_tier = if cfg.max_tier < 2 {
+        3
+    } else {
+        cfg.max_tier as i64
+    };
+    if tier.target == max_tier && direct.is_empty() {
+        return fail(
+            warnings,
+            format!(
+                "Tier {max_tier} is the terminal layer — re-summarizing T{max_tier} blocks into another T{max_tier} block reclaims nothing. Compress a lower tier, or include new uncompressed messages in the range."
+            ),
+        );
+    }
+    if let Some(msg) = check_summary(req, cfg, direct.len(), consumed.len()) {
+        return fail(warnings, msg);
+    }
+
+    let mut compressed: i64 = direct
+        .iter()
+        .filter_map(|id| find(id))
+        .map(|m| tokens::count(m.text) as i64)
+        .sum();
+    compressed += consumed
+        .iter()
+        .map(|b| tokens::count(&b.summary) as i64)
+        .sum::<i64>();
+
+    let ref_of = |id: &str| -> Option<u32> {
+        working.message_refs.by_raw.get(id).and_then(|r| {
+            if r == refs::BLOCKED {
+                None
+            } else {
+                parse_ref(r)
+            }
+        })
+    };
+    let by_ref = |set: &HashSet<String>| {
+        let mut v: Vec<&String> = set.iter().collect();
+        v.sort_by_key(|id| (ref_of(id).unwrap_or(refs::MAX_REF + 1), (*id).clone()));
+        v.into_iter().cloned().collect::<Vec<String>>()
+    };
+    let effective_ids = by_ref(&effective);
+    let direct_ids = by_ref(&direct);
+    let nums: Vec<u32> = effective_ids.iter().filter_map(|id| ref_of(id)).collect();
+    let (start_ref, end_ref) = match (nums.iter().min(), nums.iter().max()) {
+        (Some(&lo), Some(&hi)) => (format_ref(lo), format_ref(hi)),
+        _ => (req.start.clone(), req.end.clone()),
+    };
+
+    let n = working.next_block_id.max(1);
+    working.next_block_id = n + 1;
+    let block_id = format!("b{n}");
+    let rel = format!(
+        "{}/{}",
+        archive::tier_dir(tier.output),
+        archive::file_name(&block_id, &start_ref, &end_ref)
+    );
+    let block = Block {
+        block_id: block_id.clone(),
+        tier: tier.output,
+        topic: req.topic.clone(),
+        summary: req.summary.clone(),
+        direct_message_ids: direct_ids,
+        effective_message_ids: effective_ids,
+        direct_block_ids: tier.consumed.clone(),
+        archive_path: format!("{}/{rel}", place.root.trim_end_matches('/')),
+        archive_rel: rel,
+        compressed_tokens: compressed,
+        start_ref: start_ref.clone(),
+        end_ref: end_ref.clone(),
+        created_at: place.now,
+        active: true,
+        compress_call_id: call.to_string(),
+        extra: Default::default(),
+    };
+    let consumed_by: HashMap<&str, &Block> =
+        consumed.iter().map(|b| (b.block_id.as_str(), b)).collect();
+    let mut entries = Vec::new();
+    for m in &msgs[start.min(msgs.len())..(end + 1).min(msgs.len())] {
+        if let Origin::Summary { .. } = m.core.origin {
+            let id = m
+                .core
+                .id
+                .trim_start_matches(super::content::SUMMARY_ID_PREFIX);
+            if let Some(b) = consumed_by.get(id) {
+                entries.push(Entry::Block(BlockEntry {
+                    block_id: b.block_id.clone(),
+                    tier: b.tier,
+                    start_ref: b.start_ref.clone(),
+                    end_ref: b.end_ref.clone(),
+                    topic: b.topic.clone(),
+                    summary: b.summary.clone(),
+                    archive_rel: b.archive_rel.clone(),
+                    archive_path: b.archive_path.clone(),
+                }));
+            }
+            continue;
+        }
+        if !direct.contains(m.id()) {
+            continue;
+        }
+        entries.push(Entry::Message(MessageEntry {
+            reference: working.message_refs.by_raw.get(m.id()).cloned(),
+            role: m.core.role.as_str().to_string(),
+            kind: match m.core.kind {
+                Kind::Text => MessageKind::Text,
+                Kind::Reasoning => MessageKind::Thinking,
+                Kind::ToolCall => MessageKind::ToolUse,
+                Kind::ToolResult => MessageKind::ToolResult,
+            },
+            tool: m.core.tool.to_string(),
+            // The transcript's own text (an emergency cut applies to what is sent only).
+            text: original_text(t, m).to_string(),
+        }));
+    }
+    let arch = Archive {
+        block_id,
+        tier: tier.output,
+        session: place.session.to_string(),
+        created: place.created.to_string(),
+        start_ref,
+        end_ref,
+        topic: req.topic.clone(),
+        summary: req.summary.clone(),
+        original_tokens: compressed,
+        entries,
+        call: Some(call.to_string()),
+        with_body_sha256: true,
+    };
+    Ok((block, arch, warnings, surviving))
+}
+
+fn original_text<'t>(t: &'t Turn<'_, '_>, m: &M<'t, '_>) -> &'t str {
+    let _ = t;
+    &m.core.text
+}
+
+fn check_summary(req: &Range, cfg: &NoaConfig, direct: usize, consumed: usize) -> Option<String> {
+    let s = req.summary.trim();
+    if s.is_empty() {
+        return Some(
+            "Summary is empty — provide a meaningful summary of the compressed range.".into(),
+        );
+    }
+    let n = tokens::chars(s);
+    if n < cfg.min_summary_chars {
+        return Some(format!(
+            "Summary too short ({n} chars, min {}). A summary this brief cannot stand in for the content it replaces.",
+            cfg.min_summary_chars
+        ));
+    }
+    let max = match req.summary_max_chars {
+        Some(m) if m > 0 => m as usize,
+        _ => cfg.max_summary_chars,
+    };
+    if n > max {
+        return Some(format!(
+            "Summary too long ({n} chars, max {max}). Strip noise — keep critical paths, decisions, errors, and code references. Or pass summaryMaxChars to increase the limit — don't lose critical info just to fit."
+        ));
+    }
+    if direct == 0 && consumed == 0 {
+        return Some("Range contains no compressible messages — all are already covered by active blocks or protected.".into());
+    }
+    None
+}
+
+/// The runtime's panel: the tool result of a Compress call.
+pub fn panel(a: &Applied, before: u64) -> String {
+    let mut s = String::new();
+    if a.created.is_empty() {
+        s.push_str("▣ noa | 0 blocks created");
+        if !a.errors.is_empty() {
+            s.push('\n');
+            for e in &a.errors {
+                s.push_str(&format!("  error: {e}\n"));
+            }
+        }
+        for w in &a.warnings {
+            s.push_str(&format!("  warn: {w}\n"));
+        }
+        return s.trim_end_matches('\n').to_string();
+    }
+    let after = (before as i64 - a.tokens_compressed).max(0) as u64;
+    s.push_str(&format!(
+        "▣ noa | {} → {} tokens (~{} reclaimed)\n",
+        tokens::format(before),
+        tokens::format(after),
+        tokens::format(before.saturating_sub(after))
+    ));
+    let covered: HashSet<&str> = a
+        .created
+        .iter()
+        .flat_map(|b| b.effective_message_ids.iter().map(String::as_str))
+        .collect();
+    for b in &a.created {
+        let star = if span_has_uncovered(b, &a.state, &covered) {
+            "*"
+        } else {
+            ""
+        };
+        s.push_str(&format!(
+            "  {}(T{})={}–{}{star} → {}\n",
+            b.block_id, b.tier, b.start_ref, b.end_ref, b.archive_path
+        ));
+    }
+    if !a.surviving.is_empty() {
+        let parts: Vec<String> = a
+            .surviving
+            .iter()
+            .map(
+                |id| match a.state.blocks().iter().find(|b| &b.block_id == id) {
+                    Some(b) => format!("{id}(T{})", b.tier),
+                    None => id.clone(),
+                },
+            )
+            .collect();
+        s.push_str(&format!(
+            "  note: {} was inside the requested range but was not consumed\n",
+            parts.join(", ")
+        ));
+        s.push_str(
+            "        (only the lowest tier present is absorbed). Compress that layer separately.\n",
+        );
+    }
+    for e in &a.errors {
+        s.push_str(&format!("  error: {e}\n"));
+    }
+    for w in &a.warnings {
+        s.push_str(&format!("  warn: {w}\n"));
+    }
+    s.trim_end_matches('\n').to_string()
+}
+
+fn span_has_uncovered(b: &Block, state: &State, covered: &HashSet<&str>) -> bool {
+    let (Some(lo), Some(hi)) = (parse_ref(&b.start_ref), parse_ref(&b.end_ref)) else {
+        return false;
+    };
+    state.message_refs.by_ref.iter().any(|(r, raw)| {
+        parse_ref(r).is_some_and(|n| n >= lo && n <= hi) && !covered.contains(raw.as_str())
+    })
+}
+
+/// How many blocks a panel reports (`bN(Tt)=` lines): the runtime's test of a successful
+/// Compress call when it rebuilds.
+pub fn panel_block_count(text: &str) -> usize {
+    let b = text.as_bytes();
+    let mut n = 0;
+    let mut i = 0;
+    while i < b.len() {
+        // \bb\d+\(T\d+\)=
+        if b[i] == b'b' && (i == 0 || !is_word(b[i - 1])) {
+            let mut j = i + 1;
+            let d0 = j;
+            while j < b.len() && b[j].is_ascii_digit() {
+                j += 1;
+            }
+            if j > d0 && b.get(j) == Some(&b'(') && b.get(j + 1) == Some(&b'T') {
+                let mut k = j + 2;
+                let t0 = k;
+                while k < b.len() && b[k].is_ascii_digit() {
+                    k += 1;
+                }
+                if k > t0 && b.get(k) == Some(&b')') && b.get(k + 1) == Some(&b'=') {
+                    n += 1;
+                    i = k + 2;
+                    continue;
+                }
+            }
+        }
+        i += 1;
+    }
+    n
+}
+
+fn is_word(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_'
+}
+
+/// Whether a position of the view is a content message of the projection.
+pub fn is_projected(p: Pos) -> bool {
+    matches!(p, Pos::Core(_))
 }

@@ -1,27 +1,26 @@
-//! The noa core (SPEC 4): a pure library. Inputs are loaded files and a configuration; outputs
-//! are bytes and decisions. No I/O, no clock: time is passed in.
+//! The noa core (SPEC 4): a pure library reproducing what the runtime computes for a freshly
+//! resumed session. Inputs are the loaded files and a configuration; outputs are messages,
+//! bytes and decisions. No I/O, no clock: time is passed in.
 //!
-//! - [`tokens`]: the token estimate (4.1).
-//! - [`refs`]: stable refs (4.2).
-//! - [`view`]: materialize (4.8) and the projection (4.3) with truncation, protection (4.5) and
-//!   the nudge (4.6); `view.jsonl` and `view.md` bytes.
-//! - [`compress`]: validation and block building of a Compress batch (4.4 steps 1-3, commit).
-//! - [`replay`]: rebuild from history (4.7).
+//! - [`content`]: content messages, raw ids, the projection (2.5, 4.1); [`tokens`] (4.2);
+//!   [`refs`] (4.3).
+//! - [`pipeline`]: refs, liveness, prune, Compress-call hiding, measure, truncation (4.4);
+//!   [`protect`] (4.6), [`turns`], [`recommend`] and [`nudge`] (4.7).
+//! - [`assemble`]: provider messages and their `view.jsonl` lines; [`session`]: the view and
+//!   the materialized history (4.9); [`render`]: view.md, raw ranges, status.json, forks (4.10).
+//! - [`args`] and [`compress`]: the Compress call (4.5); [`rebuild`]: replay (4.8).
 
+pub mod args;
+pub mod assemble;
 pub mod compress;
+pub mod content;
+pub mod nudge;
+pub mod pipeline;
+pub mod protect;
+pub mod rebuild;
+pub mod recommend;
 pub mod refs;
-pub mod replay;
-pub mod status;
+pub mod render;
+pub mod session;
 pub mod tokens;
-pub mod view;
-
-use crate::format::transcript::Message;
-
-/// One transcript message as the core sees it (SPEC 3 "Messages").
-#[derive(Debug, Clone, Copy)]
-pub struct Msg<'a> {
-    /// The record's `uuid`: the message's raw id.
-    pub raw_id: &'a str,
-    pub message: &'a Message,
-    pub timestamp: Option<&'a str>,
-}
+pub mod turns;

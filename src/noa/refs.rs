@@ -1,110 +1,144 @@
-//! Refs (SPEC 4.2): stable short names `m0001`, `m0002`, … for transcript messages.
+//! Refs and block ids (SPEC 2.5, 4.3): parsing, and handing out refs to a projection.
 //!
-//! Refs already in `messageRefs` are kept; a message without one gets the next number after the
-//! largest `m<digits>` ref ever recorded, in transcript order. Refs are never reused.
+//! A ref, once recorded, is never given to another message: a projection keeps every ref the
+//! state holds and numbers the rest from one past the highest, in projection order.
+//! Hard-protected content is recorded as `BLOCKED` and takes no number.
 
-use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::collections::HashSet;
 
+use super::content::{Core, Slot};
 use crate::format::state::State;
-use crate::noa::Msg;
 
-/// The number N of a ref `m<N>`; `None` for anything else.
-pub fn ref_number(r: &str) -> Option<u64> {
-    let digits = r.strip_prefix('m')?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+pub const BLOCKED: &str = "BLOCKED";
+pub const MAX_REF: u32 = 99_999;
+
+/// `m` + five digits.
+pub fn format_ref(n: u32) -> String {
+    format!("m{n:05}")
+}
+
+/// A ref, leniently: trimmed, lowercased, `m0*` + 1-5 digits, within 1..=99999.
+pub fn parse_ref(s: &str) -> Option<u32> {
+    let s = s.trim().to_ascii_lowercase();
+    let digits = s.strip_prefix('m')?;
+    let digits = digits.trim_start_matches('0');
+    let digits = if digits.is_empty() && s.len() > 1 {
+        "0"
+    } else {
+        digits
+    };
+    if digits.is_empty() || digits.len() > 5 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    digits.parse().ok()
+    let n: u32 = digits.parse().ok()?;
+    (1..=MAX_REF).contains(&n).then_some(n)
 }
 
-/// `m` followed by N zero-padded to at least four digits.
-pub fn format_ref(n: u64) -> String {
-    format!("m{n:04}")
-}
-
-/// The refs of every message of a transcript: the recorded ones plus in-memory assignments.
-#[derive(Debug, Clone, Default)]
-pub struct RefAssignment {
-    /// The ref of each message, by message index.
-    pub per_msg: Vec<String>,
-    /// Indices of messages whose ref is new (not yet in `messageRefs`).
-    pub new: Vec<usize>,
-    /// Ref -> first message index carrying it; built on first use (a view does not need it).
-    index: OnceLock<HashMap<String, usize>>,
-}
-
-impl RefAssignment {
-    /// The refs of some first messages, to [`extend`] to more.
-    pub fn of_prefix(per_msg: Vec<String>, new: Vec<usize>) -> RefAssignment {
-        RefAssignment {
-            per_msg,
-            new,
-            index: OnceLock::new(),
+/// A block id, leniently: `b5`, `b005`, `5`, and the displayed `b5(T2)`; `None` below 1.
+pub fn parse_block_id(s: &str) -> Option<u32> {
+    let mut s = s.trim().to_ascii_lowercase();
+    // The tier label as panels show it: a trailing "(t<digits>)".
+    if let Some(open) = s.rfind("(t") {
+        let label = &s[open + 2..];
+        if label.len() > 1
+            && label.ends_with(')')
+            && label[..label.len() - 1].bytes().all(|b| b.is_ascii_digit())
+        {
+            s.truncate(open);
         }
     }
+    let digits = s.strip_prefix('b').unwrap_or(&s);
+    let digits_only = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+    if !digits_only {
+        return None;
+    }
+    if s.starts_with('b') {
+        let significant = digits.trim_start_matches('0');
+        if significant.len() > 9 {
+            return None;
+        }
+    }
+    let n: u64 = digits.parse().ok()?;
+    (n >= 1 && n <= u32::MAX as u64).then_some(n as u32)
+}
 
-    /// The message index of a ref, if some message of the transcript carries it.
-    pub fn msg_of(&self, r: &str) -> Option<usize> {
-        let index = self.index.get_or_init(|| {
-            let mut index = HashMap::with_capacity(self.per_msg.len());
-            for (i, r) in self.per_msg.iter().enumerate() {
-                index.entry(r.clone()).or_insert(i);
-            }
-            index
-        });
-        index.get(r).copied()
+/// The canonical block id `b<N>`.
+pub fn block_name(n: u32) -> String {
+    format!("b{n}")
+}
+
+/// A ref as recorded in the state.
+pub fn slot_of(recorded: &str) -> Slot {
+    if recorded == BLOCKED {
+        return Slot::Blocked;
+    }
+    let canonical = recorded.len() == 6
+        && recorded.starts_with('m')
+        && recorded[1..].bytes().all(|b| b.is_ascii_digit());
+    match recorded[1.min(recorded.len())..].parse::<u32>() {
+        Ok(n) if canonical && (1..=MAX_REF).contains(&n) => Slot::Num(n),
+        _ => Slot::Other(recorded.into()),
     }
 }
 
-/// The largest ref number recorded in `state` (0 when none).
-pub fn recorded_max(state: &State) -> u64 {
-    let refs = &state.message_refs;
-    refs.by_ref
-        .keys()
-        .chain(refs.by_raw.values())
-        .filter_map(|r| ref_number(r))
+/// The highest ref number recorded (`BLOCKED` and unparsable refs aside).
+pub fn highest_recorded(state: &State) -> u32 {
+    state
+        .message_refs
+        .by_raw
+        .values()
+        .filter(|r| r.as_str() != BLOCKED)
+        .filter_map(|r| parse_ref(r))
         .max()
         .unwrap_or(0)
 }
 
-/// Assign refs to `msgs` given the recorded map in `state` (pure; nothing is persisted).
-pub fn assign(state: &State, msgs: &[Msg<'_>]) -> RefAssignment {
-    let mut out = RefAssignment {
-        per_msg: Vec::with_capacity(msgs.len()),
-        new: Vec::new(),
-        index: OnceLock::new(),
-    };
-    extend(state, msgs, &mut out, recorded_max(state));
-    out
-}
-
-/// Assign refs to the messages of `msgs` after the ones `out` holds, new refs numbered after
-/// `max`; the largest number given. [`assign`] is this from nothing; from the refs of a prefix
-/// it gives what `assign` of all `msgs` gives, provided that no later message repeats the raw
-/// id of a prefix message that got a new ref (which would share it).
-pub fn extend(state: &State, msgs: &[Msg<'_>], out: &mut RefAssignment, mut max: u64) -> u64 {
-    let refs = &state.message_refs;
-    let mut fresh: HashMap<&str, String> = HashMap::new();
-    let from = out.per_msg.len();
-    for (i, m) in msgs.iter().enumerate().skip(from) {
-        let r = if let Some(r) = refs.by_raw.get(m.raw_id) {
-            r.clone()
-        } else if let Some(r) = fresh.get(m.raw_id) {
-            // A duplicated uuid shares the ref of its first occurrence.
-            r.clone()
+/// The slot of every core of a projection: the state's ref for a recorded raw id, else
+/// `BLOCKED` for hard-protected content, else the next free number. Also returns the indices
+/// of the cores given a slot the state does not record.
+pub fn assign(
+    cores: &[Core<'_>],
+    state: &State,
+    protected: impl Fn(&Core<'_>) -> bool,
+) -> (Vec<Slot>, Vec<u32>) {
+    let by_raw = &state.message_refs.by_raw;
+    let mut cursor = highest_recorded(state) + 1;
+    // Numbers at or above the cursor that the state's byRef already holds (only when the two
+    // maps disagree).
+    let taken: HashSet<u32> = state
+        .message_refs
+        .by_ref
+        .keys()
+        .filter_map(|r| parse_ref(r))
+        .filter(|n| *n >= cursor)
+        .collect();
+    // A projection gives every core its own id, so each is met once.
+    let mut slots = vec![Slot::None; cores.len()];
+    let mut new = Vec::new();
+    for (i, c) in cores.iter().enumerate() {
+        if c.is_synthetic() || c.id.is_empty() {
+            continue;
+        }
+        if let Some(r) = by_raw.get(&c.id) {
+            slots[i] = slot_of(r);
+            continue;
+        }
+        slots[i] = if protected(c) {
+            Slot::Blocked
         } else {
-            // Saturating: a state.json may record an absurd ref like m18446744073709551615.
-            max = max.saturating_add(1);
-            let r = format_ref(max);
-            fresh.insert(m.raw_id, r.clone());
-            out.new.push(i);
-            r
+            while taken.contains(&cursor) {
+                cursor += 1;
+            }
+            if cursor > MAX_REF {
+                // The ref space is exhausted: nothing after this gets a ref (or BLOCKED).
+                break;
+            }
+            cursor += 1;
+            Slot::Num(cursor - 1)
         };
-        out.per_msg.push(r);
+        new.push(i as u32);
     }
-    out.index = OnceLock::new();
-    max
+    (slots, new)
 }
 
 #[cfg(test)]
@@ -112,14 +146,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ref_names() {
-        assert_eq!(format_ref(1), "m0001");
-        assert_eq!(format_ref(9999), "m9999");
-        assert_eq!(format_ref(10000), "m10000");
-        assert_eq!(ref_number("m0042"), Some(42));
-        assert_eq!(ref_number("m10000"), Some(10000));
-        assert_eq!(ref_number("m"), None);
-        assert_eq!(ref_number("x12"), None);
-        assert_eq!(ref_number("m-1"), None);
+    fn refs_parse_leniently() {
+        assert_eq!(parse_ref("m00005"), Some(5));
+        assert_eq!(parse_ref(" M5 "), Some(5));
+        assert_eq!(parse_ref("m000000005"), Some(5));
+        assert_eq!(parse_ref("m99999"), Some(99_999));
+        assert_eq!(parse_ref("m100000"), None);
+        assert_eq!(parse_ref("m0"), None);
+        assert_eq!(parse_ref("m"), None);
+        assert_eq!(parse_ref("5"), None);
+        assert_eq!(parse_ref("m-5"), None);
+        assert_eq!(format_ref(42), "m00042");
+    }
+
+    #[test]
+    fn block_ids_parse_leniently() {
+        assert_eq!(parse_block_id("b5"), Some(5));
+        assert_eq!(parse_block_id("b005"), Some(5));
+        assert_eq!(parse_block_id("5"), Some(5));
+        assert_eq!(parse_block_id(" B5(T2) "), Some(5));
+        assert_eq!(parse_block_id("b0"), None);
+        assert_eq!(parse_block_id("0"), None);
+        assert_eq!(parse_block_id("bx"), None);
+        assert_eq!(parse_block_id("m5"), None);
+        assert_eq!(parse_block_id("b1234567890"), None);
+    }
+
+    #[test]
+    fn recorded_refs_are_slots() {
+        assert_eq!(slot_of("m00012"), Slot::Num(12));
+        assert_eq!(slot_of("BLOCKED"), Slot::Blocked);
+        assert_eq!(slot_of("m12"), Slot::Other("m12".into()));
+        assert_eq!(slot_of(""), Slot::Other("".into()));
     }
 }

@@ -1,91 +1,89 @@
-//! Token estimate (SPEC 4.1): `Σ ceil(utf8_bytes(part) / 4)` over a message's parts.
+//! The runtime's token estimate (SPEC 4.2) and how counts are shown.
 
-use std::io::Write;
-
-use crate::format::transcript::{Content, Message};
-
-fn ceil4(bytes: usize) -> u64 {
-    (bytes as u64).div_ceil(4)
+/// Whether a character counts as one token on its own: CJK ideographs, kana, Hangul syllables.
+fn is_cjk(c: char) -> bool {
+    matches!(c, '\u{4E00}'..='\u{9FFF}' | '\u{3040}'..='\u{30FF}' | '\u{AC00}'..='\u{D7AF}')
 }
 
-/// Bytes of serde_json's compact form of `v`, counted without building the string.
-pub fn compact_json_len(v: &serde_json::Value) -> usize {
-    struct Count(usize);
-    impl Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
+/// Tokens of a text: one per CJK character plus a quarter (rounded up) of the others, counted
+/// in Unicode scalar values.
+pub fn count(text: &str) -> u64 {
+    if text.is_ascii() {
+        return (text.len() as u64).div_ceil(4);
+    }
+    let (mut cjk, mut other) = (0u64, 0u64);
+    for c in text.chars() {
+        if is_cjk(c) {
+            cjk += 1;
+        } else {
+            other += 1;
         }
     }
-    let mut c = Count(0);
-    // Writing a Value into a counter cannot fail.
-    let _ = serde_json::to_writer(&mut c, v);
-    c.0
+    cjk + other.div_ceil(4)
 }
 
-/// Tokens of one content part. A tool_use is one part (`name` + compact `input`); a
-/// tool_result counts each nested part, recursively; other types count 0.
-pub fn part_tokens(c: &Content) -> u64 {
-    match c {
-        Content::Text(t) => ceil4(t.text.len()),
-        Content::Thinking(t) => ceil4(t.thinking.len()),
-        Content::ToolUse(u) => ceil4(u.name.len() + u.input.get().len()),
-        Content::ToolResult(r) => match &r.content {
-            Some(crate::format::transcript::ToolResultContent::Text(t)) => ceil4(t.len()),
-            Some(crate::format::transcript::ToolResultContent::Items(items)) => {
-                items.iter().map(part_tokens).sum()
-            }
-            None => 0,
-        },
-        Content::CompactBoundary(_) | Content::Other(_) => 0,
+/// Characters (Unicode scalar values): how the runtime measures summaries and ranges.
+pub fn chars(text: &str) -> usize {
+    if text.is_ascii() {
+        text.len()
+    } else {
+        text.chars().count()
     }
 }
 
-/// Tokens of a list of parts.
-pub fn parts_tokens<'a>(parts: impl IntoIterator<Item = &'a Content>) -> u64 {
-    parts.into_iter().map(part_tokens).sum()
+/// A count as tags and panels show it: exact below 1000, `1.2K` below 10000, else `12K`.
+pub fn format(n: u64) -> String {
+    if n < 1000 {
+        n.to_string()
+    } else if n < 10_000 {
+        // Rust and Go both round the binary value's exact decimal expansion, ties to even.
+        format!("{:.1}K", n as f64 / 1000.0)
+    } else {
+        // Whole thousands, half away from zero.
+        format!("{}K", (n + 500) / 1000)
+    }
 }
 
-/// Tokens of a message: no per-message overhead.
-pub fn message_tokens(m: &Message) -> u64 {
-    parts_tokens(&m.content)
-}
-
-/// Tokens of a plain text (a summary message's only part).
-pub fn text_tokens(s: &str) -> u64 {
-    ceil4(s.len())
+/// `Math.round` for the non-negative values the runtime rounds.
+pub fn round_half_up(x: f64) -> i64 {
+    if x.is_finite() {
+        x.round() as i64
+    } else {
+        0
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
-    fn msg(v: serde_json::Value) -> Message {
-        serde_json::from_value(v).expect("message")
+    #[test]
+    fn counts_cjk_one_each_and_others_by_four() {
+        assert_eq!(count(""), 0);
+        assert_eq!(count("abcd"), 1);
+        assert_eq!(count("abcde"), 2);
+        assert_eq!(count("日本語"), 3);
+        assert_eq!(count("日本語ab"), 4);
+        assert_eq!(count("é"), 1);
+        assert_eq!(count("한국"), 2);
+        assert_eq!(count("😀😀😀😀😀"), 2);
     }
 
     #[test]
-    fn estimates_follow_the_spec() {
-        // 57 bytes of text -> 15 tokens.
-        let m = msg(
-            json!({"role":"user","content":[{"type":"text","text":"The nightly build fails on the linker step. Can you look?"}]}),
-        );
-        assert_eq!(message_tokens(&m), 15);
-        // thinking 23 bytes -> 6; tool_use "Read" + 48 bytes of JSON = 52 -> 13.
-        let m = msg(json!({"role":"assistant","content":[
-            {"type":"thinking","thinking":"Check the CI log first.","signature":"c2ln"},
-            {"type":"tool_use","id":"toolu_a1","name":"Read","input":{"path":"ci/nightly.log","offset":0,"limit":200}}]}));
-        assert_eq!(message_tokens(&m), 19);
-        // nested tool_result parts count each; a plain string is one text part; images count 0.
-        let m = msg(json!({"role":"user","content":[
-            {"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"abcde"},{"type":"text","text":"a"},{"type":"image","source":{}}]},
-            {"type":"tool_result","tool_use_id":"u","content":"abcdefghi"}]}));
-        assert_eq!(message_tokens(&m), 2 + 1 + 3);
-        assert_eq!(text_tokens(""), 0);
-        assert_eq!(text_tokens("한"), 1);
+    fn formats_like_the_runtime() {
+        assert_eq!(format(999), "999");
+        assert_eq!(format(1000), "1.0K");
+        assert_eq!(format(1049), "1.0K");
+        assert_eq!(format(1050), "1.1K");
+        assert_eq!(format(1150), "1.1K");
+        assert_eq!(format(1250), "1.2K");
+        assert_eq!(format(1350), "1.4K");
+        assert_eq!(format(1450), "1.4K");
+        assert_eq!(format(1750), "1.8K");
+        assert_eq!(format(9999), "10.0K");
+        assert_eq!(format(10_000), "10K");
+        assert_eq!(format(10_499), "10K");
+        assert_eq!(format(10_500), "11K");
+        assert_eq!(format(31_200), "31K");
     }
 }

@@ -20,8 +20,10 @@ pub enum Scope {
 /// A parsed command.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
-    Compress(Value),
-    Rebuild,
+    /// The runtime's Compress input as text; `true`: forced (`compress!`) on a live session.
+    Compress(String, bool),
+    /// `true`: forced (`rebuild!`).
+    Rebuild(bool),
     Help,
     ReindexMemory,
 }
@@ -38,7 +40,7 @@ impl Command {
 pub enum CtlErrorKind {
     /// `EINVAL`: parse or validation.
     Invalid,
-    /// `EBUSY`: the session lock is held.
+    /// `EBUSY`: the session lock is held, or the session looks live.
     Busy,
     /// `EIO`: backing I/O.
     Io,
@@ -58,9 +60,12 @@ impl CtlErrorKind {
 }
 
 pub const SESSION_HELP: &str = "commands (one per line):
-  compress {\"ranges\":[{\"start\":\"m0010\",\"end\":\"m0042\",\"topic\":\"…\",\"summary\":\"…\"}]}
+  compress {\"content\":[{\"startId\":\"m00010\",\"endId\":\"m00042\",\"topic\":\"…\",\"summary\":\"…\"}]}
+                                  the runtime's Compress input; endpoints are refs or block ids
   compress START END SUMMARY…     one range, no topic; SUMMARY is the rest of the line
   rebuild                         rebuild state.json from the transcript and the journal
+  compress! … / rebuild!          the same on a session that looks live (its runtime may
+                                  overwrite the result at its next compression)
   help                            this text
 results: read this file (JSON lines: seq, at, command, ok, message, result)";
 
@@ -91,12 +96,16 @@ pub fn parse(line: &str, scope: &Scope) -> Result<Command, String> {
             Err(format!("`{word}` takes no arguments"))
         }
     };
-    match (word, scope) {
-        ("help", _) => no_args(Command::Help),
+    let forced = word.ends_with('!');
+    let base = word.strip_suffix('!').unwrap_or(word);
+    match (base, scope) {
+        ("help", _) if !forced => no_args(Command::Help),
         ("compress", Scope::Session(_)) => {
-            if rest.starts_with('{') {
-                let v: Value = serde_json::from_str(rest).map_err(|e| format!("compress: invalid JSON: {e}"))?;
-                return Ok(Command::Compress(v));
+            if rest.is_empty() {
+                return Err("usage: compress START END SUMMARY… or compress {json}".into());
+            }
+            if rest.starts_with('{') || rest.starts_with('"') || rest.starts_with('`') {
+                return Ok(Command::Compress(rest.to_string(), forced));
             }
             let mut it = rest.splitn(3, char::is_whitespace);
             let (Some(start), Some(end), Some(summary)) = (it.next(), it.next(), it.next()) else {
@@ -106,14 +115,39 @@ pub fn parse(line: &str, scope: &Scope) -> Result<Command, String> {
             if start.is_empty() || end.is_empty() || summary.is_empty() {
                 return Err("usage: compress START END SUMMARY… or compress {json}".into());
             }
-            Ok(Command::Compress(json!({"ranges": [{"start": start, "end": end, "summary": summary}]})))
+            let input = json!({"content": [{"startId": start, "endId": end, "summary": summary}]});
+            Ok(Command::Compress(input.to_string(), forced))
         }
-        ("rebuild", Scope::Session(_)) => no_args(Command::Rebuild),
-        ("reindex-memory", Scope::Root) => no_args(Command::ReindexMemory),
+        ("rebuild", Scope::Session(_)) => no_args(Command::Rebuild(forced)),
+        ("reindex-memory", Scope::Root) if !forced => no_args(Command::ReindexMemory),
         ("", _) => Err("empty command (try `help`)".into()),
-        (w, Scope::Session(_)) => Err(format!("unknown command `{}` (try `help`)", clip(w))),
-        (w, Scope::Root) => Err(format!("unknown command `{}` for the root ctl (try `help`; compress and rebuild are in sessions/<sid>/ctl)", clip(w))),
+        (_, Scope::Session(_)) => Err(format!("unknown command `{}` (try `help`)", clip(word))),
+        (_, Scope::Root) => Err(format!("unknown command `{}` for the root ctl (try `help`; compress and rebuild are in sessions/<sid>/ctl)", clip(word))),
     }
+}
+
+/// Seconds since the session's transcript was last written, when it exists.
+pub fn idle_seconds(paths: &RootPaths, sid: &str, now: DateTime<Utc>) -> Option<u64> {
+    let m = std::fs::symlink_metadata(paths.transcript_path(sid)).ok()?;
+    let written: DateTime<Utc> = m.modified().ok()?.into();
+    Some((now - written).num_seconds().max(0) as u64)
+}
+
+/// `Some(why)` when a session looks live (SPEC 6): its transcript was written within
+/// `live_seconds`, so its runtime keeps its state in memory and will overwrite ctl's work.
+pub fn live_reason(
+    paths: &RootPaths,
+    sid: &str,
+    cfg: &NoaConfig,
+    now: DateTime<Utc>,
+) -> Option<String> {
+    let idle = idle_seconds(paths, sid, now)?;
+    (idle < cfg.live_seconds).then(|| {
+        format!(
+            "session {sid} looks live: its transcript was written {idle} s ago (live_seconds = {}); its runtime keeps the state in memory and would overwrite this at its next compression — run it anyway with `compress!` / `rebuild!`",
+            cfg.live_seconds
+        )
+    })
 }
 
 /// The record of one command, as read back from `ctl`.
@@ -175,6 +209,13 @@ impl Runner<'_> {
                 "read-only mount: commands that change files are refused".into(),
             );
         }
+        if let (Command::Compress(_, false) | Command::Rebuild(false), Scope::Session(sid)) =
+            (&cmd, scope)
+        {
+            if let Some(why) = live_reason(self.paths, sid, self.cfg, now) {
+                return fail(CtlErrorKind::Busy, why);
+            }
+        }
         let outcome = match (&cmd, scope) {
             (Command::Help, Scope::Session(_)) => Ok(txn::Outcome {
                 message: SESSION_HELP.into(),
@@ -184,10 +225,12 @@ impl Runner<'_> {
                 message: ROOT_HELP.into(),
                 result: Value::Null,
             }),
-            (Command::Compress(input), Scope::Session(sid)) => {
+            (Command::Compress(input, _), Scope::Session(sid)) => {
                 txn::compress(self.paths, sid, input, self.cfg, now)
             }
-            (Command::Rebuild, Scope::Session(sid)) => txn::rebuild(self.paths, sid, self.cfg, now),
+            (Command::Rebuild(_), Scope::Session(sid)) => {
+                txn::rebuild(self.paths, sid, self.cfg, now)
+            }
             (Command::ReindexMemory, _) => reindex_memory(self.paths),
             _ => Err(TxnError::Invalid("command not available here".into())),
         };

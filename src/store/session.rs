@@ -4,9 +4,10 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::config::NoaConfig;
 use crate::format::loader::Transcript;
-use crate::format::state::{load_state, StateLoad};
-use crate::noa::Msg;
+use crate::format::state::{load_state, Block, State, StateLoad};
+use crate::format::transcript::Message;
 use crate::store::durable::is_temp_name;
 use crate::store::journal::{self, JournalRead};
 use crate::store::root::{is_escaping_link, RootPaths};
@@ -135,7 +136,7 @@ pub fn load(paths: &RootPaths, sid: &str) -> SessionData {
             transcript,
             sidechains,
             state: StateLoad {
-                state: crate::format::state::State::initial(sid),
+                state: State::initial(sid),
                 error: None,
                 exists: false,
             },
@@ -161,20 +162,77 @@ pub fn load(paths: &RootPaths, sid: &str) -> SessionData {
     }
 }
 
-/// The messages of a transcript as the core sees them.
-pub fn msgs(t: &Transcript) -> Vec<Msg<'_>> {
+/// The messages of a transcript as the core reads them (SPEC 3 "Messages"), in file order.
+pub fn messages(t: &Transcript) -> Vec<&Message> {
+    t.iter_messages().map(|(_, m)| m).collect()
+}
+
+/// The uuid of each message's record (parallel to [`messages`]).
+pub fn message_uuids(t: &Transcript) -> Vec<&str> {
     t.iter_messages()
-        .map(|(l, m)| Msg {
-            raw_id: &l.record.uuid,
-            message: m,
-            timestamp: l.record.timestamp.as_deref(),
-        })
+        .map(|(l, _)| l.record.uuid.as_str())
         .collect()
 }
 
+/// A session's state as the runtime opens it: its own, or with `parents` configured and no
+/// blocks of its own, the first ancestor's that has blocks (SPEC 4.10). Also names the
+/// ancestor.
+pub fn opened_state(
+    paths: &RootPaths,
+    sid: &str,
+    own: &State,
+    cfg: &NoaConfig,
+) -> (State, Option<String>) {
+    if cfg.parents.is_empty() || !own.blocks().is_empty() {
+        return (own.clone(), None);
+    }
+    crate::noa::render::inherit(own.clone(), sid, &cfg.parents, &|p| {
+        if is_escaping_link(&paths.archives, std::ffi::OsStr::new(p), true) {
+            return None;
+        }
+        let l = load_state(&paths.state_path(p), p);
+        (l.exists && l.error.is_none()).then_some(l.state)
+    })
+}
+
+/// Where a block's archive is (SPEC 2.3, normafs's lookup order): `archiveRel` under the
+/// session's archive root; else `archivePath` when it lies inside the archive base directory;
+/// else the last three components of `archivePath` (`<sid>/tier<N>/<file>`) under the base.
+/// Never a path outside the base. `None` when no candidate is a regular file.
+pub fn locate_archive(paths: &RootPaths, sid: &str, b: &Block) -> Option<PathBuf> {
+    let base = &paths.archives;
+    let safe = |rel: &Path| {
+        rel.components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+            && crate::format::check_no_links(base, rel).is_ok()
+    };
+    let regular = |p: &Path| fs::symlink_metadata(p).is_ok_and(|m| m.is_file());
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if !b.archive_rel.is_empty() {
+        candidates.push(Path::new(sid).join(&b.archive_rel));
+    }
+    if !b.archive_path.is_empty() {
+        let abs = Path::new(&b.archive_path);
+        let abs_base = std::path::absolute(base).unwrap_or_else(|_| base.clone());
+        if let Ok(rel) = abs.strip_prefix(&abs_base) {
+            candidates.push(rel.to_path_buf());
+        }
+        let comps: Vec<_> = abs.components().collect();
+        if comps.len() >= 3 {
+            let tail: PathBuf = comps[comps.len() - 3..].iter().collect();
+            candidates.push(tail);
+        }
+    }
+    candidates
+        .into_iter()
+        .filter(|rel| safe(rel))
+        .map(|rel| base.join(rel))
+        .find(|p| regular(p))
+}
+
 impl SessionData {
-    pub fn msgs(&self) -> Vec<Msg<'_>> {
-        msgs(&self.transcript)
+    pub fn messages(&self) -> Vec<&Message> {
+        messages(&self.transcript)
     }
 
     /// The archive root as a string, for `archivePath`.

@@ -22,11 +22,13 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{json, Value};
 
 use crate::config::NoaConfig;
-use crate::format::archive;
-use crate::format::state::{parse_state, State};
-use crate::noa::compress::{self, Ctx, PlannedBlock};
-use crate::noa::replay::{self, Applied, Event, Source};
-use crate::noa::view;
+use crate::format::archive::{self, Archive, Labels};
+use crate::format::loader::Transcript;
+use crate::format::state::{parse_state, Block, State};
+use crate::noa::args;
+use crate::noa::compress::{self, Applied, Placement};
+use crate::noa::rebuild::{self, JournalBatch};
+use crate::noa::session::{self as noa_session, Projection};
 use crate::store::durable::{self, is_temp_name};
 use crate::store::failpoint;
 use crate::store::journal::{self, JournalEntry};
@@ -43,15 +45,10 @@ pub enum TxnError {
     /// Another command holds the session lock.
     #[error("another ctl command holds the lock of session {0} (waited 5 s)")]
     Busy(String),
+
     /// Reading or writing the backing files failed.
     #[error("{0}")]
     Io(String),
-}
-
-impl From<compress::CompressError> for TxnError {
-    fn from(e: compress::CompressError) -> Self {
-        TxnError::Invalid(e.to_string())
-    }
 }
 
 fn io_err(what: &str, path: &Path, e: std::io::Error) -> TxnError {
@@ -100,9 +97,14 @@ fn check_dirs(root: &Path, rel: &str) -> Result<(), TxnError> {
 /// Write a block's archive unless an equal one is there. A different file at the path (or a
 /// symbolic link, never followed) is kept beside as `<name>.replaced-<stamp>` and the new one
 /// written. Returns what happened.
-fn place_archive(root: &Path, p: &PlannedBlock, stamp: &str) -> Result<ArchivePlacement, TxnError> {
-    check_dirs(root, &p.block.archive_rel)?;
-    let path = root.join(&p.block.archive_rel);
+fn place_archive(
+    root: &Path,
+    block: &Block,
+    text: &str,
+    stamp: &str,
+) -> Result<ArchivePlacement, TxnError> {
+    check_dirs(root, &block.archive_rel)?;
+    let path = root.join(&block.archive_rel);
     let dir = path.parent().unwrap_or(root).to_path_buf();
     durable::create_dir_all_durable(&dir).map_err(|e| io_err("cannot create", &dir, e))?;
     let existing = match fs::symlink_metadata(&path) {
@@ -111,7 +113,7 @@ fn place_archive(root: &Path, p: &PlannedBlock, stamp: &str) -> Result<ArchivePl
     };
     match existing {
         Ok(bytes) => {
-            if adoptable(&bytes, &p.block) {
+            if adoptable(&bytes, block) {
                 return Ok(ArchivePlacement::Adopted);
             }
             let name = path
@@ -130,12 +132,12 @@ fn place_archive(root: &Path, p: &PlannedBlock, stamp: &str) -> Result<ArchivePl
             durable::fsync_dir(&dir).map_err(|e| io_err("cannot sync", &dir, e))?;
             failpoint::hit("rebuild.after-keep-archive")
                 .map_err(|e| io_err("cannot keep", &path, e))?;
-            durable::atomic_replace(&path, p.archive.as_bytes())
+            durable::atomic_replace(&path, text.as_bytes())
                 .map_err(|e| io_err("cannot write", &path, e))?;
             Ok(ArchivePlacement::Replaced(kept))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            durable::create_new_durable(&path, p.archive.as_bytes())
+            durable::create_new_durable(&path, text.as_bytes())
                 .map_err(|e| io_err("cannot write", &path, e))?;
             Ok(ArchivePlacement::Written)
         }
@@ -150,20 +152,25 @@ enum ArchivePlacement {
 }
 
 /// An existing archive is adopted only if its frontmatter's block, tier and range match the
-/// block, and its `body_sha256`, when present, matches its body (SPEC 4.7).
-fn adoptable(bytes: &[u8], b: &crate::format::state::Block) -> bool {
+/// block, and its `body_sha256`, when present, matches its body (SPEC 4.8).
+fn adoptable(bytes: &[u8], b: &Block) -> bool {
     let Ok(text) = std::str::from_utf8(bytes) else {
         return false;
     };
     let Ok(parsed) = archive::parse(text) else {
         return false;
     };
-    let f = &parsed.doc.front;
-    parsed.sha_ok != Some(false)
-        && f.block == b.block_id.name()
-        && f.tier == b.tier
-        && f.start == b.start_ref
-        && f.end == b.end_ref
+    let f = &parsed.frontmatter;
+    parsed.body_sha256_ok != Some(false)
+        && f.block == b.block_id
+        && f.tier == Some(b.tier)
+        && f.range.as_ref() == Some(&(b.start_ref.clone(), b.end_ref.clone()))
+}
+
+/// The archive text normafs writes (the runtime's layout and labels, plus `call:` and
+/// `body_sha256:`).
+fn archive_text(a: &Archive) -> String {
+    archive::render(a, Labels::Chinese)
 }
 
 /// Recovery (SPEC 4.4), run under the lock before every command: cut a torn journal tail, roll
@@ -217,7 +224,7 @@ pub fn recover(
                 fs::read_to_string(e.path())
                     .ok()
                     .and_then(|t| archive::parse(&t).ok())
-                    .and_then(|p| p.doc.front.call)
+                    .and_then(|p| p.frontmatter.call)
                     .is_some_and(|call| call.starts_with("ctl-") && !journal_calls.contains(&call))
             } else {
                 false
@@ -310,7 +317,7 @@ fn replace_state_if_unchanged(
 ) -> std::io::Result<bool> {
     durable::atomic_replace_if(
         spath,
-        state.to_pretty().as_bytes(),
+        state.to_json().as_bytes(),
         || match fs::symlink_metadata(spath) {
             Ok(m) => base.id == Some(file_id(&m)),
             Err(e) => e.kind() == std::io::ErrorKind::NotFound && base.id.is_none(),
@@ -352,7 +359,7 @@ fn roll_forward(
         // journal line must not cost the archive of a block the state holds).
         let referenced: HashSet<PathBuf> = state
             .iter()
-            .flat_map(|s| s.blocks.iter().map(|b| root.join(&b.archive_rel)))
+            .flat_map(|s| s.blocks().iter().map(|b| root.join(&b.archive_rel)))
             .collect();
         let done = |complete| {
             Ok(RolledForward {
@@ -368,16 +375,13 @@ fn roll_forward(
         }
         let t = transcript
             .get_or_insert_with(|| session::load_transcript(&paths.transcript_path(sid), sid).0);
-        let msgs = session::msgs(t);
-        let (rolled, skipped) = apply_missing(&mut state, &msgs, jr, cfg, sid, &root, now)?;
+        let (rolled, skipped) = apply_missing(&mut state, t, jr, cfg, sid, &root, now)?;
         let complete = skipped.is_empty();
         notes.extend(skipped);
         if rolled == 0 {
             return done(complete);
         }
-        let mat = view::materialize(&msgs, &state, cfg);
-        let mut st = state.clone();
-        compress::record_refs(&mut st, &mat);
+        let st = state;
         let written = replace_state_if_unchanged(&spath, &base, &st)
             .map_err(|e| io_err("cannot write", &spath, e))?;
         if written {
@@ -388,7 +392,7 @@ fn roll_forward(
             ));
             return Ok(RolledForward {
                 referenced: st
-                    .blocks
+                    .blocks()
                     .iter()
                     .map(|b| root.join(&b.archive_rel))
                     .chain(referenced)
@@ -419,7 +423,7 @@ fn missing_batches<'j>(
     jr: &'j journal::JournalRead,
 ) -> impl Iterator<Item = &'j JournalEntry> {
     let have: HashSet<String> = state
-        .blocks
+        .blocks()
         .iter()
         .map(|b| b.compress_call_id.clone())
         .collect();
@@ -429,45 +433,140 @@ fn missing_batches<'j>(
         .filter(move |e| !have.contains(&e.call_id))
 }
 
-/// Apply onto `state` every journal batch it does not hold, placing their archives: how many
-/// were applied, and why the others could not be.
+/// Apply onto `state` every journal batch it does not hold, each against the view of its
+/// time, placing their archives: how many were applied, and why the others could not be.
 fn apply_missing(
     state: &mut State,
-    msgs: &[crate::noa::Msg<'_>],
+    t: &Transcript,
     jr: &journal::JournalRead,
     cfg: &NoaConfig,
     sid: &str,
     root: &Path,
     now: DateTime<Utc>,
 ) -> Result<(usize, Vec<String>), TxnError> {
-    let root_str = root.to_string_lossy().into_owned();
+    let missing: Vec<&JournalEntry> = missing_batches(state, jr).collect();
+    if missing.is_empty() {
+        return Ok((0, Vec::new()));
+    }
     let stamp = file_stamp(now);
+    let root_str = absolute(root);
+    let p = Projection::new(session::messages(t));
+    let uuids = session::message_uuids(t);
     let mut rolled = 0;
     let mut skipped = Vec::new();
-    let missing: Vec<&JournalEntry> = missing_batches(state, jr).collect();
     for e in missing {
-        let ev = Event {
-            source: Source::Journal,
-            at: e.at.clone(),
-            call_id: e.call_id.clone(),
-            input: e.input.clone(),
+        let batch = journal_batch(e, &p, &uuids, t);
+        let parsed = args::parse(&batch.input);
+        let sub = Projection {
+            msgs: p.msgs.clone(),
+            cores: p.cores[..batch.prefix.min(p.cores.len())].to_vec(),
         };
-        match replay::apply(state, msgs, &ev, cfg, sid, &root_str) {
-            Applied::Done(blocks) => {
-                for b in &blocks {
-                    place_archive(root, b, &stamp)?;
-                    failpoint::hit("recover.after-archive")
-                        .map_err(|e| io_err("recovery", root, e))?;
-                }
-                rolled += 1;
-            }
-            Applied::Skipped(why) => skipped.push(format!(
-                "journal batch {} could not be rolled forward: {why}",
-                e.call_id
-            )),
+        let created = archive_time(&e.at);
+        let place = Placement {
+            root: &root_str,
+            session: sid,
+            created: &created.0,
+            now: created.1,
+        };
+        let applied = rebuild::ctl_apply(
+            &sub,
+            state,
+            cfg,
+            &parsed.ranges,
+            &e.call_id,
+            &place,
+            &noa_session::runtime_path,
+        );
+        if !applied.whole() {
+            skipped.push(format!(
+                "journal batch {} could not be rolled forward: {}",
+                e.call_id,
+                refusal(&applied)
+            ));
+            continue;
         }
+        for (b, a) in applied.created.iter().zip(&applied.archives) {
+            place_archive(root, b, &archive_text(a), &stamp)?;
+            failpoint::hit("recover.after-archive").map_err(|e| io_err("recovery", root, e))?;
+        }
+        *state = applied.state;
+        rolled += 1;
     }
     Ok((rolled, skipped))
+}
+
+/// A journal entry as a replayable batch: its input's text, and how many projected content
+/// messages existed when it ran (up to the message it names in `after`, else by time).
+fn journal_batch(
+    e: &JournalEntry,
+    p: &Projection<'_>,
+    uuids: &[&str],
+    t: &Transcript,
+) -> JournalBatch {
+    let input = match &e.input {
+        Value::String(s) => s.clone(),
+        v => v.to_string(),
+    };
+    let msgs_before = match e.extra.get("after").and_then(Value::as_str) {
+        Some(u) => uuids.iter().position(|x| *x == u).map(|i| i + 1),
+        None => None,
+    }
+    .unwrap_or_else(|| {
+        let at = DateTime::parse_from_rfc3339(&e.at).ok();
+        t.iter_messages()
+            .take_while(|(l, _)| {
+                let ts = l
+                    .record
+                    .timestamp
+                    .as_deref()
+                    .and_then(|s| DateTime::parse_from_rfc3339(s).ok());
+                matches!((ts, at), (Some(ts), Some(at)) if ts <= at) || at.is_none()
+            })
+            .count()
+    });
+    let prefix = p
+        .cores
+        .iter()
+        .take_while(|c| match c.origin {
+            crate::noa::content::Origin::Block { msg, .. } => (msg as usize) < msgs_before,
+            _ => true,
+        })
+        .count();
+    JournalBatch {
+        prefix,
+        input,
+        call: e.call_id.clone(),
+    }
+}
+
+/// The archive's `created` (RFC 3339, seconds) and the block's `createdAt` of a time.
+fn archive_time(at: &str) -> (String, i64) {
+    let t = DateTime::parse_from_rfc3339(at)
+        .map(|t| t.with_timezone(&Utc))
+        .unwrap_or_else(|_| Utc::now());
+    (t.to_rfc3339_opts(SecondsFormat::Secs, true), t.timestamp())
+}
+
+fn absolute(p: &Path) -> String {
+    std::path::absolute(p)
+        .unwrap_or_else(|_| p.to_path_buf())
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Why a batch is refused whole: every error and skipped range.
+fn refusal(a: &Applied) -> String {
+    let mut why: Vec<String> = a.errors.clone();
+    why.extend(
+        a.warnings
+            .iter()
+            .filter(|w| w.starts_with("Skipped range"))
+            .cloned(),
+    );
+    if why.is_empty() {
+        why.push("no block would be made".into());
+    }
+    why.join("; ")
 }
 
 fn file_stamp(now: DateTime<Utc>) -> String {
@@ -492,91 +591,134 @@ fn usable_state(paths: &RootPaths, sid: &str) -> Result<(State, StateFile), TxnE
     Ok((state, base))
 }
 
-/// Run a Compress batch from a ctl command (SPEC 4.4), durably.
+/// Load a session's transcript for a command (an unreadable one stops it).
+fn command_transcript(paths: &RootPaths, sid: &str) -> Result<Transcript, TxnError> {
+    let (t, err) = session::load_transcript(&paths.transcript_path(sid), sid);
+    match err {
+        Some(e) => Err(TxnError::Io(format!("cannot read the transcript: {e}"))),
+        None => Ok(t),
+    }
+}
+
+/// Run a Compress call from a ctl command (SPEC 4.5, 6), durably. `input` is the runtime's
+/// Compress input as text (read as leniently as the runtime reads it). The batch is all or
+/// nothing: a range that fails or is skipped refuses it whole, and nothing is written.
 pub fn compress(
     paths: &RootPaths,
     sid: &str,
-    input: &Value,
+    input: &str,
     cfg: &NoaConfig,
     now: DateTime<Utc>,
 ) -> Result<Outcome, TxnError> {
-    let batch = compress::parse_batch(input)?;
+    let parsed = args::parse(input);
+    if parsed.ranges.is_empty() {
+        return Err(TxnError::Invalid(if parsed.ok {
+            "No ranges provided.".to_string()
+        } else {
+            parsed.error_message()
+        }));
+    }
     let _lock = take_lock(paths, sid)?;
     let mut notes = recover(paths, sid, cfg, now)?;
-    let (mut state, base) = usable_state(paths, sid)?;
-    let (t, err) = session::load_transcript(&paths.transcript_path(sid), sid);
-    if let Some(e) = err {
-        return Err(TxnError::Io(format!("cannot read the transcript: {e}")));
-    }
-    let msgs = session::msgs(&t);
+    let (own, base) = usable_state(paths, sid)?;
+    let t = command_transcript(paths, sid)?;
     let root = paths.archive_root(sid);
-    let root_str = root.to_string_lossy().into_owned();
     // The runtime may have replaced state.json since `recover` rolled the journal forward,
     // with a version that lacks committed batches: plan on a state that holds every one (the
     // new batch would else reuse their block ids and ranges), and write them with it.
     let jpath = paths.journal_path(sid);
     let jr = journal::read(&jpath).map_err(|e| io_err("cannot read", &jpath, e))?;
-    let (again, skipped) = apply_missing(&mut state, &msgs, &jr, cfg, sid, &root, now)?;
+    let (mut state, inherited) = session::opened_state(paths, sid, &own, cfg);
+    let (again, skipped) = apply_missing(&mut state, &t, &jr, cfg, sid, &root, now)?;
     if again > 0 {
         notes.push(format!(
             "state.json was replaced after recovery: {again} committed batch(es) applied again"
         ));
     }
     notes.extend(skipped);
+    if let Some(p) = &inherited {
+        notes.push(format!(
+            "the state is inherited from session {p} (no blocks of its own)"
+        ));
+    }
     let call_id = format!("ctl-{}", uuid::Uuid::new_v4().simple());
     let at = timestamp(now);
-    let ctx = Ctx {
-        msgs: &msgs,
-        state: &state,
-        cfg,
-        strict: true,
-        call_id: &call_id,
-        now: &at,
+    let root_str = absolute(&root);
+    let created = now.to_rfc3339_opts(SecondsFormat::Secs, true);
+    let place = Placement {
+        root: &root_str,
         session: sid,
-        archive_root: &root_str,
+        created: &created,
+        now: now.timestamp(),
     };
-    let planned = compress::plan(&ctx, &batch)?;
+    let p = Projection::new(session::messages(&t));
+    let view = noa_session::turn(&p, &state, cfg, &noa_session::runtime_path);
+    let before = view.measure;
+    drop(view);
+    let applied = rebuild::ctl_apply(
+        &p,
+        &state,
+        cfg,
+        &parsed.ranges,
+        &call_id,
+        &place,
+        &noa_session::runtime_path,
+    );
+    let panel = compress::panel(&applied, before);
+    if !applied.whole() {
+        return Err(TxnError::Invalid(format!(
+            "refused, nothing written (normafs applies a batch whole or not at all): {}\n{panel}",
+            refusal(&applied)
+        )));
+    }
 
-    // Step 4: archives, each new; on failure remove those written.
+    // Archives first; on failure remove those written.
+    let stamp = file_stamp(now);
     let mut written: Vec<PathBuf> = Vec::new();
     let rollback = |written: &[PathBuf]| {
         for p in written {
             let _ = durable::remove_durable(p);
         }
     };
-    for p in &planned.blocks {
-        if let Err(e) = check_dirs(&root, &p.block.archive_rel) {
-            rollback(&written);
-            return Err(e);
+    for (b, a) in applied.created.iter().zip(&applied.archives) {
+        match place_archive(&root, b, &archive_text(a), &stamp) {
+            Ok(ArchivePlacement::Adopted) => {}
+            Ok(ArchivePlacement::Written) => written.push(root.join(&b.archive_rel)),
+            Ok(ArchivePlacement::Replaced(k)) => {
+                written.push(root.join(&b.archive_rel));
+                notes.push(format!(
+                    "a different file at {} was kept as {}",
+                    b.archive_rel,
+                    k.strip_prefix(&root).unwrap_or(&k).display()
+                ));
+            }
+            Err(e) => {
+                rollback(&written);
+                return Err(e);
+            }
         }
-        let path = root.join(&p.block.archive_rel);
-        let step = (|| {
-            let dir = path.parent().unwrap_or(&root);
-            durable::create_dir_all_durable(dir)?;
-            durable::create_new_durable(&path, p.archive.as_bytes())
-        })();
-        if let Err(e) = step {
-            rollback(&written);
-            return Err(io_err("cannot write archive", &path, e));
-        }
-        written.push(path.clone());
         if let Err(e) = failpoint::hit("compress.after-archive") {
             rollback(&written);
-            return Err(io_err("cannot write archive", &path, e));
+            return Err(io_err(
+                "cannot write archive",
+                &root.join(&b.archive_rel),
+                e,
+            ));
         }
     }
 
-    // Step 5: the journal line is the commit point.
+    // The journal line is the commit point.
+    let mut extra = serde_json::Map::new();
+    if let Some(last) = session::message_uuids(&t).last() {
+        extra.insert("after".into(), Value::String(last.to_string()));
+    }
     let entry = JournalEntry {
         at: at.clone(),
-        input: input.clone(),
-        blocks: planned
-            .blocks
-            .iter()
-            .map(|p| serde_json::to_value(&p.block).unwrap_or(Value::Null))
-            .collect(),
+        input: serde_json::from_str(input.trim())
+            .unwrap_or_else(|_| Value::String(input.to_string())),
+        blocks: applied.created.iter().map(block_json).collect(),
         call_id: call_id.clone(),
-        extra: Default::default(),
+        extra,
     };
     if let Err(e) =
         failpoint::hit("compress.before-journal").and_then(|_| journal::append(&jpath, &entry))
@@ -585,11 +727,11 @@ pub fn compress(
         return Err(io_err("cannot commit to the journal", &jpath, e));
     }
 
-    // Step 6: state. A failure here is a success with a warning: the batch is committed.
+    // State. A failure here is a success with a warning: the batch is committed.
     let spath = paths.state_path(sid);
     let mut warnings: Vec<String> = Vec::new();
     let state_write = failpoint::hit("compress.after-journal")
-        .and_then(|_| replace_state_if_unchanged(&spath, &base, &planned.state));
+        .and_then(|_| replace_state_if_unchanged(&spath, &base, &applied.state));
     match state_write {
         Ok(true) => {}
         Ok(false) => {
@@ -612,40 +754,39 @@ pub fn compress(
         )),
     }
     let _ = failpoint::hit("compress.after-state");
-
-    let blocks: Vec<Value> = planned
-        .blocks
+    let blocks: Vec<Value> = applied
+        .created
         .iter()
-        .map(PlannedBlock::result_json)
-        .collect();
-    let saved: u64 = planned
-        .blocks
-        .iter()
-        .fold(0u64, |sum, p| sum.saturating_add(p.tokens_saved));
-    let names: Vec<String> = planned
-        .blocks
-        .iter()
-        .map(|p| {
-            format!(
-                "{}..{} into {} (tier {})",
-                p.block.start_ref, p.block.end_ref, p.block.block_id, p.block.tier
-            )
+        .map(|b| {
+            json!({"blockId": b.block_id, "tier": b.tier, "startRef": b.start_ref, "endRef": b.end_ref,
+                   "archiveRel": b.archive_rel, "compressedTokens": b.compressed_tokens})
         })
         .collect();
-    let mut message = format!("compressed {}; {saved} tokens saved", names.join(", "));
-    if planned.blocks.iter().any(|p| p.terminal) {
-        message.push_str("; terminal recompress (detail loss)");
-    }
-    if !warnings.is_empty() {
-        message.push_str("; warning: state.json not written");
-    }
     Ok(Outcome {
-        message,
-        result: json!({"callId": call_id, "blocks": blocks, "tokensSaved": saved, "warnings": warnings, "recovery": notes}),
+        message: panel.clone(),
+        result: json!({
+            "callId": call_id,
+            "blocks": blocks,
+            "tokensCompressed": applied.tokens_compressed,
+            "panel": panel,
+            "warnings": warnings,
+            "recovery": notes,
+        }),
     })
 }
 
-/// Rebuild state from history (SPEC 4.7), durably.
+/// A block as the journal records it: as state.json holds it.
+fn block_json(b: &Block) -> Value {
+    let mut st = State::initial("");
+    st.blocks = Some(vec![b.clone()]);
+    serde_json::from_str::<Value>(&st.to_json())
+        .ok()
+        .and_then(|v| v["blocks"][0].as_object().cloned())
+        .map(Value::Object)
+        .unwrap_or(Value::Null)
+}
+
+/// Rebuild state from history (SPEC 4.8), durably.
 pub fn rebuild(
     paths: &RootPaths,
     sid: &str,
@@ -654,28 +795,30 @@ pub fn rebuild(
 ) -> Result<Outcome, TxnError> {
     let _lock = take_lock(paths, sid)?;
     let notes = recover(paths, sid, cfg, now)?;
-    let (t, err) = session::load_transcript(&paths.transcript_path(sid), sid);
-    if let Some(e) = err {
-        return Err(TxnError::Io(format!("cannot read the transcript: {e}")));
-    }
-    let msgs = session::msgs(&t);
+    let t = command_transcript(paths, sid)?;
     let root = paths.archive_root(sid);
-    let root_str = root.to_string_lossy().into_owned();
+    let root_str = absolute(&root);
     let jpath = paths.journal_path(sid);
     let jr = journal::read(&jpath).map_err(|e| io_err("cannot read", &jpath, e))?;
-
-    let mut events = replay::transcript_calls(&msgs, cfg);
-    events.extend(jr.entries.iter().map(|(_, e)| Event {
-        source: Source::Journal,
-        at: e.at.clone(),
-        call_id: e.call_id.clone(),
-        input: e.input.clone(),
-    }));
-    replay::order(&mut events);
-    let rep = replay::replay(&msgs, &events, cfg, sid, &root_str);
+    let p = Projection::new(session::messages(&t));
+    let uuids = session::message_uuids(&t);
+    let batches: Vec<JournalBatch> = jr
+        .entries
+        .iter()
+        .map(|(_, e)| journal_batch(e, &p, &uuids, &t))
+        .collect();
+    let created = now.to_rfc3339_opts(SecondsFormat::Secs, true);
+    let place = Placement {
+        root: &root_str,
+        session: sid,
+        created: &created,
+        now: now.timestamp(),
+    };
+    let rep = rebuild::rebuild(&p, cfg, sid, &place, &batches, &noa_session::runtime_path);
     let mut state = rep.state;
 
-    // Carry over what normafs does not interpret from a parsable old state.
+    // Carry over what normafs does not interpret from a parsable old state, and the creation
+    // time of a block the old state holds with the same id and call.
     let spath = paths.state_path(sid);
     let old_bytes = crate::format::read_no_follow(&spath).ok();
     let old = old_bytes.as_deref().map(parse_state);
@@ -685,24 +828,26 @@ pub fn rebuild(
         Some(Ok(o)) => {
             state.extra = o.extra.clone();
             state.derived_from = o.derived_from.clone();
-            state.nudge = o.nudge.clone();
-            for b in state.blocks.iter_mut() {
-                if let Some(ob) = o.blocks.iter().find(|ob| {
-                    ob.block_id.name() == b.block_id.name()
-                        && ob.compress_call_id == b.compress_call_id
-                }) {
-                    b.extra = ob.extra.clone();
+            if let Some(blocks) = state.blocks.as_mut() {
+                for b in blocks.iter_mut() {
+                    if let Some(ob) = o.blocks().iter().find(|ob| {
+                        ob.block_id == b.block_id && ob.compress_call_id == b.compress_call_id
+                    }) {
+                        b.extra = ob.extra.clone();
+                        if ob.created_at != 0 {
+                            b.created_at = ob.created_at;
+                        }
+                    }
                 }
             }
-            let reproduced: HashSet<(String, String)> = state
-                .blocks
+            let reproduced: HashSet<(&str, &str)> = state
+                .blocks()
                 .iter()
-                .map(|b| (b.block_id.name(), b.compress_call_id.clone()))
+                .map(|b| (b.block_id.as_str(), b.compress_call_id.as_str()))
                 .collect();
-            let lost = o
-                .blocks
-                .iter()
-                .any(|ob| !reproduced.contains(&(ob.block_id.name(), ob.compress_call_id.clone())));
+            let lost = o.blocks().iter().any(|ob| {
+                !reproduced.contains(&(ob.block_id.as_str(), ob.compress_call_id.as_str()))
+            });
             if lost {
                 kept_state = Some(spath.with_file_name(format!("state.json.replaced-{stamp}")));
             }
@@ -712,21 +857,19 @@ pub fn rebuild(
         }
         None => {}
     }
-    let mat = view::materialize(&msgs, &state, cfg);
-    let mut final_state = state.clone();
-    compress::record_refs(&mut final_state, &mat);
 
     // Archives: adopt matching ones, rewrite others keeping the old file beside.
     let (mut adopted, mut written, mut replaced) = (Vec::new(), Vec::new(), Vec::new());
-    for (_, blocks) in &rep.applied {
-        for p in blocks {
-            match place_archive(&root, p, &stamp)? {
-                ArchivePlacement::Adopted => adopted.push(p.block.archive_rel.clone()),
-                ArchivePlacement::Written => written.push(p.block.archive_rel.clone()),
-                ArchivePlacement::Replaced(k) => replaced.push(json!({"archive": p.block.archive_rel, "kept": k.strip_prefix(&root).unwrap_or(&k).to_string_lossy()})),
-            }
-            failpoint::hit("rebuild.after-archive").map_err(|e| io_err("rebuild", &root, e))?;
+    for a in &rep.archives {
+        let Some(b) = state.blocks().iter().find(|b| b.block_id == a.block_id) else {
+            continue;
+        };
+        match place_archive(&root, b, &archive_text(a), &stamp)? {
+            ArchivePlacement::Adopted => adopted.push(b.archive_rel.clone()),
+            ArchivePlacement::Written => written.push(b.archive_rel.clone()),
+            ArchivePlacement::Replaced(k) => replaced.push(json!({"archive": b.archive_rel, "kept": k.strip_prefix(&root).unwrap_or(&k).to_string_lossy()})),
         }
+        failpoint::hit("rebuild.after-archive").map_err(|e| io_err("rebuild", &root, e))?;
     }
     if let Some(k) = &kept_state {
         if let Some(bytes) = &old_bytes {
@@ -738,36 +881,32 @@ pub fn rebuild(
     }
     failpoint::hit("rebuild.before-state").map_err(|e| io_err("rebuild", &spath, e))?;
     durable::create_dir_all_durable(&root).map_err(|e| io_err("cannot create", &root, e))?;
-    durable::atomic_replace(&spath, final_state.to_pretty().as_bytes())
+    durable::atomic_replace(&spath, state.to_json().as_bytes())
         .map_err(|e| io_err("cannot write", &spath, e))?;
     failpoint::hit("rebuild.after-state").map_err(|e| io_err("rebuild", &spath, e))?;
 
-    let skipped: Vec<Value> = rep
-        .skipped
-        .iter()
-        .map(|(c, why)| json!({"callId": c, "reason": why}))
-        .collect();
     let message = format!(
         "rebuilt {} block(s) from {} call(s); {} archive(s) adopted, {} written, {} replaced{}",
-        final_state.blocks.len(),
-        rep.applied.len(),
+        state.blocks().len(),
+        rep.replayed,
         adopted.len(),
         written.len(),
         replaced.len(),
-        if skipped.is_empty() {
+        if rep.skipped.is_empty() {
             String::new()
         } else {
-            format!("; {} call(s) skipped", skipped.len())
+            format!("; {} call(s) skipped", rep.skipped.len())
         }
     );
     Ok(Outcome {
         message,
         result: json!({
-            "blocks": final_state.blocks.len(),
+            "blocks": state.blocks().len(),
+            "replayed": rep.replayed,
             "adopted": adopted,
             "written": written,
             "replaced": replaced,
-            "skipped": skipped,
+            "skipped": rep.skipped,
             "keptState": kept_state.map(|k| k.to_string_lossy().into_owned()),
             "recovery": notes,
         }),

@@ -12,8 +12,8 @@ use super::pipeline::{truncate_threshold, Turn};
 use super::session::Projection;
 use super::tokens;
 use crate::config::NoaConfig;
-use crate::format::state_v1::State;
-use crate::format::tier_archive::{self, MessageEntry, MessageKind};
+use crate::format::archive::{self, MessageEntry, MessageKind};
+use crate::format::state::State;
 use crate::format::transcript::Usage;
 
 /// How many ancestors a fork may inherit from.
@@ -114,7 +114,13 @@ fn block_md(out: &mut String, b: &OutBlock<'_>) {
 
 /// `view.md`: the view for people — what the model is sent, message by message, each summary
 /// with the archive that holds its originals and the `raw/` file that shows them.
-pub fn markdown(out_msgs: &Assembled<'_>, t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig, session: &str) -> String {
+pub fn markdown(
+    out_msgs: &Assembled<'_>,
+    t: &Turn<'_, '_>,
+    state: &State,
+    cfg: &NoaConfig,
+    session: &str,
+) -> String {
     let mut s = String::new();
     let live: usize = t.active.iter().filter(|a| **a).count();
     let _ = writeln!(s, "# View of {session}\n");
@@ -134,9 +140,20 @@ pub fn markdown(out_msgs: &Assembled<'_>, t: &Turn<'_, '_>, state: &State, cfg: 
     for m in &out_msgs.messages {
         match &m.meta {
             Meta::Message { refs, truncated } => {
-                let names: Vec<String> = refs.iter().filter_map(|r| r.name().map(|n| n.into_owned())).collect();
-                let refs = if names.is_empty() { String::new() } else { format!("{} · ", names.join(" ")) };
-                let cut = if *truncated { " · truncated for this request" } else { "" };
+                let names: Vec<String> = refs
+                    .iter()
+                    .filter_map(|r| r.name().map(|n| n.into_owned()))
+                    .collect();
+                let refs = if names.is_empty() {
+                    String::new()
+                } else {
+                    format!("{} · ", names.join(" "))
+                };
+                let cut = if *truncated {
+                    " · truncated for this request"
+                } else {
+                    ""
+                };
                 let _ = writeln!(s, "## {refs}{}{cut}\n", m.role);
             }
             Meta::Summary { block, tier, range } => {
@@ -154,7 +171,11 @@ pub fn markdown(out_msgs: &Assembled<'_>, t: &Turn<'_, '_>, state: &State, cfg: 
                 let _ = writeln!(
                     s,
                     "Archive: `{}` · originals: `raw/{range}.md`\n",
-                    if b.archive_rel.is_empty() { &b.archive_path } else { &b.archive_rel }
+                    if b.archive_rel.is_empty() {
+                        &b.archive_path
+                    } else {
+                        &b.archive_rel
+                    }
                 );
             }
         }
@@ -191,7 +212,12 @@ pub enum RawError {
 /// `raw/<start>-<end>.md` (and `raw/<ref>.md`): every content message of the transcript from
 /// `start` to `end` in projection order, untruncated, compressed or not, rendered like archive
 /// entries.
-pub fn raw_range(p: &Projection<'_>, slots: &[Slot], start: u32, end: u32) -> Result<String, RawError> {
+pub fn raw_range(
+    p: &Projection<'_>,
+    slots: &[Slot],
+    start: u32,
+    end: u32,
+) -> Result<String, RawError> {
     let at = |n: u32| {
         slots
             .iter()
@@ -200,7 +226,10 @@ pub fn raw_range(p: &Projection<'_>, slots: &[Slot], start: u32, end: u32) -> Re
     };
     let (s, e) = (at(start)?, at(end)?);
     if s > e {
-        return Err(RawError::Reversed(super::refs::format_ref(start), super::refs::format_ref(end)));
+        return Err(RawError::Reversed(
+            super::refs::format_ref(start),
+            super::refs::format_ref(end),
+        ));
     }
     let entries: Vec<MessageEntry> = p.cores[s..=e]
         .iter()
@@ -221,9 +250,13 @@ pub fn raw_range(p: &Projection<'_>, slots: &[Slot], start: u32, end: u32) -> Re
     let title = if start == end {
         format!("# Raw {}\n\n", super::refs::format_ref(start))
     } else {
-        format!("# Raw {}–{}\n\n", super::refs::format_ref(start), super::refs::format_ref(end))
+        format!(
+            "# Raw {}–{}\n\n",
+            super::refs::format_ref(start),
+            super::refs::format_ref(end)
+        )
     };
-    Ok(format!("{title}{}", tier_archive::render_messages(&entries)))
+    Ok(format!("{title}{}", archive::render_messages(&entries)))
 }
 
 fn usage_json(u: &Usage) -> Value {

@@ -66,7 +66,10 @@ pub fn withdraw_split<'x>(msgs: &[&'x Core<'_>], folded: &mut HashSet<&'x str>) 
         if g.reasoning.is_empty() {
             continue;
         }
-        let reasoning_folded = g.reasoning.iter().any(|&i| folded.contains(msgs[i].id.as_str()));
+        let reasoning_folded = g
+            .reasoning
+            .iter()
+            .any(|&i| folded.contains(msgs[i].id.as_str()));
         if !reasoning_folded {
             continue;
         }

@@ -5,7 +5,7 @@ use super::assemble::{self, Assembled};
 use super::content::{self, Core, Origin, Slot};
 use super::pipeline::{self, Count, Turn};
 use crate::config::NoaConfig;
-use crate::format::state_v1::{Block, State};
+use crate::format::state::{Block, State};
 use crate::format::transcript::Message;
 
 /// A session's messages and their projection.

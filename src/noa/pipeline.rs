@@ -8,10 +8,12 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
-use super::content::{Core, Kind, Origin, Role, Slot, COMPRESS_TOOL, NUDGE_ID, SUMMARY_HEADER, SUMMARY_ID_PREFIX};
+use super::content::{
+    Core, Kind, Origin, Role, Slot, COMPRESS_TOOL, NUDGE_ID, SUMMARY_HEADER, SUMMARY_ID_PREFIX,
+};
 use super::{nudge, protect, refs, tokens, turns};
 use crate::config::NoaConfig;
-use crate::format::state_v1::{Block, State};
+use crate::format::state::{Block, State};
 
 /// A message of the view: a content message of the projection, or one noa made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -125,7 +127,10 @@ impl<'p, 'a> Turn<'p, 'a> {
             .collect();
         for &i in &self.new_refs {
             if let Some(name) = self.slots[i as usize].name() {
-                m.insert(Cow::Owned(name.into_owned()), self.proj[i as usize].id.as_str());
+                m.insert(
+                    Cow::Owned(name.into_owned()),
+                    self.proj[i as usize].id.as_str(),
+                );
             }
         }
         m
@@ -167,7 +172,9 @@ impl<'p, 'a> Turn<'p, 'a> {
                 slot => {
                     if let Some(name) = slot.name() {
                         out.message_refs.by_raw.insert(id.clone(), name.to_string());
-                        out.message_refs.by_ref.insert(name.into_owned(), id.clone());
+                        out.message_refs
+                            .by_ref
+                            .insert(name.into_owned(), id.clone());
                     }
                 }
             }
@@ -361,7 +368,11 @@ fn prune(
     for (i, c) in t.proj.iter().enumerate() {
         while next < anchors.len() && anchors[next].0 == i {
             let bi = anchors[next].2;
-            t.synth.push(summary_core(bi, &blocks[bi as usize], &archive_path(&blocks[bi as usize])));
+            t.synth.push(summary_core(
+                bi,
+                &blocks[bi as usize],
+                &archive_path(&blocks[bi as usize]),
+            ));
             items.push(Pos::Synth(t.synth.len() as u32 - 1));
             next += 1;
         }
@@ -370,7 +381,11 @@ fn prune(
         }
     }
     for &(_, _, bi) in &anchors[next..] {
-        t.synth.push(summary_core(bi, &blocks[bi as usize], &archive_path(&blocks[bi as usize])));
+        t.synth.push(summary_core(
+            bi,
+            &blocks[bi as usize],
+            &archive_path(&blocks[bi as usize]),
+        ));
         items.push(Pos::Synth(t.synth.len() as u32 - 1));
     }
     t.items = items;
@@ -383,7 +398,10 @@ fn keep_reasoning_of_visible_turns(msgs: &[&Core<'_>], covered: &mut HashSet<&st
         if g.reasoning.is_empty() {
             continue;
         }
-        if g.acts.iter().any(|&i| !covered.contains(msgs[i].id.as_str())) {
+        if g.acts
+            .iter()
+            .any(|&i| !covered.contains(msgs[i].id.as_str()))
+        {
             for &i in &g.reasoning {
                 covered.remove(msgs[i].id.as_str());
             }
@@ -514,7 +532,9 @@ fn hide_compress_calls(t: &mut Turn<'_, '_>, state: &State) {
         .items
         .iter()
         .map(|&p| t.core(p))
-        .filter(|c| c.is_compress_call() && !live_calls.contains(c.call) && !orphans_kept.contains(c.call))
+        .filter(|c| {
+            c.is_compress_call() && !live_calls.contains(c.call) && !orphans_kept.contains(c.call)
+        })
         .map(|c| c.call)
         .collect();
     let mut items = Vec::with_capacity(t.items.len());
@@ -580,7 +600,10 @@ pub fn stub_compress_arguments(text: &str) -> Option<String> {
     } else {
         list
     };
-    Some(format!("{prefix}{}", crate::format::gojson::marshal_go_any(&obj)))
+    Some(format!(
+        "{prefix}{}",
+        crate::format::gojson::marshal_go_any(&obj)
+    ))
 }
 
 /// The marker a cut tool result carries (detected by substring).

@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::content::{str_field, Core, Kind, Origin, Role, Slot};
 use super::pipeline::{Pos, Turn};
 use super::tokens;
-use crate::format::state_v1::State;
+use crate::format::state::State;
 use crate::format::transcript::{Content, Message, ToolResultContent};
 
 /// One content block in the runtime's model.
@@ -154,9 +154,16 @@ pub fn push_str(out: &mut Vec<u8>, s: &str) {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Meta {
     /// A transcript message: the refs of its content, whether truncation cut it.
-    Message { refs: Vec<Slot>, truncated: bool },
+    Message {
+        refs: Vec<Slot>,
+        truncated: bool,
+    },
     /// A block's summary.
-    Summary { block: String, tier: i64, range: String },
+    Summary {
+        block: String,
+        tier: i64,
+        range: String,
+    },
     Nudge(&'static str),
 }
 
@@ -359,12 +366,16 @@ pub fn assemble<'a>(
         while j < items.len() {
             let q = items[j];
             let cq = t.core(q);
-            let Origin::Block { msg: m2, block } = cq.origin else { break };
+            let Origin::Block { msg: m2, block } = cq.origin else {
+                break;
+            };
             if m2 != msg {
                 break;
             }
             j += 1;
-            let Some(src) = orig.content.get(block as usize) else { continue };
+            let Some(src) = orig.content.get(block as usize) else {
+                continue;
+            };
             let mut b = Block::of(src);
             let body = t.text(q);
             let slot = t.slot(q);
@@ -378,7 +389,9 @@ pub fn assemble<'a>(
                 }
                 Kind::Reasoning => b.thinking = Cow::Owned(body.to_string()),
                 Kind::ToolCall => {
-                    if body != b.input && serde_json::from_str::<serde::de::IgnoredAny>(body).is_ok() {
+                    if body != b.input
+                        && serde_json::from_str::<serde::de::IgnoredAny>(body).is_ok()
+                    {
                         b.input = Cow::Owned(body.to_string());
                     }
                 }
@@ -432,7 +445,10 @@ pub fn pair_tool_blocks(msgs: Vec<Out<'_>>) -> Vec<Out<'_>> {
         let blocks = m.content.take().unwrap_or_default();
         let mut kept = Vec::with_capacity(blocks.len());
         let mut kept_slots = Vec::with_capacity(blocks.len());
-        for (b, s) in blocks.into_iter().zip(m.slots.drain(..).chain(std::iter::repeat(Slot::None))) {
+        for (b, s) in blocks
+            .into_iter()
+            .zip(m.slots.drain(..).chain(std::iter::repeat(Slot::None)))
+        {
             let keep = match b.kind.as_ref() {
                 "tool_use" => results.contains(b.id.as_ref()),
                 "tool_result" => uses.contains(b.tool_use_id.as_ref()),
@@ -471,7 +487,9 @@ fn drop_empty(msgs: Vec<Out<'_>>) -> Vec<Out<'_>> {
                     .filter(|b| b.kind == "text")
                     .map(|b| b.text.len())
                     .sum();
-                let acts = blocks.iter().any(|b| b.kind == "tool_use" || b.kind == "thinking");
+                let acts = blocks
+                    .iter()
+                    .any(|b| b.kind == "tool_use" || b.kind == "thinking");
                 return text > 0 || acts;
             }
             true

@@ -8,7 +8,7 @@ use super::pipeline::Turn;
 use super::recommend::{self, ProtectedRange, RangeInfo, Recommendation};
 use super::tokens;
 use crate::config::NoaConfig;
-use crate::format::state_v1::State;
+use crate::format::state::State;
 
 /// Which nudge it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,7 +75,7 @@ pub fn cadence_gate(cfg: &NoaConfig) -> u64 {
         .max((cfg.min_growth_ratio * adaptive as f64) as u64)
 }
 
-fn span(b: &crate::format::state_v1::Block) -> BlockSpan {
+fn span(b: &crate::format::state::Block) -> BlockSpan {
     BlockSpan {
         block_id: b.block_id.clone(),
         tier: b.tier,
@@ -211,7 +211,8 @@ pub fn decide(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Decision {
         );
         return d;
     }
-    let tier2_threshold = tokens::round_half_up(adaptive as f64 * cfg.tier2_growth_multiplier).max(0) as u64;
+    let tier2_threshold =
+        tokens::round_half_up(adaptive as f64 * cfg.tier2_growth_multiplier).max(0) as u64;
     let t2_count_ready = counts[1] >= cfg.tier2_min_blocks && usage >= cfg.floor_ratio;
     let t3_count_ready = counts[2] >= cfg.tier3_min_blocks && usage >= cfg.floor_ratio;
     let cadence_ready = |tier: u32| {
@@ -241,7 +242,10 @@ pub fn decide(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Decision {
             );
             choose(&mut d, 2, reason);
         } else {
-            d.reason = format!("tier 2 held back by its cadence; {}", pending_summary(&pending));
+            d.reason = format!(
+                "tier 2 held back by its cadence; {}",
+                pending_summary(&pending)
+            );
         }
         return d;
     }
@@ -257,11 +261,17 @@ pub fn decide(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Decision {
             );
             choose(&mut d, 3, reason);
         } else {
-            d.reason = format!("tier 3 held back by its cadence; {}", pending_summary(&pending));
+            d.reason = format!(
+                "tier 3 held back by its cadence; {}",
+                pending_summary(&pending)
+            );
         }
         return d;
     }
-    d.reason = format!("growth ready but no tier qualifies; {}", pending_summary(&pending));
+    d.reason = format!(
+        "growth ready but no tier qualifies; {}",
+        pending_summary(&pending)
+    );
     d
 }
 
@@ -335,7 +345,11 @@ pub fn render(d: &Decision) -> String {
     if !d.targets.is_empty() {
         s.push_str("\nBlocks to fold:\n");
         for b in &d.targets {
-            let _ = writeln!(s, "- {} (tier {}): {}..{}", b.block_id, b.tier, b.start_ref, b.end_ref);
+            let _ = writeln!(
+                s,
+                "- {} (tier {}): {}..{}",
+                b.block_id, b.tier, b.start_ref, b.end_ref
+            );
         }
     } else {
         let rec = &d.recommendation;
@@ -362,7 +376,12 @@ pub fn render(d: &Decision) -> String {
             .rev()
             .map(|b| format!("{}(T{})={}..{}", b.block_id, b.tier, b.start_ref, b.end_ref))
             .collect();
-        let _ = writeln!(s, "\nLive blocks ({}): {}", d.blocks.len(), shown.join(", "));
+        let _ = writeln!(
+            s,
+            "\nLive blocks ({}): {}",
+            d.blocks.len(),
+            shown.join(", ")
+        );
     }
     s.push_str(
         "\nCall Compress with {\"content\":[{\"startId\":\"m00012\",\"endId\":\"m00045\",\

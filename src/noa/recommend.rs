@@ -8,7 +8,7 @@ use super::content::{Kind, Role, Slot, SUMMARY_HEADER};
 use super::pipeline::Turn;
 use super::{protect, tokens};
 use crate::config::NoaConfig;
-use crate::format::state_v1::State;
+use crate::format::state::State;
 
 /// Ranges smaller than this are not offered (a fragment would fail the batch's size gate).
 pub const VIABLE_RANGE_MIN_TOKENS: u64 = 200;

@@ -61,9 +61,14 @@ impl Kind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin {
     /// Index of the message in the slice given to [`project`], and of the block in it.
-    Block { msg: u32, block: u32 },
+    Block {
+        msg: u32,
+        block: u32,
+    },
     /// A rendered summary: the index of its block in the state.
-    Summary { block: u32 },
+    Summary {
+        block: u32,
+    },
     Nudge,
 }
 
@@ -292,7 +297,13 @@ pub fn block_core<'a>(
     let user = role == "user";
     Some(match c {
         Content::Text(t) if user => (Role::User, Kind::Text, strip_ref_tag(&t.text), "", ""),
-        Content::Text(t) => (Role::Assistant, Kind::Text, Cow::Borrowed(t.text.as_str()), "", ""),
+        Content::Text(t) => (
+            Role::Assistant,
+            Kind::Text,
+            Cow::Borrowed(t.text.as_str()),
+            "",
+            "",
+        ),
         Content::Thinking(t) => (
             Role::Assistant,
             Kind::Reasoning,
@@ -346,7 +357,13 @@ pub fn block_core<'a>(
                     Some(i) => Cow::Owned(i.to_string()),
                 };
                 let call = str_field(v, "id");
-                (Role::Assistant, Kind::ToolCall, input, str_field(v, "name"), call)
+                (
+                    Role::Assistant,
+                    Kind::ToolCall,
+                    input,
+                    str_field(v, "name"),
+                    call,
+                )
             }
             "tool_result" => {
                 let call = str_field(v, "tool_use_id");
@@ -399,14 +416,20 @@ mod tests {
 
     #[test]
     fn strips_only_one_trailing_tag() {
-        assert_eq!(strip_ref_tag("hi\n<noa-ref id=\"m00001\" tokens=\"1\"/>"), "hi");
+        assert_eq!(
+            strip_ref_tag("hi\n<noa-ref id=\"m00001\" tokens=\"1\"/>"),
+            "hi"
+        );
         assert_eq!(strip_ref_tag("<noa-ref id=\"m00001\" tokens=\"1\"/>"), "");
         assert_eq!(strip_ref_tag("hi\n\n<noa-ref id=\"m00001\"/>\n"), "hi\n");
         assert_eq!(
             strip_ref_tag("<noa-ref id=\"m00001\"/> then text"),
             "<noa-ref id=\"m00001\"/> then text"
         );
-        assert_eq!(strip_ref_tag("x <noa-ref id=\"m1\"/>"), "x <noa-ref id=\"m1\"/>");
+        assert_eq!(
+            strip_ref_tag("x <noa-ref id=\"m1\"/>"),
+            "x <noa-ref id=\"m1\"/>"
+        );
     }
 
     #[test]

@@ -8,8 +8,8 @@ use super::content::{Kind, COMPRESS_TOOL};
 use super::pipeline::{self, Count};
 use super::session::{ArchivePath, Projection};
 use crate::config::NoaConfig;
-use crate::format::state_v1::State;
-use crate::format::tier_archive::Archive;
+use crate::format::archive::Archive;
+use crate::format::state::State;
 
 /// A batch normafs committed through ctl (a line of `ctl.jsonl`).
 #[derive(Debug, Clone)]
@@ -78,7 +78,8 @@ pub fn rebuild(
             Event::Call { index } => {
                 let c = &cores[index];
                 if !succeeded.get(c.call).copied().unwrap_or(false) {
-                    out.skipped.push(format!("{}: its result reports no block", c.call));
+                    out.skipped
+                        .push(format!("{}: its result reports no block", c.call));
                     continue;
                 }
                 let parsed = args::parse(&c.text);
@@ -98,7 +99,8 @@ pub fn rebuild(
                     msgs: p.msgs.clone(),
                     cores: prefix.to_vec(),
                 };
-                let applied = ctl_apply(&sub, &out.state, cfg, &parsed.ranges, &b.call, place, path);
+                let applied =
+                    ctl_apply(&sub, &out.state, cfg, &parsed.ranges, &b.call, place, path);
                 (true, b.call.clone(), applied)
             }
         };
@@ -113,7 +115,8 @@ pub fn rebuild(
         }
         // A ctl batch is all or nothing, then and now.
         if journal_batch && !applied.whole() {
-            out.skipped.push(format!("{call}: part of the batch no longer applies"));
+            out.skipped
+                .push(format!("{call}: part of the batch no longer applies"));
             continue;
         }
         out.archives.extend(applied.archives);
@@ -121,8 +124,12 @@ pub fn rebuild(
         out.replayed += 1;
     }
     // Keep only the archives of blocks the final state holds.
-    let ids: std::collections::HashSet<&str> =
-        out.state.blocks().iter().map(|b| b.block_id.as_str()).collect();
+    let ids: std::collections::HashSet<&str> = out
+        .state
+        .blocks()
+        .iter()
+        .map(|b| b.block_id.as_str())
+        .collect();
     out.archives.retain(|a| ids.contains(a.block_id.as_str()));
     out
 }

@@ -350,7 +350,8 @@ fn string_field(m: &Map<String, Value>, key: &str) -> String {
 
 fn int_field(m: &Map<String, Value>, key: &str) -> Option<i64> {
     let f = m.get(key)?.as_f64()?;
-    f.is_finite().then(|| f.trunc().clamp(i64::MIN as f64, i64::MAX as f64) as i64)
+    f.is_finite()
+        .then(|| f.trunc().clamp(i64::MIN as f64, i64::MAX as f64) as i64)
 }
 
 fn to_ranges(
@@ -389,7 +390,11 @@ fn to_ranges(
             start,
             end,
             summary,
-            topic: if own.is_empty() { topic.to_string() } else { own },
+            topic: if own.is_empty() {
+                topic.to_string()
+            } else {
+                own
+            },
             summary_max_chars: int_field(e, "summaryMaxChars").or(max),
         });
     }
@@ -412,7 +417,10 @@ mod tests {
         assert_eq!(p.ranges[0].summary, "s");
         assert_eq!(p.ranges[0].topic, "t");
         let p = one(r#"{"content":[{"messageId":"m7","summary":"x"}]}"#);
-        assert_eq!((p.ranges[0].start.as_str(), p.ranges[0].end.as_str()), ("m7", "m7"));
+        assert_eq!(
+            (p.ranges[0].start.as_str(), p.ranges[0].end.as_str()),
+            ("m7", "m7")
+        );
     }
 
     #[test]
