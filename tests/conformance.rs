@@ -213,7 +213,7 @@ fn tokens_and_refs_equal_the_runtimes() {
         assert_eq!(proj.len(), want.len(), "{}: content messages", s.sid);
         for (i, (c, w)) in proj.iter().zip(want).enumerate() {
             let got = serde_json::json!({
-                "id": c.id, "role": c.role.as_str(), "contentType": c.kind.as_str(),
+                "id": &*c.id, "role": c.role.as_str(), "contentType": c.kind.as_str(),
                 "toolName": c.tool, "toolCallId": c.call,
                 "tokens": normafs::noa::tokens::count(&c.text),
                 "runes": c.text.chars().count(),

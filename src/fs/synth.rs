@@ -546,23 +546,20 @@ impl Synth {
                 let t = self.transcript(sid)?;
                 let mut tf = t.lock();
                 // After appends, ids and lines are computed for the new messages only.
-                let memo = tf.take_memo::<view::ViewMemo>();
+                let mut memo = tf.take_memo::<view::ViewMemo>().unwrap_or_default();
                 let tr = tf.transcript();
-                let (p, projection) = Projection::with_memo(
-                    session::messages(tr),
-                    memo.as_ref().map(|m| &m.projection),
-                );
+                let p = Projection::with_memo(session::messages(tr), &mut memo.projection);
                 let path = &view::runtime_path;
                 let (mut new_view, mut new_mat) = (None, None);
                 let out: Bytes = match kind {
                     SynthKind::View => {
-                        let prev = memo.as_ref().map(|m| &m.view);
+                        let prev = Some(&memo.view);
                         let (b, lines) = view::view_bytes(&p, &state, cfg, path, prev);
                         new_view = Some(lines);
                         b
                     }
                     SynthKind::Materialized => {
-                        let prev = memo.as_ref().map(|m| &m.materialized);
+                        let prev = Some(&memo.materialized);
                         let (b, lines) = view::materialized_bytes(&p, &state, cfg, path, prev);
                         new_mat = Some(lines);
                         b
@@ -618,13 +615,13 @@ impl Synth {
                     }
                 };
                 drop(p);
-                let (old_view, old_mat) =
-                    memo.map_or_else(Default::default, |m| (m.view, m.materialized));
-                tf.keep_memo(view::ViewMemo {
-                    projection,
-                    view: new_view.unwrap_or(old_view),
-                    materialized: new_mat.unwrap_or(old_mat),
-                });
+                if let Some(v) = new_view {
+                    memo.view = v;
+                }
+                if let Some(m) = new_mat {
+                    memo.materialized = m;
+                }
+                tf.keep_memo(memo);
                 Ok(out)
             }
             Node::Raw(sid, start, end) => {
