@@ -424,6 +424,8 @@ struct Known {
     /// Its text is its block's own text as stored (no tag stripped, one text): taken without
     /// looking at it again.
     plain: bool,
+    /// A tool result's call (message, block), when found: its tool name without a lookup.
+    call_at: Option<(u32, u32)>,
 }
 
 /// What a projection keeps so that the projection of the same messages plus appended ones
@@ -537,10 +539,14 @@ impl ProjectionMemo {
                     let (Some(id), Some(kn)) = (self.ids.get(k), self.known.get(k).copied()) else {
                         break;
                     };
+                    let known_name = |call: &str| match kn.call_at {
+                        Some(at) => call_name(msgs, at),
+                        None => names(call),
+                    };
                     let core = if kn.plain {
-                        plain_core(&m.role, c, &names)
+                        plain_core(&m.role, c, &known_name)
                     } else {
-                        block_core(&m.role, c, &names)
+                        block_core(&m.role, c, &known_name)
                     };
                     let Some((role, kind, text, tool, call)) = core else {
                         continue;
@@ -568,10 +574,16 @@ impl ProjectionMemo {
                 // Borrowed: nothing was stripped or joined.
                 let plain = matches!(text, Cow::Borrowed(_));
                 let (tokens, chars) = measure(&text);
+                let call_at = if kind == Kind::ToolResult {
+                    calls.get(call).copied()
+                } else {
+                    None
+                };
                 self.known.push(Known {
                     tokens,
                     chars,
                     plain,
+                    call_at,
                 });
                 let id: Arc<str> =
                     Arc::from(self.repeats.next(id_digest(role, kind, call, tool, &text)));
