@@ -491,7 +491,7 @@ pub fn thinking(rng: &mut Rng) -> String {
 
 /// The tools the generator calls (besides Compress and Task).
 pub const TOOLS: &[&str] = &[
-    "Read", "Read", "Read", "Bash", "Bash", "Grep", "Edit", "Edit", "Glob", "Write",
+    "Read", "Read", "Read", "Bash", "Bash", "Grep", "Edit", "Edit", "Glob", "LS", "Write",
 ];
 
 /// A realistic input for `tool`.
@@ -522,6 +522,7 @@ pub fn tool_input(rng: &mut Rng, tool: &str) -> Value {
         "Glob" => {
             json!({"pattern": rng.pick(&["**/*.rs", "src/**/*.rs", "tests/*.rs", "**/*.md"])})
         }
+        "LS" => json!({"path": format!("/home/dev/project/{}", rng.pick(&["src", "src/fs", "tests", "scripts"]))}),
         "Write" => {
             let mut content = String::new();
             for _ in 0..rng.range(3, 12) {
@@ -595,7 +596,7 @@ pub fn tool_output(rng: &mut Rng, tool: &str, size: usize) -> String {
                 rng.range(1, 900),
                 code_line(rng).trim_start()
             )),
-            "Glob" => s.push_str(&format!("/home/dev/project/{}", path(rng))),
+            "Glob" | "LS" => s.push_str(&format!("/home/dev/project/{}", path(rng))),
             _ => s.push_str(&log_line(rng)),
         }
     }
