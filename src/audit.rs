@@ -17,20 +17,21 @@ pub use crate::format::loader::Severity;
 use crate::format::loader::Transcript;
 use crate::format::memory;
 use crate::format::state::StateLoadError;
-use crate::format::transcript::Content;
-use crate::noa::refs::{self, ref_number};
-use crate::noa::view;
+use crate::noa::session::Projection;
+use crate::noa::{pipeline, protect, refs};
 use crate::store::root::{Discovery, RootPaths};
 use crate::store::session::SessionData;
 
 /// Every code of the SPEC 9 catalogue, in its order: transcript, state, archive (the
-/// per-session codes), then memory and root.
-pub const CATALOGUE: [&str; 37] = [
+/// per-session codes), then memory, root and normafs's journal.
+pub const CATALOGUE: [&str; 44] = [
     "transcript.malformed-line",
+    "transcript.line-too-long",
     "transcript.duplicate-uuid",
     "transcript.torn-tail",
     "transcript.parent-chain",
     "transcript.session-mismatch",
+    "transcript.bad-shape",
     "transcript.orphan-tool-result",
     "transcript.unanswered-tool-use",
     "transcript.pending-tool-use",
@@ -45,14 +46,17 @@ pub const CATALOGUE: [&str; 37] = [
     "state.overlap",
     "state.dead-block",
     "state.next-block-id",
-    "state.consumed-active",
     "state.stats",
+    "state.inherited",
     "state.unreplayable",
     "state.behind-journal",
+    "state.runtime-unaware",
+    "state.unknown-keys",
     "archive.missing",
     "archive.moved",
     "archive.mismatch",
     "archive.corrupt",
+    "archive.truncated",
     "archive.orphan",
     "archive.temp-debris",
     "memory.slug-collision",
@@ -63,6 +67,8 @@ pub const CATALOGUE: [&str; 37] = [
     "memory.unknown-type",
     "memory.index-stale",
     "root.bad-name",
+    "journal.malformed",
+    "journal.torn-tail",
 ];
 
 /// One finding.
@@ -244,11 +250,46 @@ pub fn safe_rel(rel: &str) -> bool {
         && !rel.contains('\0')
 }
 
-/// Audit one session into `a`.
+/// At most this many examples are named in one finding that stands for many.
+const EXAMPLES: usize = 5;
+
+fn examples(items: &[String]) -> String {
+    let mut s = items
+        .iter()
+        .take(EXAMPLES)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if items.len() > EXAMPLES {
+        s.push_str(&format!(" and {} more", items.len() - EXAMPLES));
+    }
+    s
+}
+
+/// The session an absolute `archivePath` lies in (`<base>/<sid>/tier<N>/<file>`), when it is
+/// not `own`.
+fn other_session<'p>(archive_path: &'p str, own: &str) -> Option<&'p str> {
+    let mut parts = archive_path.rsplit('/');
+    let (_file, tier, sid) = (parts.next()?, parts.next()?, parts.next()?);
+    (crate::store::session::is_tier_dir(tier) && sid != own && !sid.is_empty()).then_some(sid)
+}
+
+/// Audit one session into `a`: its transcripts, journal, `state.json` and archives (SPEC 9).
 pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: PathStyle) {
+    audit_session_in(a, s, cfg, style, None);
+}
+
+/// [`audit_session`] with the root's paths, so that archives of inherited blocks are found in
+/// the sessions they live in.
+pub fn audit_session_in(
+    a: &mut Audit,
+    s: &SessionData,
+    cfg: &NoaConfig,
+    style: PathStyle,
+    paths: Option<&RootPaths>,
+) {
     let sid = &s.sid;
-    let tpath = style.transcript(sid);
-    transcript_findings(a, &s.transcript, &tpath);
+    transcript_findings(a, &s.transcript, &style.transcript(sid));
     for (aid, _, t) in &s.sidechains {
         transcript_findings(a, t, &style.sidechain(sid, aid));
     }
@@ -263,11 +304,7 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
         String::new()
     };
     let lines = StateLines::new(&state_text);
-    let block_line = |name: &str| {
-        lines
-            .line_of(&format!("\"blockId\": \"{name}\""))
-            .or_else(|| lines.line_of(&format!("\"blockId\":\"{name}\"")))
-    };
+    let block_line = |name: &str| lines.line_of(&format!("\"blockId\": \"{name}\""));
     let journal_path = style.archive(sid, "ctl.jsonl");
     let journal = match &s.journal {
         Ok(j) => Some(j),
@@ -315,7 +352,7 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
                 code,
                 spath.clone(),
                 None,
-                format!("{e}; the view uses an empty state (run `rebuild` to recover)"),
+                format!("{e}; the runtime starts this session from an empty state (run `rebuild` to recover)"),
             );
         }
         None if !s.state.exists && s.transcript_exists => {
@@ -329,9 +366,9 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
         }
         None => {}
     }
-
+    let usable = s.state.exists && s.state.error.is_none();
     let st = &s.state.state;
-    if s.state.exists && s.state.error.is_none() && st.session_id != *sid {
+    if usable && st.session_id != *sid {
         a.push(
             Severity::Error,
             "state.session-mismatch",
@@ -340,97 +377,124 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
             format!("sessionId is {:?}, the session is {sid:?}", st.session_id),
         );
     }
+    if usable {
+        let unknown = st.unknown_keys();
+        if !unknown.is_empty() {
+            a.push(
+                Severity::Warn,
+                "state.unknown-keys",
+                spath.clone(),
+                None,
+                format!(
+                    "keys the runtime does not know and drops at its next save: {}",
+                    examples(&unknown)
+                ),
+            );
+        }
+    }
 
-    let msgs = s.msgs();
-    let present: HashSet<&str> = msgs.iter().map(|m| m.raw_id).collect();
+    // The projection and the refs a view hands out: what the state's refs and ranges name.
+    let p = Projection::new(s.messages());
+    let (slots, _) = refs::assign(&p.cores, st, |c| protect::is_hard(c, cfg));
+    let present: HashSet<&str> = p.cores.iter().map(|c| c.id.as_str()).collect();
 
     // Ref maps.
     let refs_map = &st.message_refs;
-    for (raw, r) in &refs_map.by_raw {
-        if refs_map.by_ref.get(r) != Some(raw) {
-            a.push(
-                Severity::Error,
-                "state.ref-map",
-                spath.clone(),
-                lines.line_of(&format!("\"{raw}\": \"{r}\"")),
+    let mut disagree: Vec<(String, Option<u64>)> = Vec::new();
+    let mut raws: Vec<(&String, &String)> = refs_map.by_raw.iter().collect();
+    raws.sort();
+    for (raw, r) in raws {
+        if r != refs::BLOCKED && refs_map.by_ref.get(r) != Some(raw) {
+            disagree.push((
                 format!("byRaw maps {raw} to {r} but byRef does not map {r} back"),
-            );
+                lines.line_of(&format!("\"{raw}\": \"{r}\"")),
+            ));
         }
     }
-    for (r, raw) in &refs_map.by_ref {
-        if refs_map.by_raw.get(raw) != Some(r) {
-            a.push(
-                Severity::Error,
-                "state.ref-map",
-                spath.clone(),
-                lines.line_of(&format!("\"{r}\": \"{raw}\"")),
+    let mut by_ref: Vec<(&String, &String)> = refs_map.by_ref.iter().collect();
+    by_ref.sort();
+    for (r, raw) in &by_ref {
+        if refs_map.by_raw.get(*raw) != Some(*r) {
+            disagree.push((
                 format!("byRef maps {r} to {raw} but byRaw does not map {raw} back"),
-            );
+                lines.line_of(&format!("\"{r}\": \"{raw}\"")),
+            ));
         }
     }
-    if s.transcript_exists || !msgs.is_empty() {
-        for (r, raw) in &refs_map.by_ref {
-            if !present.contains(raw.as_str()) {
-                a.push(
-                    Severity::Error,
-                    "state.dangling-ref",
-                    spath.clone(),
-                    lines.line_of(&format!("\"{r}\": \"{raw}\"")),
-                    format!("{r} names message {raw}, which is not in the transcript"),
-                );
-            }
+    for (m, line) in disagree {
+        a.push(Severity::Error, "state.ref-map", spath.clone(), line, m);
+    }
+    if s.transcript_exists || !p.msgs.is_empty() {
+        let mut dangling: Vec<String> = refs_map
+            .by_raw
+            .iter()
+            .filter(|(raw, _)| !present.contains(raw.as_str()))
+            .map(|(raw, r)| format!("{r} ({raw})"))
+            .collect();
+        dangling.sort();
+        if !dangling.is_empty() {
+            a.push(
+                Severity::Warn,
+                "state.dangling-ref",
+                spath.clone(),
+                None,
+                format!(
+                    "{} recorded ref(s) name content that is not in the transcript's projection: {}",
+                    dangling.len(),
+                    examples(&dangling)
+                ),
+            );
         }
     }
 
-    // The ref assignment, the tool ids and the live set serve only the checks of blocks; most
-    // sessions have none, and a session without blocks skips computing them.
-    let has_blocks = !st.blocks.is_empty();
-    let assigned = has_blocks.then(|| refs::assign(st, &msgs));
+    let blocks = st.blocks();
     let known_ref = |r: &str| {
-        refs_map.by_ref.contains_key(r) || assigned.as_ref().is_some_and(|a| a.msg_of(r).is_some())
+        refs_map.by_ref.contains_key(r)
+            || refs::parse_ref(r).is_some_and(|n| slots.iter().any(|s| s.number() == Some(n)))
     };
-    let by_name: HashMap<String, usize> = st
-        .blocks
+    let by_name: HashMap<&str, usize> = blocks
         .iter()
         .enumerate()
-        .map(|(i, b)| (b.block_id.name(), i))
+        .map(|(i, b)| (b.block_id.as_str(), i))
         .collect();
-    let mut max_block = 0u64;
-    let tool_ids: HashSet<&str> = if has_blocks {
-        msgs.iter()
-            .flat_map(|m| m.message.content.iter())
-            .filter_map(|c| match c {
-                Content::ToolUse(u) => Some(u.id.as_str()),
-                _ => None,
-            })
-            .collect()
-    } else {
-        HashSet::new()
-    };
+    let tool_ids: HashSet<&str> = p
+        .cores
+        .iter()
+        .filter(|c| c.kind == crate::noa::content::Kind::ToolCall)
+        .map(|c| c.call)
+        .collect();
     let journal_calls: HashSet<&str> = journal
         .map(|j| j.entries.iter().map(|(_, e)| e.call_id.as_str()).collect())
         .unwrap_or_default();
-    let live = if has_blocks {
-        view::materialize(&msgs, st, cfg).live
-    } else {
+    let live = if blocks.is_empty() {
         Vec::new()
+    } else {
+        pipeline::prune_only(&p.cores, st, cfg, &crate::noa::session::runtime_path).active
     };
-    let root_str = s.archive_root_str();
+    let absorbed: HashSet<&str> = blocks
+        .iter()
+        .flat_map(|b| b.direct_block_ids.iter().map(String::as_str))
+        .collect();
     // Archives of committed journal batches are not orphans, even before a roll-forward.
-    let mut referenced: HashSet<&str> = journal
+    let mut referenced: HashSet<String> = journal
         .map(|j| {
             j.entries
                 .iter()
                 .flat_map(|(_, e)| e.blocks.iter())
                 .filter_map(|b| b.get("archiveRel").and_then(|v| v.as_str()))
+                .map(str::to_string)
                 .collect()
         })
         .unwrap_or_default();
+    let mut max_block = 0u32;
+    let mut inherited_from: Vec<String> = Vec::new();
+    let mut ctl_made: Vec<String> = Vec::new();
+    let mut moved: Vec<String> = Vec::new();
 
-    for b in &st.blocks {
-        let name = b.block_id.name();
-        let line = block_line(&name);
-        max_block = max_block.max(b.block_id.number().unwrap_or(0));
+    for b in blocks {
+        let name = b.block_id.as_str();
+        let line = block_line(name);
+        max_block = max_block.max(refs::parse_block_id(name).unwrap_or(0));
         for (label, r) in [("startRef", &b.start_ref), ("endRef", &b.end_ref)] {
             if !known_ref(r) {
                 a.push(
@@ -438,11 +502,11 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
                     "state.block-range",
                     spath.clone(),
                     line,
-                    format!("{name}: {label} {r} is not a known ref"),
+                    format!("{name}: {label} {r:?} is not a known ref"),
                 );
             }
         }
-        if let (Some(x), Some(y)) = (ref_number(&b.start_ref), ref_number(&b.end_ref)) {
+        if let (Some(x), Some(y)) = (refs::parse_ref(&b.start_ref), refs::parse_ref(&b.end_ref)) {
             if x > y {
                 a.push(
                     Severity::Error,
@@ -457,46 +521,45 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
             }
         }
         for child in &b.direct_block_ids {
-            match by_name.get(&child.name()) {
-                None => a.push(
+            if !by_name.contains_key(child.as_str()) {
+                a.push(
                     Severity::Error,
                     "state.unknown-block",
                     spath.clone(),
                     line,
                     format!("{name} absorbed {child}, which is not in blocks"),
-                ),
-                Some(&ci) if st.blocks[ci].active => a.push(
-                    Severity::Warn,
-                    "state.consumed-active",
-                    spath.clone(),
-                    block_line(&child.name()),
-                    format!("{child} was absorbed by {name} but is still active"),
-                ),
-                Some(_) => {}
+                );
             }
         }
         if b.active
+            && !absorbed.contains(name)
             && !b
                 .effective_message_ids
                 .iter()
-                .all(|id| present.contains(id.as_str()))
+                .any(|id| present.contains(id.as_str()))
         {
-            let missing = b
-                .effective_message_ids
-                .iter()
-                .filter(|id| !present.contains(id.as_str()))
-                .count();
-            a.push(Severity::Warn, "state.dead-block", spath.clone(), line, format!("{name} is active but {missing} of its messages are not in the transcript; the view ignores it"));
+            a.push(
+                Severity::Warn,
+                "state.dead-block",
+                spath.clone(),
+                line,
+                format!("{name} is active but none of its messages is in the transcript; the view leaves it out"),
+            );
         }
-        if b.compress_call_id.is_empty()
-            || (!tool_ids.contains(b.compress_call_id.as_str())
-                && !journal_calls.contains(b.compress_call_id.as_str()))
-        {
-            a.push(Severity::Warn, "state.unreplayable", spath.clone(), line, format!("{name}: compressCallId {:?} is neither in the transcript nor in the journal; rebuild cannot reproduce it", b.compress_call_id));
+        let call = b.compress_call_id.as_str();
+        if call.is_empty() || (!tool_ids.contains(call) && !journal_calls.contains(call)) {
+            a.push(Severity::Warn, "state.unreplayable", spath.clone(), line, format!("{name}: compressCallId {call:?} is neither in the transcript nor in the journal; a rebuild cannot reproduce it"));
+        } else if !tool_ids.contains(call) {
+            ctl_made.push(name.to_string());
+        }
+        if let Some(other) = other_session(&b.archive_path, sid) {
+            if !inherited_from.iter().any(|x| x == other) {
+                inherited_from.push(other.to_string());
+            }
         }
 
-        // The block's archive.
-        if !safe_rel(&b.archive_rel) {
+        // The block's archive (SPEC 2.3 lookup order).
+        if !b.archive_rel.is_empty() && !safe_rel(&b.archive_rel) {
             a.push(
                 Severity::Error,
                 "archive.mismatch",
@@ -509,34 +572,49 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
             );
             continue;
         }
-        referenced.insert(b.archive_rel.as_str());
-        let apath = style.archive(sid, &b.archive_rel);
-        let expected_abs = format!("{}/{}", root_str.trim_end_matches('/'), b.archive_rel);
-        let text = match s.archives.iter().find(|f| f.rel == b.archive_rel) {
-            Some(f) => Some(f.text.clone()),
-            // Not listed: missing, or reached through a symbolic link (never followed).
-            None => match crate::format::read_under(&s.archive_root, Path::new(&b.archive_rel)) {
-                Ok(bytes) => {
-                    Some(String::from_utf8(bytes).map_err(|_| "not valid UTF-8".to_string()))
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                Err(e) => Some(Err(e.to_string())),
-            },
+        let found = match paths {
+            Some(paths) => crate::store::session::locate_archive(paths, sid, b),
+            None => {
+                let p = s.archive_root.join(&b.archive_rel);
+                (!b.archive_rel.is_empty()
+                    && crate::format::check_no_links(&s.archive_root, Path::new(&b.archive_rel))
+                        .is_ok()
+                    && std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_file()))
+                .then_some(p)
+            }
         };
-        let Some(text) = text else {
+        let apath = if b.archive_rel.is_empty() {
+            spath.clone()
+        } else {
+            style.archive(sid, &b.archive_rel)
+        };
+        let Some(found) = found else {
             a.push(
                 Severity::Error,
                 "archive.missing",
                 apath,
                 None,
-                format!("the archive of {name} does not exist"),
+                format!(
+                    "the archive of {name} cannot be found (archiveRel {:?}, archivePath {:?})",
+                    b.archive_rel, b.archive_path
+                ),
             );
             continue;
         };
-        if b.archive_path != expected_abs {
-            a.push(Severity::Info, "archive.moved", apath.clone(), None, format!("archivePath of {name} is {}, the archive is at {expected_abs} (the root was moved or copied)", b.archive_path));
+        if found.starts_with(&s.archive_root) {
+            if let Ok(rel) = found.strip_prefix(&s.archive_root) {
+                referenced.insert(rel.to_string_lossy().into_owned());
+            }
         }
-        let text = match text {
+        if Path::new(&b.archive_path) != found
+            && std::path::absolute(&found).ok().as_deref() != Some(Path::new(&b.archive_path))
+        {
+            moved.push(name.to_string());
+        }
+        let text = match crate::format::read_no_follow(&found)
+            .map_err(|e| e.to_string())
+            .and_then(|b| String::from_utf8(b).map_err(|_| "not valid UTF-8".to_string()))
+        {
             Ok(t) => t,
             Err(e) => {
                 a.push(
@@ -558,48 +636,83 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
                 e.to_string(),
             ),
             Ok(parsed) => {
-                if parsed.sha_ok == Some(false) {
+                if parsed.body_sha256_ok == Some(false) {
                     a.push(Severity::Error, "archive.corrupt", apath.clone(), None, "body_sha256 does not match the body (the archive was changed after it was written)".into());
                 }
-                let f = &parsed.doc.front;
+                let f = &parsed.frontmatter;
                 let mut diffs = Vec::new();
                 if f.block != name {
                     diffs.push(format!("block {} (state: {name})", f.block));
                 }
-                if f.tier != b.tier {
-                    diffs.push(format!("tier {} (state: {})", f.tier, b.tier));
+                if f.tier != Some(b.tier) {
+                    diffs.push(format!("tier {:?} (state: {})", f.tier, b.tier));
                 }
-                if f.start != b.start_ref || f.end != b.end_ref {
+                let range = (b.start_ref.clone(), b.end_ref.clone());
+                if f.range.as_ref() != Some(&range) {
+                    let (fs, fe) = f.range.clone().unwrap_or_default();
                     diffs.push(format!(
-                        "range {}-{} (state: {}-{})",
-                        f.start, f.end, b.start_ref, b.end_ref
+                        "range {fs}-{fe} (state: {}-{})",
+                        b.start_ref, b.end_ref
                     ));
                 }
-                let file = b.archive_rel.rsplit('/').next().unwrap_or("");
-                if file != archive::file_name(&f.block, &f.start, &f.end) {
-                    diffs.push(format!("file name {file} does not match its frontmatter"));
-                }
-                if !b.archive_rel.starts_with(&format!("tier{}/", f.tier)) {
-                    diffs.push(format!("directory does not match tier {}", f.tier));
+                let file = found
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                if let Some((fs, fe)) = &f.range {
+                    if file != archive::file_name(&f.block, fs, fe) {
+                        diffs.push(format!("file name {file} does not match its frontmatter"));
+                    }
                 }
                 if !diffs.is_empty() {
                     a.push(
                         Severity::Error,
                         "archive.mismatch",
-                        apath,
+                        apath.clone(),
                         Some(2),
                         diffs.join("; "),
                     );
+                }
+                if f.body_sha256.is_none() && text.contains(crate::noa::pipeline::TRUNCATION_MARKER)
+                {
+                    a.push(Severity::Info, "archive.truncated", apath, None, format!("the runtime archived {name} from an emergency-truncated view; raw/{}-{}.md has the originals", b.start_ref, b.end_ref));
                 }
             }
         }
     }
 
-    if s.state.exists
-        && s.state.error.is_none()
-        && !st.blocks.is_empty()
-        && st.next_block_id <= max_block
-    {
+    if !inherited_from.is_empty() {
+        a.push(
+            Severity::Info,
+            "state.inherited",
+            spath.clone(),
+            None,
+            format!(
+                "blocks inherited from session(s) {} keep their archives there (a fork)",
+                inherited_from.join(", ")
+            ),
+        );
+    }
+    if !moved.is_empty() {
+        a.push(
+            Severity::Info,
+            "archive.moved",
+            spath.clone(),
+            None,
+            format!("the archivePath of {} block(s) ({}) is not where the archive is (the root was moved or copied); normafs finds them by archiveRel", moved.len(), examples(&moved)),
+        );
+    }
+    if !ctl_made.is_empty() {
+        a.push(
+            Severity::Info,
+            "state.runtime-unaware",
+            spath.clone(),
+            None,
+            format!("{} block(s) made by normafs's ctl ({}): the runtime's own rebuild knows nothing of the journal and would drop them", ctl_made.len(), examples(&ctl_made)),
+        );
+    }
+
+    if usable && !blocks.is_empty() && st.next_block_id <= max_block as i64 {
         a.push(
             Severity::Error,
             "state.next-block-id",
@@ -615,7 +728,7 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
     // Overlap of live blocks, one finding per pair.
     let mut first_cover: HashMap<&str, usize> = HashMap::new();
     let mut pairs: Vec<(usize, usize, String, usize)> = Vec::new();
-    for (bi, b) in st.blocks.iter().enumerate() {
+    for (bi, b) in blocks.iter().enumerate() {
         if !live.get(bi).copied().unwrap_or(false) {
             continue;
         }
@@ -639,42 +752,33 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
         }
     }
     for (x, y, r, n) in pairs {
-        let (bx, by) = (st.blocks[x].block_id.name(), st.blocks[y].block_id.name());
+        let (bx, by) = (&blocks[x].block_id, &blocks[y].block_id);
+        let more = if n > 1 {
+            format!(" and {} more messages", n - 1)
+        } else {
+            String::new()
+        };
         a.push(
             Severity::Error,
             "state.overlap",
             spath.clone(),
-            block_line(&by),
-            format!(
-                "live blocks {bx} and {by} both cover {r}{}",
-                if n > 1 {
-                    format!(" and {} more messages", n - 1)
-                } else {
-                    String::new()
-                }
-            ),
+            block_line(by),
+            format!("live blocks {bx} and {by} both cover {r}{more}"),
         );
     }
 
-    // Stats.
-    if s.state.exists && s.state.error.is_none() {
-        let sum: u64 = st
-            .blocks
-            .iter()
-            .fold(0u64, |sum, b| sum.saturating_add(b.compressed_tokens));
-        let count = st.blocks.len() as u64;
+    // Stats: the runtime counts what it made (a fork's count starts again at zero).
+    if usable && inherited_from.is_empty() {
+        let sum: i64 = blocks.iter().map(|b| b.compressed_tokens).sum();
+        let count = blocks.len() as i64;
         if st.stats.tokens_compressed != sum || st.stats.compression_count != count {
-            a.push(Severity::Warn, "state.stats", spath.clone(), lines.line_of("\"stats\""), format!("stats say {} tokens in {} compressions; the blocks hold {sum} tokens in {count}", st.stats.tokens_compressed, st.stats.compression_count));
+            a.push(Severity::Warn, "state.stats", spath.clone(), lines.line_of("\"stats\": {"), format!("stats say {} tokens in {} compressions; the blocks hold {sum} tokens in {count}", st.stats.tokens_compressed, st.stats.compression_count));
         }
     }
 
     // Journal batches not in state.
     if let Some(j) = journal {
-        let calls: HashSet<&str> = st
-            .blocks
-            .iter()
-            .map(|b| b.compress_call_id.as_str())
-            .collect();
+        let calls: HashSet<&str> = blocks.iter().map(|b| b.compress_call_id.as_str()).collect();
         for (line, e) in &j.entries {
             if !calls.contains(e.call_id.as_str()) {
                 a.push(Severity::Warn, "state.behind-journal", journal_path.clone(), Some(*line), format!("committed batch {} is missing from state.json; the next ctl command or rebuild rolls it forward", e.call_id));
@@ -683,7 +787,7 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
     }
 
     for f in &s.archives {
-        if !referenced.contains(f.rel.as_str()) {
+        if !referenced.contains(&f.rel) {
             a.push(
                 Severity::Warn,
                 "archive.orphan",
@@ -694,13 +798,7 @@ pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: Pat
         }
     }
     for d in &s.debris {
-        a.push(
-            Severity::Warn,
-            "archive.temp-debris",
-            style.archive(sid, d),
-            None,
-            "a leftover temp file of an interrupted write; the next ctl command removes it".into(),
-        );
+        a.push(Severity::Warn, "archive.temp-debris", style.archive(sid, d), None, "a leftover temp file of an interrupted write (normafs's or the runtime's); the next ctl command removes it".into());
     }
 }
 
@@ -770,7 +868,7 @@ pub fn audit_root_with(
     let one = |sid: &str| {
         let s = crate::store::session::load(paths, sid);
         let mut a = Audit::default();
-        audit_session(&mut a, &s, &cfg.for_session(sid), style);
+        audit_session_in(&mut a, &s, &cfg.for_session(sid), style, Some(paths));
         a.findings
     };
     let total = d.sessions.len();

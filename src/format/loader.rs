@@ -34,7 +34,9 @@ use std::sync::Arc;
 
 use serde::de::IgnoredAny;
 
-use super::transcript::{parse_line, Content, Message, Record, ToolUsePart, Usage};
+use super::transcript::{
+    parse_line, Content, Message, Record, ToolResultContent, ToolUsePart, Usage,
+};
 
 /// How bad a finding is (SPEC 9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -80,7 +82,16 @@ pub enum ProblemKind {
     UnansweredToolUse,
     /// A tool_use in the trailing run of unanswered assistant messages.
     PendingToolUse,
+    /// A line longer than the runtime's loader accepts (64 MiB).
+    LineTooLong,
+    /// A record the runtime cannot read as it is: another role than user/assistant, a
+    /// tool_result whose content is not an array, a known block type with fields of the
+    /// wrong type.
+    BadShape,
 }
+
+/// The longest line the runtime's transcript loader reads.
+pub const MAX_LINE: usize = 64 << 20;
 
 impl ProblemKind {
     /// The SPEC 9 code.
@@ -94,18 +105,23 @@ impl ProblemKind {
             ProblemKind::OrphanToolResult => "transcript.orphan-tool-result",
             ProblemKind::UnansweredToolUse => "transcript.unanswered-tool-use",
             ProblemKind::PendingToolUse => "transcript.pending-tool-use",
+            ProblemKind::LineTooLong => "transcript.line-too-long",
+            ProblemKind::BadShape => "transcript.bad-shape",
         }
     }
 
     /// The SPEC 9 severity.
     pub fn severity(&self) -> Severity {
         match self {
-            ProblemKind::MalformedLine | ProblemKind::DuplicateUuid => Severity::Error,
+            ProblemKind::MalformedLine | ProblemKind::DuplicateUuid | ProblemKind::LineTooLong => {
+                Severity::Error
+            }
             ProblemKind::TornTail
             | ProblemKind::ParentChain
             | ProblemKind::SessionMismatch
             | ProblemKind::OrphanToolResult
-            | ProblemKind::UnansweredToolUse => Severity::Warn,
+            | ProblemKind::UnansweredToolUse
+            | ProblemKind::BadShape => Severity::Warn,
             ProblemKind::PendingToolUse => Severity::Info,
         }
     }
@@ -438,13 +454,26 @@ impl Parser {
     fn commit_line(&mut self, line: &[u8]) {
         let number = self.lines + 1;
         let offset = self.committed;
+        if line.len() > MAX_LINE {
+            self.t.found.push(Problem {
+                kind: ProblemKind::LineTooLong,
+                line: number,
+                offset,
+                message: format!(
+                    "a line of {} bytes, over the runtime's 64 MiB limit: the runtime cannot load this transcript",
+                    line.len()
+                ),
+            });
+        }
         match parse_record(line) {
+            // The runtime skips empty lines.
+            Err(_) if line.trim_ascii().is_empty() => {}
             Ok(record) => self.apply(record, number, offset, None),
             Err(message) => self.t.found.push(Problem {
                 kind: ProblemKind::MalformedLine,
                 line: number,
                 offset,
-                message,
+                message: format!("{message} (the runtime cannot resume this session)"),
             }),
         }
         let len = line.len() as u64 + 1;
@@ -564,6 +593,9 @@ impl Parser {
         }
 
         if let Some(msg) = record.as_message() {
+            if let Some(why) = bad_shape(msg) {
+                found.push(problem(ProblemKind::BadShape, why));
+            }
             for (item, content) in msg.content.iter().enumerate() {
                 match content {
                     Content::ToolUse(part) => {
@@ -615,6 +647,47 @@ impl Parser {
             offset,
         });
     }
+}
+
+/// Why the runtime cannot read a message as it is written, if it cannot.
+fn bad_shape(msg: &Message) -> Option<String> {
+    if msg.role != "user" && msg.role != "assistant" {
+        return Some(format!("role {:?} is neither user nor assistant", msg.role));
+    }
+    for (i, c) in msg.content.iter().enumerate() {
+        match c {
+            Content::ToolResult(r) if matches!(r.content, Some(ToolResultContent::Text(_))) => {
+                return Some(format!(
+                    "content[{i}]: a tool_result whose content is a string, not an array of blocks"
+                ));
+            }
+            Content::Other(v) => {
+                let Some(obj) = v.as_object() else {
+                    return Some(format!("content[{i}] is not an object"));
+                };
+                let known = matches!(
+                    obj.get("type").and_then(serde_json::Value::as_str),
+                    Some("text" | "thinking" | "tool_use" | "tool_result")
+                );
+                // Fields the runtime reads, and the JSON type each must have.
+                let wrong = obj.iter().find(|(k, val)| match k.as_str() {
+                    "type" | "text" | "thinking" | "signature" | "id" | "name" | "tool_use_id" => {
+                        !(val.is_string() || val.is_null())
+                    }
+                    "is_error" => !(val.is_boolean() || val.is_null()),
+                    "content" => !(val.is_array() || val.is_null()),
+                    _ => false,
+                });
+                if let (true, Some((k, _))) = (known || obj.get("type").is_none(), wrong) {
+                    return Some(format!(
+                        "content[{i}]: field {k:?} has a type the runtime cannot read"
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// The parent-chain finding for a record, given the previous parsed record.
