@@ -493,9 +493,6 @@ fn seconds(ns: i64) -> (String, i64) {
 #[derive(Debug, Clone)]
 pub(crate) struct Call {
     pub call_id: String,
-    /// Indices in `records` of the tool_use and of the result.
-    pub use_record: usize,
-    pub result_record: usize,
 }
 
 /// What to write as `state.json`.
@@ -553,8 +550,9 @@ pub(crate) struct Session<'a> {
     since_assistant: u64,
     pub messages: usize,
     pub state: State,
-    /// `(archiveRel, bytes)` of every block's archive.
-    pub archives: Vec<(String, String)>,
+    /// `(archiveRel, archive)` of every block: rendered as they are (the runtime's have no
+    /// `call`/`body_sha256`, those of ctl batches do).
+    pub archives: Vec<(String, archive::Archive)>,
     /// `(agent id, records)`.
     pub sidechains: Vec<(String, Vec<Record>)>,
     pub calls: Vec<Call>,
@@ -563,7 +561,8 @@ pub(crate) struct Session<'a> {
     consolidations: usize,
     // What the writer does besides the runtime (damages).
     pub state_file: StateFile,
-    /// `(record index, line)`: a raw line written before that record.
+    /// `(record index, line)`: a raw line written before that record (after the last one
+    /// for an index past the end).
     pub garbage: Vec<(usize, String)>,
     /// Written after the last line, without a newline.
     pub torn_tail: Option<String>,
@@ -581,7 +580,7 @@ enum Next {
 }
 
 /// What a Compress attempt sends.
-enum Pick {
+pub(crate) enum Pick {
     /// Ranges the recommendation offers: tier-1 blocks.
     Ranges(Vec<Want>),
     /// A block-endpoint range that makes a block of the next tier.
@@ -850,6 +849,17 @@ impl<'a> Session<'a> {
                     .flatten()
                     .or_else(|| tier1(&mut self.rng, &rec, cfg, all_ranges))
             };
+            let pick = match pick {
+                Some(Pick::Ranges(w)) => {
+                    let w = self.disjoint(&p, w);
+                    (!w.is_empty()).then_some(Pick::Ranges(w))
+                }
+                Some(Pick::Consolidate(w)) => {
+                    let w = self.disjoint(&p, vec![w]);
+                    w.into_iter().next().map(Pick::Consolidate)
+                }
+                other => other,
+            };
             (pick, t.measure)
         };
         let Some(pick) = pick else {
@@ -861,10 +871,10 @@ impl<'a> Session<'a> {
         };
         let call_id = self.rng.tool_id();
         let input = compress_input(&wants);
-        let use_record = self.push_message("assistant", vec![tool_use(&call_id, COMPRESS_TOOL, &input)]);
+        self.push_message("assistant", vec![tool_use(&call_id, COMPRESS_TOOL, &input)]);
         let applied = self.apply_call(&call_id, &input);
         let panel = compress::panel(&applied, before);
-        let result_record = self.push_message("user", vec![tool_result(&call_id, &panel, false)]);
+        self.push_message("user", vec![tool_result(&call_id, &panel, false)]);
         if applied.created.is_empty() {
             self.refused += 1;
             return true;
@@ -872,21 +882,59 @@ impl<'a> Session<'a> {
         if matches!(pick, Pick::Consolidate(_)) {
             self.consolidations += 1;
         }
-        for a in &applied.archives {
-            let rel = format!(
-                "{}/{}",
-                archive::tier_dir(a.tier),
-                archive::file_name(&a.block_id, &a.start_ref, &a.end_ref)
-            );
-            self.archives.push((rel, runtime_archive(a)));
+        for (b, a) in applied.created.iter().zip(&applied.archives) {
+            let mut plain = a.clone();
+            plain.call = None;
+            plain.with_body_sha256 = false;
+            self.archives.push((b.archive_rel.clone(), plain));
         }
         self.state = applied.state;
-        self.calls.push(Call {
-            call_id,
-            use_record,
-            result_record,
-        });
+        self.calls.push(Call { call_id });
         true
+    }
+
+    /// The ranges of `wants` whose blocks overlap no other live block.
+    ///
+    /// The runtime widens each range on its own (around tool pairs and reasoning runs) and
+    /// counts in a block's coverage what the view shows in its span, covered or not (a
+    /// reasoning run kept for its visible act, the first user message): so two adjacent
+    /// ranges, or a range next to an older block, can make live blocks that cover one message
+    /// (`state.overlap`, an error the runtime's own states never show when its model reads
+    /// the panels). The generator tries the batch first, exactly as it will be applied, and
+    /// sends only ranges that stay apart.
+    pub(crate) fn disjoint(&self, p: &Projection<'_>, wants: Vec<Want>) -> Vec<Want> {
+        let cfg = self.cfg;
+        let t = pipeline::run(
+            &p.cores,
+            &self.state,
+            cfg,
+            Count::Given(0),
+            &session::runtime_path,
+        );
+        let ledger = t.ledger(&self.state, &[]);
+        let (created, now) = seconds(self.clock_ns);
+        let place = Placement {
+            root: &self.archive_root,
+            session: &self.sid,
+            created: &created,
+            now,
+        };
+        let overlaps = |wants: &[Want]| {
+            let parsed = args::parse(&compress_input(wants));
+            let a = compress::apply(&t, &ledger, &parsed.ranges, cfg, "dry-run", &place);
+            a.created.is_empty() || overlapping(&a.state)
+        };
+        if !overlaps(&wants) {
+            return wants;
+        }
+        let mut kept: Vec<Want> = Vec::new();
+        for w in wants {
+            kept.push(w);
+            if overlaps(&kept) {
+                kept.pop();
+            }
+        }
+        kept
     }
 
     /// Apply the Compress call just recorded (the last record holds its tool_use) exactly as
@@ -915,12 +963,15 @@ impl<'a> Session<'a> {
     }
 }
 
-/// An archive as the runtime writes it (its layout and labels, no normafs keys).
-pub(crate) fn runtime_archive(a: &archive::Archive) -> String {
-    let mut plain = a.clone();
-    plain.call = None;
-    plain.with_body_sha256 = false;
-    archive::render(&plain, Labels::Chinese)
+/// Whether two active blocks of `state` cover one message.
+pub(crate) fn overlapping(state: &State) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    state
+        .blocks()
+        .iter()
+        .filter(|b| b.active)
+        .flat_map(|b| b.effective_message_ids.iter())
+        .any(|id| !seen.insert(id.as_str()))
 }
 
 /// Tokens of a message's content (SPEC 4.2), for the usage counters.
@@ -1115,6 +1166,13 @@ pub(crate) fn build<'a>(
     let mut s = Session::new(cfg, rng, &spec.sid, archive_root, spec.start_ns);
     s.max_result_bytes = spec.max_result_bytes;
     s.subagent_budget = spec.subagents;
+    run(&mut s, spec);
+    s
+}
+
+/// Go on with the conversation of `s` (which ends with an answer, or is empty) until it holds
+/// `spec.messages` messages, compressing as `spec.compress` says.
+pub(crate) fn run(s: &mut Session<'_>, spec: &Spec) {
     let m = spec.messages;
     let mut marker_at = spec
         .marker_at_percent
@@ -1176,7 +1234,6 @@ pub(crate) fn build<'a>(
             }
         };
     }
-    s
 }
 
 /// The time of a record (Unix nanoseconds), when it has a parsable one.
@@ -1200,6 +1257,10 @@ fn write_transcript(
             t.push('\n');
         }
         t.push_str(&r.to_line());
+        t.push('\n');
+    }
+    for (_, line) in garbage.iter().filter(|(at, _)| *at >= records.len()) {
+        t.push_str(line);
         t.push('\n');
     }
     if let Some(tail) = torn_tail {
@@ -1237,8 +1298,9 @@ pub(crate) fn write_session(
         report.subagents += 1;
         report.subagent_messages += records.iter().filter(|r| r.as_message().is_some()).count();
     }
-    for (rel, bytes) in &s.archives {
-        out.write(&format!("noa/{sid}/{rel}"), bytes.as_bytes())?;
+    for (rel, a) in &s.archives {
+        let text = archive::render(a, Labels::Chinese);
+        out.write(&format!("noa/{sid}/{rel}"), text.as_bytes())?;
     }
     let state = match &s.state_file {
         StateFile::Auto => (!s.state.blocks().is_empty()).then(|| s.state.to_json()),

@@ -79,19 +79,6 @@ impl Rng {
         self.hex(32)
     }
 
-    /// A hyphenated 128-bit id (8-4-4-4-12), as in `ctl-<uuid>`.
-    pub fn uuid_hyphenated(&mut self) -> String {
-        let h = self.hex(32);
-        format!(
-            "{}-{}-{}-{}-{}",
-            &h[0..8],
-            &h[8..12],
-            &h[12..16],
-            &h[16..20],
-            &h[20..32]
-        )
-    }
-
     fn alphabet(&mut self, n: usize, alphabet: &[u8]) -> String {
         (0..n)
             .map(|_| char::from(alphabet[self.below(alphabet.len())]))
@@ -522,7 +509,9 @@ pub fn tool_input(rng: &mut Rng, tool: &str) -> Value {
         "Glob" => {
             json!({"pattern": rng.pick(&["**/*.rs", "src/**/*.rs", "tests/*.rs", "**/*.md"])})
         }
-        "LS" => json!({"path": format!("/home/dev/project/{}", rng.pick(&["src", "src/fs", "tests", "scripts"]))}),
+        "LS" => {
+            json!({"path": format!("/home/dev/project/{}", rng.pick(&["src", "src/fs", "tests", "scripts"]))})
+        }
         "Write" => {
             let mut content = String::new();
             for _ in 0..rng.range(3, 12) {
