@@ -37,7 +37,7 @@ const HINT_SUMMARY: &str = "Summary written by hand: what these messages establi
 pub fn write_demo_root(root: &Path, cfg: &NoaConfig) -> Result<DemoRoot, String> {
     let opts = GenOptions {
         sessions: 3,
-        messages: 160,
+        messages: 240,
         seed: 2026,
         max_result_bytes: 20_000,
         config: cfg.clone(),
@@ -97,7 +97,14 @@ pub fn compress_hint(paths: &RootPaths, sid: &str, cfg: &NoaConfig) -> Option<St
         created: "2026-01-01T00:00:00Z",
         now: 0,
     };
-    for r in rec.ranges.iter().filter(|r| r.chars >= cfg.min_range_chars) {
+    // The largest first: the part of the session nothing has compressed yet.
+    let mut ranges: Vec<&recommend::RangeInfo> = rec
+        .ranges
+        .iter()
+        .filter(|r| r.chars >= cfg.min_range_chars)
+        .collect();
+    ranges.sort_by_key(|r| std::cmp::Reverse(r.chars));
+    for r in ranges {
         let (Some(a), Some(b)) = (r.start.name(), r.end.name()) else {
             continue;
         };
@@ -156,4 +163,90 @@ pub fn instructions(d: &DemoRoot, mnt: &Path) -> String {
     }
     out.push_str("Ctrl-C here unmounts and removes the demo root.\n");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::{self, PathStyle, Severity};
+    use crate::config::Config;
+    use crate::format::state::load_state;
+    use crate::store::ctl::{self, Runner, Scope};
+    use crate::store::root::discover;
+
+    #[test]
+    fn the_demo_root_holds_what_the_instructions_promise() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("demo");
+        let cfg = NoaConfig::default();
+        let d = write_demo_root(&root, &cfg).expect("demo root");
+        assert_eq!(d.sessions.len(), 3);
+        let paths = RootPaths::from_root(&root);
+        let now = chrono::Utc::now();
+
+        // The showcase: live blocks of tier 1 and 2; the plain session: no state at all; the
+        // third: a compaction marker.
+        let st = load_state(&paths.state_path(&d.showcase), &d.showcase).state;
+        let tiers: std::collections::BTreeSet<i64> = st
+            .blocks()
+            .iter()
+            .filter(|b| b.active)
+            .map(|b| b.tier)
+            .collect();
+        assert!(tiers.contains(&1) && tiers.contains(&2), "{tiers:?}");
+        assert!(!paths.archive_root(&d.sessions[1]).exists());
+        let third = std::fs::read_to_string(paths.transcript_path(&d.sessions[2])).expect("read");
+        assert!(third.contains("\"type\":\"compact_boundary\""));
+        for sid in &d.sessions {
+            assert_eq!(
+                ctl::live_reason(&paths, sid, &cfg, now),
+                None,
+                "{sid} looks live"
+            );
+        }
+
+        // The audit finds the damage, and only that (besides the runtime's own hazard).
+        let disc = discover(&paths).expect("discover");
+        let a = audit::audit_root(
+            &paths,
+            &disc,
+            &Config::default(),
+            PathStyle::Root,
+            &mut |_, _| {},
+        );
+        let warned: Vec<&str> = a
+            .findings
+            .iter()
+            .filter(|f| f.severity != Severity::Info)
+            .map(|f| f.code)
+            .collect();
+        assert_eq!(
+            warned,
+            [
+                "memory.empty-slug",
+                "memory.index-stale",
+                "transcript.torn-tail"
+            ],
+            "{}",
+            a.to_text()
+        );
+
+        // The example command works at once, as ctl runs it.
+        let hint = d.compress_hint.clone().expect("a compress hint");
+        let text = instructions(&d, Path::new("/mnt/demo"));
+        assert!(text.contains(&hint), "{text}");
+        assert!(text.contains("/tier2/"), "{text}");
+        let runner = Runner {
+            paths: &paths,
+            cfg: &cfg,
+            read_only: false,
+        };
+        let rec = runner.run(&Scope::Session(d.showcase.clone()), &hint, 1, now);
+        assert!(rec.ok, "{}", rec.message);
+        let after = load_state(&paths.state_path(&d.showcase), &d.showcase).state;
+        assert!(after
+            .blocks()
+            .iter()
+            .any(|b| b.summary == HINT_SUMMARY && b.compress_call_id.starts_with("ctl-")));
+    }
 }

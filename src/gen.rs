@@ -1036,10 +1036,11 @@ fn tier1(
     (chars >= cfg.min_range_chars && !wants.is_empty()).then_some(Pick::Ranges(wants))
 }
 
-/// A consolidation: from the first to the last live block of the lowest eligible tier in view
-/// order, with no live block of a lower tier between them (the range absorbs the blocks of its
-/// lowest tier into one of the next). A tier is eligible with at least `tier2_min_blocks`
-/// (tier 1) or `tier3_min_blocks` (tier 2) live blocks and a next tier within `max_tier`.
+/// A consolidation: from the first to the last but one live block of the lowest eligible tier
+/// in view order (the last too when there are only two), with no live block of a lower tier
+/// between them (the range absorbs the blocks of its lowest tier into one of the next). A
+/// tier is eligible with at least `tier2_min_blocks` (tier 1) or `tier3_min_blocks` (tier 2)
+/// live blocks and a next tier within `max_tier`.
 fn consolidation(rng: &mut Rng, t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Option<Pick> {
     let max_tier = if cfg.max_tier < 2 {
         3
@@ -1083,7 +1084,11 @@ fn consolidation(rng: &mut Rng, t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig
             }
             run.clear();
         }
-        let Some(of_tier) = best else { continue };
+        let Some(mut of_tier) = best else { continue };
+        // The newest block stays as it is (its detail is the most likely to be needed).
+        if of_tier.len() > 2 {
+            of_tier.pop();
+        }
         let (first, last) = (&blocks[of_tier[0]], &blocks[of_tier[of_tier.len() - 1]]);
         let children: Vec<(String, String)> = of_tier
             .iter()
