@@ -56,7 +56,7 @@ use crate::format::transcript::{
     ToolResultPart, ToolUsePart, Usage,
 };
 use crate::noa::compress::{self, Applied, Placement};
-use crate::noa::content::{Origin, COMPRESS_TOOL};
+use crate::noa::content::{self, Origin, COMPRESS_TOOL};
 use crate::noa::pipeline::{self, Count, Turn};
 use crate::noa::session::{self, Projection};
 use crate::noa::{args, recommend, refs, tokens};
@@ -942,9 +942,11 @@ impl<'a> Session<'a> {
     /// token count (no truncation, no nudge), on the state with that view's refs recorded.
     fn apply_call(&self, call_id: &str, input: &str) -> Applied {
         let cfg = self.cfg;
-        let p = Projection::new(Session::messages_of(&self.records));
+        // The projection of the whole transcript a rebuild slices, not the one a resumed
+        // runtime continues from (that drops the trailing call, still unanswered here).
+        let cores = content::project(&Session::messages_of(&self.records));
         let t: Turn<'_, '_> = pipeline::run(
-            &p.cores,
+            &cores,
             &self.state,
             cfg,
             Count::Given(0),
