@@ -15,16 +15,18 @@
 //!   runtime's Compress input, applies it with [`compress::apply`] exactly as
 //!   [`crate::noa::rebuild::rebuild`] replays a transcript call, and records the panel as the
 //!   tool result (failed calls too: a short summary, an unknown ref). So a rebuild from history
-//!   gives back the very `state.json` written;
+//!   gives back the very `state.json` written. Like a model that reads the panels, it sends
+//!   only ranges whose blocks overlap no live block (tried first, see `Session::disjoint`);
 //! - `noa/<sid>/state.json` ([`State::to_json`]) only for sessions that compressed, every
 //!   archive in the runtime's layout and labels (without normafs's `call`/`body_sha256` keys:
 //!   the runtime wrote them), memory files and `MEMORY.md` in the runtime's bytes (one with a
 //!   Unicode-only name, the file `.md`).
 //!
-//! Times: every file's modification time is in the past — a transcript's is its last record's
-//! timestamp (so it never looks live to ctl, SPEC 6), memory files get fixed times one minute
-//! apart (scan order, and so `MEMORY.md`, is reproducible). Generated time starts at
-//! 2025-06-02T09:00:00Z, sessions an hour apart.
+//! Times: a transcript's modification time is set to its last record's timestamp, so no
+//! generated session looks live to ctl (SPEC 6: a transcript written within `live_seconds`)
+//! and a ctl command works on it at once; memory files get fixed times one minute apart (scan
+//! order, and so `MEMORY.md`, is reproducible). Generated time starts at 2025-06-02T09:00:00Z,
+//! sessions an hour apart.
 //!
 //! Output depends only on the options and the root path (archive paths are absolute): the same
 //! options give byte-identical files. Randomness comes from a self-contained splitmix64 stream
@@ -35,7 +37,7 @@
 //! [`MAX_COMPRESSED_MESSAGES`] messages (the benchmark's big one) none at all.
 //!
 //! Choices: every main transcript has exactly `messages` message records and ends with an
-//! assistant answer (an odd count gets one user follow-up right after the first prompt); about
+//! assistant answer (a prompt gets a user follow-up when the count left is even); about
 //! a fifth of the sessions never compress and get no `noa/<sid>/` at all (the audit shows
 //! `state.missing` info for them).
 
