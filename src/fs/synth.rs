@@ -856,9 +856,13 @@ mod tests {
             .expect("a session with state.json");
         let before = s.content(&view(sid)).expect("view");
         assert!(s.content(&view(sid)).expect("view").data == before.data);
-        // Replaced by rename, the way the store writes it: no block is active any more.
-        let text = std::fs::read_to_string(paths.state_path(sid)).expect("read");
-        let text = text.replace("\"active\": true", "\"active\": false");
+        // Replaced by rename, the way the store writes it: every summary says something else.
+        let bytes = std::fs::read(paths.state_path(sid)).expect("read");
+        let mut st = crate::format::state::parse_state(&bytes).expect("state");
+        for b in st.blocks.iter_mut().flatten() {
+            b.summary.push_str(" (edited)");
+        }
+        let text = st.to_json();
         let tmp = paths.archive_root(sid).join(".state.json.tmp-test");
         std::fs::write(&tmp, text).expect("write");
         std::fs::rename(&tmp, paths.state_path(sid)).expect("rename");

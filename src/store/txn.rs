@@ -787,7 +787,7 @@ pub fn compress(
 }
 
 /// A block as the journal records it: as state.json holds it.
-fn block_json(b: &Block) -> Value {
+pub(crate) fn block_json(b: &Block) -> Value {
     let mut st = State::initial("");
     st.blocks = Some(vec![b.clone()]);
     serde_json::from_str::<Value>(&st.to_json())
