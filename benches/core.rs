@@ -1,29 +1,29 @@
-//! Criterion benchmarks of the noa core: transcript parsing (MB/s), projection, compress
-//! validation, and rebuild of a session with hundreds of blocks. Each benchmark's name carries
-//! its input size.
+//! Criterion benchmarks of the noa core: transcript parsing (MB/s) and appends, the view and
+//! the materialized history, a Compress call, and a rebuild from history. Each benchmark's
+//! name carries its input size.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use normafs::config::NoaConfig;
 use normafs::format::loader::{Parser, Transcript};
-use normafs::format::state::State;
-use normafs::format::transcript::parse_line;
+use normafs::format::state::{load_state, State};
 use normafs::gen::{generate, GenOptions};
-use normafs::noa::compress::{self, Batch, Ctx, RangeSpec};
-use normafs::noa::replay;
-use normafs::noa::view;
-use normafs::store::session;
-use serde_json::json;
+use normafs::noa::{args, compress, rebuild, recommend, session};
+use normafs::store::session as store;
 
-/// A generated transcript of `messages` messages and its parsed form.
-fn generated(messages: usize) -> (Vec<u8>, State) {
+/// A generated session of `messages` messages compressed in a `window`-token context: its
+/// transcript bytes, id, state and settings.
+fn generated(messages: usize, window: u64) -> (Vec<u8>, String, State, NoaConfig) {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().join("root");
+    let mut config = NoaConfig::default();
+    config.window = window;
     let opts = GenOptions {
         sessions: 1,
         messages,
         seed: 42,
         subagents: false,
         memories: 0,
+        config: config.clone(),
         ..GenOptions::default()
     };
     generate(&root, &opts, &mut |_, _| {}).expect("gen");
@@ -38,19 +38,18 @@ fn generated(messages: usize) -> (Vec<u8>, State) {
         })
         .expect("session");
     let bytes = std::fs::read(root.join(format!("transcripts/{sid}.jsonl"))).expect("read");
-    let state =
-        normafs::format::state::load_state(&root.join(format!("noa/{sid}/state.json")), &sid).state;
-    (bytes, state)
+    let state = load_state(&root.join(format!("noa/{sid}/state.json")), &sid).state;
+    (bytes, sid, state, config)
 }
 
 fn parse(c: &mut Criterion) {
-    let (bytes, _) = generated(20_000);
+    let (bytes, sid, _, _) = generated(20_000, 200_000);
     let mut g = c.benchmark_group("transcript");
     g.throughput(Throughput::Bytes(bytes.len() as u64));
     g.sample_size(10);
     g.bench_function(
         format!("parse/{}msg/{}MB", 20_000, bytes.len() >> 20),
-        |b| b.iter(|| Transcript::parse(&bytes, Some("s"))),
+        |b| b.iter(|| Transcript::parse(&bytes, Some(&sid))),
     );
     // Appending 10 records to a parsed transcript costs only the new bytes.
     let cut = bytes
@@ -65,7 +64,7 @@ fn parse(c: &mut Criterion) {
     g.bench_function(format!("append10/{}msg", 20_000), |b| {
         b.iter_batched(
             || {
-                let mut p = Parser::new(Some("s"));
+                let mut p = Parser::new(Some(&sid));
                 p.feed(&bytes[..cut]);
                 p
             },
@@ -79,176 +78,82 @@ fn parse(c: &mut Criterion) {
     g.finish();
 }
 
-fn projection(c: &mut Criterion) {
-    let (bytes, state) = generated(20_000);
-    let t = Transcript::parse(&bytes, Some("s"));
-    let msgs = session::msgs(&t);
-    let cfg = NoaConfig::default();
+fn view(c: &mut Criterion) {
+    let (bytes, sid, state, cfg) = generated(20_000, 40_000);
+    let t = Transcript::parse(&bytes, Some(&sid));
+    let path = &session::runtime_path;
     let mut g = c.benchmark_group("view");
     g.sample_size(10);
-    g.bench_function(
-        format!(
-            "project+jsonl/{}msg/{}blocks",
-            msgs.len(),
-            state.blocks.len()
-        ),
-        |b| b.iter(|| view::project(&msgs, &state, &cfg).to_jsonl()),
-    );
-    g.bench_function(format!("materialize/{}msg", msgs.len()), |b| {
-        b.iter(|| view::materialize(&msgs, &state, &cfg).items.len())
+    let n = store::messages(&t).len();
+    let blocks = state.blocks().len();
+    g.bench_function(format!("view.jsonl/{n}msg/{blocks}blocks"), |b| {
+        b.iter(|| {
+            let p = session::Projection::new(store::messages(&t));
+            session::view_bytes(&p, &state, &cfg, path, None).0.len()
+        })
+    });
+    // The same view again with the memo of the previous one (what an append costs, minus the
+    // appended messages).
+    let mut memo = normafs::noa::content::ProjectionMemo::default();
+    let p = session::Projection::with_memo(store::messages(&t), &mut memo);
+    let (_, lines) = session::view_bytes(&p, &state, &cfg, path, None);
+    drop(p);
+    g.bench_function(format!("view.jsonl-again/{n}msg/{blocks}blocks"), |b| {
+        b.iter(|| {
+            let p = session::Projection::with_memo(store::messages(&t), &mut memo);
+            session::view_bytes(&p, &state, &cfg, path, Some(&lines))
+                .0
+                .len()
+        })
+    });
+    g.bench_function(format!("materialized.jsonl/{n}msg"), |b| {
+        b.iter(|| {
+            let p = session::Projection::new(store::messages(&t));
+            session::materialized_bytes(&p, &state, &cfg, path, None)
+                .0
+                .len()
+        })
     });
     g.finish();
 }
 
-/// A session of `n` messages compressed every 8 messages: n/8 tier-1 blocks, recorded as
-/// Compress calls in the transcript.
-fn many_blocks(n: usize) -> (Vec<u8>, State) {
-    let cfg = NoaConfig {
-        protect_recent_messages: 2,
-        protect_recent_tokens: 0,
-        ..NoaConfig::default()
-    };
-    let mut lines: Vec<String> = Vec::new();
-    let mut state = State::initial("s");
-    let seq = std::cell::Cell::new(0u64);
-    let push = |lines: &mut Vec<String>, role: &str, content: serde_json::Value| {
-        seq.set(seq.get() + 1);
-        let seq = seq.get();
-        let mut v = json!({"uuid": format!("{seq:032x}"), "session_id": "s", "timestamp": format!("2026-11-30T10:00:00.{seq:09}Z"), "type": "message", "message": {"role": role, "content": content}});
-        if seq > 1 {
-            v["parent_uuid"] = json!(format!("{:032x}", seq - 1));
-        }
-        lines.push(v.to_string());
-        v["timestamp"].as_str().unwrap_or("").to_string()
-    };
-    let mut calls = 0;
-    for i in 0..n {
-        let role = if i % 2 == 0 { "user" } else { "assistant" };
-        push(
-            &mut lines,
-            role,
-            json!([{"type": "text", "text": format!("message {i} {}", "lorem ipsum dolor sit amet ".repeat(20))}]),
-        );
-        if i % 8 == 7 && i + 8 < n {
-            let records: Vec<_> = lines
-                .iter()
-                .map(|l| parse_line(l.as_bytes()).expect("record"))
-                .collect();
-            let msgs: Vec<normafs::noa::Msg<'_>> = records
-                .iter()
-                .filter_map(|r| {
-                    r.as_message().map(|m| normafs::noa::Msg {
-                        raw_id: &r.uuid,
-                        message: m,
-                        timestamp: r.timestamp.as_deref(),
-                    })
-                })
-                .collect();
-            let mat = view::materialize(&msgs, &state, &cfg);
-            let last = mat.items.len().saturating_sub(3);
-            let first = last.saturating_sub(7);
-            let (start, _) = mat.item_span(&mat.items[first]);
-            let (_, end) = mat.item_span(&mat.items[last]);
-            let id = format!("toolu_{calls}");
-            calls += 1;
-            let now = format!("2026-11-30T10:00:00.{:09}Z", seq.get() + 1);
-            let ranges = vec![RangeSpec {
-                start: start.clone(),
-                end: end.clone(),
-                topic: None,
-                summary: "A summary of eight messages of the session.".into(),
-            }];
-            let ctx = Ctx {
-                msgs: &msgs,
-                state: &state,
-                cfg: &cfg,
-                strict: false,
-                call_id: &id,
-                now: &now,
-                session: "s",
-                archive_root: "/r",
-            };
-            if let Ok(p) = compress::plan(&ctx, &Batch { ranges }) {
-                state = p.state;
-                drop(msgs);
-                push(
-                    &mut lines,
-                    "assistant",
-                    json!([{"type": "tool_use", "id": id, "name": "Compress", "input": {"ranges": [{"start": start, "end": end, "summary": "A summary of eight messages of the session."}]}}]),
-                );
-                push(
-                    &mut lines,
-                    "user",
-                    json!([{"type": "tool_result", "tool_use_id": id, "content": [{"type": "text", "text": "ok"}]}]),
-                );
-            }
-        }
-    }
-    let mut bytes = lines.join("\n").into_bytes();
-    bytes.push(b'\n');
-    (bytes, state)
-}
-
 fn compress_and_rebuild(c: &mut Criterion) {
-    let (bytes, state) = many_blocks(2_400);
-    let t = Transcript::parse(&bytes, Some("s"));
-    let msgs = session::msgs(&t);
-    let cfg = NoaConfig {
-        protect_recent_messages: 2,
-        protect_recent_tokens: 0,
-        ..NoaConfig::default()
+    let (bytes, sid, state, cfg) = generated(4_000, 40_000);
+    let t = Transcript::parse(&bytes, Some(&sid));
+    let p = session::Projection::new(store::messages(&t));
+    let path = &session::runtime_path;
+    let place = compress::Placement {
+        root: "/r/noa/s",
+        session: &sid,
+        created: "2027-01-01T00:00:00Z",
+        now: 1_798_761_600,
     };
+    // A range the session offers now.
+    let turn = session::turn(&p, &state, &cfg, path);
+    let offered = recommend::recommend(&turn, &state, &cfg);
+    let range = offered.ranges.first().expect("a compressible range");
+    let input = format!(
+        r#"{{"content":[{{"startId":"{}","endId":"{}","summary":"A summary long enough for the minimum: what these messages established."}}]}}"#,
+        range.start.name().unwrap_or_default(),
+        range.end.name().unwrap_or_default()
+    );
+    drop(turn);
+    let ranges = args::parse(&input).ranges;
     let mut g = c.benchmark_group("compress");
     g.sample_size(10);
-    let mat = view::materialize(&msgs, &state, &cfg);
-    let n = mat.items.len();
-    let (start, _) = mat.item_span(&mat.items[n - 10]);
-    let (_, end) = mat.item_span(&mat.items[n - 4]);
-    let batch = Batch {
-        ranges: vec![RangeSpec {
-            start,
-            end,
-            topic: None,
-            summary: "A summary of the last few messages of the session.".into(),
-        }],
-    };
-    g.bench_function(
-        format!(
-            "validate+build/{}msg/{}blocks",
-            msgs.len(),
-            state.blocks.len()
-        ),
-        |b| {
-            b.iter(|| {
-                let ctx = Ctx {
-                    msgs: &msgs,
-                    state: &state,
-                    cfg: &cfg,
-                    strict: true,
-                    call_id: "ctl-x",
-                    now: "2026-11-30T12:00:00Z",
-                    session: "s",
-                    archive_root: "/r",
-                };
-                compress::plan(&ctx, &batch).expect("plan").blocks.len()
-            })
-        },
-    );
-    let mut events = replay::transcript_calls(&msgs, &cfg);
-    replay::order(&mut events);
-    g.bench_function(
-        format!("rebuild/{}msg/{}blocks", msgs.len(), state.blocks.len()),
-        |b| {
-            b.iter(|| {
-                replay::replay(&msgs, &events, &cfg, "s", "/r")
-                    .state
-                    .blocks
-                    .len()
-            })
-        },
-    );
+    g.bench_function(format!("ctl-batch/{}msg", p.msgs.len()), |b| {
+        b.iter(|| {
+            let a = rebuild::ctl_apply(&p, &state, &cfg, &ranges, "ctl-x", &place, path);
+            assert!(a.whole());
+            a.created.len()
+        })
+    });
+    let blocks = state.blocks().len();
+    g.bench_function(format!("rebuild/{}msg/{blocks}blocks", p.msgs.len()), |b| {
+        b.iter(|| rebuild::rebuild(&p, &cfg, &sid, &place, &[], path).replayed)
+    });
     g.finish();
 }
 
-criterion_group!(benches, parse, projection, compress_and_rebuild);
+criterion_group!(benches, parse, view, compress_and_rebuild);
 criterion_main!(benches);
