@@ -434,24 +434,42 @@ fn ctl_compress_writes_the_runtimes_state() {
                     let out = got.unwrap_or_else(|e| panic!("{} compress-{n}: {e}", s.sid));
                     let want: Value = serde_json::from_str(&want).unwrap();
                     let state: Value = serde_json::from_slice(&fs::read(&spath).unwrap()).unwrap();
-                    if let Some(d) = first_diff(&Value::Array(keep(&state)), &Value::Array(keep(&want)), "$.blocks") {
+                    if let Some(d) = first_diff(
+                        &Value::Array(keep(&state)),
+                        &Value::Array(keep(&want)),
+                        "$.blocks",
+                    ) {
                         panic!("{} compress-{n}: {d}", s.sid);
                     }
-                    assert_eq!(state["messageRefs"]["byRef"], want["messageRefs"]["byRef"], "{} compress-{n}", s.sid);
+                    assert_eq!(
+                        state["messageRefs"]["byRef"], want["messageRefs"]["byRef"],
+                        "{} compress-{n}",
+                        s.sid
+                    );
                     assert_eq!(state["stats"], want["stats"]);
                     // The journal holds the batch; every block's archive is where it says.
                     let journal = fs::read_to_string(paths.journal_path(&s.sid)).unwrap();
                     assert!(journal.contains(out.result["callId"].as_str().unwrap()));
                     for b in out.result["blocks"].as_array().unwrap() {
                         let rel = b["archiveRel"].as_str().unwrap();
-                        let text = fs::read_to_string(paths.archive_root(&s.sid).join(rel)).unwrap();
+                        let text =
+                            fs::read_to_string(paths.archive_root(&s.sid).join(rel)).unwrap();
                         let parsed = normafs::format::archive::parse(&text).unwrap();
                         assert_eq!(parsed.body_sha256_ok, Some(true));
                     }
                 }
                 Err(_) => {
-                    assert!(got.is_err(), "{} compress-{n}: the runtime refused or split it", s.sid);
-                    assert_eq!(fs::read(&spath).ok(), before, "{} compress-{n}: nothing written", s.sid);
+                    assert!(
+                        got.is_err(),
+                        "{} compress-{n}: the runtime refused or split it",
+                        s.sid
+                    );
+                    assert_eq!(
+                        fs::read(&spath).ok(),
+                        before,
+                        "{} compress-{n}: nothing written",
+                        s.sid
+                    );
                 }
             }
             checked += 1;
