@@ -785,9 +785,23 @@ fn a_fifo_named_like_a_transcript_is_not_a_session() {
 }
 
 #[test]
-fn example_root_has_exactly_one_session() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/example-root");
-    let found = discover(&RootPaths::from_root(&root)).expect("discover");
-    assert_eq!(found.sessions, ["7f0c2a"]);
+fn the_corpus_has_its_five_sessions_and_one_sidechain() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/norma/corpus");
+    let paths = RootPaths::from_root(&root);
+    let found = discover(&paths).expect("discover");
+    assert_eq!(
+        found.sessions,
+        [
+            "s1-small",
+            "s2-tier1",
+            "s3-tier2",
+            "s4-subagent",
+            "s5-fork-of-s2"
+        ]
+    );
     assert!(found.bad_names.is_empty(), "{:?}", found.bad_names);
+    let sides = normafs::store::transcripts::sidechain_paths(&paths.transcripts, "s4-subagent")
+        .expect("sidechains");
+    assert_eq!(sides.len(), 1);
+    assert_eq!(sides[0].0, "a7f3c2");
 }
