@@ -244,7 +244,8 @@ fn example_loads_without_problems() {
     assert!(t
         .records
         .iter()
-        .all(|l| l.record.is_sidechain == Some(true) && l.record.agent_id.as_deref() == Some("a7f3c2")));
+        .all(|l| l.record.is_sidechain == Some(true)
+            && l.record.agent_id.as_deref() == Some("a7f3c2")));
     assert_eq!(t.usage.total(), 3000 + 110);
 
     // Every transcript of the corpus loads without a problem.
@@ -414,8 +415,16 @@ fn shapes_the_runtime_cannot_read_are_warnings() {
         .collect();
     let at: Vec<(u64, u64)> = problems.iter().map(|p| (p.line, p.offset)).collect();
     assert_eq!(at, vec![(2, offsets[1]), (3, offsets[2]), (4, offsets[3])]);
-    assert!(problems[0].message.contains("system"), "{}", problems[0].message);
-    assert!(problems[1].message.contains("string"), "{}", problems[1].message);
+    assert!(
+        problems[0].message.contains("system"),
+        "{}",
+        problems[0].message
+    );
+    assert!(
+        problems[1].message.contains("string"),
+        "{}",
+        problems[1].message
+    );
     assert!(problems
         .iter()
         .all(|p| p.severity() == Severity::Warn && p.code() == "transcript.bad-shape"));
