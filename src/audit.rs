@@ -396,7 +396,7 @@ pub fn audit_session_in(
     // The projection and the refs a view hands out: what the state's refs and ranges name.
     let p = Projection::new(s.messages());
     let (slots, _) = refs::assign(&p.cores, st, |c| protect::is_hard(c, cfg));
-    let present: HashSet<&str> = p.cores.iter().map(|c| c.id.as_str()).collect();
+    let present: HashSet<&str> = p.cores.iter().map(|c| c.id.as_ref()).collect();
 
     // Ref maps.
     let refs_map = &st.message_refs;

@@ -354,6 +354,21 @@ fn progress(label: &'static str) -> impl FnMut(usize, usize) {
     }
 }
 
+/// Write computed bytes to stdout, piece by piece through one buffer.
+fn write_pieces(b: &crate::bytes::Bytes) -> Result<(), CliError> {
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
+    let written = b
+        .pieces()
+        .iter()
+        .try_for_each(|p| out.write_all(p))
+        .and_then(|_| out.flush());
+    match written {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(CliError::new(format!("cannot write to stdout: {e}"))),
+    }
+}
+
 fn write_stdout(bytes: &[u8]) -> Result<(), CliError> {
     let mut out = std::io::stdout().lock();
     match out.write_all(bytes).and_then(|_| out.flush()) {
@@ -529,13 +544,15 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             let p = view::Projection::new(s.messages());
             let path = &view::runtime_path;
             if materialized {
-                write_stdout(&view::materialize(&p, &state, &noa, path).to_jsonl())?;
+                let (b, _) = view::materialized_bytes(&p, &state, &noa, path, None);
+                write_pieces(&b)?;
             } else if md {
                 let t = view::turn(&p, &state, &noa, path);
                 let msgs = assemble::assemble(&t, &p.msgs, &state, true);
                 write_stdout(render::markdown(&msgs, &t, &state, &noa, &sid).as_bytes())?;
             } else {
-                write_stdout(&view::view(&p, &state, &noa, path).to_jsonl())?;
+                let (b, _) = view::view_bytes(&p, &state, &noa, path, None);
+                write_pieces(&b)?;
             }
             Ok(0)
         }

@@ -564,7 +564,7 @@ impl Filesystem for NormaFuse {
             Some(data) => Ok(Ok(data)),
             None => self.fs.read(fh.0, offset, size).map(Err),
         }) {
-            Ok(Ok(data)) => reply.data(crate::fs::window(&data, offset, size)),
+            Ok(Ok(data)) => reply.data(&data.window(offset, size)),
             Ok(Err(d)) => reply.data(&d),
             Err(e) => reply.error(e),
         }

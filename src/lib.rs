@@ -13,6 +13,7 @@
 //! - [`cli`]: the command line.
 
 pub mod audit;
+pub mod bytes;
 pub mod cli;
 pub mod config;
 pub mod demo;

@@ -23,6 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
+use crate::bytes::Bytes;
 use crate::config::Config;
 use crate::store::ctl::{CtlRecord, Runner, Scope};
 use crate::store::root::{self, RootPaths};
@@ -166,7 +167,7 @@ impl FsOptions {
 
 enum Handle {
     /// A snapshot of a computed file and the fingerprint of its inputs.
-    Synth(Arc<Vec<u8>>, u64),
+    Synth(Bytes, u64),
     Real(Arc<File>),
     Ctl {
         scope: Scope,
@@ -676,7 +677,7 @@ impl NormaFs {
             None => None,
         };
         let snapshot = fh.and_then(|fh| match self.handles.lock().get(&fh) {
-            Some(Handle::Synth(data, fp)) => Some((data.len() as u64, *fp)),
+            Some(Handle::Synth(data, fp)) => Some((data.len(), *fp)),
             _ => None,
         });
         let mut e = self.attr_of(&node, ino)?;
@@ -1042,7 +1043,7 @@ impl NormaFs {
     }
 
     /// The snapshot of a computed file's handle, for reads served without a copy.
-    pub fn synth_snapshot(&self, fh: u64) -> Option<Arc<Vec<u8>>> {
+    pub fn synth_snapshot(&self, fh: u64) -> Option<Bytes> {
         match self.handles.lock().get(&fh) {
             Some(Handle::Synth(data, _)) => Some(data.clone()),
             _ => None,
@@ -1056,7 +1057,7 @@ impl NormaFs {
                 // Copy outside the handles' lock: other readers go on meanwhile.
                 let data = data.clone();
                 drop(handles);
-                Ok(slice(&data, offset, size))
+                Ok(data.window(offset, size).into_owned())
             }
             Some(Handle::Real(f)) => {
                 let f = f.clone();

@@ -18,6 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 
 use crate::audit::{self, Audit, PathStyle};
+use crate::bytes::Bytes;
 use crate::config::Config;
 use crate::format::memory;
 use crate::format::state::{load_state, StateLoad};
@@ -34,7 +35,7 @@ use super::node::{Node, SynthKind};
 /// Computed bytes of a synthetic file, the newest mtime of its inputs, and its permission bits.
 #[derive(Debug, Clone)]
 pub struct Content {
-    pub data: Arc<Vec<u8>>,
+    pub data: Bytes,
     pub mtime: SystemTime,
     /// Read for the owner (the mounting user); for group and others only when every input grants
     /// it to them (the group: when the input's group is the mounting user's), so a file derived
@@ -492,7 +493,7 @@ impl Synth {
             perm,
             fp,
         };
-        let len = content.data.len();
+        let len = content.data.len() as usize;
         let mut c = self.caches.lock();
         c.remove(&key());
         if len <= self.budget() / 2 {
@@ -528,7 +529,7 @@ impl Synth {
     }
 
     /// The bytes of a computed file (a view's are shared with its memo).
-    fn compute(&self, node: &Node) -> Result<Arc<Vec<u8>>, FsError> {
+    fn compute(&self, node: &Node) -> Result<Bytes, FsError> {
         match node {
             Node::Synth(sid, SynthKind::Audit) => {
                 let cfg = &self.cfg.for_session(sid);
@@ -536,24 +537,42 @@ impl Synth {
                 let mut a = Audit::default();
                 audit::audit_session(&mut a, &s, cfg, PathStyle::Mount);
                 a.sort();
-                Ok(Arc::new(a.to_text().into_bytes()))
+                Ok(Bytes::from(a.to_text().into_bytes()))
             }
             Node::Synth(sid, kind) => {
                 let cfg = &self.cfg.for_session(sid);
                 let st = self.state(sid);
                 let (state, inherited) = session::opened_state(&self.paths, sid, &st.state, cfg);
                 let t = self.transcript(sid)?;
-                let tf = t.lock();
+                let mut tf = t.lock();
+                // After appends, ids and lines are computed for the new messages only.
+                let memo = tf.take_memo::<view::ViewMemo>();
                 let tr = tf.transcript();
-                let p = Projection::new(session::messages(tr));
+                let (p, projection) = Projection::with_memo(
+                    session::messages(tr),
+                    memo.as_ref().map(|m| &m.projection),
+                );
                 let path = &view::runtime_path;
-                let out = match kind {
-                    SynthKind::View => view::view(&p, &state, cfg, path).to_jsonl(),
-                    SynthKind::Materialized => view::materialize(&p, &state, cfg, path).to_jsonl(),
+                let (mut new_view, mut new_mat) = (None, None);
+                let out: Bytes = match kind {
+                    SynthKind::View => {
+                        let prev = memo.as_ref().map(|m| &m.view);
+                        let (b, lines) = view::view_bytes(&p, &state, cfg, path, prev);
+                        new_view = Some(lines);
+                        b
+                    }
+                    SynthKind::Materialized => {
+                        let prev = memo.as_ref().map(|m| &m.materialized);
+                        let (b, lines) = view::materialized_bytes(&p, &state, cfg, path, prev);
+                        new_mat = Some(lines);
+                        b
+                    }
                     SynthKind::ViewMd => {
                         let turn = view::turn(&p, &state, cfg, path);
                         let msgs = assemble::assemble(&turn, &p.msgs, &state, true);
-                        render::markdown(&msgs, &turn, &state, cfg, sid).into_bytes()
+                        render::markdown(&msgs, &turn, &state, cfg, sid)
+                            .into_bytes()
+                            .into()
                     }
                     _ => {
                         let subs: Vec<(String, crate::format::transcript::Usage)> =
@@ -595,10 +614,18 @@ impl Synth {
                             serde_json::to_vec_pretty(&render::status(&turn, &state, cfg, &inp))
                                 .unwrap_or_default();
                         out.push(b'\n');
-                        out
+                        out.into()
                     }
                 };
-                Ok(Arc::new(out))
+                drop(p);
+                let (old_view, old_mat) =
+                    memo.map_or_else(Default::default, |m| (m.view, m.materialized));
+                tf.keep_memo(view::ViewMemo {
+                    projection,
+                    view: new_view.unwrap_or(old_view),
+                    materialized: new_mat.unwrap_or(old_mat),
+                });
+                Ok(out)
             }
             Node::Raw(sid, start, end) => {
                 let (a, b) = raw_refs(start, end).ok_or(FsError::NotFound)?;
@@ -606,18 +633,20 @@ impl Synth {
                     (slots.len(), render::raw_range(p, slots, a, b))
                 })?;
                 let _ = p_slots;
-                text.map(|t| Arc::new(t.into_bytes()))
+                text.map(|t| Bytes::from(t.into_bytes()))
                     .map_err(|_| FsError::NotFound)
             }
             Node::MemoryIndex => {
                 let scan = memory::scan(&self.paths.memory);
-                Ok(Arc::new(memory::render_index(&scan.memories).into_bytes()))
+                Ok(Bytes::from(
+                    memory::render_index(&scan.memories).into_bytes(),
+                ))
             }
             Node::RootAudit => {
                 let d = root::discover(&self.paths).map_err(FsError::from)?;
                 let a =
                     audit::audit_root(&self.paths, &d, &self.cfg, PathStyle::Mount, &mut |_, _| {});
-                Ok(Arc::new(a.to_text().into_bytes()))
+                Ok(Bytes::from(a.to_text().into_bytes()))
             }
             _ => Err(FsError::Invalid("not a synthetic file".into())),
         }
@@ -769,7 +798,7 @@ mod tests {
                     .content(&view(sid))
                     .expect("view")
                     .data
-                    .len()
+                    .len() as usize
             })
             .sum();
         let parsed: usize = sids
@@ -795,7 +824,7 @@ mod tests {
         for (sid, c) in sids.iter().zip(&first) {
             let again = s.content(&view(sid)).expect("view");
             assert!(
-                Arc::ptr_eq(&again.data, &c.data),
+                Bytes::ptr_eq(&again.data, &c.data),
                 "{sid}: the second pass is served from the cache"
             );
         }

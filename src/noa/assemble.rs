@@ -7,11 +7,11 @@
 //! omitted): what a provider receives, not the transcript's every field.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
 
 use serde_json::Value;
 
 use super::content::{str_field, Core, Kind, Origin, Role, Slot};
+use super::fasthash::FastSet;
 use super::pipeline::{Pos, Turn};
 use super::tokens;
 use crate::format::state::State;
@@ -31,6 +31,9 @@ pub struct Block<'a> {
     pub tool_use_id: Cow<'a, str>,
     pub content: Vec<Block<'a>>,
     pub is_error: bool,
+    /// Appended to `text` when written (a ref tag and its separator): kept apart so that the
+    /// body is not copied.
+    pub suffix: String,
 }
 
 impl<'a> Block<'a> {
@@ -99,14 +102,29 @@ impl<'a> Block<'a> {
                 _ => Vec::new(),
             },
             is_error: v.get("is_error").and_then(Value::as_bool).unwrap_or(false),
+            suffix: String::new(),
+        }
+    }
+
+    /// The text as sent (body and suffix).
+    pub fn full_text(&self) -> Cow<'_, str> {
+        if self.suffix.is_empty() {
+            Cow::Borrowed(&self.text)
+        } else {
+            Cow::Owned(format!("{}{}", self.text, self.suffix))
         }
     }
 
     fn write(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(b"{\"type\":");
         push_str(out, &self.kind);
+        if !self.text.is_empty() || !self.suffix.is_empty() {
+            out.extend_from_slice(b",\"text\":\"");
+            escape_into(out, &self.text);
+            escape_into(out, &self.suffix);
+            out.push(b'"');
+        }
         for (key, v) in [
-            ("text", &self.text),
             ("thinking", &self.thinking),
             ("signature", &self.signature),
             ("id", &self.id),
@@ -146,8 +164,66 @@ impl<'a> Block<'a> {
 
 /// A JSON string.
 pub fn push_str(out: &mut Vec<u8>, s: &str) {
-    // Writing into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *out, s);
+    out.push(b'"');
+    escape_into(out, s);
+    out.push(b'"');
+}
+
+/// The JSON escape of `s`, without quotes: `"`, `\\` and control characters escaped (the
+/// usual short forms where JSON has them), everything else as it is.
+pub fn escape_into(out: &mut Vec<u8>, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    /// Whether any byte of `w` is a control character, `"` or `\\`.
+    #[inline]
+    fn needs(w: u64) -> bool {
+        const LO: u64 = 0x0101_0101_0101_0101;
+        const HI: u64 = 0x8080_8080_8080_8080;
+        let zero = |x: u64| x.wrapping_sub(LO) & !x & HI;
+        let below_space = w.wrapping_sub(LO * 0x20) & !w & HI;
+        below_space | zero(w ^ (LO * b'"' as u64)) | zero(w ^ (LO * b'\\' as u64)) != 0
+    }
+    let b = s.as_bytes();
+    out.reserve(b.len());
+    let mut start = 0;
+    let mut i = 0;
+    while i < b.len() {
+        if i + 8 <= b.len() {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&b[i..i + 8]);
+            if !needs(u64::from_le_bytes(w)) {
+                i += 8;
+                continue;
+            }
+        }
+        let c = b[i];
+        let esc: &[u8] = match c {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0..=0x1f => {
+                out.extend_from_slice(&b[start..i]);
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[(c >> 4) as usize]);
+                out.push(HEX[(c & 0xf) as usize]);
+                i += 1;
+                start = i;
+                continue;
+            }
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        out.extend_from_slice(&b[start..i]);
+        out.extend_from_slice(esc);
+        i += 1;
+        start = i;
+    }
+    out.extend_from_slice(&b[start..]);
 }
 
 /// What a provider message stands for, for its `view.jsonl` line.
@@ -304,13 +380,41 @@ pub fn assemble<'a>(
     state: &State,
     tags: bool,
 ) -> Assembled<'a> {
+    let mut messages = Vec::new();
+    let tagged = each(t, msgs, state, tags, &mut |m, _| messages.push(m));
+    Assembled { messages, tagged }
+}
+
+/// A message's identity for reuse between views: equal keys, equal lines (a transcript
+/// message is its index, the blocks kept with their refs, edits and tags; a message noa
+/// writes is its text).
+pub type LineKey = u64;
+
+fn key_hasher() -> std::collections::hash_map::DefaultHasher {
+    std::collections::hash_map::DefaultHasher::new()
+}
+
+/// The provider messages of a turn, one at a time, in order, each with its [`LineKey`]:
+/// blocks of one transcript message rebuilt together, unpaired tool blocks and empty
+/// messages dropped (as the runtime's reassembly does over the whole list: which calls and
+/// results exist is known from the view beforehand). Returns the tags shown without a
+/// snapshot entry.
+pub fn each<'a>(
+    t: &Turn<'_, 'a>,
+    msgs: &[&'a Message],
+    state: &State,
+    tags: bool,
+    sink: &mut dyn FnMut(Out<'a>, LineKey),
+) -> Vec<(String, i64)> {
+    use std::hash::{Hash, Hasher};
     let mut tagged = Vec::new();
-    let mut tag_body = |body: &str, c: &Core<'_>, slot: &Slot| -> String {
+    // The suffix a tagged body gets (its ref tag, after a newline unless the body is empty).
+    let mut tag_of = |body: &str, c: &Core<'_>, slot: &Slot| -> String {
         if !tags {
-            return body.to_string();
+            return String::new();
         }
         let Some(reference) = slot.name() else {
-            return body.to_string();
+            return String::new();
         };
         let n = match state.token_snapshot.get(reference.as_ref()) {
             Some(&n) => n.max(0) as u64,
@@ -324,10 +428,24 @@ pub fn assemble<'a>(
         if body.is_empty() {
             tag
         } else {
-            format!("{body}\n{tag}")
+            format!("\n{tag}")
         }
     };
-    let mut out: Vec<Out<'a>> = Vec::new();
+    // Tool blocks the rebuilt list will hold (every tool block comes from a view message).
+    let mut uses: FastSet<&str> = FastSet::default();
+    let mut results: FastSet<&str> = FastSet::default();
+    for &p in &t.items {
+        let c = t.core(p);
+        match c.kind {
+            Kind::ToolCall => {
+                uses.insert(c.call);
+            }
+            Kind::ToolResult => {
+                results.insert(c.call);
+            }
+            _ => {}
+        }
+    }
     let items = &t.items;
     let mut i = 0;
     while i < items.len() {
@@ -349,12 +467,18 @@ pub fn assemble<'a>(
                         .map_or("gentle", |k| k.as_str()),
                 ),
             };
-            out.push(Out {
-                role: Cow::Borrowed("user"),
-                content: Some(vec![Block::text(t.text(p).to_string())]),
-                slots: vec![Slot::None],
-                meta,
-            });
+            let text = t.text(p);
+            let mut h = key_hasher();
+            (1u8, text, format!("{meta:?}")).hash(&mut h);
+            sink(
+                Out {
+                    role: Cow::Borrowed("user"),
+                    content: Some(vec![Block::text(text.to_string())]),
+                    slots: vec![Slot::None],
+                    meta,
+                },
+                h.finish(),
+            );
             i += 1;
             continue;
         };
@@ -362,6 +486,8 @@ pub fn assemble<'a>(
         let mut content = Vec::new();
         let mut slots = Vec::new();
         let mut truncated = false;
+        let mut h = key_hasher();
+        (0u8, msg).hash(&mut h);
         let orig = msgs[msg as usize];
         while j < items.len() {
             let q = items[j];
@@ -376,36 +502,63 @@ pub fn assemble<'a>(
             let Some(src) = orig.content.get(block as usize) else {
                 continue;
             };
+            // Pairing: a call no result answers, or a result no call asked for, goes.
+            let paired = match cq.kind {
+                Kind::ToolCall => results.contains(cq.call),
+                Kind::ToolResult => uses.contains(cq.call),
+                _ => true,
+            };
+            if !paired {
+                continue;
+            }
             let mut b = Block::of(src);
-            let body = t.text(q);
+            let body = t.text_ref(q);
             let slot = t.slot(q);
+            let edited = match q {
+                Pos::Core(k) => t.edits.get(&k).map(|e| e.text.as_str()),
+                Pos::Synth(_) => None,
+            };
             match cq.kind {
                 Kind::Text => {
-                    b.text = Cow::Owned(if cq.role == Role::User {
-                        tag_body(body, cq, slot)
-                    } else {
-                        body.to_string()
-                    });
+                    if cq.role == Role::User {
+                        b.suffix = tag_of(&body, cq, slot);
+                    }
+                    b.text = body;
                 }
-                Kind::Reasoning => b.thinking = Cow::Owned(body.to_string()),
+                Kind::Reasoning => b.thinking = body,
                 Kind::ToolCall => {
-                    if body != b.input
-                        && serde_json::from_str::<serde::de::IgnoredAny>(body).is_ok()
+                    if *body != *b.input
+                        && serde_json::from_str::<serde::de::IgnoredAny>(&body).is_ok()
                     {
-                        b.input = Cow::Owned(body.to_string());
+                        b.input = body;
                     }
                 }
                 Kind::ToolResult => {
-                    b.content = vec![Block::text(tag_body(body, cq, slot))];
+                    let mut inner = Block::text(Cow::Borrowed(""));
+                    inner.suffix = tag_of(&body, cq, slot);
+                    inner.text = body;
+                    b.content = vec![inner];
                 }
             }
+            (
+                block,
+                slot,
+                edited,
+                &b.suffix,
+                &b.content.first().map(|c| &c.suffix),
+            )
+                .hash(&mut h);
             truncated |= t.is_truncated(q);
             content.push(b);
             slots.push(slot.clone());
         }
         i = j;
-        if !content.is_empty() {
-            out.push(Out {
+        if content.is_empty() || is_empty_act(&orig.role, &content) {
+            continue;
+        }
+        truncated.hash(&mut h);
+        sink(
+            Out {
                 role: Cow::Borrowed(orig.role.as_ref()),
                 content: Some(content),
                 slots: slots.clone(),
@@ -413,88 +566,23 @@ pub fn assemble<'a>(
                     refs: slots,
                     truncated,
                 },
-            });
-        }
+            },
+            h.finish(),
+        );
     }
-    Assembled {
-        messages: drop_empty(pair_tool_blocks(out)),
-        tagged,
-    }
+    tagged
 }
 
-/// Drop tool calls no result answers and results no call asked for (anywhere in the list);
-/// messages left without content go.
-pub fn pair_tool_blocks(msgs: Vec<Out<'_>>) -> Vec<Out<'_>> {
-    let mut uses: HashSet<String> = HashSet::new();
-    let mut results: HashSet<String> = HashSet::new();
-    for m in &msgs {
-        for b in m.content.iter().flatten() {
-            match b.kind.as_ref() {
-                "tool_use" => {
-                    uses.insert(b.id.to_string());
-                }
-                "tool_result" => {
-                    results.insert(b.tool_use_id.to_string());
-                }
-                _ => {}
-            }
-        }
-    }
-    let mut out = Vec::with_capacity(msgs.len());
-    for mut m in msgs {
-        let blocks = m.content.take().unwrap_or_default();
-        let mut kept = Vec::with_capacity(blocks.len());
-        let mut kept_slots = Vec::with_capacity(blocks.len());
-        for (b, s) in blocks
-            .into_iter()
-            .zip(m.slots.drain(..).chain(std::iter::repeat(Slot::None)))
-        {
-            let keep = match b.kind.as_ref() {
-                "tool_use" => results.contains(b.id.as_ref()),
-                "tool_result" => uses.contains(b.tool_use_id.as_ref()),
-                _ => true,
-            };
-            if keep {
-                kept.push(b);
-                kept_slots.push(s);
-            }
-        }
-        if kept.is_empty() {
-            continue;
-        }
-        if let Meta::Message { refs, .. } = &mut m.meta {
-            *refs = kept_slots.clone();
-        }
-        m.content = Some(kept);
-        m.slots = kept_slots;
-        out.push(m);
-    }
-    out
-}
-
-/// Drop messages without content, and assistant messages with no text, no tool call and no
-/// thinking.
-fn drop_empty(msgs: Vec<Out<'_>>) -> Vec<Out<'_>> {
-    msgs.into_iter()
-        .filter(|m| {
-            let blocks = m.content.as_deref().unwrap_or(&[]);
-            if blocks.is_empty() {
-                return false;
-            }
-            if m.role == "assistant" {
-                let text: usize = blocks
-                    .iter()
-                    .filter(|b| b.kind == "text")
-                    .map(|b| b.text.len())
-                    .sum();
-                let acts = blocks
-                    .iter()
-                    .any(|b| b.kind == "tool_use" || b.kind == "thinking");
-                return text > 0 || acts;
-            }
-            true
-        })
-        .collect()
+/// An assistant message with no text, no tool call and no thinking: the runtime drops it.
+fn is_empty_act(role: &str, blocks: &[Block<'_>]) -> bool {
+    role == "assistant"
+        && blocks
+            .iter()
+            .filter(|b| b.kind == "text")
+            .all(|b| b.text.is_empty())
+        && !blocks
+            .iter()
+            .any(|b| b.kind == "tool_use" || b.kind == "thinking")
 }
 
 /// The messages as they are (the materialized history of a session without live blocks):
@@ -526,4 +614,30 @@ pub fn verbatim<'a>(msgs: &[&'a Message], slots_of: impl Fn(usize) -> Vec<Slot>)
 /// Positions in order with the core each one holds (for callers that walk a view).
 pub fn positions<'t, 'a>(t: &'t Turn<'_, 'a>) -> impl Iterator<Item = (Pos, &'t Core<'a>)> + 't {
     t.items.iter().map(move |&p| (p, t.core(p)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_as_json_does() {
+        for s in [
+            "",
+            "plain ascii text that is long enough for words",
+            "quote \" and backslash \\ inside a longer run of text",
+            "control \u{1} \u{1f} \n\r\t\u{8}\u{c} chars",
+            "ünïcödé 日本語 and 😀 emoji \"q\"",
+            "12345678\"12345678\\1234567\n",
+        ] {
+            let mut out = Vec::new();
+            push_str(&mut out, s);
+            let back: String = serde_json::from_slice(&out).expect("valid JSON");
+            assert_eq!(back, s);
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                serde_json::to_string(s).unwrap()
+            );
+        }
+    }
 }

@@ -209,7 +209,7 @@ impl<'t, 'a, 's> Ctx<'t, 'a, 's> {
         self.msgs[si.min(self.msgs.len())..(ei + 1).min(self.msgs.len())]
             .iter()
             .filter(|m| !m.core.id.is_empty() && !m.core.is_summary())
-            .map(|m| m.core.id.clone())
+            .map(|m| m.core.id.to_string())
             .collect()
     }
 
@@ -351,7 +351,7 @@ pub fn apply(
     let mut index = HashMap::with_capacity(msgs.len());
     for (i, m) in msgs.iter().enumerate() {
         if !m.core.id.is_empty() {
-            index.entry(m.core.id.as_str()).or_insert(i);
+            index.entry(m.core.id.as_ref()).or_insert(i);
         }
     }
     let anchor = Ctx::anchors(&msgs, state, &index);

@@ -2,7 +2,6 @@
 //! ids, and the projection of a transcript's messages into them.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::OnceLock;
 
@@ -10,6 +9,7 @@ use regex::Regex;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use super::fasthash::{FastMap, FastSet};
 use crate::format::transcript::{Content, Message, ToolResultContent};
 
 /// The tool whose calls noa itself answers; always hard-protected.
@@ -112,7 +112,7 @@ impl Slot {
 #[derive(Debug, Clone)]
 pub struct Core<'a> {
     /// `h_` + 16 hex digits (+ `_N` for a repeat), or a summary's / the nudge's id.
-    pub id: String,
+    pub id: Cow<'a, str>,
     pub role: Role,
     pub kind: Kind,
     /// The body with any trailing ref tag stripped (a tool call: its input as stored).
@@ -151,8 +151,8 @@ impl Core<'_> {
     }
 }
 
-/// `h_` + the first 16 hex digits of SHA-256 of `role|type|callId|toolName|text`.
-pub fn derive_id(role: Role, kind: Kind, call: &str, tool: &str, text: &str) -> String {
+/// The first 8 bytes of SHA-256 of `role|type|callId|toolName|text`: a raw id's digits.
+pub fn id_digest(role: Role, kind: Kind, call: &str, tool: &str, text: &str) -> u64 {
     let mut h = Sha256::new();
     for part in [role.as_str(), kind.as_str(), call, tool] {
         h.update(part.as_bytes());
@@ -160,10 +160,22 @@ pub fn derive_id(role: Role, kind: Kind, call: &str, tool: &str, text: &str) -> 
     }
     h.update(text.as_bytes());
     let digest = h.finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u64::from_be_bytes(first)
+}
+
+/// `h_` + the first 16 hex digits of SHA-256 of `role|type|callId|toolName|text`.
+pub fn derive_id(role: Role, kind: Kind, call: &str, tool: &str, text: &str) -> String {
+    id_text(id_digest(role, kind, call, tool, text), 0)
+}
+
+/// The id of the `n`-th occurrence (0: the first) of a digest.
+pub fn id_text(digest: u64, n: u32) -> String {
     let mut id = String::with_capacity(24);
-    id.push_str("h_");
-    for b in &digest[..8] {
-        let _ = write!(id, "{b:02x}");
+    let _ = write!(id, "h_{digest:016x}");
+    if n > 0 {
+        let _ = write!(id, "_{n}");
     }
     id
 }
@@ -172,22 +184,16 @@ pub fn derive_id(role: Role, kind: Kind, call: &str, tool: &str, text: &str) -> 
 /// later ones get `_1`, `_2`, ….
 #[derive(Debug, Default, Clone)]
 pub struct Repeats {
-    seen: HashMap<String, u32>,
+    seen: FastMap<u64, u32>,
 }
 
 impl Repeats {
-    pub fn next(&mut self, base: String) -> String {
-        match self.seen.get_mut(&base) {
-            None => {
-                self.seen.insert(base.clone(), 1);
-                base
-            }
-            Some(n) => {
-                let id = format!("{base}_{n}");
-                *n += 1;
-                id
-            }
-        }
+    /// The id of the next occurrence of a digest.
+    pub fn next(&mut self, digest: u64) -> String {
+        let n = self.seen.entry(digest).or_insert(0);
+        let id = id_text(digest, *n);
+        *n += 1;
+        id
     }
 }
 
@@ -221,13 +227,13 @@ pub fn is_marker(m: &Message) -> bool {
 }
 
 /// Tool names by call id, over every tool_use block of `msgs`.
-pub fn tool_names<'a>(msgs: &[&'a Message]) -> HashMap<&'a str, &'a str> {
-    let mut names = HashMap::new();
+pub fn tool_names<'a>(msgs: &[&'a Message]) -> FastMap<&'a str, &'a str> {
+    let mut names = FastMap::default();
     for m in msgs {
         for c in &m.content {
             match c {
                 Content::ToolUse(u) => {
-                    names.insert(u.id.as_str(), u.name.as_str());
+                    names.insert(u.id.as_ref(), u.name.as_str());
                 }
                 Content::Other(v) if str_field(v, "type") == "tool_use" => {
                     names.insert(str_field(v, "id"), str_field(v, "name"));
@@ -292,7 +298,7 @@ fn value_result_text(v: &Value) -> Cow<'_, str> {
 pub fn block_core<'a>(
     role: &str,
     c: &'a Content,
-    names: &HashMap<&'a str, &'a str>,
+    names: &FastMap<&'a str, &'a str>,
 ) -> Option<(Role, Kind, Cow<'a, str>, &'a str, &'a str)> {
     let user = role == "user";
     Some(match c {
@@ -316,7 +322,7 @@ pub fn block_core<'a>(
             Kind::ToolCall,
             Cow::Borrowed(u.input.get()),
             u.name.as_str(),
-            u.id.as_str(),
+            u.id.as_ref(),
         ),
         Content::ToolResult(r) => {
             let call = r.tool_use_id.as_str();
@@ -379,20 +385,72 @@ pub fn block_core<'a>(
     })
 }
 
+/// What a projection keeps so that the projection of the same messages plus appended ones
+/// computes ids for the appended ones only.
+#[derive(Debug, Default, Clone)]
+pub struct ProjectionMemo {
+    /// Index of the first message after the last compaction marker.
+    start: usize,
+    /// Messages projected (from 0: the marker's slice starts at `start`).
+    msgs: usize,
+    /// The id of each content message, in order.
+    ids: Vec<String>,
+    repeats: Repeats,
+    /// Call ids of tool results whose call was not found (a later call would rename them).
+    unnamed: FastSet<String>,
+}
+
 /// The content messages of `msgs` after the last compaction marker, in order, with raw ids.
 /// Origins index `msgs` itself.
 pub fn project<'a>(msgs: &[&'a Message]) -> Vec<Core<'a>> {
+    project_with(msgs, None).0
+}
+
+/// [`project`], reusing a memo of an earlier projection of a prefix of `msgs` (when it still
+/// applies), and the memo of this one.
+pub fn project_with<'a>(
+    msgs: &[&'a Message],
+    memo: Option<&'a ProjectionMemo>,
+) -> (Vec<Core<'a>>, ProjectionMemo) {
     let start = last_marker(msgs).map_or(0, |i| i + 1);
     let tail = &msgs[start..];
     let names = tool_names(tail);
-    let mut repeats = Repeats::default();
+    let usable = memo.filter(|m| {
+        m.start == start
+            && m.msgs <= msgs.len()
+            && m.unnamed
+                .iter()
+                .all(|call| !names.contains_key(call.as_str()))
+    });
     let mut out = Vec::with_capacity(tail.len() * 2);
-    for (mi, m) in tail.iter().enumerate() {
+    let mut next = ProjectionMemo {
+        start,
+        ..ProjectionMemo::default()
+    };
+    let (mut reused, from) = match usable {
+        Some(m) => {
+            next.repeats = m.repeats.clone();
+            next.unnamed = m.unnamed.clone();
+            (m.ids.iter(), m.msgs)
+        }
+        None => ([].iter(), start),
+    };
+    for (mi, m) in msgs.iter().enumerate().skip(start) {
         for (bi, c) in m.content.iter().enumerate() {
             let Some((role, kind, text, tool, call)) = block_core(&m.role, c, &names) else {
                 continue;
             };
-            let id = repeats.next(derive_id(role, kind, call, tool, &text));
+            let id: Cow<'a, str> = if mi < from {
+                match reused.next() {
+                    Some(id) => Cow::Borrowed(id.as_str()),
+                    None => Cow::Owned(next.repeats.next(id_digest(role, kind, call, tool, &text))),
+                }
+            } else {
+                if kind == Kind::ToolResult && tool.is_empty() {
+                    next.unnamed.insert(call.to_string());
+                }
+                Cow::Owned(next.repeats.next(id_digest(role, kind, call, tool, &text)))
+            };
             out.push(Core {
                 id,
                 role,
@@ -401,13 +459,15 @@ pub fn project<'a>(msgs: &[&'a Message]) -> Vec<Core<'a>> {
                 tool,
                 call,
                 origin: Origin::Block {
-                    msg: (start + mi) as u32,
+                    msg: mi as u32,
                     block: bi as u32,
                 },
             });
         }
     }
-    out
+    next.msgs = msgs.len();
+    next.ids = out.iter().map(|c| c.id.to_string()).collect();
+    (out, next)
 }
 
 #[cfg(test)]
@@ -444,9 +504,9 @@ mod tests {
         );
         assert!(id.starts_with("h_") && id.len() == 18, "{id}");
         let mut r = Repeats::default();
-        assert_eq!(r.next("h_a".into()), "h_a");
-        assert_eq!(r.next("h_a".into()), "h_a_1");
-        assert_eq!(r.next("h_a".into()), "h_a_2");
-        assert_eq!(r.next("h_b".into()), "h_b");
+        assert_eq!(r.next(0xab), "h_00000000000000ab");
+        assert_eq!(r.next(0xab), "h_00000000000000ab_1");
+        assert_eq!(r.next(0xab), "h_00000000000000ab_2");
+        assert_eq!(r.next(0xcd), "h_00000000000000cd");
     }
 }

@@ -14,6 +14,8 @@ pub mod args;
 pub mod assemble;
 pub mod compress;
 pub mod content;
+pub mod fasthash;
+pub mod lines;
 pub mod nudge;
 pub mod pipeline;
 pub mod protect;

@@ -80,6 +80,17 @@ impl<'p, 'a> Turn<'p, 'a> {
         }
     }
 
+    /// The text as a value that lives as long as the transcript (a clone of an edit).
+    pub fn text_ref(&self, p: Pos) -> Cow<'a, str> {
+        match p {
+            Pos::Core(i) => match self.edits.get(&i) {
+                Some(e) => Cow::Owned(e.text.clone()),
+                None => self.proj[i as usize].text.clone(),
+            },
+            Pos::Synth(i) => self.synth[i as usize].text.clone(),
+        }
+    }
+
     pub fn slot(&self, p: Pos) -> &Slot {
         static NONE: Slot = Slot::None;
         match p {
@@ -129,7 +140,7 @@ impl<'p, 'a> Turn<'p, 'a> {
             if let Some(name) = self.slots[i as usize].name() {
                 m.insert(
                     Cow::Owned(name.into_owned()),
-                    self.proj[i as usize].id.as_str(),
+                    self.proj[i as usize].id.as_ref(),
                 );
             }
         }
@@ -149,7 +160,7 @@ impl<'p, 'a> Turn<'p, 'a> {
             .iter()
             .map(|&i| {
                 (
-                    self.proj[i as usize].id.as_str(),
+                    self.proj[i as usize].id.as_ref(),
                     self.slots[i as usize].clone(),
                 )
             })
@@ -167,14 +178,16 @@ impl<'p, 'a> Turn<'p, 'a> {
                 Slot::Blocked => {
                     out.message_refs
                         .by_raw
-                        .insert(id.clone(), refs::BLOCKED.to_string());
+                        .insert(id.to_string(), refs::BLOCKED.to_string());
                 }
                 slot => {
                     if let Some(name) = slot.name() {
-                        out.message_refs.by_raw.insert(id.clone(), name.to_string());
+                        out.message_refs
+                            .by_raw
+                            .insert(id.to_string(), name.to_string());
                         out.message_refs
                             .by_ref
-                            .insert(name.into_owned(), id.clone());
+                            .insert(name.into_owned(), id.to_string());
                     }
                 }
             }
@@ -233,7 +246,7 @@ pub fn summary_text(b: &Block, path: &str) -> String {
 
 fn summary_core<'a>(block: u32, b: &Block, path: &str) -> Core<'a> {
     Core {
-        id: format!("{SUMMARY_ID_PREFIX}{}", b.block_id),
+        id: Cow::Owned(format!("{SUMMARY_ID_PREFIX}{}", b.block_id)),
         role: Role::User,
         kind: Kind::Text,
         text: Cow::Owned(summary_text(b, path)),
@@ -306,7 +319,7 @@ pub fn run<'p, 'a>(
 fn first_index<'c>(proj: &'c [Core<'_>]) -> HashMap<&'c str, u32> {
     let mut index = HashMap::with_capacity(proj.len());
     for (i, c) in proj.iter().enumerate() {
-        index.entry(c.id.as_str()).or_insert(i as u32);
+        index.entry(c.id.as_ref()).or_insert(i as u32);
     }
     index
 }
@@ -376,7 +389,7 @@ fn prune(
             items.push(Pos::Synth(t.synth.len() as u32 - 1));
             next += 1;
         }
-        if Some(i) == first_user || !covered.contains(c.id.as_str()) {
+        if Some(i) == first_user || !covered.contains(c.id.as_ref()) {
             items.push(Pos::Core(i as u32));
         }
     }
@@ -400,10 +413,10 @@ fn keep_reasoning_of_visible_turns(msgs: &[&Core<'_>], covered: &mut HashSet<&st
         }
         if g.acts
             .iter()
-            .any(|&i| !covered.contains(msgs[i].id.as_str()))
+            .any(|&i| !covered.contains(msgs[i].id.as_ref()))
         {
             for &i in &g.reasoning {
-                covered.remove(msgs[i].id.as_str());
+                covered.remove(msgs[i].id.as_ref());
             }
         }
     }
@@ -417,9 +430,9 @@ fn keep_compress_pairs_whole(msgs: &[&Core<'_>], covered: &mut HashSet<&str>) {
     for c in msgs {
         if c.kind == Kind::ToolCall && c.tool == COMPRESS_TOOL && !c.call.is_empty() {
             compress.push(c.call);
-            calls.insert(c.call, c.id.as_str());
+            calls.insert(c.call, c.id.as_ref());
         } else if c.kind == Kind::ToolResult && !c.call.is_empty() {
-            results.insert(c.call, c.id.as_str());
+            results.insert(c.call, c.id.as_ref());
         }
     }
     for call in compress {
@@ -673,7 +686,7 @@ fn truncate(t: &mut Turn<'_, '_>, cfg: &NoaConfig) {
 /// The nudge message appended to the view (SPEC 4.7): its own id, no ref.
 pub fn nudge_core<'a>(text: String) -> Core<'a> {
     Core {
-        id: NUDGE_ID.to_string(),
+        id: Cow::Borrowed(NUDGE_ID),
         role: Role::User,
         kind: Kind::Text,
         text: Cow::Owned(text),

@@ -47,7 +47,7 @@ pub fn soft_zone(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> HashSet<Sl
     let covered = t.covered(state);
     protect::soft_zone(
         t.view()
-            .map(|(p, c, text)| (c, text, t.slot(p), covered.contains(c.id.as_str()))),
+            .map(|(p, c, text)| (c, text, t.slot(p), covered.contains(c.id.as_ref()))),
         cfg,
     )
 }
@@ -74,7 +74,7 @@ pub fn recommend(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Recommenda
         if !slot.is_ref() {
             continue;
         }
-        if covered.contains(c.id.as_str()) || c.is_summary() || text.starts_with(SUMMARY_HEADER) {
+        if covered.contains(c.id.as_ref()) || c.is_summary() || text.starts_with(SUMMARY_HEADER) {
             gap = true;
             protected.extend(run.take());
         } else if protect::is_hard_paired(c, cfg, &calls) {

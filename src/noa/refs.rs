@@ -119,7 +119,7 @@ pub fn assign(
         if c.is_synthetic() || c.id.is_empty() {
             continue;
         }
-        if let Some(r) = by_raw.get(&c.id) {
+        if let Some(r) = by_raw.get(c.id.as_ref()) {
             slots[i] = slot_of(r);
             continue;
         }

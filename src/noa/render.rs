@@ -86,7 +86,7 @@ fn fenced(out: &mut String, body: &str, lang: &str) {
 fn block_md(out: &mut String, b: &OutBlock<'_>) {
     match b.kind.as_ref() {
         "text" => {
-            out.push_str(&b.text);
+            out.push_str(&b.full_text());
             out.push_str("\n\n");
         }
         "thinking" => {
@@ -103,7 +103,11 @@ fn block_md(out: &mut String, b: &OutBlock<'_>) {
         "tool_result" => {
             let err = if b.is_error { " (error)" } else { "" };
             let _ = writeln!(out, "**tool_result** ({}){err}\n", b.tool_use_id);
-            let body: Vec<&str> = b.content.iter().map(|c| c.text.as_ref()).collect();
+            let body: Vec<String> = b
+                .content
+                .iter()
+                .map(|c| c.full_text().into_owned())
+                .collect();
             fenced(out, &body.join("\n"), "");
         }
         other => {

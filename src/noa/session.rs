@@ -3,22 +3,91 @@
 
 use super::assemble::{self, Assembled};
 use super::content::{self, Core, Origin, Slot};
+use super::lines::{self, LineCache};
 use super::pipeline::{self, Count, Turn};
+use crate::bytes::Bytes;
 use crate::config::NoaConfig;
 use crate::format::state::{Block, State};
 use crate::format::transcript::Message;
 
-/// A session's messages and their projection.
+/// A session's messages as a resumed runtime holds them, and their projection.
 pub struct Projection<'a> {
     pub msgs: Vec<&'a Message>,
     pub cores: Vec<Core<'a>>,
 }
 
+/// The messages a resumed runtime continues from: trailing assistant messages that call a
+/// tool (a turn cut off before its results were recorded) are dropped (SPEC 2.1).
+pub fn resumed<'a>(mut msgs: Vec<&'a Message>) -> Vec<&'a Message> {
+    while let Some(last) = msgs.last() {
+        let calls = last.content.iter().any(|c| c.type_name() == "tool_use");
+        if last.role == "assistant" && calls {
+            msgs.pop();
+        } else {
+            break;
+        }
+    }
+    msgs
+}
+
 impl<'a> Projection<'a> {
     pub fn new(msgs: Vec<&'a Message>) -> Projection<'a> {
+        let msgs = resumed(msgs);
         let cores = content::project(&msgs);
         Projection { msgs, cores }
     }
+
+    /// [`Projection::new`] reusing the ids of an earlier projection of a prefix; also the memo
+    /// for the next one.
+    pub fn with_memo(
+        msgs: Vec<&'a Message>,
+        memo: Option<&'a content::ProjectionMemo>,
+    ) -> (Projection<'a>, content::ProjectionMemo) {
+        let msgs = resumed(msgs);
+        let (cores, next) = content::project_with(&msgs, memo);
+        (Projection { msgs, cores }, next)
+    }
+}
+
+/// What a session's computed files keep for the next computation over the same transcript
+/// with appended records: the projection's ids and the lines written.
+#[derive(Debug, Default)]
+pub struct ViewMemo {
+    pub projection: content::ProjectionMemo,
+    pub view: LineCache,
+    pub materialized: LineCache,
+}
+
+/// `view.jsonl`'s bytes (reusing the memo's lines) and the memo's new lines.
+pub fn view_bytes(
+    p: &Projection<'_>,
+    state: &State,
+    cfg: &NoaConfig,
+    path: ArchivePath<'_>,
+    prev: Option<&LineCache>,
+) -> (Bytes, LineCache) {
+    let t = turn(p, state, cfg, path);
+    let (bytes, lines, _) = lines::view_lines(&t, &p.msgs, state, true, prev);
+    (bytes, lines)
+}
+
+/// `materialized.jsonl`'s bytes (reusing the memo's lines) and the memo's new lines.
+pub fn materialized_bytes(
+    p: &Projection<'_>,
+    state: &State,
+    cfg: &NoaConfig,
+    path: ArchivePath<'_>,
+    prev: Option<&LineCache>,
+) -> (Bytes, LineCache) {
+    if !state.blocks().iter().any(|b| b.active) {
+        return (
+            materialize(p, state, cfg, path).to_jsonl().into(),
+            LineCache::default(),
+        );
+    }
+    let t = pipeline::prune_only(&p.cores, state, cfg, path);
+    let (bytes, lines, _) = lines::view_lines(&t, &p.msgs, state, false, prev);
+    (bytes, lines)
 }
 
 /// How a summary names its archive.

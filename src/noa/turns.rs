@@ -69,20 +69,20 @@ pub fn withdraw_split<'x>(msgs: &[&'x Core<'_>], folded: &mut HashSet<&'x str>) 
         let reasoning_folded = g
             .reasoning
             .iter()
-            .any(|&i| folded.contains(msgs[i].id.as_str()));
+            .any(|&i| folded.contains(msgs[i].id.as_ref()));
         if !reasoning_folded {
             continue;
         }
         let call_visible = g
             .acts
             .iter()
-            .any(|&i| msgs[i].kind == Kind::ToolCall && !folded.contains(msgs[i].id.as_str()));
+            .any(|&i| msgs[i].kind == Kind::ToolCall && !folded.contains(msgs[i].id.as_ref()));
         if !call_visible {
             continue;
         }
         for i in g.all() {
-            if folded.remove(msgs[i].id.as_str()) {
-                withdrawn.push(msgs[i].id.as_str());
+            if folded.remove(msgs[i].id.as_ref()) {
+                withdrawn.push(msgs[i].id.as_ref());
             }
         }
     }

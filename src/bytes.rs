@@ -1,0 +1,168 @@
+//! Immutable bytes made of shared pieces: a computed file's content, whose unchanged lines
+//! are shared between one version and the next instead of copied.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+/// A range of a shared buffer.
+#[derive(Clone, Debug)]
+pub struct Piece {
+    buf: Arc<Vec<u8>>,
+    start: usize,
+    end: usize,
+}
+
+impl Piece {
+    /// `buf[start..end]` (clamped to the buffer).
+    pub fn new(buf: Arc<Vec<u8>>, start: usize, end: usize) -> Piece {
+        let end = end.min(buf.len());
+        Piece {
+            buf,
+            start: start.min(end),
+            end,
+        }
+    }
+
+    /// A whole buffer.
+    pub fn whole(buf: Vec<u8>) -> Piece {
+        let end = buf.len();
+        Piece::new(Arc::new(buf), 0, end)
+    }
+}
+
+impl std::ops::Deref for Piece {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+}
+
+/// Bytes as a sequence of shared pieces. Cloning is a reference count.
+#[derive(Clone, Default)]
+pub struct Bytes(Arc<Pieces>);
+
+#[derive(Default)]
+struct Pieces {
+    pieces: Vec<Piece>,
+    /// Where each piece starts.
+    starts: Vec<u64>,
+    len: u64,
+}
+
+impl Bytes {
+    /// Bytes of the given pieces, in order (empty pieces are dropped).
+    pub fn from_pieces(pieces: impl IntoIterator<Item = Piece>) -> Bytes {
+        let mut p = Pieces::default();
+        for piece in pieces {
+            if piece.is_empty() {
+                continue;
+            }
+            p.starts.push(p.len);
+            p.len += piece.len() as u64;
+            p.pieces.push(piece);
+        }
+        Bytes(Arc::new(p))
+    }
+
+    pub fn len(&self) -> u64 {
+        self.0.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.len == 0
+    }
+
+    /// The pieces, in order.
+    pub fn pieces(&self) -> &[Piece] {
+        &self.0.pieces
+    }
+
+    /// At most `size` bytes from `offset` (fewer at the end; none past it): borrowed when
+    /// they lie in one piece.
+    pub fn window(&self, offset: u64, size: u32) -> Cow<'_, [u8]> {
+        let p = &self.0;
+        if offset >= p.len || size == 0 {
+            return Cow::Borrowed(&[]);
+        }
+        let end = offset.saturating_add(u64::from(size)).min(p.len);
+        // The piece holding `offset`: the last start at or before it.
+        let mut i = p.starts.partition_point(|&s| s <= offset).saturating_sub(1);
+        let first_start = p.starts[i];
+        let first = &p.pieces[i];
+        let from = (offset - first_start) as usize;
+        if end <= first_start + first.len() as u64 {
+            let to = (end - first_start) as usize;
+            return Cow::Borrowed(&first[from..to]);
+        }
+        let mut out = Vec::with_capacity((end - offset) as usize);
+        out.extend_from_slice(&first[from..]);
+        i += 1;
+        while i < p.pieces.len() && p.starts[i] < end {
+            let piece = &p.pieces[i];
+            let take = ((end - p.starts[i]) as usize).min(piece.len());
+            out.extend_from_slice(&piece[..take]);
+            i += 1;
+        }
+        Cow::Owned(out)
+    }
+
+    /// All the bytes in one buffer.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.0.len as usize);
+        for piece in &self.0.pieces {
+            out.extend_from_slice(piece);
+        }
+        out
+    }
+
+    /// Whether two values share their pieces (no comparison of bytes).
+    pub fn ptr_eq(a: &Bytes, b: &Bytes) -> bool {
+        Arc::ptr_eq(&a.0, &b.0)
+    }
+}
+
+impl From<Vec<u8>> for Bytes {
+    fn from(v: Vec<u8>) -> Bytes {
+        Bytes::from_pieces([Piece::whole(v)])
+    }
+}
+
+impl PartialEq for Bytes {
+    fn eq(&self, other: &Bytes) -> bool {
+        self.len() == other.len() && (Bytes::ptr_eq(self, other) || self.to_vec() == other.to_vec())
+    }
+}
+
+impl std::fmt::Debug for Bytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(
+            f,
+            "Bytes({} bytes in {} pieces)",
+            self.len(),
+            self.0.pieces.len()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_span_pieces() {
+        let b =
+            Bytes::from_pieces(["ab", "", "cde", "f"].map(|s| Piece::whole(s.as_bytes().to_vec())));
+        assert_eq!(b.len(), 6);
+        assert_eq!(&*b.window(0, 2), b"ab");
+        assert!(matches!(b.window(2, 3), Cow::Borrowed(_)));
+        assert_eq!(&*b.window(1, 4), b"bcde");
+        assert_eq!(&*b.window(1, 100), b"bcdef");
+        assert_eq!(&*b.window(5, 1), b"f");
+        assert_eq!(&*b.window(6, 1), b"");
+        assert_eq!(&*b.window(99, 1), b"");
+        assert_eq!(b.to_vec(), b"abcdef");
+        assert_eq!(b, Bytes::from(b"abcdef".to_vec()));
+        assert!(Bytes::default().is_empty());
+    }
+}
