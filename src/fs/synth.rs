@@ -618,13 +618,19 @@ impl Synth {
                     }
                 };
                 drop(p);
-                let (old_view, old_mat) =
-                    memo.map_or_else(Default::default, |m| (m.view, m.materialized));
-                tf.keep_memo(view::ViewMemo {
-                    projection,
-                    view: new_view.unwrap_or(old_view),
-                    materialized: new_mat.unwrap_or(old_mat),
-                });
+                // A message read from the unterminated last line may be replaced when the
+                // line is finished (or turns out to be no record): ids and lines derived from
+                // it are not kept for the next version.
+                let tentative = tf.stable_messages() < tf.transcript().messages.len();
+                if !tentative {
+                    let (old_view, old_mat) =
+                        memo.map_or_else(Default::default, |m| (m.view, m.materialized));
+                    tf.keep_memo(view::ViewMemo {
+                        projection,
+                        view: new_view.unwrap_or(old_view),
+                        materialized: new_mat.unwrap_or(old_mat),
+                    });
+                }
                 Ok(out)
             }
             Node::Raw(sid, start, end) => {
