@@ -798,7 +798,19 @@ pub fn audit_session_in(
         }
     }
     for d in &s.debris {
-        a.push(Severity::Warn, "archive.temp-debris", style.archive(sid, d), None, "a leftover temp file of an interrupted write (normafs's or the runtime's); the next ctl command removes it".into());
+        let name = d.rsplit('/').next().unwrap_or(d);
+        let message = if crate::store::durable::is_runtime_temp_name(name) {
+            "a leftover temp file of an interrupted write of the runtime's; normafs leaves it alone"
+        } else {
+            "a leftover temp file of an interrupted write of normafs's; the next ctl command removes it"
+        };
+        a.push(
+            Severity::Warn,
+            "archive.temp-debris",
+            style.archive(sid, d),
+            None,
+            message.into(),
+        );
     }
 }
 

@@ -10,8 +10,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use normafs::store::durable::{
-    atomic_replace, create_dir_all_durable, create_new_durable, is_temp_name, remove_durable,
-    temp_target_name,
+    atomic_replace, create_dir_all_durable, create_new_durable, is_runtime_temp_name, is_temp_name,
+    remove_durable, temp_target_name,
 };
 use normafs::store::failpoint::{self, Action};
 use normafs::store::journal::{self, JournalEntry};
@@ -232,6 +232,18 @@ fn temp_names_are_recognised() {
         ".tmp-00",
     ] {
         assert!(!is_temp_name(name), "{name}");
+    }
+    // The runtime's temp files (SPEC 1): its state writer's and its archiver's.
+    for name in [".noa-state-123456.tmp", ".noa-4242.tmp"] {
+        assert!(is_runtime_temp_name(name) && !is_temp_name(name), "{name}");
+    }
+    for name in [
+        ".noa-.tmp",
+        "noa-state-1.tmp",
+        ".noa-state-1.tmp.x",
+        ".normafs.lock",
+    ] {
+        assert!(!is_runtime_temp_name(name), "{name}");
     }
 }
 

@@ -132,6 +132,13 @@ pub fn is_temp_name(name: &str) -> bool {
     temp_target_name(name).is_some()
 }
 
+/// True for the name of a temp file the runtime writes through (`.noa-state-*.tmp` in an
+/// archive root, `.noa-*.tmp` in a tier directory, SPEC 1): one left behind is a crash's
+/// debris. normafs reports it and never removes it (it is the runtime's file).
+pub fn is_runtime_temp_name(name: &str) -> bool {
+    name.len() > ".noa-.tmp".len() && name.starts_with(".noa-") && name.ends_with(".tmp")
+}
+
 /// For a temp file name `.<name>.tmp-<hex>`, the `<name>` it was going to replace.
 ///
 /// `<hex>` is accepted at any non-zero length and in either case, so temp files of other
