@@ -912,7 +912,13 @@ fn frontmatter_errors_are_clear() {
 /// reader can take that frontmatter apart).
 #[test]
 fn a_topic_with_line_breaks_stays_one_frontmatter_line() {
-    let mut a = tier1(vec![msg(Some("m00001"), "user", MessageKind::Text, "", "hi")]);
+    let mut a = tier1(vec![msg(
+        Some("m00001"),
+        "user",
+        MessageKind::Text,
+        "",
+        "hi",
+    )]);
     a.topic = "two\nlines\r\nand more".to_string();
     a.with_body_sha256 = true;
     let text = render(&a, Labels::Chinese);
