@@ -725,23 +725,21 @@ pub fn audit_session_in(
         );
     }
 
-    // Overlap of live blocks, one finding per pair.
+    // Overlap of live blocks, one finding per pair: two blocks that both newly took one
+    // content message. (Effective coverage may overlap: a block takes the visible reasoning an
+    // earlier block's span kept, and absorbing blocks repeat their children's.)
     let mut first_cover: HashMap<&str, usize> = HashMap::new();
     let mut pairs: Vec<(usize, usize, String, usize)> = Vec::new();
     for (bi, b) in blocks.iter().enumerate() {
         if !live.get(bi).copied().unwrap_or(false) {
             continue;
         }
-        for id in &b.effective_message_ids {
+        for id in &b.direct_message_ids {
             match first_cover.get(id.as_str()) {
                 Some(&other) => match pairs.iter_mut().find(|p| p.0 == other && p.1 == bi) {
                     Some(p) => p.3 += 1,
                     None => {
-                        let r = refs_map
-                            .by_raw
-                            .get(id)
-                            .cloned()
-                            .unwrap_or_else(|| id.clone());
+                        let r = refs_map.by_raw.get(id).cloned().unwrap_or_else(|| id.clone());
                         pairs.push((other, bi, r, 1));
                     }
                 },
@@ -753,18 +751,8 @@ pub fn audit_session_in(
     }
     for (x, y, r, n) in pairs {
         let (bx, by) = (&blocks[x].block_id, &blocks[y].block_id);
-        let more = if n > 1 {
-            format!(" and {} more messages", n - 1)
-        } else {
-            String::new()
-        };
-        a.push(
-            Severity::Error,
-            "state.overlap",
-            spath.clone(),
-            block_line(by),
-            format!("live blocks {bx} and {by} both cover {r}{more}"),
-        );
+        let more = if n > 1 { format!(" and {} more messages", n - 1) } else { String::new() };
+        a.push(Severity::Error, "state.overlap", spath.clone(), block_line(by), format!("live blocks {bx} and {by} both took {r}{more}"));
     }
 
     // Stats: the runtime counts what it made (a fork's count starts again at zero).
@@ -798,19 +786,7 @@ pub fn audit_session_in(
         }
     }
     for d in &s.debris {
-        let name = d.rsplit('/').next().unwrap_or(d);
-        let message = if crate::store::durable::is_runtime_temp_name(name) {
-            "a leftover temp file of an interrupted write of the runtime's; normafs leaves it alone"
-        } else {
-            "a leftover temp file of an interrupted write of normafs's; the next ctl command removes it"
-        };
-        a.push(
-            Severity::Warn,
-            "archive.temp-debris",
-            style.archive(sid, d),
-            None,
-            message.into(),
-        );
+        a.push(Severity::Warn, "archive.temp-debris", style.archive(sid, d), None, "a leftover temp file of an interrupted write (normafs's or the runtime's); the next ctl command removes it".into());
     }
 }
 

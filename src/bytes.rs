@@ -58,6 +58,15 @@ impl Bytes {
             if piece.is_empty() {
                 continue;
             }
+            // A piece that continues the previous one in the same buffer joins it: reads
+            // then borrow instead of copying across piece boundaries.
+            if let Some(last) = p.pieces.last_mut() {
+                if Arc::ptr_eq(&last.buf, &piece.buf) && last.end == piece.start {
+                    last.end = piece.end;
+                    p.len += piece.len() as u64;
+                    continue;
+                }
+            }
             p.starts.push(p.len);
             p.len += piece.len() as u64;
             p.pieces.push(piece);
@@ -164,5 +173,18 @@ mod tests {
         assert_eq!(b.to_vec(), b"abcdef");
         assert_eq!(b, Bytes::from(b"abcdef".to_vec()));
         assert!(Bytes::default().is_empty());
+        let buf = Arc::new(b"0123456789".to_vec());
+        let joined = Bytes::from_pieces([
+            Piece::new(buf.clone(), 0, 3),
+            Piece::new(buf.clone(), 3, 7),
+            Piece::new(buf.clone(), 8, 10),
+        ]);
+        assert_eq!(
+            joined.pieces().len(),
+            2,
+            "contiguous ranges of one buffer join"
+        );
+        assert_eq!(joined.to_vec(), b"012345689");
+        assert!(matches!(joined.window(1, 5), Cow::Borrowed(b"12345")));
     }
 }

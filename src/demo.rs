@@ -1,15 +1,23 @@
-//! `normafs demo`: a built-in example session root (made by the generator, with a little damage
-//! for the audit to find), and the lines a new user can try on it.
+//! `normafs demo`: a built-in example session root in the runtime's dialect (made by the
+//! generator, with a little damage for the audit to find), and the lines a new user can try on
+//! it.
+//!
+//! The root holds three sessions: a showcase that compressed into tier-1 blocks and one tier-2
+//! block and left its last third uncompressed, one that never compressed, and one with a
+//! built-in compaction marker; memories (one with a Unicode-only name, the file `.md`). The
+//! damage: a torn last line in the third session's transcript and a memory saved after
+//! `MEMORY.md` was written. Every transcript's modification time is its last record's time
+//! (the generator's rule), so no session looks live and the `compress` line works at once.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::config::NoaConfig;
-use crate::gen::{generate, GenOptions};
-use crate::noa::compress::{self, Batch, Ctx, RangeSpec};
-use crate::noa::view::{self, Item};
+use crate::gen::{generate_profiled, GenOptions, Profile};
+use crate::noa::recommend;
+use crate::noa::session::{self, Projection};
 use crate::store::root::RootPaths;
-use crate::store::session;
+use crate::store::session as store_session;
 
 /// What the demo root holds.
 #[derive(Debug, Clone)]
@@ -29,34 +37,39 @@ const HINT_SUMMARY: &str = "Summary written by hand: what these messages establi
 pub fn write_demo_root(root: &Path, cfg: &NoaConfig) -> Result<DemoRoot, String> {
     let opts = GenOptions {
         sessions: 3,
-        messages: 160,
+        messages: 240,
         seed: 2026,
         max_result_bytes: 20_000,
         config: cfg.clone(),
         ..GenOptions::default()
     };
-    let report = generate(root, &opts, &mut |_, _| {}).map_err(|e| e.to_string())?;
+    let profiles = [Profile::Showcase, Profile::Plain, Profile::Marker];
+    let report =
+        generate_profiled(root, &opts, &profiles, &mut |_, _| {}).map_err(|e| e.to_string())?;
     let sessions = report.clean_sessions.clone();
     let paths = RootPaths::from_root(root);
-    // A little damage: a write in progress at the end of one transcript, and a memory saved
-    // after the index was written.
+    // A little damage: a write cut off at the end of one transcript (its time kept: the
+    // runtime that wrote it is gone), and a memory saved after the index was written.
     if let Some(last) = sessions.last() {
+        let path = paths.transcript_path(last);
+        let mtime = std::fs::metadata(&path)
+            .and_then(|m| m.modified())
+            .map_err(|e| format!("{}: {e}", path.display()))?;
         let mut f = std::fs::OpenOptions::new()
             .append(true)
-            .open(paths.transcript_path(last))
-            .map_err(|e| e.to_string())?;
-        f.write_all(br#"{"uuid":"0000demo0000torn","session_id":""#)
-            .map_err(|e| e.to_string())?;
+            .open(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        f.write_all(br#"{"uuid":"5f0c1d2e3b4a59687766554433221100","session_id":""#)
+            .and_then(|()| f.set_modified(mtime))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
     }
     std::fs::write(
         paths.memory.join("demo-tip.md"),
-        "---\nname: Demo tip\ndescription: Saved after MEMORY.md was written, so the index is stale\ntype: reference\n---\nRun `echo reindex-memory > ctl` at the mount's root to fix the index.\n",
+        "---\nname: Demo tip\ndescription: Saved after MEMORY.md was written, so the index is stale\ntype: reference\n---\n\nRun `echo reindex-memory > ctl` at the mount's root to fix the index.\n",
     )
     .map_err(|e| e.to_string())?;
     let showcase = sessions
-        .iter()
-        .find(|s| paths.state_path(s).exists())
-        .or(sessions.first())
+        .first()
         .cloned()
         .ok_or("the generator wrote no session")?;
     let compress_hint = compress_hint(&paths, &showcase, cfg);
@@ -68,47 +81,50 @@ pub fn write_demo_root(root: &Path, cfg: &NoaConfig) -> Result<DemoRoot, String>
     })
 }
 
-/// A `compress START END SUMMARY` line that session `sid` accepts now: four loose messages
-/// before the protected tail, checked with the core.
+/// A `compress START END SUMMARY` line that session `sid` accepts now: a range the runtime's
+/// recommendation offers on the session's view, checked the way ctl will apply it (a batch of
+/// one range that makes its block whole).
 pub fn compress_hint(paths: &RootPaths, sid: &str, cfg: &NoaConfig) -> Option<String> {
-    let s = session::load(paths, sid);
-    let msgs = s.msgs();
-    let mat = view::materialize(&msgs, &s.state.state, cfg);
-    let tail = view::protected_start(&mat.items, cfg);
-    for start in 0..tail {
-        let end = (start + 3).min(tail.checked_sub(1)?);
-        if end <= start {
-            break;
-        }
-        let items = &mat.items[start..=end];
-        if items
-            .iter()
-            .any(|i| !matches!(i, Item::Msg(m) if !m.protected_tool))
-        {
+    let s = store_session::load(paths, sid);
+    let (state, _) = store_session::opened_state(paths, sid, &s.state.state, cfg);
+    let p = Projection::new(store_session::messages(&s.transcript));
+    let t = session::turn(&p, &state, cfg, &session::runtime_path);
+    let rec = recommend::recommend(&t, &state, cfg);
+    let root = s.archive_root.to_string_lossy().into_owned();
+    let place = crate::noa::compress::Placement {
+        root: &root,
+        session: sid,
+        created: "2026-01-01T00:00:00Z",
+        now: 0,
+    };
+    // The largest first: the part of the session nothing has compressed yet.
+    let mut ranges: Vec<&recommend::RangeInfo> = rec
+        .ranges
+        .iter()
+        .filter(|r| r.chars >= cfg.min_range_chars)
+        .collect();
+    ranges.sort_by_key(|r| std::cmp::Reverse(r.chars));
+    for r in ranges {
+        let (Some(a), Some(b)) = (r.start.name(), r.end.name()) else {
             continue;
-        }
-        let (a, _) = mat.item_span(&mat.items[start]);
-        let (_, b) = mat.item_span(&mat.items[end]);
-        let root = s.archive_root_str();
-        let ctx = Ctx {
-            msgs: &msgs,
-            state: &s.state.state,
+        };
+        let range = crate::noa::args::Range {
+            start: a.to_string(),
+            end: b.to_string(),
+            summary: HINT_SUMMARY.to_string(),
+            topic: String::new(),
+            summary_max_chars: None,
+        };
+        let applied = crate::noa::rebuild::ctl_apply(
+            &p,
+            &state,
             cfg,
-            strict: true,
-            call_id: "ctl-hint",
-            now: "2026-01-01T00:00:00Z",
-            session: sid,
-            archive_root: &root,
-        };
-        let batch = Batch {
-            ranges: vec![RangeSpec {
-                start: a.clone(),
-                end: b.clone(),
-                topic: None,
-                summary: HINT_SUMMARY.to_string(),
-            }],
-        };
-        if compress::plan(&ctx, &batch).is_ok() {
+            std::slice::from_ref(&range),
+            "ctl-hint",
+            &place,
+            &session::runtime_path,
+        );
+        if applied.whole() {
             return Some(format!("compress {a} {b} {HINT_SUMMARY}"));
         }
     }
@@ -119,17 +135,23 @@ pub fn compress_hint(paths: &RootPaths, sid: &str, cfg: &NoaConfig) -> Option<St
 pub fn instructions(d: &DemoRoot, mnt: &Path) -> String {
     let m = mnt.display();
     let s = &d.showcase;
+    let tiers: String = (1..=3)
+        .filter(|n| d.root.join(format!("noa/{s}/tier{n}")).is_dir())
+        .map(|n| format!(" {m}/sessions/{s}/tier{n}/"))
+        .collect();
     let mut out = format!(
         "normafs demo: {} sessions from {} mounted at {m}\n\
          Try, in another terminal:\n\
          \x20 ls {m}/sessions {m}/sessions/{s}\n\
          \x20 head -c 600 {m}/sessions/{s}/view.jsonl          # what the model sees\n\
          \x20 jq -c .message {m}/sessions/{s}/view.jsonl | head -3\n\
+         \x20 jq -c 'select(.block) | {{block, tier, range}}' {m}/sessions/{s}/view.jsonl\n\
+         \x20 jq -c .message {m}/sessions/{s}/materialized.jsonl | wc -l   # blocks applied, no tags\n\
          \x20 less {m}/sessions/{s}/view.md\n\
          \x20 cat {m}/sessions/{s}/status.json\n\
-         \x20 ls {m}/sessions/{s}/raw/ {m}/sessions/{s}/tier1/    # archived ranges\n\
-         \x20 cat {m}/audit.txt                                  # a torn line, a stale index\n\
-         \x20 grep -n \"noa archive\" {m}/sessions/{s}/view.md | head -3\n",
+         \x20 ls {m}/sessions/{s}/raw/{tiers}\n\
+         \x20 head -20 {m}/sessions/{s}/raw/m00002.md              # the raw content of one ref\n\
+         \x20 cat {m}/audit.txt                                  # a torn line, a stale index\n",
         d.sessions.len(),
         d.root.display(),
     );
@@ -141,4 +163,90 @@ pub fn instructions(d: &DemoRoot, mnt: &Path) -> String {
     }
     out.push_str("Ctrl-C here unmounts and removes the demo root.\n");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::{self, PathStyle, Severity};
+    use crate::config::Config;
+    use crate::format::state::load_state;
+    use crate::store::ctl::{self, Runner, Scope};
+    use crate::store::root::discover;
+
+    #[test]
+    fn the_demo_root_holds_what_the_instructions_promise() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("demo");
+        let cfg = NoaConfig::default();
+        let d = write_demo_root(&root, &cfg).expect("demo root");
+        assert_eq!(d.sessions.len(), 3);
+        let paths = RootPaths::from_root(&root);
+        let now = chrono::Utc::now();
+
+        // The showcase: live blocks of tier 1 and 2; the plain session: no state at all; the
+        // third: a compaction marker.
+        let st = load_state(&paths.state_path(&d.showcase), &d.showcase).state;
+        let tiers: std::collections::BTreeSet<i64> = st
+            .blocks()
+            .iter()
+            .filter(|b| b.active)
+            .map(|b| b.tier)
+            .collect();
+        assert!(tiers.contains(&1) && tiers.contains(&2), "{tiers:?}");
+        assert!(!paths.archive_root(&d.sessions[1]).exists());
+        let third = std::fs::read_to_string(paths.transcript_path(&d.sessions[2])).expect("read");
+        assert!(third.contains("\"type\":\"compact_boundary\""));
+        for sid in &d.sessions {
+            assert_eq!(
+                ctl::live_reason(&paths, sid, &cfg, now),
+                None,
+                "{sid} looks live"
+            );
+        }
+
+        // The audit finds the damage, and only that (besides the runtime's own hazard).
+        let disc = discover(&paths).expect("discover");
+        let a = audit::audit_root(
+            &paths,
+            &disc,
+            &Config::default(),
+            PathStyle::Root,
+            &mut |_, _| {},
+        );
+        let warned: Vec<&str> = a
+            .findings
+            .iter()
+            .filter(|f| f.severity != Severity::Info)
+            .map(|f| f.code)
+            .collect();
+        assert_eq!(
+            warned,
+            [
+                "memory.empty-slug",
+                "memory.index-stale",
+                "transcript.torn-tail"
+            ],
+            "{}",
+            a.to_text()
+        );
+
+        // The example command works at once, as ctl runs it.
+        let hint = d.compress_hint.clone().expect("a compress hint");
+        let text = instructions(&d, Path::new("/mnt/demo"));
+        assert!(text.contains(&hint), "{text}");
+        assert!(text.contains("/tier2/"), "{text}");
+        let runner = Runner {
+            paths: &paths,
+            cfg: &cfg,
+            read_only: false,
+        };
+        let rec = runner.run(&Scope::Session(d.showcase.clone()), &hint, 1, now);
+        assert!(rec.ok, "{}", rec.message);
+        let after = load_state(&paths.state_path(&d.showcase), &d.showcase).state;
+        assert!(after
+            .blocks()
+            .iter()
+            .any(|b| b.summary == HINT_SUMMARY && b.compress_call_id.starts_with("ctl-")));
+    }
 }

@@ -1,43 +1,67 @@
-//! `normafs gen`: a deterministic generator of realistic synthetic session roots (SPEC 1, 2) for
-//! tests, demos and benchmarks.
+//! `normafs gen`: a deterministic generator of synthetic session roots in the runtime's own
+//! dialect (SPEC 1, 2), for tests, demos and benchmarks.
 //!
-//! Every session is written the way the runtime and the noa core would have written it: chained
-//! records, tool calls answered by results, Compress calls planned by [`crate::noa::compress`]
-//! against the view of the transcript at the time of the call (so a rebuild from history gives
-//! back the very `state.json` written), their archives, sidechain transcripts and memory files
-//! with a matching `MEMORY.md`. With `corrupt`, extra sessions and files carry one damage each of
-//! the SPEC 9 catalogue, listed in [`GenReport::damages`].
+//! Every file is what the runtime would have written:
+//! - transcripts are chains of `message` records (32-hex uuids, `parent_uuid` from the second
+//!   record on, UTC RFC 3339 times with Go's trimmed fraction); an assistant turn is one record
+//!   of thinking (signed), text and tool_use blocks, its results one user record of
+//!   `tool_result` blocks whose `content` is an array of text blocks; subagents write sidechain
+//!   transcripts; one session in seven holds a built-in compaction marker with the kept tail
+//!   recorded a second time;
+//! - Compress calls are made the way the runtime's model makes them: at spaced points the
+//!   generator takes the view a resumed runtime would send ([`session::turn`]), picks ranges
+//!   from the runtime's recommendation ([`recommend::recommend`]) or, once enough tier-1
+//!   blocks are live, a block-endpoint range `b<i>..b<j>`, records the tool_use with the
+//!   runtime's Compress input, applies it with [`compress::apply`] exactly as
+//!   [`crate::noa::rebuild::rebuild`] replays a transcript call, and records the panel as the
+//!   tool result (failed calls too: a short summary, an unknown ref). So a rebuild from history
+//!   gives back the very `state.json` written. Like a model that reads the panels, it sends
+//!   only ranges whose blocks overlap no live block (tried first, see `Session::disjoint`);
+//! - `noa/<sid>/state.json` ([`State::to_json`]) only for sessions that compressed, every
+//!   archive in the runtime's layout and labels (without normafs's `call`/`body_sha256` keys:
+//!   the runtime wrote them), memory files and `MEMORY.md` in the runtime's bytes (one with a
+//!   Unicode-only name, the file `.md`).
+//!
+//! Times: a transcript's modification time is set to its last record's timestamp, so no
+//! generated session looks live to ctl (SPEC 6: a transcript written within `live_seconds`)
+//! and a ctl command works on it at once; memory files get fixed times one minute apart (scan
+//! order, and so `MEMORY.md`, is reproducible). Generated time starts at 2025-06-02T09:00:00Z,
+//! sessions an hour apart.
 //!
 //! Output depends only on the options and the root path (archive paths are absolute): the same
 //! options give byte-identical files. Randomness comes from a self-contained splitmix64 stream
 //! per session.
 //!
-//! Choices: every main transcript has exactly `messages` messages and ends with an assistant
-//! answer (an odd count gets one user follow-up right after the first prompt); about a fifth of
-//! the sessions never compress and get no `noa/<sid>/` at all (so the audit shows `state.missing`
-//! info for them); `state.json` is written only for sessions with blocks; Compress attempts are
-//! spaced so that a session makes about 30 at most (each costs O(messages) in the core); memory
-//! files get fixed modification times so that scan order, and `MEMORY.md`, are reproducible.
+//! Cost: each Compress attempt projects the session so far twice (O(messages)), so a session
+//! makes at most [`MAX_ATTEMPTS`] of them, and a session longer than
+//! [`MAX_COMPRESSED_MESSAGES`] messages (the benchmark's big one) none at all.
+//!
+//! Choices: every main transcript has exactly `messages` message records and ends with an
+//! assistant answer (a prompt gets a user follow-up when the count left is even); about
+//! a fifth of the sessions never compress and get no `noa/<sid>/` at all (the audit shows
+//! `state.missing` info for them).
 
 mod damage;
 mod text;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use crate::config::NoaConfig;
+use crate::format::archive::{self, Labels};
 use crate::format::memory;
 use crate::format::state::State;
 use crate::format::transcript::{
-    BoundaryMeta, CompactBoundaryPart, Content, Message, RawJson, Record, TextPart, ThinkingPart,
-    ToolResultContent, ToolResultPart, ToolUsePart, Usage,
+    CompactBoundaryPart, Content, Message, RawJson, Record, ThinkingPart, ToolResultContent,
+    ToolResultPart, ToolUsePart, Usage,
 };
-use crate::noa::compress::{self, Batch, CompressError, Ctx, Planned, RangeSpec};
-use crate::noa::view::{self, Item, Materialized};
-use crate::noa::{refs, tokens, Msg};
+use crate::noa::compress::{self, Applied, Placement};
+use crate::noa::content::{self, Origin, COMPRESS_TOOL};
+use crate::noa::pipeline::{self, Count, Turn};
+use crate::noa::session::{self, Projection};
+use crate::noa::{args, recommend, refs, tokens};
 
 use text::Rng;
 
@@ -49,7 +73,7 @@ pub struct GenOptions {
     /// Messages per main transcript (exactly).
     pub messages: usize,
     pub seed: u64,
-    /// Also write one damaged session (or file) per kind of the SPEC 9 catalogue.
+    /// Also write one damaged session (or file) per code of the SPEC 9 catalogue gen can make.
     pub corrupt: bool,
     /// Give some sessions sidechain transcripts of subagents.
     pub subagents: bool,
@@ -57,7 +81,7 @@ pub struct GenOptions {
     pub memories: usize,
     /// Largest tool result, in bytes.
     pub max_result_bytes: usize,
-    /// The noa settings the Compress calls are planned with.
+    /// The noa settings the Compress calls are made with (the runtime's, by default).
     pub config: NoaConfig,
 }
 
@@ -82,9 +106,10 @@ pub struct Damage {
     /// The SPEC 9 code, e.g. `transcript.torn-tail`.
     pub code: &'static str,
     /// Relative to the root: `transcripts/<sid>.jsonl`, `noa/<sid>/state.json` (state.*),
-    /// `noa/<sid>/<archiveRel>` (archive.*), `memory/<file>`, or the bad entry itself.
+    /// `noa/<sid>/<archiveRel>` (archive.*), `noa/<sid>/ctl.jsonl` (journal.*),
+    /// `memory/<file>`, or the bad entry itself.
     pub path: String,
-    /// 1-based line of the damaged transcript record, when the damage is one line.
+    /// 1-based line of the damaged line, when the damage is one line.
     pub line: Option<usize>,
     /// What was done, for people.
     pub note: String,
@@ -104,9 +129,9 @@ pub struct GenReport {
     /// Sidechain transcripts and their message records.
     pub subagents: usize,
     pub subagent_messages: usize,
-    /// Compress calls recorded with a successful result.
+    /// Compress calls whose panel reports blocks.
     pub compress_calls: usize,
-    /// Compress calls recorded with an error result (the runtime refused them).
+    /// Compress calls recorded with a panel that made no block (the runtime refused them).
     pub refused_calls: usize,
     /// Blocks in the written `state.json` files (all tiers, active or not).
     pub blocks: usize,
@@ -158,11 +183,16 @@ pub enum GenError {
     Damage { code: &'static str, reason: String },
 }
 
-/// 2026-11-02T09:00:00Z, the start of generated time.
-const BASE_SECS: i64 = 1_793_610_000;
+/// 2025-06-02T09:00:00Z, the start of generated time.
+const BASE_SECS: i64 = 1_748_854_800;
 const NANOS: i64 = 1_000_000_000;
-/// Sessions start five hours apart.
-const SESSION_GAP_SECS: i64 = 5 * 3600;
+/// Sessions start an hour apart.
+const SESSION_GAP_SECS: i64 = 3600;
+
+/// Most Compress attempts of one session (each projects the session so far twice).
+pub const MAX_ATTEMPTS: usize = 24;
+/// Sessions longer than this never compress (the projections would cost minutes).
+pub const MAX_COMPRESSED_MESSAGES: usize = 20_000;
 
 /// Write a synthetic session root at `root` (which must be empty or not exist).
 ///
@@ -170,6 +200,16 @@ const SESSION_GAP_SECS: i64 = 5 * 3600;
 pub fn generate(
     root: &Path,
     opts: &GenOptions,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<GenReport, GenError> {
+    generate_profiled(root, opts, &[], progress)
+}
+
+/// [`generate`], the first sessions made to `profiles` (the others drawn at random).
+pub(crate) fn generate_profiled(
+    root: &Path,
+    opts: &GenOptions,
+    profiles: &[Profile],
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<GenReport, GenError> {
     let root = prepare_root(root)?;
@@ -191,7 +231,11 @@ pub fn generate(
     progress(0, total);
 
     for i in 0..opts.sessions {
-        let spec = clean_spec(opts, i);
+        let mut spec = clean_spec(opts, i);
+        if let Some(&p) = profiles.get(i) {
+            let mut rng = Rng::derive(opts.seed, &format!("profile/{}", spec.sid));
+            spec = profiled(spec, p, &mut rng);
+        }
         let s = build(
             &spec,
             &opts.config,
@@ -204,9 +248,7 @@ pub fn generate(
     }
     for (k, &code) in damages.iter().enumerate() {
         let slot = opts.sessions + k;
-        let (s, found) = damage::session(code, opts, slot, &out)?;
-        write_session(&mut out, &s, &mut report)?;
-        report.corrupt_sessions.push(s.sid.clone());
+        let found = damage::session(code, opts, slot, &mut out, &mut report)?;
         report.damages.extend(found);
         progress(slot + 1, total);
     }
@@ -288,6 +330,23 @@ impl Out {
     }
 }
 
+/// Set a file's modification time to `ns` (Unix nanoseconds).
+fn set_mtime(path: &Path, ns: i64) -> Result<(), GenError> {
+    let t = SystemTime::UNIX_EPOCH
+        + Duration::new(
+            ns.div_euclid(NANOS).max(0) as u64,
+            ns.rem_euclid(NANOS) as u32,
+        );
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_modified(t))
+        .map_err(|source| GenError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
 /// `s<seed-hex>-<nnnn>`.
 fn session_id(seed: u64, i: usize) -> String {
     format!("s{seed:x}-{:04}", i + 1)
@@ -300,15 +359,44 @@ pub(crate) struct Schedule {
     pub first_at: usize,
     /// Messages between attempts (jittered by ±25%).
     pub interval: usize,
-    /// Live blocks of tier 1 (resp. 2) in a row before a consolidation may be issued.
-    pub consolidate_min: (usize, usize),
-    pub consolidate_percent: usize,
-    /// At most one consolidation.
-    pub consolidate_once: bool,
-    /// Share of attempts that are deliberately invalid (recorded with an error result).
+    /// Share of attempts that are deliberately refused (recorded with an error panel).
     pub refuse_percent: usize,
-    /// Share of tier-1 calls with two ranges.
-    pub multi_range_percent: usize,
+    /// Share of eligible attempts that consolidate live blocks into the next tier.
+    pub consolidate_percent: usize,
+    /// Most consolidations of the session.
+    pub max_consolidations: usize,
+    /// Share of tier-1 calls that send every recommended range (else just enough of them).
+    pub all_ranges_percent: usize,
+    /// No attempt within this many messages of the end.
+    pub quiet_tail: usize,
+}
+
+impl Schedule {
+    /// The schedule of a generated session of `messages` messages.
+    fn random(rng: &mut Rng, messages: usize) -> Schedule {
+        let interval = (24 + rng.range(0, 16)).max(messages / MAX_ATTEMPTS);
+        Schedule {
+            first_at: interval,
+            interval,
+            refuse_percent: 8,
+            consolidate_percent: 60,
+            max_consolidations: 2,
+            all_ranges_percent: 40,
+            quiet_tail: 0,
+        }
+    }
+}
+
+/// A session made for `normafs demo` rather than drawn at random.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Profile {
+    /// Compresses often, consolidates once enough tier-1 blocks are live, and leaves its last
+    /// third uncompressed (so a ctl `compress` has something to take).
+    Showcase,
+    /// Never compresses.
+    Plain,
+    /// A built-in compaction marker, then Compress calls after it.
+    Marker,
 }
 
 /// One session to build.
@@ -321,28 +409,15 @@ pub(crate) struct Spec {
     /// Most subagents (Task calls with a sidechain transcript).
     pub subagents: usize,
     pub compress: Option<Schedule>,
+    /// Record a built-in compaction marker at this share (percent) of the messages.
+    pub marker_at_percent: Option<usize>,
 }
 
 fn clean_spec(opts: &GenOptions, i: usize) -> Spec {
     let sid = session_id(opts.seed, i);
     let mut rng = Rng::derive(opts.seed, &format!("spec/{sid}"));
-    let cfg = &opts.config;
-    let compress = rng.percent(80).then(|| {
-        // About 30 attempts at most: each costs O(messages) in the core.
-        let interval = (30 + rng.range(0, 20)).max(opts.messages / 30);
-        Schedule {
-            first_at: interval,
-            interval,
-            consolidate_min: (
-                rng.range(3, cfg.tier2_min_blocks.max(3)),
-                rng.range(2, cfg.tier3_min_blocks.max(2)),
-            ),
-            consolidate_percent: 60,
-            consolidate_once: false,
-            refuse_percent: 7,
-            multi_range_percent: 15,
-        }
-    });
+    let compress = (rng.percent(80) && opts.messages <= MAX_COMPRESSED_MESSAGES)
+        .then(|| Schedule::random(&mut rng, opts.messages));
     let subagents = if opts.subagents && rng.percent(35) {
         rng.range(1, 2)
     } else {
@@ -355,29 +430,71 @@ fn clean_spec(opts: &GenOptions, i: usize) -> Spec {
         max_result_bytes: opts.max_result_bytes,
         subagents,
         compress,
+        marker_at_percent: (i % 7 == 3).then_some(40),
     }
+}
+
+/// A clean spec made to a profile.
+fn profiled(mut spec: Spec, profile: Profile, rng: &mut Rng) -> Spec {
+    let m = spec.messages;
+    match profile {
+        Profile::Showcase => {
+            spec.compress = Some(Schedule {
+                first_at: 20,
+                interval: 12,
+                refuse_percent: 10,
+                consolidate_percent: 100,
+                max_consolidations: 1,
+                all_ranges_percent: 50,
+                quiet_tail: m / 3,
+            });
+            spec.marker_at_percent = None;
+        }
+        Profile::Plain => {
+            spec.compress = None;
+            spec.marker_at_percent = None;
+        }
+        Profile::Marker => {
+            spec.compress = Some(Schedule::random(rng, m));
+            spec.marker_at_percent = Some(40);
+        }
+    }
+    spec
 }
 
 /// Start time of the session in slot `i`.
 fn start_ns(i: usize, rng: &mut Rng) -> i64 {
-    let secs = BASE_SECS + (i as i64) * SESSION_GAP_SECS + rng.range(0, 3600) as i64;
+    let secs = BASE_SECS + (i as i64) * SESSION_GAP_SECS + rng.range(0, 600) as i64;
     secs * NANOS + rng.range(0, 999_999_999) as i64
 }
 
-/// RFC 3339 with nanoseconds, UTC.
-fn rfc3339(ns: i64) -> String {
-    chrono::DateTime::from_timestamp(ns.div_euclid(NANOS), ns.rem_euclid(NANOS) as u32)
-        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true))
-        .unwrap_or_default()
+/// RFC 3339 in UTC as Go writes `time.RFC3339Nano`: the fraction's trailing zeros trimmed
+/// (none at all on a whole second).
+pub(crate) fn rfc3339(ns: i64) -> String {
+    let Some(t) = chrono::DateTime::from_timestamp(ns.div_euclid(NANOS), 0) else {
+        return String::new();
+    };
+    let mut s = t.format("%Y-%m-%dT%H:%M:%S").to_string();
+    let frac = ns.rem_euclid(NANOS);
+    if frac != 0 {
+        let digits = format!("{frac:09}");
+        s.push('.');
+        s.push_str(digits.trim_end_matches('0'));
+    }
+    s.push('Z');
+    s
 }
 
-/// A successful Compress call as recorded in the transcript.
+/// RFC 3339 to the second (an archive's `created`) and Unix seconds (a block's `createdAt`).
+fn seconds(ns: i64) -> (String, i64) {
+    let secs = ns.div_euclid(NANOS);
+    (rfc3339(secs * NANOS), secs)
+}
+
+/// A Compress call recorded with a panel that reports blocks.
 #[derive(Debug, Clone)]
 pub(crate) struct Call {
     pub call_id: String,
-    /// Indices in `records` of the tool_use and of the result.
-    pub use_record: usize,
-    pub result_record: usize,
 }
 
 /// What to write as `state.json`.
@@ -391,11 +508,41 @@ pub(crate) enum StateFile {
     Raw(String),
 }
 
+/// One range of a Compress call as the model writes it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Want {
+    pub start: String,
+    pub end: String,
+    pub summary: String,
+    /// Empty: no topic.
+    pub topic: String,
+}
+
+/// The runtime's Compress input, `{"content":[{"startId","endId","summary","topic"?}]}`, in
+/// the order the tool's schema lists the keys.
+pub(crate) fn compress_input(wants: &[Want]) -> String {
+    let content: Vec<Value> = wants
+        .iter()
+        .map(|w| {
+            let mut m = Map::new();
+            m.insert("startId".into(), json!(w.start));
+            m.insert("endId".into(), json!(w.end));
+            m.insert("summary".into(), json!(w.summary));
+            if !w.topic.is_empty() {
+                m.insert("topic".into(), json!(w.topic));
+            }
+            Value::Object(m)
+        })
+        .collect();
+    json!({ "content": content }).to_string()
+}
+
 /// A session being built, then written.
 pub(crate) struct Session<'a> {
     pub cfg: &'a NoaConfig,
     pub rng: Rng,
     pub sid: String,
+    /// The absolute archive root (`archivePath` = root/archiveRel).
     pub archive_root: String,
     agent: Option<String>,
     max_result_bytes: usize,
@@ -405,26 +552,26 @@ pub(crate) struct Session<'a> {
     since_assistant: u64,
     pub messages: usize,
     pub state: State,
-    /// `(archiveRel, bytes)` of every block written.
-    pub archives: Vec<(String, String)>,
+    /// `(archiveRel, archive)` of every block: rendered as they are (the runtime's have no
+    /// `call`/`body_sha256`, those of ctl batches do).
+    pub archives: Vec<(String, archive::Archive)>,
     /// `(agent id, records)`.
     pub sidechains: Vec<(String, Vec<Record>)>,
     pub calls: Vec<Call>,
     pub refused: usize,
     subagent_budget: usize,
-    consolidated: bool,
-    /// The time of the next record, when fixed in advance (a Compress call planned at it).
-    pinned_ns: Option<i64>,
-    // What the writer does besides the model (damages).
+    consolidations: usize,
+    // What the writer does besides the runtime (damages).
     pub state_file: StateFile,
-    /// `(record index, line)`: a raw line written before that record.
+    /// `(record index, line)`: a raw line written before that record (after the last one
+    /// for an index past the end).
     pub garbage: Vec<(usize, String)>,
     /// Written after the last line, without a newline.
     pub torn_tail: Option<String>,
     /// Extra files under the archive root: `(relative path, bytes)`.
     pub noa_extra: Vec<(String, Vec<u8>)>,
-    /// Lines of `ctl.jsonl`.
-    pub journal: Vec<String>,
+    /// The bytes of `ctl.jsonl`, when there is one.
+    pub journal: Option<String>,
 }
 
 /// The next message of the conversation.
@@ -432,6 +579,16 @@ enum Next {
     Prompt,
     Assistant,
     Results(Vec<(String, &'static str)>),
+}
+
+/// What a Compress attempt sends.
+pub(crate) enum Pick {
+    /// Ranges the recommendation offers: tier-1 blocks.
+    Ranges(Vec<Want>),
+    /// A block-endpoint range that makes a block of the next tier.
+    Consolidate(Want),
+    /// A batch the runtime refuses.
+    Refused(Vec<Want>),
 }
 
 impl<'a> Session<'a> {
@@ -460,22 +617,17 @@ impl<'a> Session<'a> {
             calls: Vec::new(),
             refused: 0,
             subagent_budget: 0,
-            consolidated: false,
-            pinned_ns: None,
+            consolidations: 0,
             state_file: StateFile::Auto,
             garbage: Vec::new(),
             torn_tail: None,
             noa_extra: Vec::new(),
-            journal: Vec::new(),
+            journal: None,
         }
     }
 
-    /// Advance the clock by a few seconds (or to the pinned time); the new time.
+    /// Advance the clock by a few seconds; the new time.
     pub fn tick(&mut self) -> String {
-        if let Some(ns) = self.pinned_ns.take() {
-            self.clock_ns = ns;
-            return rfc3339(ns);
-        }
         let secs = self.rng.range(1, 9) as i64;
         self.clock_ns += secs * NANOS + self.rng.range(0, 999_999_999) as i64;
         rfc3339(self.clock_ns)
@@ -503,14 +655,14 @@ impl<'a> Session<'a> {
     /// Append a message record (assistant records carry usage); its index in `records`.
     pub fn push_message(&mut self, role: &str, content: Vec<Content>) -> usize {
         let message = Message::new(role, content);
-        let t = tokens::message_tokens(&message);
+        let t = message_tokens(&message);
         let mut rec = self.record("message");
         if role == "assistant" {
             rec.usage = Some(Some(Box::new(Usage {
                 input_tokens: self.rng.range(3, 900) as u64,
                 output_tokens: t.max(1),
                 cache_read_tokens: self.context_tokens,
-                cache_write_tokens: self.since_assistant.max(1),
+                cache_write_tokens: self.since_assistant,
                 extra: Default::default(),
             })));
             self.since_assistant = 0;
@@ -524,20 +676,6 @@ impl<'a> Session<'a> {
         self.records.len() - 1
     }
 
-    fn push_boundary(&mut self) {
-        let skills = ["rust", "git", "review"];
-        let n = self.rng.range(1, skills.len());
-        let mut rec = self.record("boundary");
-        rec.boundary = Some(Some(Box::new(BoundaryMeta {
-            trigger: Some("auto".to_string()),
-            pre_tokens: self.context_tokens.max(1),
-            messages_summarized: Some(self.messages as u64),
-            active_skills: Some(skills.iter().take(n).map(|s| s.to_string()).collect()),
-            extra: Default::default(),
-        })));
-        self.records.push(rec);
-    }
-
     pub fn user_text(&mut self, text: &str) -> usize {
         self.push_message("user", vec![Content::text(text)])
     }
@@ -549,7 +687,7 @@ impl<'a> Session<'a> {
 
     pub fn final_answer(&mut self) -> usize {
         let mut content = Vec::new();
-        if self.rng.percent(20) {
+        if self.rng.percent(40) {
             content.push(self.thinking());
         }
         content.push(Content::text(&text::assistant_answer(&mut self.rng)));
@@ -564,13 +702,13 @@ impl<'a> Session<'a> {
         })
     }
 
-    /// An assistant message calling one or two tools; the calls to answer.
+    /// An assistant turn calling one or two tools; the calls to answer.
     pub fn tool_calls(&mut self) -> Vec<(String, &'static str)> {
         let mut content = Vec::new();
-        if self.rng.percent(35) {
+        if self.rng.percent(75) {
             content.push(self.thinking());
         }
-        if self.rng.percent(45) {
+        if self.rng.percent(60) {
             content.push(Content::text(&text::assistant_preamble(&mut self.rng)));
         }
         let n = if self.rng.percent(12) { 2 } else { 1 };
@@ -587,46 +725,30 @@ impl<'a> Session<'a> {
                 let tool = self.rng.pick(text::TOOLS);
                 (tool, text::tool_input(&mut self.rng, tool))
             };
-            content.push(tool_use(&id, tool, input));
+            content.push(tool_use(&id, tool, &input.to_string()));
             calls.push((id, tool));
         }
         self.push_message("assistant", content);
         calls
     }
 
-    /// The user message answering `calls`.
+    /// The user record answering `calls`.
     pub fn tool_results(&mut self, calls: &[(String, &'static str)]) -> usize {
         let mut content = Vec::new();
         for (id, tool) in calls {
             let part = if *tool == "Task" {
                 let answer = self.subagent();
-                tool_result(
-                    id,
-                    ToolResultContent::Items(vec![Content::text(&answer)]),
-                    false,
-                )
+                tool_result(id, &answer, false)
             } else if self.rng.percent(6) {
                 let err = text::tool_error(&mut self.rng, tool);
-                tool_result(
-                    id,
-                    ToolResultContent::Items(vec![Content::text(&err)]),
-                    true,
-                )
+                tool_result(id, &err, true)
             } else {
                 let mut size = text::result_size(&mut self.rng, self.max_result_bytes);
                 if matches!(*tool, "Edit" | "Write") {
                     size = size.min(600);
                 }
                 let out = text::tool_output(&mut self.rng, tool, size);
-                if self.rng.percent(10) {
-                    tool_result(id, ToolResultContent::Text(out), false)
-                } else {
-                    tool_result(
-                        id,
-                        ToolResultContent::Items(vec![Content::text(&out)]),
-                        false,
-                    )
-                }
+                tool_result(id, &out, false)
             };
             content.push(part);
         }
@@ -636,7 +758,7 @@ impl<'a> Session<'a> {
     /// Run a subagent in a sidechain transcript; its final answer.
     fn subagent(&mut self) -> String {
         self.subagent_budget = self.subagent_budget.saturating_sub(1);
-        let aid = format!("ag-{}", self.rng.hex(6));
+        let aid = self.rng.hex(6);
         let rng = Rng::new(self.rng.next_u64());
         let mut side = Session::new(self.cfg, rng, &self.sid, "", self.clock_ns);
         side.agent = Some(aid.clone());
@@ -664,484 +786,382 @@ impl<'a> Session<'a> {
         answer
     }
 
-    /// The core's view of the messages so far.
-    pub fn msgs(records: &[Record]) -> Vec<Msg<'_>> {
-        records
+    /// A built-in compaction (SPEC 2.1): the marker, then the kept tail (the last turn when it
+    /// is short, else the last answer) recorded a second time.
+    fn compact(&mut self) {
+        let start = self
+            .records
             .iter()
-            .filter_map(|r| {
-                r.as_message().map(|m| Msg {
-                    raw_id: &r.uuid,
-                    message: m,
-                    timestamp: r.timestamp.as_deref(),
+            .rposition(|r| {
+                r.as_message().is_some_and(|m| {
+                    m.role == "user" && matches!(m.content.first(), Some(Content::Text(_)))
                 })
             })
-            .collect()
-    }
-
-    /// Plan a Compress batch over the transcript so far with `choose` picking the ranges; `None`
-    /// when it picked nothing.
-    pub fn plan_with(
-        &mut self,
-        call_id: &str,
-        now: &str,
-        choose: &mut Chooser<'_>,
-    ) -> Option<(Vec<RangeSpec>, Result<Planned, CompressError>)> {
-        let msgs = Session::msgs(&self.records);
-        let mat = view::materialize(&msgs, &self.state, self.cfg);
-        let lay = Layout::of(&mat, self.cfg);
-        let ranges = choose(&mut self.rng, &mat, &lay)?;
-        let ctx = Ctx {
-            msgs: &msgs,
-            state: &self.state,
-            cfg: self.cfg,
-            strict: true,
-            call_id,
-            now,
-            session: &self.sid,
-            archive_root: &self.archive_root,
+            .unwrap_or(0);
+        let start = if self.records.len() - start <= 6 {
+            start
+        } else {
+            self.records.len().saturating_sub(1)
         };
-        let result = compress::plan(
-            &ctx,
-            &Batch {
-                ranges: ranges.clone(),
-            },
+        let kept: Vec<Message> = self.records[start..]
+            .iter()
+            .filter_map(|r| r.as_message().cloned())
+            .collect();
+        let meta = json!({
+            "pre_tokens": self.context_tokens.max(1),
+            "trigger": "auto",
+            "messages_summarized": self.messages.saturating_sub(kept.len()),
+        });
+        self.push_message(
+            "user",
+            vec![Content::CompactBoundary(CompactBoundaryPart {
+                input: RawJson::from_value(&meta),
+                extra: Default::default(),
+            })],
         );
-        Some((ranges, result))
+        self.context_tokens = 0;
+        for m in kept {
+            let role = m.role.to_string();
+            self.push_message(&role, m.content);
+        }
     }
 
-    /// Try a Compress call at this point; true when one was recorded (two messages).
+    /// The messages so far, as the core reads them.
+    fn messages_of(records: &[Record]) -> Vec<&Message> {
+        records.iter().filter_map(Record::as_message).collect()
+    }
+
+    /// Try a Compress call now; true when one was recorded (two messages).
     fn try_compress(&mut self, sched: &Schedule) -> bool {
-        let refuse = self.rng.percent(sched.refuse_percent);
-        let call_id = self.rng.tool_id();
-        // The tool_use record's time; unused (a gap in time) when nothing is recorded.
-        let use_ns = self.clock_ns + self.rng.range(1, 9) as i64 * NANOS;
-        let now = rfc3339(use_ns);
         let cfg = self.cfg;
-        let consolidate_ok = !(sched.consolidate_once && self.consolidated);
-        let mut consolidated = false;
-        let mut choose = |rng: &mut Rng, mat: &Materialized<'_>, lay: &Layout| {
-            if refuse {
-                return Some(refused_ranges(rng, mat, lay, cfg));
-            }
-            if consolidate_ok && rng.percent(sched.consolidate_percent) {
-                for (tier, min) in [(2, sched.consolidate_min.1), (1, sched.consolidate_min.0)] {
-                    if tier < cfg.max_tier {
-                        if let Some(r) = consolidation(rng, mat, lay, cfg, tier, min) {
-                            consolidated = true;
-                            return Some(r);
-                        }
-                    }
+        let refuse = self.rng.percent(sched.refuse_percent);
+        let consolidate = self.consolidations < sched.max_consolidations
+            && self.rng.percent(sched.consolidate_percent);
+        let all_ranges = self.rng.percent(sched.all_ranges_percent);
+        // The view a resumed runtime sends, and what it recommends.
+        let (pick, before) = {
+            let p = Projection::new(Session::messages_of(&self.records));
+            let t = session::turn(&p, &self.state, cfg, &session::runtime_path);
+            let rec = recommend::recommend(&t, &self.state, cfg);
+            let pick = if refuse {
+                refused(&mut self.rng, &t, &rec, cfg)
+            } else {
+                consolidate
+                    .then(|| consolidation(&mut self.rng, &t, &self.state, cfg))
+                    .flatten()
+                    .or_else(|| tier1(&mut self.rng, &rec, cfg, all_ranges))
+            };
+            let pick = match pick {
+                Some(Pick::Ranges(w)) => {
+                    let w = self.disjoint(&p, w);
+                    (!w.is_empty()).then_some(Pick::Ranges(w))
                 }
-            }
-            tier1_ranges(rng, mat, lay, cfg, sched.multi_range_percent)
+                Some(Pick::Consolidate(w)) => {
+                    let w = self.disjoint(&p, vec![w]);
+                    w.into_iter().next().map(Pick::Consolidate)
+                }
+                other => other,
+            };
+            (pick, t.measure)
         };
-        let Some((ranges, result)) = self.plan_with(&call_id, &now, &mut choose) else {
+        let Some(pick) = pick else {
             return false;
         };
-        match result {
-            Ok(planned) => {
-                self.consolidated |= consolidated;
-                self.record_call(&call_id, use_ns, &ranges, Ok(planned));
-                true
-            }
-            Err(e) if refuse => {
-                self.record_call(&call_id, use_ns, &ranges, Err(e));
-                true
-            }
-            Err(_) => false,
-        }
-    }
-
-    /// Append a Compress call at `use_ns` and its result; adopt the plan when it succeeded.
-    pub fn record_call(
-        &mut self,
-        call_id: &str,
-        use_ns: i64,
-        ranges: &[RangeSpec],
-        outcome: Result<Planned, CompressError>,
-    ) {
-        let mut content = Vec::new();
-        if self.rng.percent(30) {
-            content.push(Content::text(
-                "Compressing older context to keep the window small.",
-            ));
-        }
-        let tool = crate::config::COMPRESS_TOOL.to_string();
-        content.push(tool_use(call_id, &tool, batch_json(ranges)));
-        self.pinned_ns = Some(use_ns);
-        let use_record = self.push_message("assistant", content);
-        let (text, is_error) = match &outcome {
-            Ok(planned) => (result_text(planned), false),
-            Err(e) => (e.to_string(), true),
+        let wants = match &pick {
+            Pick::Ranges(w) | Pick::Refused(w) => w.clone(),
+            Pick::Consolidate(w) => vec![w.clone()],
         };
-        let part = tool_result(
-            call_id,
-            ToolResultContent::Items(vec![Content::text(&text)]),
-            is_error,
+        let call_id = self.rng.tool_id();
+        let input = compress_input(&wants);
+        self.push_message("assistant", vec![tool_use(&call_id, COMPRESS_TOOL, &input)]);
+        let applied = self.apply_call(&call_id, &input);
+        let panel = compress::panel(&applied, before);
+        self.push_message("user", vec![tool_result(&call_id, &panel, false)]);
+        if applied.created.is_empty() {
+            self.refused += 1;
+            return true;
+        }
+        if matches!(pick, Pick::Consolidate(_)) {
+            self.consolidations += 1;
+        }
+        for (b, a) in applied.created.iter().zip(&applied.archives) {
+            let mut plain = a.clone();
+            plain.call = None;
+            plain.with_body_sha256 = false;
+            self.archives.push((b.archive_rel.clone(), plain));
+        }
+        self.state = applied.state;
+        self.calls.push(Call { call_id });
+        true
+    }
+
+    /// The ranges of `wants` whose blocks overlap no other live block.
+    ///
+    /// The runtime widens each range on its own (around tool pairs and reasoning runs) and
+    /// counts in a block's coverage what the view shows in its span, covered or not (a
+    /// reasoning run kept for its visible act, the first user message): so two adjacent
+    /// ranges, or a range next to an older block, can make live blocks that cover one message
+    /// (`state.overlap`, an error the runtime's own states never show when its model reads
+    /// the panels). The generator tries the batch first, exactly as it will be applied, and
+    /// sends only ranges that stay apart.
+    pub(crate) fn disjoint(&self, p: &Projection<'_>, wants: Vec<Want>) -> Vec<Want> {
+        let cfg = self.cfg;
+        let t = pipeline::run(
+            &p.cores,
+            &self.state,
+            cfg,
+            Count::Given(0),
+            &session::runtime_path,
         );
-        let result_record = self.push_message("user", vec![part]);
-        match outcome {
-            Ok(planned) => {
-                for p in &planned.blocks {
-                    self.archives
-                        .push((p.block.archive_rel.clone(), p.archive.clone()));
-                }
-                self.state = planned.state;
-                self.calls.push(Call {
-                    call_id: call_id.to_string(),
-                    use_record,
-                    result_record,
-                });
-            }
-            Err(_) => self.refused += 1,
+        let ledger = t.ledger(&self.state, &[]);
+        let (created, now) = seconds(self.clock_ns);
+        let place = Placement {
+            root: &self.archive_root,
+            session: &self.sid,
+            created: &created,
+            now,
+        };
+        let overlaps = |wants: &[Want]| {
+            let parsed = args::parse(&compress_input(wants));
+            let a = compress::apply(&t, &ledger, &parsed.ranges, cfg, "dry-run", &place);
+            a.created.is_empty() || overlapping(&a.state)
+        };
+        if !overlaps(&wants) {
+            return wants;
         }
+        let mut kept: Vec<Want> = Vec::new();
+        for w in wants {
+            kept.push(w);
+            if overlaps(&kept) {
+                kept.pop();
+            }
+        }
+        kept
+    }
+
+    /// Apply the Compress call just recorded (the last record holds its tool_use) exactly as
+    /// a rebuild replays it: against the projection up to and including the call, with no
+    /// token count (no truncation, no nudge), on the state with that view's refs recorded.
+    fn apply_call(&self, call_id: &str, input: &str) -> Applied {
+        let cfg = self.cfg;
+        // The projection of the whole transcript a rebuild slices, not the one a resumed
+        // runtime continues from (that drops the trailing call, still unanswered here).
+        let cores = content::project(&Session::messages_of(&self.records));
+        let t: Turn<'_, '_> = pipeline::run(
+            &cores,
+            &self.state,
+            cfg,
+            Count::Given(0),
+            &session::runtime_path,
+        );
+        let ledger = t.ledger(&self.state, &[]);
+        let parsed = args::parse(input);
+        let (created, now) = seconds(self.clock_ns);
+        let place = Placement {
+            root: &self.archive_root,
+            session: &self.sid,
+            created: &created,
+            now,
+        };
+        compress::apply(&t, &ledger, &parsed.ranges, cfg, call_id, &place)
     }
 }
 
-/// Picks the ranges of a Compress call from the current view.
-pub(crate) type Chooser<'c> =
-    dyn FnMut(&mut Rng, &Materialized<'_>, &Layout) -> Option<Vec<RangeSpec>> + 'c;
-
-/// `{"ranges":[{start,end,topic,summary}]}`, the Compress tool's input.
-pub(crate) fn batch_json(ranges: &[RangeSpec]) -> Value {
-    let ranges: Vec<Value> = ranges
+/// Whether two active blocks of `state` cover one message.
+pub(crate) fn overlapping(state: &State) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    state
+        .blocks()
         .iter()
-        .map(|r| {
-            let mut v = serde_json::Map::new();
-            v.insert("start".into(), json!(r.start));
-            v.insert("end".into(), json!(r.end));
-            if let Some(t) = &r.topic {
-                v.insert("topic".into(), json!(t));
-            }
-            v.insert("summary".into(), json!(r.summary));
-            Value::Object(v)
-        })
-        .collect();
-    json!({ "ranges": ranges })
+        .filter(|b| b.active)
+        .flat_map(|b| b.effective_message_ids.iter())
+        .any(|id| !seen.insert(id.as_str()))
 }
 
-/// `Compressed m0010-m0042 into b3.` per new block.
-fn result_text(planned: &Planned) -> String {
-    let parts: Vec<String> = planned
-        .blocks
+/// Tokens of a message's content (SPEC 4.2), for the usage counters.
+fn message_tokens(m: &Message) -> u64 {
+    m.content
         .iter()
-        .map(|p| {
-            let b = &p.block;
-            let mut s = format!(
-                "Compressed {}-{} into {}",
-                b.start_ref,
-                b.end_ref,
-                b.block_id.name()
-            );
-            if !p.absorbed.is_empty() {
-                s.push_str(&format!(
-                    " (tier {}, absorbing {})",
-                    b.tier,
-                    p.absorbed.join(", ")
-                ));
-            }
-            if p.terminal {
-                s.push_str(" — terminal recompress (detail loss)");
-            }
-            s.push('.');
-            s
-        })
-        .collect();
-    parts.join(" ")
-}
-
-fn tool_use(id: &str, name: &str, input: Value) -> Content {
-    Content::ToolUse(ToolUsePart {
-        id: id.to_string(),
-        name: name.to_string(),
-        input: RawJson::from_value(&input),
-        extra: Default::default(),
-    })
-}
-
-fn tool_result(id: &str, content: ToolResultContent, is_error: bool) -> Content {
-    Content::ToolResult(ToolResultPart {
-        tool_use_id: id.to_string(),
-        content: Some(content),
-        is_error: is_error.then_some(true),
-        extra: Default::default(),
-    })
-}
-
-/// Where ranges may start and end in a view.
-pub(crate) struct Layout {
-    /// First item of the protected tail.
-    pub tail: usize,
-    /// `valid_cut[k]`: no tool_use/tool_result pair has one side before item `k` and the other
-    /// at or after it (`k` in `0..=items.len()`).
-    pub valid_cut: Vec<bool>,
-}
-
-impl Layout {
-    pub fn of(mat: &Materialized<'_>, cfg: &NoaConfig) -> Layout {
-        let n = mat.items.len();
-        let mut use_at: HashMap<&str, usize> = HashMap::new();
-        let mut result_at: HashMap<&str, usize> = HashMap::new();
-        for (ii, it) in mat.items.iter().enumerate() {
-            if let Item::Msg(m) = it {
-                for c in &m.content {
-                    match c.as_ref() {
-                        Content::ToolUse(u) => {
-                            use_at.entry(u.id.as_str()).or_insert(ii);
-                        }
-                        Content::ToolResult(r) => {
-                            result_at.insert(r.tool_use_id.as_str(), ii);
-                        }
-                        _ => {}
-                    }
-                }
-            }
-        }
-        let mut diff = vec![0i64; n + 2];
-        for (id, &u) in &use_at {
-            if let Some(&r) = result_at.get(id) {
-                let (a, b) = (u.min(r), u.max(r));
-                if a < b {
-                    diff[a + 1] += 1;
-                    diff[b + 1] -= 1;
-                }
-            }
-        }
-        let mut acc = 0;
-        let valid_cut = diff
-            .iter()
-            .take(n + 1)
-            .map(|d| {
-                acc += d;
-                acc == 0
-            })
-            .collect();
-        Layout {
-            tail: view::protected_start(&mat.items, cfg),
-            valid_cut,
-        }
-    }
-
-    fn cut_ok(&self, k: usize) -> bool {
-        self.valid_cut.get(k).copied().unwrap_or(false)
-    }
-}
-
-/// A message item that a range may hold (not a block, not a protected tool's message).
-fn free_msg(it: &Item<'_>) -> bool {
-    matches!(it, Item::Msg(m) if !m.protected_tool)
-}
-
-/// Tokens a range replaces, as the strict size rule counts them.
-fn cost(mat: &Materialized<'_>, items: &[Item<'_>]) -> u64 {
-    items
-        .iter()
-        .map(|it| match it {
-            Item::Msg(m) => mat.msg_tokens.get(m.msg).copied().unwrap_or(0),
-            Item::Block(b) => mat
-                .state
-                .blocks
-                .get(b.block)
-                .map(|blk| blk.compressed_tokens)
-                .unwrap_or(0),
+        .map(|c| match c {
+            Content::Text(t) => tokens::count(&t.text),
+            Content::Thinking(t) => tokens::count(&t.thinking),
+            Content::ToolUse(u) => tokens::count(u.input.get()),
+            Content::ToolResult(r) => r
+                .items()
+                .iter()
+                .map(|i| match i {
+                    Content::Text(t) => tokens::count(&t.text),
+                    _ => 0,
+                })
+                .sum(),
+            _ => 0,
         })
         .sum()
 }
 
-/// First and last ref of the items `a..=b`.
-fn span_refs(mat: &Materialized<'_>, a: usize, b: usize) -> Option<(String, String)> {
-    let first = mat.items.get(a)?;
-    let last = mat.items.get(b)?;
-    Some((mat.item_span(first).0, mat.item_span(last).1))
+/// A summary of a span of `chars` characters: at least `min_summary_chars`, shorter than the
+/// span where it can be.
+fn summary_for(rng: &mut Rng, cfg: &NoaConfig, chars: usize) -> Option<String> {
+    let min = cfg.min_summary_chars.max(1);
+    let max = (chars / 2).max(min + 8).min(cfg.max_summary_chars.max(min));
+    text::summary(rng, min, max)
 }
 
-/// A range over items `a..=b` with a fresh summary; `None` when no summary fits.
-fn range_over(
+/// Tier-1 ranges from the recommendation: the oldest ones until their characters clear the
+/// batch minimum (or every one of them).
+fn tier1(
     rng: &mut Rng,
-    mat: &Materialized<'_>,
+    rec: &recommend::Recommendation,
     cfg: &NoaConfig,
-    a: usize,
-    b: usize,
-) -> Option<RangeSpec> {
-    let covered = cost(mat, mat.items.get(a..=b)?);
-    let max_bytes = (covered.saturating_sub(1) as usize).saturating_mul(4);
-    let summary = text::summary(rng, cfg.min_summary_chars, max_bytes)?;
-    let (start, end) = span_refs(mat, a, b)?;
-    Some(RangeSpec {
+    all: bool,
+) -> Option<Pick> {
+    let mut wants = Vec::new();
+    let mut chars = 0;
+    for r in &rec.ranges {
+        if !all && chars >= cfg.min_range_chars && !wants.is_empty() {
+            break;
+        }
+        let (Some(start), Some(end)) = (r.start.name(), r.end.name()) else {
+            continue;
+        };
+        let summary = summary_for(rng, cfg, r.chars)?;
+        wants.push(Want {
+            start: start.into_owned(),
+            end: end.into_owned(),
+            summary,
+            topic: if rng.percent(85) {
+                text::topic(rng)
+            } else {
+                String::new()
+            },
+        });
+        chars += r.chars;
+    }
+    (chars >= cfg.min_range_chars && !wants.is_empty()).then_some(Pick::Ranges(wants))
+}
+
+/// A consolidation: from the first to the last but one live block of the lowest eligible tier
+/// in view order (the last too when there are only two), with no live block of a lower tier
+/// between them (the range absorbs the blocks of its lowest tier into one of the next). A
+/// tier is eligible with at least `tier2_min_blocks` (tier 1) or `tier3_min_blocks` (tier 2)
+/// live blocks and a next tier within `max_tier`.
+fn consolidation(rng: &mut Rng, t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Option<Pick> {
+    let max_tier = if cfg.max_tier < 2 {
+        3
+    } else {
+        i64::from(cfg.max_tier)
+    };
+    let blocks = state.blocks();
+    let live: Vec<usize> = t
+        .view()
+        .filter_map(|(_, c, _)| match c.origin {
+            Origin::Summary { block } if c.is_summary() => Some(block as usize),
+            _ => None,
+        })
+        .filter(|&i| blocks.get(i).is_some_and(|b| b.active))
+        .collect();
+    for (tier, min) in [(1, cfg.tier2_min_blocks), (2, cfg.tier3_min_blocks)] {
+        if tier + 1 > max_tier {
+            continue;
+        }
+        let count = live.iter().filter(|&&i| blocks[i].tier == tier).count();
+        if count < min.max(2) {
+            continue;
+        }
+        // The first run of blocks of this tier or higher holding two of this tier.
+        let mut run: Vec<usize> = Vec::new();
+        let mut best: Option<Vec<usize>> = None;
+        for &i in live.iter().chain(std::iter::once(&usize::MAX)) {
+            let b = blocks.get(i);
+            if b.is_some_and(|b| b.tier >= tier) {
+                run.push(i);
+                continue;
+            }
+            let of_tier: Vec<usize> = run
+                .iter()
+                .copied()
+                .filter(|&k| blocks[k].tier == tier)
+                .collect();
+            if of_tier.len() >= 2 {
+                best = Some(of_tier);
+                break;
+            }
+            run.clear();
+        }
+        let Some(mut of_tier) = best else { continue };
+        // The newest block stays as it is (its detail is the most likely to be needed).
+        if of_tier.len() > 2 {
+            of_tier.pop();
+        }
+        let (first, last) = (&blocks[of_tier[0]], &blocks[of_tier[of_tier.len() - 1]]);
+        let children: Vec<(String, String)> = of_tier
+            .iter()
+            .map(|&k| (blocks[k].block_id.clone(), blocks[k].summary.clone()))
+            .collect();
+        let summary = text::consolidated_summary(
+            rng,
+            &children,
+            cfg.min_summary_chars,
+            cfg.max_summary_chars.max(cfg.min_summary_chars),
+        )?;
+        return Some(Pick::Consolidate(Want {
+            start: first.block_id.clone(),
+            end: last.block_id.clone(),
+            summary,
+            topic: text::topic(rng),
+        }));
+    }
+    None
+}
+
+/// A batch the runtime refuses: a summary below the minimum over a recommended range, or a
+/// range ending at a ref this session never handed out.
+fn refused(
+    rng: &mut Rng,
+    t: &Turn<'_, '_>,
+    rec: &recommend::Recommendation,
+    cfg: &NoaConfig,
+) -> Option<Pick> {
+    let first = rec.ranges.first();
+    if let Some(r) = first.filter(|_| cfg.min_summary_chars > 6 && rng.percent(50)) {
+        let (start, end) = (r.start.name()?, r.end.name()?);
+        return Some(Pick::Refused(vec![Want {
+            start: start.into_owned(),
+            end: end.into_owned(),
+            summary: "Done.".to_string(),
+            topic: String::new(),
+        }]));
+    }
+    let highest = t.slots.iter().filter_map(|s| s.number()).max()?;
+    let start = first
+        .and_then(|r| r.start.name().map(|n| n.into_owned()))
+        .unwrap_or_else(|| refs::format_ref(1));
+    let summary = summary_for(rng, cfg, 4000)?;
+    Some(Pick::Refused(vec![Want {
         start,
-        end,
-        topic: rng.percent(85).then(|| text::topic(rng)),
+        end: refs::format_ref((highest + 40).min(refs::MAX_REF)),
         summary,
+        topic: text::topic(rng),
+    }]))
+}
+
+pub(crate) fn tool_use(id: &str, name: &str, input: &str) -> Content {
+    Content::ToolUse(ToolUsePart {
+        id: id.to_string(),
+        name: name.to_string(),
+        input: RawJson::from_text(input).unwrap_or_default(),
+        extra: Default::default(),
     })
 }
 
-/// New tier-1 ranges: the older part of the longest run of loose messages outside the protected
-/// tail (the oldest among equals) that can hold a range, cut where no tool pair is split;
-/// sometimes two adjacent ranges.
-pub(crate) fn tier1_ranges(
-    rng: &mut Rng,
-    mat: &Materialized<'_>,
-    lay: &Layout,
-    cfg: &NoaConfig,
-    multi_percent: usize,
-) -> Option<Vec<RangeSpec>> {
-    let min = crate::noa::compress::MIN_RANGE_MESSAGES.max(2);
-    let items = &mat.items;
-    let mut runs: Vec<(usize, usize)> = Vec::new();
-    let mut i = 0;
-    while i < lay.tail {
-        if !items.get(i).is_some_and(free_msg) {
-            i += 1;
-            continue;
-        }
-        let s = i;
-        while i < lay.tail && items.get(i).is_some_and(free_msg) {
-            i += 1;
-        }
-        runs.push((s, i));
-    }
-    runs.sort_by_key(|&(s, e)| std::cmp::Reverse(e - s));
-    for (s, e) in runs {
-        let Some(a) = (s..e).find(|&k| lay.cut_ok(k)) else {
-            continue;
-        };
-        let cuts: Vec<usize> = (a + min..=e).filter(|&k| lay.cut_ok(k)).collect();
-        let want = a + (e - a) * rng.range(50, 100) / 100;
-        let Some(&c) = cuts.iter().rev().find(|&&k| k <= want).or(cuts.first()) else {
-            continue;
-        };
-        if rng.percent(multi_percent) && c >= a + 2 * min {
-            let mids: Vec<usize> = (a + min..=c - min).filter(|&k| lay.cut_ok(k)).collect();
-            if let Some(&m) = mids.get(rng.below(mids.len())) {
-                let first = range_over(rng, mat, cfg, a, m - 1);
-                let second = range_over(rng, mat, cfg, m, c - 1);
-                if let (Some(x), Some(y)) = (first, second) {
-                    return Some(vec![x, y]);
-                }
-            }
-        }
-        if let Some(r) = range_over(rng, mat, cfg, a, c - 1) {
-            return Some(vec![r]);
-        }
-    }
-    None
-}
-
-/// A consolidation: one range from the first to the last live block of `tier` in a stretch
-/// outside the tail with no protected message and no block of a lower tier, when it holds at
-/// least `min_blocks` of them. The plan makes it tier `tier + 1`.
-pub(crate) fn consolidation(
-    rng: &mut Rng,
-    mat: &Materialized<'_>,
-    lay: &Layout,
-    cfg: &NoaConfig,
-    tier: u32,
-    min_blocks: usize,
-) -> Option<Vec<RangeSpec>> {
-    let items = &mat.items;
-    let tier_of = |it: &Item<'_>| match it {
-        Item::Block(b) => mat.state.blocks.get(b.block).map(|blk| blk.tier),
-        Item::Msg(_) => None,
-    };
-    let barrier = |it: &Item<'_>| match it {
-        Item::Msg(m) => m.protected_tool,
-        Item::Block(_) => tier_of(it).is_none_or(|t| t < tier),
-    };
-    let mut i = 0;
-    while i < lay.tail {
-        if items.get(i).is_none_or(barrier) {
-            i += 1;
-            continue;
-        }
-        let s = i;
-        let mut e = i;
-        while e < lay.tail && items.get(e).is_some_and(|it| !barrier(it)) {
-            e += 1;
-        }
-        i = e;
-        let blocks: Vec<usize> = (s..e)
-            .filter(|&k| items.get(k).and_then(tier_of) == Some(tier))
-            .collect();
-        let (Some(&a), Some(&b)) = (blocks.first(), blocks.last()) else {
-            continue;
-        };
-        if blocks.len() < min_blocks.max(2) || !lay.cut_ok(a) || !lay.cut_ok(b + 1) {
-            continue;
-        }
-        let children: Vec<(String, String)> = blocks
-            .iter()
-            .filter_map(|&k| match items.get(k) {
-                Some(Item::Block(bi)) => mat
-                    .state
-                    .blocks
-                    .get(bi.block)
-                    .map(|blk| (blk.block_id.name(), blk.summary.clone())),
-                _ => None,
-            })
-            .collect();
-        let covered = cost(mat, items.get(a..=b)?);
-        let max_bytes = (covered.saturating_sub(1) as usize).saturating_mul(4);
-        let summary = text::consolidated_summary(rng, &children, cfg.min_summary_chars, max_bytes)?;
-        let (start, end) = span_refs(mat, a, b)?;
-        return Some(vec![RangeSpec {
-            start,
-            end,
-            topic: Some(text::topic(rng)),
-            summary,
-        }]);
-    }
-    None
-}
-
-/// A batch the runtime refuses: a range into the protected tail, a too-short summary, or an
-/// unknown ref.
-fn refused_ranges(
-    rng: &mut Rng,
-    mat: &Materialized<'_>,
-    lay: &Layout,
-    cfg: &NoaConfig,
-) -> Vec<RangeSpec> {
-    let n = mat.items.len();
-    let last_ref = mat.refs.per_msg.last().cloned().unwrap_or_default();
-    let summary = text::summary(rng, cfg.min_summary_chars, 600)
-        .unwrap_or_else(|| "Summary of the earlier work.".to_string());
-    let topic = Some(text::topic(rng));
-    match rng.below(3) {
-        0 if lay.tail < n && n > 0 => {
-            if let Some((start, end)) = span_refs(mat, 0, n - 1) {
-                return vec![RangeSpec {
-                    start,
-                    end,
-                    topic,
-                    summary,
-                }];
-            }
-        }
-        1 if cfg.min_summary_chars > 6 && lay.tail >= 2 => {
-            if let Some((start, end)) = span_refs(mat, 0, lay.tail - 1) {
-                return vec![RangeSpec {
-                    start,
-                    end,
-                    topic,
-                    summary: "Done.".to_string(),
-                }];
-            }
-        }
-        _ => {}
-    }
-    let beyond = refs::ref_number(&last_ref).unwrap_or(0) + 40;
-    let start = mat
-        .refs
-        .per_msg
-        .first()
-        .cloned()
-        .unwrap_or_else(|| refs::format_ref(1));
-    vec![RangeSpec {
-        start,
-        end: refs::format_ref(beyond),
-        topic,
-        summary,
-    }]
+/// A tool result as the runtime records it: `content` an array of one text block.
+pub(crate) fn tool_result(id: &str, text: &str, is_error: bool) -> Content {
+    Content::ToolResult(ToolResultPart {
+        tool_use_id: id.to_string(),
+        content: Some(ToolResultContent::Items(vec![Content::text(text)])),
+        is_error: is_error.then_some(true),
+        extra: Default::default(),
+    })
 }
 
 /// Build one session as its spec says.
@@ -1155,56 +1175,45 @@ pub(crate) fn build<'a>(
     let mut s = Session::new(cfg, rng, &spec.sid, archive_root, spec.start_ns);
     s.max_result_bytes = spec.max_result_bytes;
     s.subagent_budget = spec.subagents;
+    run(&mut s, spec);
+    s
+}
+
+/// Go on with the conversation of `s` (which ends with an answer, or is empty) until it holds
+/// `spec.messages` messages, compressing as `spec.compress` says.
+pub(crate) fn run(s: &mut Session<'_>, spec: &Spec) {
     let m = spec.messages;
-    let boundary_at = if m >= 4 { m / 2 } else { usize::MAX };
-    let compact_part = s.rng.percent(50);
-    let mut boundary_done = false;
-    let mut compact_pending = false;
-    let mut skill_pending = !compact_part && m >= 4;
+    let mut marker_at = spec
+        .marker_at_percent
+        .map(|p| m * p / 100)
+        .filter(|&at| at >= 4 && at + 12 <= m);
     let mut next_compress = spec.compress.as_ref().map(|c| c.first_at);
+    if let (Some(at), Some(next)) = (marker_at, next_compress.as_mut()) {
+        // No Compress call before the marker: the projection starts after it (SPEC 4.1), so
+        // a rebuild could not replay them.
+        if let Some(c) = &spec.compress {
+            *next = (*next).max(at + c.interval);
+        }
+    }
     let mut next = Next::Prompt;
     while s.messages < m {
-        if !boundary_done && s.messages >= boundary_at {
-            s.push_boundary();
-            boundary_done = true;
-            compact_pending = compact_part;
-        }
         let remaining = m - s.messages;
         next = match next {
             Next::Prompt => {
-                let mut content = Vec::new();
-                if compact_pending {
-                    compact_pending = false;
-                    let input = if s.rng.percent(70) {
-                        json!({"trigger": "auto", "pre_tokens": s.context_tokens.max(1)})
-                    } else {
-                        json!(s.context_tokens.max(1))
-                    };
-                    content.push(Content::CompactBoundary(CompactBoundaryPart {
-                        input: RawJson::from_value(&input),
-                        extra: Default::default(),
-                    }));
-                    content.push(Content::text(
-                        "This session is being continued from a previous conversation that ran out of context.",
-                    ));
+                if marker_at.is_some_and(|at| s.messages >= at) && remaining >= 12 {
+                    marker_at = None;
+                    s.compact();
+                    if s.messages >= m {
+                        break;
+                    }
                 }
-                if skill_pending && s.messages >= m / 3 {
-                    skill_pending = false;
-                    content.push(Content::Other(json!({
-                        "type": "skill",
-                        "name": "rust-review",
-                        "source": "project",
-                        "args": {"strict": true}
-                    })));
-                }
-                content.push(Content::Text(TextPart {
-                    text: text::user_prompt(&mut s.rng),
-                    extra: Default::default(),
-                }));
-                s.push_message("user", content);
-                // An odd count: the user sends a follow-up right away, so the transcript still
+                s.prompt();
+                // Every later step takes two messages (a tool turn and its results, a final
+                // answer and the next prompt, a Compress call and its panel): with an even
+                // count left, the user sends a follow-up right away, so the transcript still
                 // ends with an assistant answer.
-                if m % 2 == 1 && s.messages == 1 && remaining >= 3 {
+                let left = m.saturating_sub(s.messages);
+                if left >= 2 && left % 2 == 0 {
                     let t = text::user_followup(&mut s.rng);
                     s.user_text(&t);
                 }
@@ -1212,7 +1221,7 @@ pub(crate) fn build<'a>(
             }
             Next::Assistant => {
                 if let (Some(sched), Some(at)) = (&spec.compress, next_compress) {
-                    if s.messages >= at && remaining >= 3 {
+                    if s.messages >= at && remaining >= 3 + sched.quiet_tail {
                         let jitter = sched.interval * s.rng.range(75, 125) / 100;
                         next_compress = Some(s.messages + jitter.max(1));
                         if s.try_compress(sched) {
@@ -1221,7 +1230,7 @@ pub(crate) fn build<'a>(
                         }
                     }
                 }
-                if remaining == 1 || s.rng.percent(30) {
+                if remaining < 3 || s.rng.percent(25) {
                     s.final_answer();
                     Next::Prompt
                 } else {
@@ -1234,7 +1243,43 @@ pub(crate) fn build<'a>(
             }
         };
     }
-    s
+}
+
+/// The time of a record (Unix nanoseconds), when it has a parsable one.
+fn record_ns(r: &Record) -> Option<i64> {
+    let t = chrono::DateTime::parse_from_rfc3339(r.timestamp.as_deref()?).ok()?;
+    t.timestamp_nanos_opt()
+}
+
+/// Write a transcript's lines; its modification time is its last record's time.
+fn write_transcript(
+    out: &mut Out,
+    rel: &str,
+    records: &[Record],
+    garbage: &[(usize, String)],
+    torn_tail: Option<&str>,
+) -> Result<(), GenError> {
+    let mut t = String::new();
+    for (i, r) in records.iter().enumerate() {
+        for (_, line) in garbage.iter().filter(|(at, _)| *at == i) {
+            t.push_str(line);
+            t.push('\n');
+        }
+        t.push_str(&r.to_line());
+        t.push('\n');
+    }
+    for (_, line) in garbage.iter().filter(|(at, _)| *at >= records.len()) {
+        t.push_str(line);
+        t.push('\n');
+    }
+    if let Some(tail) = torn_tail {
+        t.push_str(tail);
+    }
+    let path = out.write(rel, t.as_bytes())?;
+    if let Some(ns) = records.iter().rev().find_map(record_ns) {
+        set_mtime(&path, ns)?;
+    }
+    Ok(())
 }
 
 /// Write a session's files and account for them.
@@ -1244,47 +1289,38 @@ pub(crate) fn write_session(
     report: &mut GenReport,
 ) -> Result<(), GenError> {
     let sid = &s.sid;
-    let mut t = String::new();
-    for (i, r) in s.records.iter().enumerate() {
-        for (_, line) in s.garbage.iter().filter(|(at, _)| *at == i) {
-            t.push_str(line);
-            t.push('\n');
-        }
-        t.push_str(&r.to_line());
-        t.push('\n');
-    }
-    if let Some(tail) = &s.torn_tail {
-        t.push_str(tail);
-    }
-    out.write(&format!("transcripts/{sid}.jsonl"), t.as_bytes())?;
+    write_transcript(
+        out,
+        &format!("transcripts/{sid}.jsonl"),
+        &s.records,
+        &s.garbage,
+        s.torn_tail.as_deref(),
+    )?;
     for (aid, records) in &s.sidechains {
-        let mut t = String::new();
-        for r in records {
-            t.push_str(&r.to_line());
-            t.push('\n');
-        }
-        out.write(
+        write_transcript(
+            out,
             &format!("transcripts/{sid}/subagents/agent-{aid}.jsonl"),
-            t.as_bytes(),
+            records,
+            &[],
+            None,
         )?;
         report.subagents += 1;
         report.subagent_messages += records.iter().filter(|r| r.as_message().is_some()).count();
     }
-    for (rel, bytes) in &s.archives {
-        out.write(&format!("noa/{sid}/{rel}"), bytes.as_bytes())?;
+    for (rel, a) in &s.archives {
+        let text = archive::render(a, Labels::Chinese);
+        out.write(&format!("noa/{sid}/{rel}"), text.as_bytes())?;
     }
     let state = match &s.state_file {
-        StateFile::Auto => (!s.state.blocks.is_empty()).then(|| s.state.to_pretty()),
+        StateFile::Auto => (!s.state.blocks().is_empty()).then(|| s.state.to_json()),
         StateFile::Skip => None,
         StateFile::Raw(bytes) => Some(bytes.clone()),
     };
     if let Some(bytes) = state {
         out.write(&format!("noa/{sid}/state.json"), bytes.as_bytes())?;
-        report.blocks += s.state.blocks.len();
+        report.blocks += s.state.blocks().len();
     }
-    if !s.journal.is_empty() {
-        let mut j = s.journal.join("\n");
-        j.push('\n');
+    if let Some(j) = &s.journal {
         out.write(&format!("noa/{sid}/ctl.jsonl"), j.as_bytes())?;
     }
     for (rel, bytes) in &s.noa_extra {
@@ -1302,7 +1338,7 @@ pub(crate) fn write_session(
 }
 
 /// The memories of a generated root: `(name, description, type, body)`; types cycle through
-/// all four.
+/// all four, and one name is Unicode-only (its file is `.md`, as the runtime names it).
 const MEMORIES: &[(&str, &str, &str, &str)] = &[
     (
         "Build system",
@@ -1321,6 +1357,12 @@ const MEMORIES: &[(&str, &str, &str, &str)] = &[
         "Where nightly results are shown",
         "reference",
         "https://ci.example.com/nightly — the red column is the linker job.\n",
+    ),
+    (
+        "한국어 메모",
+        "Notes kept in Korean: the name has no ASCII letter, so the file is .md",
+        "user",
+        "배포는 금요일에 하지 않습니다.\n",
     ),
     (
         "Senior Rust developer",
@@ -1354,8 +1396,8 @@ const MEMORIES: &[(&str, &str, &str, &str)] = &[
     ),
 ];
 
-/// Write one memory file in the SPEC 2.2 form with a fixed modification time (scan order, and
-/// so `MEMORY.md`, must not depend on when the files were written).
+/// Write one memory file with a fixed modification time (scan order, and so `MEMORY.md`, must
+/// not depend on when the files were written).
 pub(crate) fn write_memory(
     out: &mut Out,
     file_name: &str,
@@ -1363,20 +1405,16 @@ pub(crate) fn write_memory(
     minute: u64,
 ) -> Result<(), GenError> {
     let path = out.write(&format!("memory/{file_name}"), text.as_bytes())?;
-    let mtime = SystemTime::UNIX_EPOCH + Duration::from_secs(BASE_SECS as u64 + minute * 60);
-    std::fs::File::options()
-        .write(true)
-        .open(&path)
-        .and_then(|f| f.set_modified(mtime))
-        .map_err(|source| GenError::Io { path, source })
+    set_mtime(&path, (BASE_SECS + minute as i64 * 60) * NANOS)
 }
 
 /// Render a well-formed memory file, as the runtime saves one (`kind` `""`: no type).
 pub(crate) fn memory_text(name: &str, description: &str, kind: &str, body: &str) -> String {
-    memory::render(&memory::Memory::new(name, description, Some(kind), body))
+    let kind = (!kind.is_empty()).then_some(kind);
+    memory::render(&memory::Memory::new(name, description, kind, body))
 }
 
-/// `MEMORY.md` computed from the memory directory as it is now.
+/// `MEMORY.md` computed from the memory directory as it is now, as the runtime writes it.
 pub(crate) fn write_index(out: &mut Out) -> Result<(), GenError> {
     let scan = memory::scan(&out.path("memory"));
     let index = memory::render_index(&scan.memories);
@@ -1400,13 +1438,14 @@ fn write_memories(
         } else {
             format!("{base} {}", round + 1)
         };
+        // Two names sharing a slug would overwrite each other (the runtime's hazard); only
+        // the first Unicode-only name keeps the empty slug.
         while !slugs.insert(memory::slug(&name)) {
             name.push_str(" again");
         }
-        let file = format!("{}.md", memory::slug(&name));
         write_memory(
             out,
-            &file,
+            &memory::file_for(&name),
             &memory_text(&name, description, kind, body),
             i as u64,
         )?;

@@ -213,7 +213,7 @@ fn tokens_and_refs_equal_the_runtimes() {
         assert_eq!(proj.len(), want.len(), "{}: content messages", s.sid);
         for (i, (c, w)) in proj.iter().zip(want).enumerate() {
             let got = serde_json::json!({
-                "id": c.id, "role": c.role.as_str(), "contentType": c.kind.as_str(),
+                "id": &*c.id, "role": c.role.as_str(), "contentType": c.kind.as_str(),
                 "toolName": c.tool, "toolCallId": c.call,
                 "tokens": normafs::noa::tokens::count(&c.text),
                 "runes": c.text.chars().count(),
@@ -377,4 +377,85 @@ fn rebuilds_equal_the_runtimes() {
             panic!("{}: rebuild differs: {d} (skipped {:?})", s.sid, r.skipped);
         }
     }
+}
+
+/// A copy of the runtime's corpus whose transcripts were last written long ago (a copy's fresh
+/// mtimes would make every session look live to ctl).
+fn corpus_copy() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new("cp")
+        .args(["-a", "--no-preserve=mode"])
+        .arg(data().join("corpus/."))
+        .arg(d.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    d
+}
+
+/// Each `compress-N` input run as a ctl command on a copy of the corpus (archives, journal and
+/// state written by the store) gives the runtime's blocks and refs; a batch the runtime refused
+/// or split is refused whole and changes nothing.
+#[test]
+fn ctl_compress_writes_the_runtimes_state() {
+    use normafs::store::root::RootPaths;
+    let now = chrono::DateTime::parse_from_rfc3339("2027-01-01T00:00:00Z")
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    let keep = |v: &Value| -> Vec<Value> {
+        v["blocks"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|mut b| {
+                for k in ["createdAt", "archivePath", "compressCallId"] {
+                    b.as_object_mut().unwrap().remove(k);
+                }
+                b
+            })
+            .collect()
+    };
+    let mut checked = 0;
+    for s in sessions() {
+        for n in 1.. {
+            let dir = data().join(format!("oracle/{}/compress-{n}", s.sid));
+            if !dir.is_dir() {
+                break;
+            }
+            let root = corpus_copy();
+            let paths = RootPaths::from_root(root.path());
+            let input = fs::read_to_string(dir.join("input.json")).unwrap();
+            let spath = paths.state_path(&s.sid);
+            let before = fs::read(&spath).ok();
+            let got = normafs::store::txn::compress(&paths, &s.sid, input.trim(), &s.cfg, now);
+            match fs::read_to_string(dir.join("state.json")) {
+                Ok(want) => {
+                    let out = got.unwrap_or_else(|e| panic!("{} compress-{n}: {e}", s.sid));
+                    let want: Value = serde_json::from_str(&want).unwrap();
+                    let state: Value = serde_json::from_slice(&fs::read(&spath).unwrap()).unwrap();
+                    if let Some(d) = first_diff(&Value::Array(keep(&state)), &Value::Array(keep(&want)), "$.blocks") {
+                        panic!("{} compress-{n}: {d}", s.sid);
+                    }
+                    assert_eq!(state["messageRefs"]["byRef"], want["messageRefs"]["byRef"], "{} compress-{n}", s.sid);
+                    assert_eq!(state["stats"], want["stats"]);
+                    // The journal holds the batch; every block's archive is where it says.
+                    let journal = fs::read_to_string(paths.journal_path(&s.sid)).unwrap();
+                    assert!(journal.contains(out.result["callId"].as_str().unwrap()));
+                    for b in out.result["blocks"].as_array().unwrap() {
+                        let rel = b["archiveRel"].as_str().unwrap();
+                        let text = fs::read_to_string(paths.archive_root(&s.sid).join(rel)).unwrap();
+                        let parsed = normafs::format::archive::parse(&text).unwrap();
+                        assert_eq!(parsed.body_sha256_ok, Some(true));
+                    }
+                }
+                Err(_) => {
+                    assert!(got.is_err(), "{} compress-{n}: the runtime refused or split it", s.sid);
+                    assert_eq!(fs::read(&spath).ok(), before, "{} compress-{n}: nothing written", s.sid);
+                }
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 12);
 }

@@ -1,16 +1,23 @@
-//! The synthetic root generator: determinism, clean roots that parse and rebuild to the very
-//! state written, and `--corrupt` roots that carry every SPEC 9 damage.
+//! The synthetic root generator: determinism; clean roots in the runtime's dialect whose files
+//! round-trip (transcripts parse without a problem, states and archives re-render to their
+//! bytes) and whose states a rebuild from history reproduces; `--corrupt` roots that carry
+//! every SPEC 9 damage.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
+use std::process::Command;
 
+use normafs::audit::CATALOGUE;
+use normafs::format::archive;
+use normafs::format::loader::Transcript;
 use normafs::format::memory;
 use normafs::format::state::{parse_state, State, StateLoadError};
 use normafs::format::transcript::{parse_line, Content, Record};
 use normafs::gen::{generate, GenError, GenOptions, GenReport};
-use normafs::noa::{replay, Msg};
-
-use normafs::audit::CATALOGUE;
+use normafs::noa::compress::Placement;
+use normafs::noa::{rebuild, session};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 fn opts(sessions: usize, messages: usize, seed: u64) -> GenOptions {
     GenOptions {
@@ -26,9 +33,9 @@ fn gen(root: &Path, o: &GenOptions) -> GenReport {
     generate(root, o, &mut |_, _| {}).expect("generate")
 }
 
-/// Every file (relative path -> bytes) and every directory (-> `None`) under `dir`.
-fn snapshot(dir: &Path) -> BTreeMap<String, Option<Vec<u8>>> {
-    fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Option<Vec<u8>>>) {
+/// Every file (relative path -> SHA-256) and every directory (-> `None`) under `dir`.
+fn snapshot(dir: &Path) -> BTreeMap<String, Option<(u64, Vec<u8>)>> {
+    fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Option<(u64, Vec<u8>)>>) {
         for e in std::fs::read_dir(dir).expect("read_dir") {
             let p = e.expect("entry").path();
             let rel = p
@@ -40,7 +47,11 @@ fn snapshot(dir: &Path) -> BTreeMap<String, Option<Vec<u8>>> {
                 out.insert(rel, None);
                 walk(base, &p, out);
             } else {
-                out.insert(rel, Some(std::fs::read(&p).expect("read")));
+                let bytes = std::fs::read(&p).expect("read");
+                out.insert(
+                    rel,
+                    Some((bytes.len() as u64, Sha256::digest(&bytes).to_vec())),
+                );
             }
         }
     }
@@ -65,31 +76,106 @@ fn records(path: &Path) -> Vec<Record> {
         .collect()
 }
 
-fn msgs(records: &[Record]) -> Vec<Msg<'_>> {
-    records
-        .iter()
-        .filter_map(|r| {
-            r.as_message().map(|m| Msg {
-                raw_id: &r.uuid,
-                message: m,
-                timestamp: r.timestamp.as_deref(),
-            })
-        })
-        .collect()
+/// Go's `time.RFC3339Nano` in UTC: seconds, then a fraction without trailing zeros, then `Z`.
+fn is_go_time(s: &str) -> bool {
+    let Some(body) = s.strip_suffix('Z') else {
+        return false;
+    };
+    let (secs, frac) = match body.split_once('.') {
+        Some((a, f)) => (a, Some(f)),
+        None => (body, None),
+    };
+    let shape_ok = secs.len() == 19
+        && chrono::NaiveDateTime::parse_from_str(secs, "%Y-%m-%dT%H:%M:%S").is_ok();
+    let frac_ok = frac.is_none_or(|f| {
+        !f.is_empty() && f.len() <= 9 && f.bytes().all(|b| b.is_ascii_digit()) && !f.ends_with('0')
+    });
+    shape_ok && frac_ok
 }
 
-/// The checks a user of a clean transcript expects: chained records of one writer, increasing
-/// time, usage only on assistant turns, every tool call answered, and a finished last turn.
+fn nanos(ts: &str) -> i64 {
+    chrono::DateTime::parse_from_rfc3339(ts)
+        .expect("rfc3339")
+        .timestamp_nanos_opt()
+        .expect("in range")
+}
+
+/// The runtime's record: keys in its struct's order, each present as SPEC 2.1 says.
+fn check_line_keys(line: &[u8], at: &str) {
+    let v: Value = serde_json::from_slice(line).expect("json");
+    let keys: Vec<&str> = v
+        .as_object()
+        .expect("object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let order = [
+        "uuid",
+        "parent_uuid",
+        "session_id",
+        "agent_id",
+        "is_sidechain",
+        "timestamp",
+        "type",
+        "message",
+        "usage",
+    ];
+    let mut last = 0;
+    for k in &keys {
+        let i = order
+            .iter()
+            .position(|o| o == k)
+            .unwrap_or_else(|| panic!("{at}: unexpected key {k}"));
+        assert!(i >= last, "{at}: key {k} out of order in {keys:?}");
+        last = i;
+    }
+    assert_eq!(v["type"], "message", "{at}");
+    let role = v["message"]["role"].as_str().expect("role");
+    if role == "assistant" {
+        let u = v["usage"].as_object().expect("usage on an assistant turn");
+        let names: Vec<&str> = u.keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            [
+                "input_tokens",
+                "output_tokens",
+                "cache_read_tokens",
+                "cache_write_tokens"
+            ],
+            "{at}"
+        );
+    } else {
+        assert!(v.get("usage").is_none(), "{at}: usage on a {role} record");
+    }
+}
+
+/// A transcript as the runtime writes it: chained records of one writer in time order, no
+/// problem for the loader, every tool call answered by an array of text blocks, and the file's
+/// modification time at its last record.
 fn check_transcript(path: &Path, sid: &str, agent: Option<&str>) -> Vec<Record> {
+    let bytes = std::fs::read(path).expect("transcript");
+    let problems = Transcript::parse(&bytes, Some(sid)).problems();
+    assert!(problems.is_empty(), "{}: {problems:?}", path.display());
+    for (i, l) in bytes
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .enumerate()
+    {
+        check_line_keys(l, &format!("{}:{}", path.display(), i + 1));
+    }
     let recs = records(path);
     let mut prev: Option<&Record> = None;
     let mut uses: HashSet<String> = HashSet::new();
     let mut answered: HashSet<String> = HashSet::new();
-    let mut uuids = HashSet::new();
     for r in &recs {
         let at = format!("{} record {}", path.display(), r.uuid);
-        assert!(uuids.insert(r.uuid.clone()), "{at}: duplicate uuid");
         assert_eq!(r.uuid.len(), 32, "{at}");
+        assert!(
+            r.uuid
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+            "{at}"
+        );
         assert_eq!(
             r.parent_uuid.as_deref(),
             prev.map(|p| p.uuid.as_str()),
@@ -98,55 +184,111 @@ fn check_transcript(path: &Path, sid: &str, agent: Option<&str>) -> Vec<Record> 
         assert_eq!(r.session_id.as_deref(), Some(sid), "{at}");
         assert_eq!(r.agent_id.as_deref(), agent, "{at}");
         assert_eq!(r.is_sidechain, agent.map(|_| true), "{at}");
-        let ts = replay::parse_time(r.timestamp.as_deref().expect("timestamp")).expect("rfc3339");
+        let ts = r.timestamp.as_deref().expect("timestamp");
+        assert!(is_go_time(ts), "{at}: {ts}");
         if let Some(p) = prev {
-            let pt = replay::parse_time(p.timestamp.as_deref().expect("ts")).expect("rfc3339");
-            assert!(ts > pt, "{at}: time does not increase");
+            assert!(
+                nanos(ts) > nanos(p.timestamp.as_deref().expect("ts")),
+                "{at}: time does not increase"
+            );
         }
-        match r.as_message() {
-            Some(m) => {
-                let usage = r.usage().map(|u| u.total()).unwrap_or(0);
-                if m.role == "assistant" {
-                    assert!(usage > 0, "{at}: assistant turn without usage");
-                } else {
-                    assert!(r.usage.is_none(), "{at}: usage on a {} record", m.role);
+        let m = r.as_message().expect("a message record");
+        for c in &m.content {
+            match c {
+                Content::ToolUse(u) => {
+                    assert_eq!(m.role, "assistant", "{at}");
+                    assert!(
+                        u.name
+                            .chars()
+                            .next()
+                            .is_some_and(|c| c.is_ascii_uppercase()),
+                        "{at}"
+                    );
+                    uses.insert(u.id.clone());
                 }
-                for c in &m.content {
-                    match c {
-                        Content::ToolUse(u) => {
-                            assert_eq!(m.role, "assistant", "{at}");
-                            uses.insert(u.id.clone());
-                        }
-                        Content::ToolResult(res) => {
-                            assert!(uses.contains(&res.tool_use_id), "{at}: orphan result");
-                            assert!(answered.insert(res.tool_use_id.clone()), "{at}");
-                        }
-                        _ => {}
-                    }
+                Content::ToolResult(res) => {
+                    assert_eq!(m.role, "user", "{at}");
+                    assert!(
+                        matches!(
+                            res.content,
+                            Some(normafs::format::transcript::ToolResultContent::Items(_))
+                        ),
+                        "{at}: a result's content is an array"
+                    );
+                    answered.insert(res.tool_use_id.clone());
                 }
+                Content::Thinking(t) => {
+                    assert!(
+                        t.signature.as_deref().is_some_and(|s| !s.is_empty()),
+                        "{at}"
+                    )
+                }
+                Content::CompactBoundary(_) => assert_eq!(m.content.len(), 1, "{at}"),
+                Content::Text(_) => {}
+                Content::Other(v) => panic!("{at}: an unknown block {v}"),
             }
-            None => assert_eq!(r.kind, "boundary", "{at}"),
         }
         prev = Some(r);
     }
-    let unanswered: Vec<_> = uses.difference(&answered).collect();
-    assert!(
-        unanswered.is_empty(),
-        "{}: unanswered {unanswered:?}",
-        path.display()
-    );
+    assert_eq!(uses, answered, "{}: calls and results", path.display());
+    if let Some(last) = recs.last() {
+        let mtime: chrono::DateTime<chrono::Utc> = std::fs::metadata(path)
+            .and_then(|m| m.modified())
+            .expect("mtime")
+            .into();
+        assert_eq!(
+            mtime.timestamp_nanos_opt(),
+            Some(nanos(last.timestamp.as_deref().expect("ts"))),
+            "{}: mtime",
+            path.display()
+        );
+    }
     recs
 }
 
-/// A clean session: its transcript, sidechains, state and archives are consistent, and a
-/// rebuild from the transcript's Compress calls gives back exactly the state written.
-fn check_clean_session(root: &Path, sid: &str, o: &GenOptions) {
-    let recs = check_transcript(&root.join(format!("transcripts/{sid}.jsonl")), sid, None);
-    let ms = msgs(&recs);
-    assert_eq!(ms.len(), o.messages, "{sid}: message count");
-    if let Some(last) = ms.last() {
+/// A block's archive as the runtime wrote it: its frontmatter names the block, its entries
+/// are as many as the frontmatter says, and it has no normafs keys.
+fn check_archive(sid: &str, text: &str, b: &normafs::format::state::Block) {
+    let p = archive::parse(text).unwrap_or_else(|e| panic!("{sid} {}: {e}", b.block_id));
+    let f = &p.frontmatter;
+    assert_eq!(f.block, b.block_id, "{sid}");
+    assert_eq!(f.tier, Some(b.tier), "{sid}");
+    assert_eq!(
+        f.range,
+        Some((b.start_ref.clone(), b.end_ref.clone())),
+        "{sid}"
+    );
+    assert_eq!(f.session.as_deref(), Some(sid));
+    assert_eq!(f.original_tokens, Some(b.compressed_tokens), "{sid}");
+    assert_eq!(f.call, None, "{sid}: the runtime writes no call key");
+    assert_eq!(
+        p.body_sha256_ok, None,
+        "{sid}: the runtime writes no body_sha256"
+    );
+    if b.direct_block_ids.is_empty() {
+        assert_eq!(f.consumed_blocks, None, "{sid}");
+    } else {
+        // In view order, which need not be the order of `directBlockIds`.
+        let listed: BTreeSet<&String> = f.consumed_blocks.iter().flatten().collect();
+        let absorbed: BTreeSet<&String> = b.direct_block_ids.iter().collect();
+        assert_eq!(listed, absorbed, "{sid}");
+    }
+    assert_eq!(
+        p.summary.as_deref().map(str::trim),
+        Some(b.summary.trim()),
+        "{sid}"
+    );
+}
+
+/// A clean session: its files are consistent, and a rebuild from the transcript's Compress
+/// calls gives back exactly the state and archives written.
+fn check_clean_session(root: &Path, sid: &str, o: &GenOptions) -> Option<State> {
+    let tpath = root.join(format!("transcripts/{sid}.jsonl"));
+    let recs = check_transcript(&tpath, sid, None);
+    assert_eq!(recs.len(), o.messages, "{sid}: message count");
+    if let Some(last) = recs.last().and_then(|r| r.as_message()) {
         assert!(
-            last.message.role == "assistant" || o.messages % 2 == 1 && o.messages < 3,
+            last.role == "assistant" || o.messages < 2,
             "{sid}: the last turn is not an answer"
         );
     }
@@ -160,67 +302,136 @@ fn check_clean_session(root: &Path, sid: &str, o: &GenOptions) {
                 .and_then(|n| n.strip_suffix(".jsonl"))
                 .expect("agent-<aid>.jsonl");
             let side = check_transcript(&p, sid, Some(aid));
-            assert!(msgs(&side).len() >= 4, "{}", p.display());
+            assert!(side.len() >= 4, "{}", p.display());
         }
     }
 
     let cfg = &o.config;
     let archive_root = root.join("noa").join(sid);
-    let archive_root_s = archive_root.to_str().expect("utf8");
-    let mut events = replay::transcript_calls(&ms, cfg);
-    replay::order(&mut events);
-    let rebuilt = replay::replay(&ms, &events, cfg, sid, archive_root_s);
-    assert!(rebuilt.skipped.is_empty(), "{sid}: {:?}", rebuilt.skipped);
+    let archive_root_s = archive_root.to_str().expect("utf8").to_string();
+    let bytes = std::fs::read(&tpath).expect("transcript");
+    let t = Transcript::parse(&bytes, Some(sid));
+    let p = session::Projection::new(t.iter_messages().map(|(_, m)| m).collect());
+    let place = Placement {
+        root: &archive_root_s,
+        session: sid,
+        created: "2027-01-01T00:00:00Z",
+        now: 1_798_761_600,
+    };
+    let r = rebuild::rebuild(&p, cfg, sid, &place, &[], &session::runtime_path);
+    for why in &r.skipped {
+        assert!(
+            why.ends_with("its result reports no block"),
+            "{sid}: a call that does not replay: {why}"
+        );
+    }
 
     let state_path = archive_root.join("state.json");
     if !state_path.exists() {
         assert!(
-            rebuilt.state.blocks.is_empty(),
+            r.state.blocks().is_empty(),
             "{sid}: blocks but no state.json"
         );
         assert!(!archive_root.exists(), "{sid}: a noa dir without state");
-        return;
+        return None;
     }
-    let written = parse_state(&std::fs::read(&state_path).expect("state")).expect("parse_state");
+    let text = std::fs::read_to_string(&state_path).expect("state");
+    let written = parse_state(text.as_bytes()).expect("parse_state");
+    assert_eq!(written.to_json(), text, "{sid}: state.json round-trips");
     assert_eq!(written.session_id, sid);
+    assert!(written.unknown_keys().is_empty());
     assert!(
-        !written.blocks.is_empty(),
+        !written.blocks().is_empty(),
         "{sid}: a state.json without blocks"
     );
-    for b in &written.blocks {
+    let mut files: BTreeSet<String> = BTreeSet::new();
+    for e in walk_files(&archive_root) {
+        files.insert(e);
+    }
+    files.remove("state.json");
+    for b in written.blocks() {
         let p = archive_root.join(&b.archive_rel);
-        assert!(p.is_file(), "{sid}: missing archive {}", p.display());
-        assert_eq!(b.archive_path, p.to_str().expect("utf8"));
+        assert_eq!(b.archive_path, p.to_str().expect("utf8"), "{sid}");
+        let text = std::fs::read_to_string(&p)
+            .unwrap_or_else(|e| panic!("{sid}: archive {}: {e}", p.display()));
+        check_archive(sid, &text, b);
+        assert!(files.remove(&b.archive_rel), "{sid}: {}", b.archive_rel);
     }
-    assert_eq!(rebuilt.state.blocks.len(), written.blocks.len(), "{sid}");
-    for (r, w) in rebuilt.state.blocks.iter().zip(&written.blocks) {
-        let key = |b: &normafs::format::state::Block| {
-            (
-                b.block_id.name(),
-                b.tier,
-                b.start_ref.clone(),
-                b.end_ref.clone(),
-                b.effective_message_ids.clone(),
-                b.compressed_tokens,
-                b.created_at.clone(),
-                b.compress_call_id.clone(),
-                b.summary.clone(),
-                b.topic.clone(),
-                b.active,
-            )
-        };
-        assert_eq!(key(r), key(w), "{sid}: block {}", w.block_id);
+    assert!(files.is_empty(), "{sid}: files no block names: {files:?}");
+
+    // The rebuild: the same state but for `createdAt` (a rebuild stamps its own time) ...
+    let norm = |s: &State| {
+        let mut s = s.clone();
+        for b in s.blocks.iter_mut().flatten() {
+            b.created_at = 0;
+        }
+        s.to_json()
+    };
+    assert_eq!(norm(&r.state), norm(&written), "{sid}: the rebuilt state");
+    // ... and the same archives but for `created`.
+    for a in &r.archives {
+        let b = written
+            .blocks()
+            .iter()
+            .find(|b| b.block_id == a.block_id)
+            .expect("block");
+        let on_disk = std::fs::read_to_string(archive_root.join(&b.archive_rel)).expect("read");
+        let created = archive::parse(&on_disk)
+            .expect("parse")
+            .frontmatter
+            .created
+            .expect("created");
+        let mut plain = a.clone();
+        plain.call = None;
+        plain.with_body_sha256 = false;
+        plain.created = created;
+        assert_eq!(
+            archive::render(&plain, archive::Labels::Chinese),
+            on_disk,
+            "{sid}: the rebuilt archive of {}",
+            a.block_id
+        );
     }
-    // Beyond the blocks: refs, frozen tokens, stats and the next id are the core's too.
-    assert_eq!(rebuilt.state, written, "{sid}: rebuilt state differs");
+    Some(written)
 }
 
+/// Files under `dir`, relative to it.
+fn walk_files(dir: &Path) -> Vec<String> {
+    snapshot(dir)
+        .into_iter()
+        .filter(|(_, v)| v.is_some())
+        .map(|(k, _)| k)
+        .collect()
+}
+
+/// Clean memories: the runtime's bytes, one Unicode-only name in `.md` (the only finding, a
+/// hazard the runtime makes itself), and the index it writes.
 fn check_memory(root: &Path, o: &GenOptions) {
     let dir = root.join("memory");
     let scan = memory::scan(&dir);
     assert!(scan.problems.is_empty(), "{:?}", scan.problems);
     assert_eq!(scan.memories.len(), o.memories);
-    assert_eq!(memory::check(&scan), vec![], "clean memories have findings");
+    for m in &scan.memories {
+        let text = std::fs::read_to_string(dir.join(&m.file_name)).expect("read");
+        assert_eq!(
+            memory::render(m),
+            text,
+            "{}: the runtime's bytes",
+            m.file_name
+        );
+    }
+    let found: Vec<(String, String)> = memory::check(&scan)
+        .into_iter()
+        .map(|p| (p.kind.code().to_string(), p.file_name))
+        .collect();
+    if o.memories >= 4 {
+        assert_eq!(
+            found,
+            [("memory.empty-slug".to_string(), ".md".to_string())]
+        );
+    } else {
+        assert!(found.is_empty(), "{found:?}");
+    }
     let index = std::fs::read_to_string(dir.join("MEMORY.md")).expect("MEMORY.md");
     assert_eq!(index, memory::render_index(&scan.memories));
     let types: BTreeSet<_> = scan
@@ -263,7 +474,7 @@ fn same_options_give_byte_identical_trees() {
 }
 
 #[test]
-fn a_clean_root_parses_and_rebuilds_to_the_state_written() {
+fn a_clean_root_round_trips_and_rebuilds_to_the_state_written() {
     let tmp = tempfile::tempdir().expect("tmp");
     let root = tmp.path().join("root");
     let o = opts(8, 161, 3);
@@ -277,12 +488,13 @@ fn a_clean_root_parses_and_rebuilds_to_the_state_written() {
     assert_eq!(report.messages, 8 * 161);
     assert!(report.damages.is_empty());
     assert!(report.compress_calls > 0, "{report:?}");
+    assert!(report.refused_calls > 0, "{report:?}");
     assert!(report.blocks > 0, "{report:?}");
     assert!(report.subagents > 0, "{report:?}");
     let on_disk: u64 = snapshot(&root)
         .values()
         .flatten()
-        .map(|b| b.len() as u64)
+        .map(|(len, _)| *len)
         .sum();
     assert_eq!(report.bytes, on_disk);
     let line = report.summary();
@@ -293,13 +505,17 @@ fn a_clean_root_parses_and_rebuilds_to_the_state_written() {
 
     let sids: Vec<String> = (1..=8).map(|i| format!("s3-{i:04}")).collect();
     assert_eq!(report.clean_sessions, sids);
+    let mut blocks = 0;
     for sid in &sids {
-        check_clean_session(&root, sid, &o);
+        if let Some(st) = check_clean_session(&root, sid, &o) {
+            blocks += st.blocks().len();
+        }
     }
+    assert_eq!(blocks, report.blocks);
     check_memory(&root, &o);
 
-    // The content has what the runtime writes: thinking with signatures, errors, plain-string
-    // results, boundaries, non-ASCII text and Markdown.
+    // The content has what the runtime writes: signed thinking, tool errors, refused
+    // Compress calls and their panels, a compaction marker, non-ASCII text and Markdown.
     let all: String = sids
         .iter()
         .map(|s| std::fs::read_to_string(root.join(format!("transcripts/{s}.jsonl"))).expect("t"))
@@ -307,19 +523,61 @@ fn a_clean_root_parses_and_rebuilds_to_the_state_written() {
     for needle in [
         "\"signature\":",
         "\"is_error\":true",
-        "\"type\":\"boundary\"",
-        "\"active_skills\":",
-        "\"name\":\"Compress\"",
-        "\"content\":\"",
+        "\"name\":\"Compress\",\"input\":{\"content\":[{\"startId\":\"m",
+        "\"text\":\"▣ noa | 0 blocks created",
+        "(T1)=m",
+        "\"type\":\"compact_boundary\",\"input\":{\"pre_tokens\":",
+        "\"name\":\"LS\"",
         "```",
     ] {
         assert!(all.contains(needle), "no {needle} in the transcripts");
     }
-    assert!(all.contains("\"type\":\"compact_boundary\"") || all.contains("\"type\":\"skill\""));
     assert!(
         all.chars().any(|c| ('\u{ac00}'..='\u{d7a3}').contains(&c)),
         "no Korean"
     );
+}
+
+#[test]
+fn a_compaction_marker_comes_before_every_compress_call_and_its_tail_is_recorded_twice() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = tmp.path().join("root");
+    let o = opts(4, 200, 21);
+    gen(&root, &o);
+    // Session 4 of every root holds the marker.
+    let sid = "s15-0004";
+    let recs = check_transcript(&root.join(format!("transcripts/{sid}.jsonl")), sid, None);
+    let marker = recs
+        .iter()
+        .position(|r| {
+            r.as_message()
+                .is_some_and(|m| matches!(m.content.first(), Some(Content::CompactBoundary(_))))
+        })
+        .expect("a marker");
+    let first_call = recs.iter().position(|r| {
+        r.as_message().is_some_and(|m| {
+            m.content
+                .iter()
+                .any(|c| matches!(c, Content::ToolUse(u) if u.name == "Compress"))
+        })
+    });
+    if let Some(c) = first_call {
+        assert!(c > marker, "a Compress call before the marker");
+    }
+    // The kept tail: the records right after the marker repeat those right before it.
+    let before = recs[..marker]
+        .last()
+        .and_then(|r| r.as_message())
+        .expect("a message before");
+    let tail: Vec<_> = recs[marker + 1..]
+        .iter()
+        .filter_map(|r| r.as_message())
+        .collect();
+    assert!(
+        tail.iter().any(|m| m.content == before.content),
+        "the last message before the marker is recorded again after it"
+    );
+    check_clean_session(&root, sid, &o);
 }
 
 #[test]
@@ -335,18 +593,48 @@ fn a_long_session_consolidates_into_higher_tiers_and_still_rebuilds() {
     let report = gen(&root, &o);
     let mut tiers = BTreeSet::new();
     for sid in &report.clean_sessions {
-        check_clean_session(&root, sid, &o);
-        let p = root.join(format!("noa/{sid}/state.json"));
-        if let Ok(bytes) = std::fs::read(p) {
-            let st: State = parse_state(&bytes).expect("state");
-            tiers.extend(st.blocks.iter().map(|b| b.tier));
+        if let Some(st) = check_clean_session(&root, sid, &o) {
+            tiers.extend(st.blocks().iter().map(|b| b.tier));
         }
     }
     assert!(tiers.contains(&2), "no consolidation in {tiers:?}");
     assert!(
-        report.refused_calls + report.compress_calls >= 20,
+        report.refused_calls + report.compress_calls >= 10,
         "{report:?}"
     );
+}
+
+#[test]
+fn ctl_rebuild_of_a_generated_session_gives_back_its_files() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = tmp.path().join("root");
+    let report = gen(&root, &opts(3, 200, 4));
+    let sid = report
+        .clean_sessions
+        .iter()
+        .find(|s| root.join(format!("noa/{s}/state.json")).exists())
+        .expect("a compressed session");
+    let dir = root.join("noa").join(sid);
+    let before = snapshot(&dir);
+    // Not live: the transcript's time is its last record's, long ago.
+    let out = Command::new(env!("CARGO_BIN_EXE_normafs"))
+        .args(["ctl"])
+        .arg(&root)
+        .args([sid.as_str(), "rebuild"])
+        .output()
+        .expect("normafs ctl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = snapshot(&dir);
+    let changed: Vec<&String> = before
+        .keys()
+        .chain(after.keys())
+        .filter(|k| before.get(*k) != after.get(*k) && !k.ends_with(".normafs.lock"))
+        .collect();
+    assert!(changed.is_empty(), "rebuild changed {changed:?}");
 }
 
 #[test]
@@ -366,7 +654,10 @@ fn corrupt_roots_carry_every_catalogue_damage() {
     for sid in &report.clean_sessions {
         check_clean_session(&root, sid, &o);
     }
-    assert_eq!(report.sessions, 2 + report.corrupt_sessions.len());
+    assert_eq!(
+        report.sessions,
+        report.clean_sessions.len() + report.corrupt_sessions.len()
+    );
     for d in &report.damages {
         let p = root.join(&d.path);
         let absent = matches!(d.code, "archive.missing" | "state.missing");
@@ -404,6 +695,10 @@ fn corrupt_roots_carry_every_catalogue_damage() {
     assert!(!torn.ends_with(b"\n"));
     let last = torn.rsplit(|&b| b == b'\n').next().expect("last");
     assert!(parse_line(last).is_err());
+    let long = std::fs::read(path_of("transcript.line-too-long")).expect("read");
+    assert!(long
+        .split(|&b| b == b'\n')
+        .any(|l| l.len() > normafs::format::loader::MAX_LINE));
 
     // State load failures.
     let load = |code: &str| parse_state(&std::fs::read(path_of(code)).expect("read"));
@@ -416,10 +711,14 @@ fn corrupt_roots_carry_every_catalogue_damage() {
         Err(StateLoadError::Version(_))
     ));
     let st = load("state.next-block-id").expect("state");
-    let max = st.blocks.iter().filter_map(|b| b.block_id.number()).max();
-    assert_eq!(Some(st.next_block_id), max);
+    let max = st
+        .blocks()
+        .iter()
+        .filter_map(|b| normafs::noa::refs::parse_block_id(&b.block_id))
+        .max();
+    assert_eq!(Some(st.next_block_id), max.map(i64::from));
     let st = load("state.stats").expect("state");
-    let sum: u64 = st.blocks.iter().map(|b| b.compressed_tokens).sum();
+    let sum: i64 = st.blocks().iter().map(|b| b.compressed_tokens).sum();
     assert_ne!(st.stats.tokens_compressed, sum);
     let st = load("state.ref-map").expect("state");
     let inverse = st
@@ -428,122 +727,65 @@ fn corrupt_roots_carry_every_catalogue_damage() {
         .iter()
         .all(|(r, raw)| st.message_refs.by_raw.get(raw) == Some(r));
     assert!(!inverse);
-
-    // Damaged states say what their damage says, checked against their own transcript.
-    let session_of = |code: &str| -> (State, Vec<Record>, std::path::PathBuf) {
-        let p = path_of(code);
-        let sid = p
-            .parent()
-            .and_then(|d| d.file_name())
-            .expect("sid")
-            .to_string_lossy()
-            .into_owned();
-        // A journal damage is reported at ctl.jsonl, beside the state.
-        let st = parse_state(&std::fs::read(p.with_file_name("state.json")).expect("state"))
-            .expect("state");
-        let recs = records(&root.join(format!("transcripts/{sid}.jsonl")));
-        (st, recs, root.join("noa").join(sid))
-    };
-    let uuids =
-        |recs: &[Record]| -> HashSet<String> { recs.iter().map(|r| r.uuid.clone()).collect() };
-    let live_cover = |st: &State| -> Vec<String> {
-        st.blocks
-            .iter()
-            .filter(|b| b.active)
-            .flat_map(|b| b.effective_message_ids.clone())
-            .collect()
-    };
-
-    let (st, recs, _) = session_of("state.dangling-ref");
-    assert!(st
-        .message_refs
-        .by_raw
-        .keys()
-        .any(|raw| !uuids(&recs).contains(raw)));
-    let (st, _, _) = session_of("state.block-range");
-    assert!(st.blocks.iter().any(|b| b.start_ref > b.end_ref));
-    let (st, _, _) = session_of("state.unknown-block");
-    assert!(st
-        .blocks
+    let st = load("state.overlap").expect("state");
+    let cover: Vec<&String> = st
+        .blocks()
         .iter()
-        .flat_map(|b| &b.direct_block_ids)
-        .any(|id| st.block(id).is_none()));
-    for code in ["state.overlap", "state.consumed-active"] {
-        let (st, _, _) = session_of(code);
-        let cover = live_cover(&st);
-        let distinct: HashSet<_> = cover.iter().collect();
-        assert!(
-            distinct.len() < cover.len(),
-            "{code}: no message covered twice"
-        );
-    }
-    let (st, recs, _) = session_of("state.dead-block");
-    let ids = uuids(&recs);
-    assert!(st
-        .blocks
-        .iter()
-        .any(|b| b.active && b.effective_message_ids.iter().any(|id| !ids.contains(id))));
-    let (st, recs, _) = session_of("state.unreplayable");
-    let ms = msgs(&recs);
-    let calls: HashSet<String> = replay::transcript_calls(&ms, &o.config)
-        .into_iter()
-        .map(|e| e.call_id)
+        .filter(|b| b.active)
+        .flat_map(|b| &b.effective_message_ids)
         .collect();
-    assert!(st
-        .blocks
-        .iter()
-        .any(|b| !calls.contains(&b.compress_call_id)));
-    let (st, _, dir) = session_of("state.behind-journal");
-    let journal = std::fs::read_to_string(dir.join("ctl.jsonl")).expect("journal");
-    let entry: serde_json::Value = serde_json::from_str(journal.trim_end()).expect("json line");
+    let distinct: HashSet<_> = cover.iter().collect();
+    assert!(distinct.len() < cover.len(), "no message covered twice");
+
+    // The journal damages: a committed batch beside a state that lacks it, one that has it.
+    let behind = path_of("state.behind-journal");
+    let journal = std::fs::read_to_string(&behind).expect("journal");
+    let entry: Value = serde_json::from_str(journal.trim_end()).expect("json line");
     let call = entry["callId"].as_str().expect("callId");
     assert!(call.starts_with("ctl-"));
-    assert!(st.blocks.iter().all(|b| b.compress_call_id != call));
+    let st = parse_state(&std::fs::read(behind.with_file_name("state.json")).expect("state"))
+        .expect("state");
+    assert!(st.blocks().iter().all(|b| b.compress_call_id != call));
     for b in entry["blocks"].as_array().expect("blocks") {
         let rel = b["archiveRel"].as_str().expect("archiveRel");
-        assert!(dir.join(rel).is_file(), "the journal batch's archive {rel}");
+        let text = std::fs::read_to_string(behind.with_file_name(rel)).expect("archive");
+        let p = archive::parse(&text).expect("parse");
+        assert_eq!(
+            p.frontmatter.call.as_deref(),
+            Some(call),
+            "normafs's own keys"
+        );
+        assert_eq!(p.body_sha256_ok, Some(true));
     }
+    let st = load("state.runtime-unaware").expect("state");
+    assert!(st
+        .blocks()
+        .iter()
+        .any(|b| b.compress_call_id.starts_with("ctl-")));
 
-    let archive_of = |code: &str| {
-        let d = report.damages.iter().find(|d| d.code == code).expect(code);
-        let (sid, rel) = d
-            .path
-            .strip_prefix("noa/")
-            .and_then(|p| p.split_once('/'))
-            .expect("noa/<sid>/<rel>");
-        let st =
-            parse_state(&std::fs::read(root.join(format!("noa/{sid}/state.json"))).expect("s"))
-                .expect("state");
-        (st, rel.to_string())
-    };
-    let (st, rel) = archive_of("archive.missing");
-    assert!(st.blocks.iter().any(|b| b.archive_rel == rel));
-    let (st, rel) = archive_of("archive.moved");
-    let b = st
-        .blocks
+    // The fork keeps its parent's archive paths.
+    let st = load("state.inherited").expect("state");
+    let sid = path_of("state.inherited")
+        .parent()
+        .and_then(|d| d.file_name())
+        .expect("sid")
+        .to_string_lossy()
+        .into_owned();
+    assert!(st
+        .blocks()
         .iter()
-        .find(|b| b.archive_rel == rel)
-        .expect("block");
-    assert!(!b.archive_path.starts_with(root.to_str().expect("utf8")));
-    assert!(b.archive_path.ends_with(&rel));
-    for code in ["archive.orphan", "archive.temp-debris"] {
-        let (st, rel) = archive_of(code);
-        assert!(st.blocks.iter().all(|b| b.archive_rel != rel), "{code}");
-    }
+        .any(|b| !b.archive_path.contains(&format!("/{sid}/"))));
+    assert!(st
+        .blocks()
+        .iter()
+        .any(|b| b.archive_path.contains(&format!("/{sid}/"))));
+
     let mismatch = std::fs::read_to_string(path_of("archive.mismatch")).expect("archive");
-    let (st, rel) = archive_of("archive.mismatch");
-    let b = st
-        .blocks
-        .iter()
-        .find(|b| b.archive_rel == rel)
-        .expect("block");
-    let range = mismatch
-        .lines()
-        .find_map(|l| l.strip_prefix("range: "))
-        .expect("a range line");
-    assert_ne!(range, format!("{}-{}", b.start_ref, b.end_ref));
+    assert!(archive::parse(&mismatch).is_ok());
     let corrupt = std::fs::read_to_string(path_of("archive.corrupt")).expect("archive");
-    assert!(!corrupt.starts_with("---\n") || corrupt.contains("body_sha256:"));
+    assert!(archive::parse(&corrupt).is_err());
+    let cut = std::fs::read_to_string(path_of("archive.truncated")).expect("archive");
+    assert!(cut.contains(normafs::noa::pipeline::TRUNCATION_MARKER));
 
     // Memory damages are what the memory checker reports.
     let scan = memory::scan(&root.join("memory"));
@@ -584,7 +826,7 @@ fn the_root_must_be_empty_or_new() {
 #[test]
 fn tiny_sessions_are_still_well_formed() {
     let tmp = tempfile::tempdir().expect("tmp");
-    for m in [0, 1, 2, 3, 4, 5] {
+    for m in [0, 1, 2, 3, 4, 5, 30] {
         let root = tmp.path().join(format!("r{m}"));
         let o = opts(2, m, 9);
         let report = gen(&root, &o);

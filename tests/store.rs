@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use normafs::store::durable::{
-    atomic_replace, create_dir_all_durable, create_new_durable, is_runtime_temp_name, is_temp_name,
+    atomic_replace, create_dir_all_durable, create_new_durable, is_runtime_temp, is_temp_name,
     remove_durable, temp_target_name,
 };
 use normafs::store::failpoint::{self, Action};
@@ -235,7 +235,8 @@ fn temp_names_are_recognised() {
     }
     // The runtime's temp files (SPEC 1): its state writer's and its archiver's.
     for name in [".noa-state-123456.tmp", ".noa-4242.tmp"] {
-        assert!(is_runtime_temp_name(name) && !is_temp_name(name), "{name}");
+        assert!(is_runtime_temp(name) && is_temp_name(name), "{name}");
+        assert_eq!(temp_target_name(name), None, "{name}");
     }
     for name in [
         ".noa-.tmp",
@@ -243,7 +244,7 @@ fn temp_names_are_recognised() {
         ".noa-state-1.tmp.x",
         ".normafs.lock",
     ] {
-        assert!(!is_runtime_temp_name(name), "{name}");
+        assert!(!is_runtime_temp(name), "{name}");
     }
 }
 

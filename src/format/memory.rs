@@ -740,20 +740,7 @@ pub(crate) fn frontmatter_lines(text: &str) -> Option<(Vec<(usize, &str)>, &str)
     }
 }
 
-/// A frontmatter line split at its first `:`, key and value trimmed; `None` when it has no
-/// `:` or an empty key.
-pub(crate) fn split_pair(line: &str) -> Option<(&str, &str)> {
-    let (key, value) = line.split_once(':')?;
-    let key = key.trim();
-    (!key.is_empty()).then_some((key, value.trim()))
-}
-
 /// Line breaks (`\r\n`, `\r`, `\n`) as spaces: headings and header values are single lines.
 pub(crate) fn one_line(value: &str) -> String {
     value.replace("\r\n", " ").replace(['\r', '\n'], " ")
-}
-
-/// A frontmatter value as written: one line, trimmed (the reader trims values).
-pub(crate) fn frontmatter_value(value: &str) -> String {
-    one_line(value).trim().to_string()
 }

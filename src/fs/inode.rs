@@ -159,7 +159,7 @@ impl InodeTable {
             .flatten()
             .filter_map(|&ino| match r.nodes.get((ino - 1) as usize) {
                 Some((Some(Node::Raw(s, a, b)), _)) if s == sid => {
-                    Some((ino, super::node::raw_name(&a, &b)))
+                    Some((ino, super::node::raw_name(a, b)))
                 }
                 _ => None,
             })

@@ -491,13 +491,7 @@ impl NormaFs {
                     zero
                 };
                 return Ok(Entry {
-                    attr: self.synthetic_attr(
-                        ino,
-                        FileKind::File,
-                        c.perm,
-                        c.data.len() as u64,
-                        c.mtime,
-                    ),
+                    attr: self.synthetic_attr(ino, FileKind::File, c.perm, c.data.len(), c.mtime),
                     ttl,
                     entry_ttl: entry_ttl.max(ttl),
                 });

@@ -546,23 +546,20 @@ impl Synth {
                 let t = self.transcript(sid)?;
                 let mut tf = t.lock();
                 // After appends, ids and lines are computed for the new messages only.
-                let memo = tf.take_memo::<view::ViewMemo>();
+                let mut memo = tf.take_memo::<view::ViewMemo>().unwrap_or_default();
                 let tr = tf.transcript();
-                let (p, projection) = Projection::with_memo(
-                    session::messages(tr),
-                    memo.as_ref().map(|m| &m.projection),
-                );
+                let p = Projection::with_memo(session::messages(tr), &mut memo.projection);
                 let path = &view::runtime_path;
                 let (mut new_view, mut new_mat) = (None, None);
                 let out: Bytes = match kind {
                     SynthKind::View => {
-                        let prev = memo.as_ref().map(|m| &m.view);
+                        let prev = Some(&memo.view);
                         let (b, lines) = view::view_bytes(&p, &state, cfg, path, prev);
                         new_view = Some(lines);
                         b
                     }
                     SynthKind::Materialized => {
-                        let prev = memo.as_ref().map(|m| &m.materialized);
+                        let prev = Some(&memo.materialized);
                         let (b, lines) = view::materialized_bytes(&p, &state, cfg, path, prev);
                         new_mat = Some(lines);
                         b
@@ -623,13 +620,13 @@ impl Synth {
                 // it are not kept for the next version.
                 let tentative = tf.stable_messages() < tf.transcript().messages.len();
                 if !tentative {
-                    let (old_view, old_mat) =
-                        memo.map_or_else(Default::default, |m| (m.view, m.materialized));
-                    tf.keep_memo(view::ViewMemo {
-                        projection,
-                        view: new_view.unwrap_or(old_view),
-                        materialized: new_mat.unwrap_or(old_mat),
-                    });
+                    if let Some(v) = new_view {
+                        memo.view = v;
+                    }
+                    if let Some(m) = new_mat {
+                        memo.materialized = m;
+                    }
+                    tf.keep_memo(memo);
                 }
                 Ok(out)
             }
@@ -865,9 +862,13 @@ mod tests {
             .expect("a session with state.json");
         let before = s.content(&view(sid)).expect("view");
         assert!(s.content(&view(sid)).expect("view").data == before.data);
-        // Replaced by rename, the way the store writes it: no block is active any more.
-        let text = std::fs::read_to_string(paths.state_path(sid)).expect("read");
-        let text = text.replace("\"active\": true", "\"active\": false");
+        // Replaced by rename, the way the store writes it: every summary says something else.
+        let bytes = std::fs::read(paths.state_path(sid)).expect("read");
+        let mut st = crate::format::state::parse_state(&bytes).expect("state");
+        for b in st.blocks.iter_mut().flatten() {
+            b.summary.push_str(" (edited)");
+        }
+        let text = st.to_json();
         let tmp = paths.archive_root(sid).join(".state.json.tmp-test");
         std::fs::write(&tmp, text).expect("write");
         std::fs::rename(&tmp, paths.state_path(sid)).expect("rename");

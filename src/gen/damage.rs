@@ -1,49 +1,109 @@
-//! `gen --corrupt`: one damaged session (or file) per kind of the SPEC 9 catalogue.
+//! `gen --corrupt`: one damaged session (or file) per code of the SPEC 9 catalogue that gen can
+//! make, each listed with the finding the audit must produce where it must produce it.
 //!
 //! Each session damage gets its own session, named after it (`s<seed>-corrupt-state-overlap`),
-//! built like a clean one and then damaged in one place, so damages never mask each other. A
-//! damage is listed with the finding it must produce; where SPEC makes a second finding
-//! unavoidable (an absorbed block still active also overlaps its parent; two files sharing a slug
-//! cannot both be named after it; a name with an empty slug belongs in `.md`) that finding is
-//! listed too.
+//! built like a clean one and then damaged in one place, so damages never mask each other.
+//! The info codes are made the way they arise: `state.inherited` by a fork that inherits its
+//! parent's blocks and compresses again, `state.runtime-unaware` and `state.behind-journal` by
+//! a ctl batch applied as ctl applies it (journalled, then written into `state.json` or not),
+//! `archive.truncated` by an archive holding a tool result cut as the runtime's emergency
+//! truncation cuts it, `archive.moved` by a root whose `archivePath`s name an old location.
+//! Where SPEC makes a second finding unavoidable (two files sharing a slug cannot both be named
+//! after it) that finding is listed too.
 
-use serde_json::json;
+use serde_json::{json, Map, Value};
 
 use super::text::{self, Rng};
 use super::{
-    batch_json, build, consolidation, memory_text, rfc3339, start_ns, tier1_ranges, tool_result,
-    tool_use, write_index, write_memory, Damage, GenError, GenOptions, Layout, Out, Schedule,
-    Session, Spec, StateFile, NANOS,
+    build, compress_input, memory_text, rfc3339, run, seconds, start_ns, tier1, tool_result,
+    tool_use, write_index, write_memory, write_session, Damage, GenError, GenOptions, GenReport,
+    Out, Pick, Schedule, Session, Spec, StateFile, BASE_SECS, NANOS,
 };
 use crate::format::archive;
 use crate::format::memory;
-use crate::format::state::{BlockId, State};
-use crate::format::transcript::{Content, ToolResultContent};
-use crate::noa::refs;
-use crate::noa::view::Materialized;
+use crate::format::state::State;
+use crate::format::transcript::{Content, Message, ToolResultContent};
+use crate::noa::compress::{Applied, Placement};
+use crate::noa::session::{self as noa_session, Projection};
+use crate::noa::{args, rebuild, recommend, refs};
+use crate::store::journal::JournalEntry;
 
-/// Damages that live in a session of their own, in the order they are written.
-pub(crate) const SESSION_DAMAGES: &[&str] = crate::audit::CATALOGUE.split_at(29).0;
+/// Damages that live in a session of their own, in the order they are written: every session
+/// and archive code of the catalogue (`transcript.*`, `state.*`, `archive.*`, `journal.*`).
+pub(crate) const SESSION_DAMAGES: &[&str] = &[
+    "transcript.malformed-line",
+    "transcript.line-too-long",
+    "transcript.duplicate-uuid",
+    "transcript.torn-tail",
+    "transcript.parent-chain",
+    "transcript.session-mismatch",
+    "transcript.bad-shape",
+    "transcript.orphan-tool-result",
+    "transcript.unanswered-tool-use",
+    "transcript.pending-tool-use",
+    "state.missing",
+    "state.malformed",
+    "state.version",
+    "state.session-mismatch",
+    "state.ref-map",
+    "state.dangling-ref",
+    "state.block-range",
+    "state.unknown-block",
+    "state.overlap",
+    "state.dead-block",
+    "state.next-block-id",
+    "state.stats",
+    "state.inherited",
+    "state.unreplayable",
+    "state.behind-journal",
+    "state.runtime-unaware",
+    "state.unknown-keys",
+    "archive.missing",
+    "archive.moved",
+    "archive.mismatch",
+    "archive.corrupt",
+    "archive.truncated",
+    "archive.orphan",
+    "archive.temp-debris",
+    "journal.malformed",
+    "journal.torn-tail",
+];
 
-/// Damages whose session never compressed (a state file that cannot be loaded, or none, must
-/// not leave archives behind that would be orphans).
+/// Damages whose session never compressed (a state file that cannot be loaded, or none, and
+/// transcript damages, which need no blocks).
 fn plain_base(code: &str) -> bool {
-    matches!(
-        code,
-        "state.missing" | "state.malformed" | "state.version" | "state.session-mismatch"
-    )
+    code.starts_with("transcript.")
+        || code.starts_with("journal.")
+        || matches!(
+            code,
+            "state.missing" | "state.malformed" | "state.version" | "state.session-mismatch"
+        )
 }
 
 /// Base sessions tried per damage before giving up.
 const ATTEMPTS: u64 = 24;
 
-/// Build the damaged session for `code` in session slot `slot`.
-pub(crate) fn session<'a>(
+/// The schedule of a damaged session's base: compress early and often, consolidate once.
+fn base_schedule() -> Schedule {
+    Schedule {
+        first_at: 20,
+        interval: 12,
+        refuse_percent: 0,
+        consolidate_percent: 100,
+        max_consolidations: 1,
+        all_ranges_percent: 100,
+        quiet_tail: 0,
+    }
+}
+
+/// Build, damage and write the session for `code` in session slot `slot`.
+pub(crate) fn session(
     code: &'static str,
-    opts: &'a GenOptions,
+    opts: &GenOptions,
     slot: usize,
-    out: &Out,
-) -> Result<(Session<'a>, Vec<Damage>), GenError> {
+    out: &mut Out,
+    report: &mut GenReport,
+) -> Result<Vec<Damage>, GenError> {
     let sid = format!("s{:x}-corrupt-{}", opts.seed, code.replace('.', "-"));
     let root = out.archive_root(&sid)?;
     for attempt in 0..ATTEMPTS {
@@ -51,26 +111,31 @@ pub(crate) fn session<'a>(
             .seed
             .wrapping_add(attempt.wrapping_mul(0x5851_f42d_4c95_7f2d));
         let mut rng = Rng::derive(seed, &format!("spec/{sid}"));
-        let compress = (!plain_base(code)).then_some(Schedule {
-            first_at: 20,
-            interval: 12,
-            consolidate_min: (3, 2),
-            consolidate_percent: 100,
-            consolidate_once: true,
-            refuse_percent: 0,
-            multi_range_percent: 0,
-        });
+        let compress = (!plain_base(code)).then(base_schedule);
         let spec = Spec {
             sid: sid.clone(),
-            messages: if compress.is_some() { 240 } else { 24 },
+            messages: if compress.is_some() { 161 } else { 25 },
             start_ns: start_ns(slot, &mut rng),
-            max_result_bytes: opts.max_result_bytes.min(4000),
+            max_result_bytes: opts.max_result_bytes.min(6000),
             subagents: 0,
             compress,
+            marker_at_percent: None,
         };
         let mut s = build(&spec, &opts.config, &root, seed);
+        if code == "state.inherited" {
+            if let Some((fork, found)) = fork(&s, &*out, opts, slot)? {
+                write_session(out, &s, report)?;
+                report.corrupt_sessions.push(s.sid.clone());
+                write_session(out, &fork, report)?;
+                report.corrupt_sessions.push(fork.sid.clone());
+                return Ok(found);
+            }
+            continue;
+        }
         if let Some(found) = inject(code, &mut s) {
-            return Ok((s, found));
+            write_session(out, &s, report)?;
+            report.corrupt_sessions.push(s.sid.clone());
+            return Ok(found);
         }
     }
     Err(GenError::Damage {
@@ -91,22 +156,10 @@ fn damage(code: &'static str, path: String, line: Option<usize>, note: &str) -> 
     }
 }
 
-fn transcript_path(sid: &str) -> String {
-    format!("transcripts/{sid}.jsonl")
-}
-
-fn state_path(sid: &str) -> String {
-    format!("noa/{sid}/state.json")
-}
-
-fn archive_path(sid: &str, rel: &str) -> String {
-    format!("noa/{sid}/{rel}")
-}
-
 /// Indices of the active blocks of `tier`.
-fn live(state: &State, tier: u32) -> Vec<usize> {
+fn live(state: &State, tier: i64) -> Vec<usize> {
     state
-        .blocks
+        .blocks()
         .iter()
         .enumerate()
         .filter(|(_, b)| b.active && b.tier == tier)
@@ -114,46 +167,139 @@ fn live(state: &State, tier: u32) -> Vec<usize> {
         .collect()
 }
 
-/// The frontmatter lines of an archive and the rest, when it has one.
-fn split_front(text: &str) -> Option<(&str, &str)> {
-    let rest = text.strip_prefix("---\n")?;
-    let end = rest.find("\n---\n")?;
-    Some((&rest[..end], &rest[end + 5..]))
-}
-
-/// Replace the value of `key` in the frontmatter; `None` without frontmatter or key.
-fn set_front(text: &str, key: &str, value: &str) -> Option<String> {
-    let (front, body) = split_front(text)?;
-    let prefix = format!("{key}:");
-    let mut found = false;
-    let lines: Vec<String> = front
-        .lines()
-        .map(|l| {
-            if !found && l.starts_with(&prefix) {
-                found = true;
-                format!("{key}: {value}")
-            } else {
-                l.to_string()
-            }
-        })
-        .collect();
-    found.then(|| format!("---\n{}\n---\n{body}", lines.join("\n")))
-}
-
 /// A one-call `Bash` tool_use message; its record index.
 fn lone_tool_use(s: &mut Session<'_>) -> usize {
     let id = s.rng.tool_id();
-    let input = text::tool_input(&mut s.rng, "Bash");
-    s.push_message("assistant", vec![tool_use(&id, "Bash", input)])
+    let input = text::tool_input(&mut s.rng, "Bash").to_string();
+    s.push_message("assistant", vec![tool_use(&id, "Bash", &input)])
+}
+
+/// A ctl batch over the session as it is, applied as ctl applies it (against the view a
+/// resumed runtime sends, refs and token snapshots of that view recorded), all or nothing;
+/// its journal line (the shape `ctl.jsonl` holds) and what it did.
+fn ctl_batch(s: &mut Session<'_>) -> Option<(String, Applied)> {
+    let cfg = s.cfg;
+    let at_ns = s.clock_ns + 90 * NANOS;
+    let at = rfc3339(at_ns);
+    let call_id = format!("ctl-{}", s.rng.uuid());
+    let p = Projection::new(Session::messages_of(&s.records));
+    let wants = {
+        let t = noa_session::turn(&p, &s.state, cfg, &noa_session::runtime_path);
+        let rec = recommend::recommend(&t, &s.state, cfg);
+        match tier1(&mut s.rng, &rec, cfg, false)? {
+            Pick::Ranges(w) => w,
+            _ => return None,
+        }
+    };
+    let input = compress_input(&wants);
+    let parsed = args::parse(&input);
+    let (created, now) = seconds(at_ns);
+    let place = Placement {
+        root: &s.archive_root,
+        session: &s.sid,
+        created: &created,
+        now,
+    };
+    let applied = rebuild::ctl_apply(
+        &p,
+        &s.state,
+        cfg,
+        &parsed.ranges,
+        &call_id,
+        &place,
+        &noa_session::runtime_path,
+    );
+    if !applied.whole() || super::overlapping(&applied.state) {
+        return None;
+    }
+    let mut extra = Map::new();
+    if let Some(last) = s.records.iter().rev().find(|r| r.as_message().is_some()) {
+        extra.insert("after".into(), Value::String(last.uuid.clone()));
+    }
+    let entry = JournalEntry {
+        at,
+        input: serde_json::from_str(&input).unwrap_or(Value::String(input.clone())),
+        blocks: applied
+            .created
+            .iter()
+            .map(crate::store::txn::block_json)
+            .collect(),
+        call_id,
+        extra,
+    };
+    let mut line = serde_json::to_string(&entry).ok()?;
+    line.push('\n');
+    Some((line, applied))
+}
+
+/// A fork of `parent` (SPEC 4.10): its history recorded again under a new session id, its
+/// blocks inherited (their archives stay in the parent's directory; stats start again), then
+/// more work and compressions of its own.
+fn fork<'a>(
+    parent: &Session<'a>,
+    out: &Out,
+    opts: &GenOptions,
+    slot: usize,
+) -> Result<Option<(Session<'a>, Vec<Damage>)>, GenError> {
+    if live(&parent.state, 1).is_empty() {
+        return Ok(None);
+    }
+    let sid = format!("{}-fork", parent.sid);
+    let root = out.archive_root(&sid)?;
+    let rng = Rng::derive(opts.seed, &format!("session/{sid}"));
+    let mut s = Session::new(parent.cfg, rng, &sid, &root, parent.clock_ns + 600 * NANOS);
+    let mut state = parent.state.clone();
+    state.session_id = sid.clone();
+    state.stats = Default::default();
+    state.nudge = Default::default();
+    state.token_snapshot.clear();
+    s.state = state;
+    for r in &parent.records {
+        if let Some(m) = r.as_message() {
+            s.push_message(&m.role.clone(), m.content.clone());
+        }
+    }
+    let own = parent.messages + 60;
+    let spec = Spec {
+        sid: sid.clone(),
+        messages: own,
+        start_ns: start_ns(slot, &mut Rng::derive(opts.seed, &sid)),
+        max_result_bytes: opts.max_result_bytes.min(6000),
+        subagents: 0,
+        compress: Some(Schedule {
+            first_at: parent.messages + 12,
+            max_consolidations: 0,
+            ..base_schedule()
+        }),
+        marker_at_percent: None,
+    };
+    run(&mut s, &spec);
+    if s.calls.is_empty() {
+        return Ok(None);
+    }
+    let found = vec![damage(
+        "state.inherited",
+        format!("noa/{sid}/state.json"),
+        None,
+        &format!(
+            "a fork of {} whose inherited blocks keep their archives there",
+            parent.sid
+        ),
+    )];
+    Ok(Some((s, found)))
 }
 
 /// Apply `code` to a freshly built session; `None` when the session lacks what it needs.
 fn inject(code: &'static str, s: &mut Session<'_>) -> Option<Vec<Damage>> {
     let sid = s.sid.clone();
-    let tp = transcript_path(&sid);
-    let sp = state_path(&sid);
+    let tp = format!("transcripts/{sid}.jsonl");
+    let sp = format!("noa/{sid}/state.json");
+    let ap = |rel: &str| format!("noa/{sid}/{rel}");
     let n = s.records.len();
     if !plain_base(code) && (live(&s.state, 1).len() < 2 || s.calls.is_empty() || n < 4) {
+        return None;
+    }
+    if plain_base(code) && n < 6 {
         return None;
     }
     let one =
@@ -169,6 +315,16 @@ fn inject(code: &'static str, s: &mut Session<'_>) -> Option<Vec<Damage>> {
                 "a half-written record line before the last record",
             )
         }
+        "transcript.line-too-long" => {
+            // The last record padded with blanks past the runtime's 64 MiB line limit: it
+            // still parses, but the runtime's loader cannot read the line.
+            let mut line = s.records.get(n - 1)?.to_line();
+            let pad = (crate::format::loader::MAX_LINE + 1).saturating_sub(line.len());
+            line.push_str(&" ".repeat(pad));
+            s.records.pop();
+            s.garbage.push((n - 1, line));
+            one(tp, Some(n), "the last record padded past 64 MiB")
+        }
         "transcript.duplicate-uuid" => {
             let first = s.records.first()?.uuid.clone();
             s.records.get_mut(n - 1)?.uuid = first;
@@ -180,7 +336,7 @@ fn inject(code: &'static str, s: &mut Session<'_>) -> Option<Vec<Damage>> {
         }
         "transcript.torn-tail" => {
             let mut rec = s.record("message");
-            rec.message = Some(Some(crate::format::transcript::Message::new(
+            rec.message = Some(Some(Message::new(
                 "assistant",
                 vec![Content::text(&text::assistant_answer(&mut s.rng))],
             )));
@@ -202,17 +358,36 @@ fn inject(code: &'static str, s: &mut Session<'_>) -> Option<Vec<Damage>> {
             )
         }
         "transcript.session-mismatch" => {
-            s.records.get_mut(n - 2)?.session_id = Some(format!("{sid}-fork").into());
+            s.records.get_mut(n - 2)?.session_id = Some(format!("{sid}-other").into());
             one(tp, Some(n - 1), "one record written by another session id")
+        }
+        "transcript.bad-shape" => {
+            // A tool result written with a string for its content (the runtime reads arrays).
+            let (at, part) = s.records.iter_mut().enumerate().find_map(|(i, r)| {
+                let m = r.message.as_mut()?.as_mut()?;
+                m.content.iter_mut().find_map(|c| match c {
+                    Content::ToolResult(p) => Some((i, p)),
+                    _ => None,
+                })
+            })?;
+            let joined: Vec<String> = part
+                .items()
+                .iter()
+                .filter_map(|c| match c {
+                    Content::Text(t) => Some(t.text.clone()),
+                    _ => None,
+                })
+                .collect();
+            part.content = Some(ToolResultContent::Text(joined.join("\n")));
+            one(
+                tp,
+                Some(at + 1),
+                "a tool_result whose content is a string, not an array",
+            )
         }
         "transcript.orphan-tool-result" => {
             let id = s.rng.tool_id();
-            let part = tool_result(
-                &id,
-                ToolResultContent::Items(vec![Content::text("ok")]),
-                false,
-            );
-            let at = s.push_message("user", vec![part]);
+            let at = s.push_message("user", vec![tool_result(&id, "ok", false)]);
             s.final_answer();
             one(
                 tp,
@@ -244,28 +419,27 @@ fn inject(code: &'static str, s: &mut Session<'_>) -> Option<Vec<Damage>> {
             one(sp, None, "a transcript and no state.json")
         }
         "state.malformed" => {
-            let whole = State::initial(&sid).to_pretty();
+            let whole = State::initial(&sid).to_json();
             s.state_file = StateFile::Raw(text::cut(&whole, whole.len() / 2).to_string());
             one(sp, None, "state.json cut in half")
         }
         "state.version" => {
             let mut st = State::initial(&sid);
             st.version = 2;
-            s.state_file = StateFile::Raw(st.to_pretty());
+            s.state_file = StateFile::Raw(st.to_json());
             one(sp, None, "\"version\": 2")
         }
         "state.session-mismatch" => {
-            s.state_file = StateFile::Raw(State::initial(&format!("{sid}-old")).to_pretty());
+            s.state_file = StateFile::Raw(State::initial(&format!("{sid}-old")).to_json());
             one(sp, None, "sessionId names another session")
         }
         "state.ref-map" => {
             let refs = &mut s.state.message_refs.by_ref;
-            let len = refs.len();
-            if len < 2 {
-                return None;
-            }
-            let prev_raw = refs.get_index(len - 2)?.1.clone();
-            *refs.get_index_mut(len - 1)?.1 = prev_raw;
+            let mut keys: Vec<String> = refs.keys().cloned().collect();
+            keys.sort();
+            let (last, prev) = (keys.last()?.clone(), keys.get(keys.len().checked_sub(2)?)?);
+            let prev_raw = refs.get(prev)?.clone();
+            refs.insert(last, prev_raw);
             one(
                 sp,
                 None,
@@ -273,61 +447,59 @@ fn inject(code: &'static str, s: &mut Session<'_>) -> Option<Vec<Damage>> {
             )
         }
         "state.dangling-ref" => {
-            let max = s
-                .state
-                .message_refs
-                .by_ref
-                .keys()
-                .filter_map(|r| refs::ref_number(r))
-                .max()?;
+            let max = refs::highest_recorded(&s.state);
             let r = refs::format_ref(max + 1);
-            let raw = s.rng.uuid();
+            let raw = format!("h_{}", s.rng.hex(16));
             let mr = &mut s.state.message_refs;
             mr.by_raw.insert(raw.clone(), r.clone());
             mr.by_ref.insert(r, raw);
-            one(sp, None, "a ref whose raw id is in no transcript record")
+            one(
+                sp,
+                None,
+                "a ref whose raw id is in no content of the transcript",
+            )
         }
         "state.block-range" => {
             let bi = live(&s.state, 1).into_iter().find(|&i| {
                 s.state
-                    .blocks
+                    .blocks()
                     .get(i)
                     .is_some_and(|b| b.start_ref != b.end_ref)
             })?;
-            let b = s.state.blocks.get_mut(bi)?;
+            let blocks = s.state.blocks.as_mut()?;
+            let b = blocks.get_mut(bi)?;
             std::mem::swap(&mut b.start_ref, &mut b.end_ref);
             // Keep the archive consistent with the block so that only the range is wrong.
             let old_rel = b.archive_rel.clone();
             let rel = format!(
-                "tier{}/{}",
-                b.tier,
-                archive::file_name(&b.block_id.name(), &b.start_ref, &b.end_ref)
+                "{}/{}",
+                archive::tier_dir(b.tier),
+                archive::file_name(&b.block_id, &b.start_ref, &b.end_ref)
             );
             b.archive_rel = rel.clone();
             b.archive_path = format!("{}/{rel}", s.archive_root);
-            let range = format!("{}-{}", b.start_ref, b.end_ref);
+            let (start, end) = (b.start_ref.clone(), b.end_ref.clone());
             let entry = s.archives.iter_mut().find(|(r, _)| *r == old_rel)?;
             entry.0 = rel;
-            if let Some(t) = set_front(&entry.1, "range", &range) {
-                entry.1 = t;
-            }
+            entry.1.start_ref = start;
+            entry.1.end_ref = end;
             one(sp, None, "a block whose startRef comes after its endRef")
         }
         "state.unknown-block" => {
             let bi = *live(&s.state, 1).first()?;
-            let missing = BlockId::from_number(s.state.next_block_id + 7);
-            s.state.blocks.get_mut(bi)?.direct_block_ids.push(missing);
+            let missing = format!("b{}", s.state.next_block_id + 7);
+            let blocks = s.state.blocks.as_mut()?;
+            blocks.get_mut(bi)?.direct_block_ids.push(missing);
             one(sp, None, "directBlockIds names a block that does not exist")
         }
         "state.overlap" => {
             let l = live(&s.state, 1);
             let (&a, &b) = (l.first()?, l.get(1)?);
-            let id = s.state.blocks.get(a)?.effective_message_ids.last()?.clone();
-            let blk = s.state.blocks.get_mut(b)?;
+            let blocks = s.state.blocks.as_mut()?;
+            let id = blocks.get(a)?.effective_message_ids.last()?.clone();
+            let blk = blocks.get_mut(b)?;
             blk.effective_message_ids.insert(0, id.clone());
-            if let Some(direct) = blk.direct_message_ids.as_mut() {
-                direct.insert(0, id);
-            }
+            blk.direct_message_ids.insert(0, id);
             one(
                 sp,
                 None,
@@ -336,59 +508,27 @@ fn inject(code: &'static str, s: &mut Session<'_>) -> Option<Vec<Damage>> {
         }
         "state.dead-block" => {
             let bi = *live(&s.state, 1).first()?;
-            let fresh = s.rng.uuid();
-            let blk = s.state.blocks.get_mut(bi)?;
-            let old = blk.effective_message_ids.last_mut()?;
-            let gone = std::mem::replace(old, fresh.clone());
-            for id in blk.direct_message_ids.iter_mut().flatten() {
-                if *id == gone {
-                    *id = fresh.clone();
-                }
-            }
+            let n = s.state.blocks().get(bi)?.effective_message_ids.len();
+            let fresh: Vec<String> = (0..n).map(|_| format!("h_{}", s.rng.hex(16))).collect();
+            let blocks = s.state.blocks.as_mut()?;
+            let blk = blocks.get_mut(bi)?;
+            blk.effective_message_ids = fresh.clone();
+            blk.direct_message_ids = fresh;
             one(
                 sp,
                 None,
-                "an active block covers a message the transcript does not have",
+                "an active block none of whose messages is in the transcript",
             )
         }
         "state.next-block-id" => {
             let max = s
                 .state
-                .blocks
+                .blocks()
                 .iter()
-                .filter_map(|b| b.block_id.number())
+                .filter_map(|b| refs::parse_block_id(&b.block_id))
                 .max()?;
-            s.state.next_block_id = max;
+            s.state.next_block_id = i64::from(max);
             one(sp, None, "nextBlockId equals the highest block number")
-        }
-        "state.consumed-active" => {
-            let child = s
-                .state
-                .blocks
-                .iter()
-                .find(|b| b.active && b.tier >= 2)
-                .and_then(|b| b.direct_block_ids.first())?
-                .name();
-            let blk = s
-                .state
-                .blocks
-                .iter_mut()
-                .find(|b| b.block_id.name() == child)?;
-            blk.active = true;
-            Some(vec![
-                damage(
-                    code,
-                    sp.clone(),
-                    None,
-                    "a block absorbed by a live tier-2 block is active again",
-                ),
-                damage(
-                    "state.overlap",
-                    sp,
-                    None,
-                    "companion: the reactivated block and its parent cover the same messages",
-                ),
-            ])
         }
         "state.stats" => {
             s.state.stats.tokens_compressed += 977;
@@ -399,50 +539,27 @@ fn inject(code: &'static str, s: &mut Session<'_>) -> Option<Vec<Damage>> {
             )
         }
         "state.unreplayable" => {
-            let call = s.calls.pop()?;
-            if call.result_record <= call.use_record || call.result_record + 1 >= s.records.len() {
-                return None;
+            // The blocks of one call name a call the transcript does not hold (a state copied
+            // from another history).
+            let call = s.calls.first()?.call_id.clone();
+            let other = s.rng.tool_id();
+            for b in s.state.blocks.as_mut()? {
+                if b.compress_call_id == call {
+                    b.compress_call_id = other.clone();
+                }
             }
-            s.records.remove(call.result_record);
-            s.records.remove(call.use_record);
-            s.messages -= 2;
-            let prev = s.records.get(call.use_record - 1)?.uuid.clone();
-            s.records.get_mut(call.use_record)?.parent_uuid = Some(prev);
             one(
                 sp,
                 None,
-                &format!(
-                    "the Compress call {} is gone from the transcript",
-                    call.call_id
-                ),
+                &format!("the blocks of {call} name the call {other}, which no record holds"),
             )
         }
         "state.behind-journal" => {
-            let call_id = format!("ctl-{}", s.rng.uuid_hyphenated());
-            let at = rfc3339(s.clock_ns + 40 * NANOS);
-            let cfg = s.cfg;
-            let mut choose = |rng: &mut Rng, mat: &Materialized<'_>, lay: &Layout| {
-                tier1_ranges(rng, mat, lay, cfg, 0)
-                    .or_else(|| consolidation(rng, mat, lay, cfg, 1, 2))
-            };
-            let (ranges, result) = s.plan_with(&call_id, &at, &mut choose)?;
-            let planned = result.ok()?;
-            // The same shape the ctl transaction journals: the state's blocks.
-            let blocks: Vec<_> = planned
-                .blocks
-                .iter()
-                .map(|p| serde_json::to_value(&p.block).unwrap_or_default())
-                .collect();
-            let line = json!({
-                "at": at,
-                "input": batch_json(&ranges),
-                "blocks": blocks,
-                "callId": call_id,
-            });
-            s.journal.push(line.to_string());
-            for p in &planned.blocks {
-                s.noa_extra
-                    .push((p.block.archive_rel.clone(), p.archive.clone().into_bytes()));
+            let (line, applied) = ctl_batch(s)?;
+            s.journal = Some(line);
+            // Its archives were written (the commit point came after them); state.json was not.
+            for (b, a) in applied.created.iter().zip(applied.archives) {
+                s.archives.push((b.archive_rel.clone(), a));
             }
             one(
                 format!("noa/{sid}/ctl.jsonl"),
@@ -450,122 +567,157 @@ fn inject(code: &'static str, s: &mut Session<'_>) -> Option<Vec<Damage>> {
                 "ctl.jsonl holds a committed batch that state.json lacks",
             )
         }
+        "state.runtime-unaware" => {
+            let (line, applied) = ctl_batch(s)?;
+            s.journal = Some(line);
+            for (b, a) in applied.created.iter().zip(applied.archives) {
+                s.archives.push((b.archive_rel.clone(), a));
+            }
+            s.state = applied.state;
+            one(sp, None, "blocks made by a ctl batch, in the journal only")
+        }
+        "state.unknown-keys" => {
+            s.state
+                .extra
+                .insert("hostNote".into(), json!("written by a newer host"));
+            let b = s.state.blocks.as_mut()?.first_mut()?;
+            b.extra.insert("reviewedBy".into(), json!("lead"));
+            one(sp, None, "hostNote and blocks[0].reviewedBy")
+        }
         "archive.missing" => {
             let bi = *live(&s.state, 1).first()?;
-            let rel = s.state.blocks.get(bi)?.archive_rel.clone();
+            let rel = s.state.blocks().get(bi)?.archive_rel.clone();
             s.archives.retain(|(r, _)| *r != rel);
-            one(
-                archive_path(&sid, &rel),
-                None,
-                "the block's archive was never written",
-            )
+            one(ap(&rel), None, "the block's archive was never written")
         }
         "archive.moved" => {
-            let bi = *live(&s.state, 1).first()?;
-            let b = s.state.blocks.get_mut(bi)?;
-            b.archive_path = format!("/srv/norma-old/noa/{sid}/{}", b.archive_rel);
-            one(
-                archive_path(&sid, &b.archive_rel),
-                None,
-                "archivePath points into another (old) root",
-            )
+            let old = format!("/srv/norma-old/noa/{sid}");
+            for b in s.state.blocks.as_mut()? {
+                b.archive_path = format!("{old}/{}", b.archive_rel);
+            }
+            one(sp, None, "every archivePath names the root's old location")
         }
         "archive.mismatch" => {
             let bi = *live(&s.state, 1).first()?;
-            let b = s.state.blocks.get(bi)?;
-            let wrong_end = refs::format_ref(refs::ref_number(&b.end_ref)? + 1);
-            let wrong = format!("{}-{wrong_end}", b.start_ref);
-            let minimal = format!(
-                "---\nblock: {}\ntier: {}\nrange: {wrong}\noriginal_tokens: {}\n---\n",
-                b.block_id.name(),
-                b.tier,
-                b.compressed_tokens
-            );
+            let b = s.state.blocks().get(bi)?;
+            let wrong_end = refs::format_ref(refs::parse_ref(&b.end_ref)? + 1);
             let rel = b.archive_rel.clone();
             let entry = s.archives.iter_mut().find(|(r, _)| *r == rel)?;
-            entry.1 = set_front(&entry.1, "range", &wrong).unwrap_or(minimal);
+            entry.1.end_ref = wrong_end;
             one(
-                archive_path(&sid, &rel),
-                None,
+                ap(&rel),
+                Some(2),
                 "the frontmatter range ends one message later than the block",
             )
         }
         "archive.corrupt" => {
             let bi = *live(&s.state, 1).first()?;
-            let rel = s.state.blocks.get(bi)?.archive_rel.clone();
-            let entry = s.archives.iter_mut().find(|(r, _)| *r == rel)?;
-            let (text, note) = match split_front(&entry.1) {
-                Some((front, _)) if front.lines().any(|l| l.starts_with("body_sha256:")) => (
-                    format!(
-                        "{}\nEdited by hand after the checksum was written.\n",
-                        entry.1
-                    ),
-                    "the body was edited after body_sha256 was written",
-                ),
-                Some((_, body)) => (body.to_string(), "the frontmatter was stripped"),
-                None if entry.1.is_empty() => (
-                    "# Archive\n\n(the frontmatter is gone)\n".to_string(),
-                    "no frontmatter",
-                ),
-                None => (entry.1.clone(), "no frontmatter"),
-            };
-            entry.1 = text;
-            one(archive_path(&sid, &rel), None, note)
+            let rel = s.state.blocks().get(bi)?.archive_rel.clone();
+            let at = s.archives.iter().position(|(r, _)| *r == rel)?;
+            let (_, a) = s.archives.remove(at);
+            let whole = archive::render(&a, archive::Labels::Chinese);
+            let body = whole.strip_prefix("---\n")?.split_once("\n---\n")?.1;
+            s.noa_extra.push((rel.clone(), body.as_bytes().to_vec()));
+            one(ap(&rel), Some(1), "the frontmatter was stripped")
+        }
+        "archive.truncated" => {
+            // The runtime archives from the view it sent: a tool result its emergency
+            // truncation had cut is archived cut.
+            let (rel, a) = s.archives.iter_mut().find(|(_, a)| {
+                a.entries.iter().any(|e| {
+                    matches!(e, archive::Entry::Message(m) if m.kind == archive::MessageKind::ToolResult)
+                })
+            })?;
+            let rel = rel.clone();
+            let m = a.entries.iter_mut().find_map(|e| match e {
+                archive::Entry::Message(m) if m.kind == archive::MessageKind::ToolResult => Some(m),
+                _ => None,
+            })?;
+            m.text = truncated(&m.text);
+            one(
+                ap(&rel),
+                None,
+                "a tool result archived as the emergency truncation cut it",
+            )
         }
         "archive.orphan" => {
             let bi = *live(&s.state, 1).first()?;
-            let b = s.state.blocks.get(bi)?;
+            let b = s.state.blocks().get(bi)?;
             let id = format!("b{}", s.state.next_block_id + 3);
             let rel = format!(
                 "tier1/{}",
                 archive::file_name(&id, &b.start_ref, &b.end_ref)
             );
-            let old = s
+            let mut a = s
                 .archives
                 .iter()
                 .find(|(r, _)| *r == b.archive_rel)?
                 .1
                 .clone();
-            let text = set_front(&old, "block", &id).unwrap_or(old);
-            s.archives.push((rel.clone(), text));
-            one(
-                archive_path(&sid, &rel),
-                None,
-                "an archive no block points to",
-            )
+            a.block_id = id;
+            s.archives.push((rel.clone(), a));
+            one(ap(&rel), None, "an archive no block points to")
         }
         "archive.temp-debris" => {
             let bi = *live(&s.state, 1).first()?;
-            let b = s.state.blocks.get(bi)?;
+            let b = s.state.blocks().get(bi)?;
             let name = archive::file_name(
                 &format!("b{}", s.state.next_block_id),
                 &b.start_ref,
                 &b.end_ref,
             );
             let rel = format!("tier1/.{name}.tmp-{}", s.rng.hex(6));
-            let old = s
-                .archives
-                .iter()
-                .find(|(r, _)| *r == b.archive_rel)?
-                .1
-                .clone();
-            let mut partial = text::cut(&old, old.len() / 2).to_string();
-            if partial.is_empty() {
-                partial = format!("---\nblock: b{}\n", s.state.next_block_id);
-            }
+            let a = &s.archives.iter().find(|(r, _)| *r == b.archive_rel)?.1;
+            let whole = archive::render(a, archive::Labels::Chinese);
+            let partial = text::cut(&whole, whole.len() / 2).to_string();
             s.noa_extra.push((rel.clone(), partial.into_bytes()));
+            one(ap(&rel), None, "a temp file left by an interrupted write")
+        }
+        "journal.malformed" => {
+            s.journal = Some("{\"at\":\"2025-06-02T09:00:00Z\",\"input\":{}}\n".to_string());
             one(
-                archive_path(&sid, &rel),
-                None,
-                "a temp file left by an interrupted write",
+                format!("noa/{sid}/ctl.jsonl"),
+                Some(1),
+                "a journal line without blocks or callId",
+            )
+        }
+        "journal.torn-tail" => {
+            let at = rfc3339(s.clock_ns + 30 * NANOS);
+            s.journal = Some(format!(
+                "{{\"at\":\"{at}\",\"input\":{{\"content\":[{{\"startId\":\"m00002\",\"endId\":\"m0"
+            ));
+            one(
+                format!("noa/{sid}/ctl.jsonl"),
+                Some(1),
+                "an uncommitted batch: the journal's last line has no newline",
             )
         }
         _ => None,
     }
 }
 
+/// A tool result as the runtime's emergency truncation leaves it (SPEC 4.4 step 6): its first
+/// and last 2000 characters around the marker.
+fn truncated(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let n = crate::noa::tokens::count(text);
+    let marker = format!(
+        "\n\n...{} — original ~{n} tokens]...\n\n",
+        crate::noa::pipeline::TRUNCATION_MARKER
+    );
+    if chars.len() <= 4000 {
+        let half: String = chars[..chars.len() / 2].iter().collect();
+        let rest: String = chars[chars.len() / 2..].iter().collect();
+        return format!("{half}{marker}{rest}");
+    }
+    let head: String = chars[..2000].iter().collect();
+    let tail: String = chars[chars.len() - 2000..].iter().collect();
+    format!("{head}{marker}{tail}")
+}
+
 /// The damaged memory files, `MEMORY.md` computed before the last of them; the damages and
-/// the number of memory files written.
+/// the number of memory files written. `first_minute` is also the number of clean memories:
+/// with four or more, the clean ones already hold the Unicode-only name in `.md`.
 pub(crate) fn memories(out: &mut Out, first_minute: u64) -> Result<(Vec<Damage>, usize), GenError> {
     let mut on_call = memory::Memory::new(
         "On-call rota",
@@ -574,7 +726,7 @@ pub(crate) fn memories(out: &mut Out, first_minute: u64) -> Result<(Vec<Damage>,
         "Weekly, handed over on Mondays.\n",
     );
     on_call.extra.push(("owner".to_string(), "sre".to_string()));
-    let files: [(&str, String); 7] = [
+    let mut files: Vec<(&str, String)> = vec![
         (
             "deploy-notes.md",
             memory_text(
@@ -591,15 +743,6 @@ pub(crate) fn memories(out: &mut Out, first_minute: u64) -> Result<(Vec<Damage>,
                 "A second copy written by hand",
                 "project",
                 "Deploys go through the staging cluster first.\n",
-            ),
-        ),
-        (
-            "hangul-memo.md",
-            memory_text(
-                "한국어 메모",
-                "Notes kept in Korean",
-                "user",
-                "배포는 금요일에 하지 않습니다.\n",
             ),
         ),
         ("on-call-rota.md", memory::render(&on_call)),
@@ -626,6 +769,18 @@ pub(crate) fn memories(out: &mut Out, first_minute: u64) -> Result<(Vec<Damage>,
             ),
         ),
     ];
+    let clean_empty_slug = first_minute >= 4;
+    if !clean_empty_slug {
+        files.push((
+            ".md",
+            memory_text(
+                "日本語のメモ",
+                "A Unicode-only name: its slug is empty",
+                "project",
+                "スラッグが空になる例。\n",
+            ),
+        ));
+    }
     let count = files.len() + 1;
     for (k, (name, text)) in files.iter().enumerate() {
         write_memory(out, name, text, first_minute + k as u64)?;
@@ -664,15 +819,9 @@ pub(crate) fn memories(out: &mut Out, first_minute: u64) -> Result<(Vec<Damage>,
         ),
         damage(
             "memory.empty-slug",
-            m("hangul-memo.md"),
+            m(".md"),
             None,
-            "a name with no ASCII letter or digit",
-        ),
-        damage(
-            "memory.name-mismatch",
-            m("hangul-memo.md"),
-            None,
-            "companion: a name with an empty slug belongs in .md",
+            "a name with no ASCII letter or digit (the runtime's own hazard)",
         ),
         damage(
             "memory.unknown-keys",
@@ -710,7 +859,7 @@ pub(crate) fn root_entries(out: &mut Out, opts: &GenOptions) -> Result<Vec<Damag
     let line = json!({
         "uuid": rng.uuid(),
         "session_id": name,
-        "timestamp": rfc3339(super::BASE_SECS * NANOS),
+        "timestamp": rfc3339(BASE_SECS * NANOS),
         "type": "message",
         "message": {"role": "user", "content": [{"type": "text", "text": "hello"}]},
     });

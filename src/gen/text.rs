@@ -79,19 +79,6 @@ impl Rng {
         self.hex(32)
     }
 
-    /// A hyphenated 128-bit id (8-4-4-4-12), as in `ctl-<uuid>`.
-    pub fn uuid_hyphenated(&mut self) -> String {
-        let h = self.hex(32);
-        format!(
-            "{}-{}-{}-{}-{}",
-            &h[0..8],
-            &h[8..12],
-            &h[12..16],
-            &h[16..20],
-            &h[20..32]
-        )
-    }
-
     fn alphabet(&mut self, n: usize, alphabet: &[u8]) -> String {
         (0..n)
             .map(|_| char::from(alphabet[self.below(alphabet.len())]))
@@ -491,7 +478,7 @@ pub fn thinking(rng: &mut Rng) -> String {
 
 /// The tools the generator calls (besides Compress and Task).
 pub const TOOLS: &[&str] = &[
-    "Read", "Read", "Read", "Bash", "Bash", "Grep", "Edit", "Edit", "Glob", "Write",
+    "Read", "Read", "Read", "Bash", "Bash", "Grep", "Edit", "Edit", "Glob", "LS", "Write",
 ];
 
 /// A realistic input for `tool`.
@@ -521,6 +508,9 @@ pub fn tool_input(rng: &mut Rng, tool: &str) -> Value {
         }),
         "Glob" => {
             json!({"pattern": rng.pick(&["**/*.rs", "src/**/*.rs", "tests/*.rs", "**/*.md"])})
+        }
+        "LS" => {
+            json!({"path": format!("/home/dev/project/{}", rng.pick(&["src", "src/fs", "tests", "scripts"]))})
         }
         "Write" => {
             let mut content = String::new();
@@ -595,7 +585,7 @@ pub fn tool_output(rng: &mut Rng, tool: &str, size: usize) -> String {
                 rng.range(1, 900),
                 code_line(rng).trim_start()
             )),
-            "Glob" => s.push_str(&format!("/home/dev/project/{}", path(rng))),
+            "Glob" | "LS" => s.push_str(&format!("/home/dev/project/{}", path(rng))),
             _ => s.push_str(&log_line(rng)),
         }
     }

@@ -406,30 +406,41 @@ pub fn each<'a>(
     tags: bool,
     sink: &mut dyn FnMut(Out<'a>, LineKey),
 ) -> Vec<(String, i64)> {
+    each_wanted(t, msgs, state, tags, &|_| true, &mut |m, key| {
+        if let Some(m) = m {
+            sink(m, key)
+        }
+    })
+}
+
+/// [`each`], building a message only when `want` wants its key (else the sink gets `None`
+/// and the key: a line the caller already has).
+pub fn each_wanted<'a>(
+    t: &Turn<'_, 'a>,
+    msgs: &[&'a Message],
+    state: &State,
+    tags: bool,
+    want: &dyn Fn(LineKey) -> bool,
+    sink: &mut dyn FnMut(Option<Out<'a>>, LineKey),
+) -> Vec<(String, i64)> {
     use std::hash::{Hash, Hasher};
     let mut tagged = Vec::new();
-    // The suffix a tagged body gets (its ref tag, after a newline unless the body is empty).
-    let mut tag_of = |body: &str, c: &Core<'_>, slot: &Slot| -> String {
-        if !tags {
-            return String::new();
+    // The number a message's tag shows (none for a message without a tag), and whether the
+    // snapshot lacked it.
+    let snapshot = &state.token_snapshot;
+    let tag_number = |p: Pos, slot: &Slot| -> Option<(u64, bool)> {
+        if !tags || !slot.is_ref() {
+            return None;
         }
-        let Some(reference) = slot.name() else {
-            return String::new();
-        };
-        let n = match state.token_snapshot.get(reference.as_ref()) {
-            Some(&n) => n.max(0) as u64,
-            None => {
-                let n = tokens::count(body);
-                tagged.push((reference.to_string(), n as i64));
-                n
-            }
-        };
-        let tag = ref_tag(&reference, c, n);
-        if body.is_empty() {
-            tag
+        let known = if snapshot.is_empty() {
+            None
         } else {
-            format!("\n{tag}")
-        }
+            slot.name().and_then(|r| snapshot.get(r.as_ref()).copied())
+        };
+        Some(match known {
+            Some(n) => (n.max(0) as u64, false),
+            None => (t.tokens(p), true),
+        })
     };
     // Tool blocks the rebuilt list will hold (every tool block comes from a view message).
     let mut uses: FastSet<&str> = FastSet::default();
@@ -447,6 +458,7 @@ pub fn each<'a>(
         }
     }
     let items = &t.items;
+    let mut kept: Vec<Pos> = Vec::new();
     let mut i = 0;
     while i < items.len() {
         let p = items[i];
@@ -470,25 +482,24 @@ pub fn each<'a>(
             let text = t.text(p);
             let mut h = key_hasher();
             (1u8, text, format!("{meta:?}")).hash(&mut h);
-            sink(
-                Out {
-                    role: Cow::Borrowed("user"),
-                    content: Some(vec![Block::text(text.to_string())]),
-                    slots: vec![Slot::None],
-                    meta,
-                },
-                h.finish(),
-            );
+            let key = h.finish();
+            let m = want(key).then(|| Out {
+                role: Cow::Borrowed("user"),
+                content: Some(vec![Block::text(text.to_string())]),
+                slots: vec![Slot::None],
+                meta,
+            });
+            sink(m, key);
             i += 1;
             continue;
         };
-        let mut j = i;
-        let mut content = Vec::new();
-        let mut slots = Vec::new();
-        let mut truncated = false;
+        // The message's kept blocks and its key, before building anything.
+        kept.clear();
         let mut h = key_hasher();
         (0u8, msg).hash(&mut h);
         let orig = msgs[msg as usize];
+        let mut j = i;
+        let (mut acts, mut text_chars, mut truncated) = (false, 0usize, false);
         while j < items.len() {
             let q = items[j];
             let cq = t.core(q);
@@ -499,9 +510,9 @@ pub fn each<'a>(
                 break;
             }
             j += 1;
-            let Some(src) = orig.content.get(block as usize) else {
+            if block as usize >= orig.content.len() {
                 continue;
-            };
+            }
             // Pairing: a call no result answers, or a result no call asked for, goes.
             let paired = match cq.kind {
                 Kind::ToolCall => results.contains(cq.call),
@@ -511,18 +522,84 @@ pub fn each<'a>(
             if !paired {
                 continue;
             }
-            let mut b = Block::of(src);
-            let body = t.text_ref(q);
             let slot = t.slot(q);
             let edited = match q {
-                Pos::Core(k) => t.edits.get(&k).map(|e| e.text.as_str()),
+                Pos::Core(k) => t.edit(k).map(|e| e.text.as_str()),
                 Pos::Synth(_) => None,
+            };
+            let tagged_kind =
+                cq.kind == Kind::ToolResult || (cq.kind == Kind::Text && cq.role == Role::User);
+            let number = if tagged_kind {
+                tag_number(q, slot)
+            } else {
+                None
+            };
+            (block, slot, edited, number.map(|n| n.0), cq.tool).hash(&mut h);
+            match cq.kind {
+                Kind::ToolCall | Kind::Reasoning => acts = true,
+                Kind::Text => text_chars += t.text(q).len(),
+                Kind::ToolResult => {}
+            }
+            truncated |= t.is_truncated(q);
+            kept.push(q);
+        }
+        i = j;
+        if kept.is_empty() || (orig.role == "assistant" && !acts && text_chars == 0) {
+            // Nothing left, or an assistant message the runtime drops as empty.
+            continue;
+        }
+        truncated.hash(&mut h);
+        let key = h.finish();
+        if !want(key) {
+            sink(None, key);
+            continue;
+        }
+        let mut content = Vec::with_capacity(kept.len());
+        let mut slots = Vec::with_capacity(kept.len());
+        for &q in &kept {
+            let cq = t.core(q);
+            let Origin::Block { block, .. } = cq.origin else {
+                continue;
+            };
+            let Some(src) = orig.content.get(block as usize) else {
+                continue;
+            };
+            let slot = t.slot(q);
+            let body = t.text_ref(q);
+            let mut suffix = String::new();
+            if let (Some((n, fresh)), Some(reference)) = (
+                (cq.kind == Kind::ToolResult || cq.role == Role::User)
+                    .then(|| tag_number(q, slot))
+                    .flatten(),
+                slot.name(),
+            ) {
+                if fresh {
+                    tagged.push((reference.to_string(), n as i64));
+                }
+                let tag = ref_tag(&reference, cq, n);
+                suffix = if body.is_empty() {
+                    tag
+                } else {
+                    format!("\n{tag}")
+                };
+            }
+            let mut b = match cq.kind {
+                // A result's content becomes the one tagged text: its nested blocks are not
+                // needed.
+                Kind::ToolResult => match src {
+                    Content::ToolResult(r) => Block {
+                        kind: Cow::Borrowed("tool_result"),
+                        tool_use_id: Cow::Borrowed(r.tool_use_id.as_str()),
+                        is_error: r.is_error(),
+                        ..Block::default()
+                    },
+                    other => Block::of(other),
+                },
+                _ => Block::of(src),
             };
             match cq.kind {
                 Kind::Text => {
-                    if cq.role == Role::User {
-                        b.suffix = tag_of(&body, cq, slot);
-                    }
+                    b.suffix = suffix;
                     b.text = body;
                 }
                 Kind::Reasoning => b.thinking = body,
@@ -534,31 +611,16 @@ pub fn each<'a>(
                     }
                 }
                 Kind::ToolResult => {
-                    let mut inner = Block::text(Cow::Borrowed(""));
-                    inner.suffix = tag_of(&body, cq, slot);
-                    inner.text = body;
+                    let mut inner = Block::text(body);
+                    inner.suffix = suffix;
                     b.content = vec![inner];
                 }
             }
-            (
-                block,
-                slot,
-                edited,
-                &b.suffix,
-                &b.content.first().map(|c| &c.suffix),
-            )
-                .hash(&mut h);
-            truncated |= t.is_truncated(q);
             content.push(b);
             slots.push(slot.clone());
         }
-        i = j;
-        if content.is_empty() || is_empty_act(&orig.role, &content) {
-            continue;
-        }
-        truncated.hash(&mut h);
         sink(
-            Out {
+            Some(Out {
                 role: Cow::Borrowed(orig.role.as_ref()),
                 content: Some(content),
                 slots: slots.clone(),
@@ -566,23 +628,11 @@ pub fn each<'a>(
                     refs: slots,
                     truncated,
                 },
-            },
-            h.finish(),
+            }),
+            key,
         );
     }
     tagged
-}
-
-/// An assistant message with no text, no tool call and no thinking: the runtime drops it.
-fn is_empty_act(role: &str, blocks: &[Block<'_>]) -> bool {
-    role == "assistant"
-        && blocks
-            .iter()
-            .filter(|b| b.kind == "text")
-            .all(|b| b.text.is_empty())
-        && !blocks
-            .iter()
-            .any(|b| b.kind == "tool_use" || b.kind == "thinking")
 }
 
 /// The messages as they are (the materialized history of a session without live blocks):

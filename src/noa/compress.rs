@@ -29,6 +29,7 @@ struct M<'t, 'a> {
     core: &'t Core<'a>,
     text: &'t str,
     slot: &'t Slot,
+    tokens: u64,
 }
 
 impl M<'_, '_> {
@@ -59,6 +60,9 @@ struct Resolved {
     nested: Vec<String>,
     warnings: Vec<String>,
 }
+
+/// A requested range and how it resolved (`true`: skipped for overlapping an earlier one).
+type Requested = (Result<Resolved, (NotFound, String)>, bool);
 
 /// Lookups over the view and the state.
 struct Ctx<'t, 'a, 's> {
@@ -346,6 +350,7 @@ pub fn apply(
             core: t.core(p),
             text: t.text(p),
             slot: t.slot(p),
+            tokens: t.tokens(p),
         })
         .collect();
     let mut index = HashMap::with_capacity(msgs.len());
@@ -370,7 +375,7 @@ pub fn apply(
     };
 
     // A: resolve every range.
-    let mut entries: Vec<(Result<Resolved, (NotFound, String)>, bool)> = Vec::new();
+    let mut entries: Vec<Requested> = Vec::new();
     let (mut unknown, mut consumed, mut resolvable) = (0, 0, 0);
     for r in ranges {
         let e = ctx.resolve(&r.start, &r.end);
@@ -499,7 +504,7 @@ fn push_unique(into: &mut Vec<String>, from: Vec<String>) {
 
 fn size_gate(
     ctx: &Ctx<'_, '_, '_>,
-    entries: &[(Result<Resolved, (NotFound, String)>, bool)],
+    entries: &[Requested],
     requested: usize,
     cfg: &NoaConfig,
     unknown: usize,
@@ -578,8 +583,8 @@ fn widen_tool_pairs(mut start: usize, mut end: usize, msgs: &[M<'_, '_>]) -> (us
     }
     let forward = (end + TOOL_PAIR_MAX_SCAN).min(msgs.len() - 1);
     let backward = start.saturating_sub(TOOL_PAIR_MAX_SCAN);
-    for i in end + 1..=forward {
-        if msgs[i].core.call.is_empty() || !calls.contains(msgs[i].core.call) {
+    for (i, m) in msgs.iter().enumerate().take(forward + 1).skip(end + 1) {
+        if m.core.call.is_empty() || !calls.contains(m.core.call) {
             break;
         }
         end = i;
@@ -755,8 +760,15 @@ fn build(
         .flat_map(|b| b.effective_message_ids.iter().map(String::as_str))
         .collect();
     let soft = protect::soft_zone(
-        msgs.iter()
-            .map(|m| (m.core, m.text, m.slot, covered_now.contains(m.id()))),
+        msgs.iter().map(|m| {
+            (
+                m.core,
+                m.text,
+                m.slot,
+                covered_now.contains(m.id()),
+                m.tokens,
+            )
+        }),
         cfg,
     );
     let mut hit: Vec<String> = Vec::new();
@@ -846,7 +858,7 @@ fn build(
     let mut compressed: i64 = direct
         .iter()
         .filter_map(|id| find(id))
-        .map(|m| tokens::count(m.text) as i64)
+        .map(|m| m.tokens as i64)
         .sum();
     compressed += consumed
         .iter()

@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use regex::Regex;
 use serde_json::Value;
@@ -111,8 +111,9 @@ impl Slot {
 /// One content message (the runtime's "core message").
 #[derive(Debug, Clone)]
 pub struct Core<'a> {
-    /// `h_` + 16 hex digits (+ `_N` for a repeat), or a summary's / the nudge's id.
-    pub id: Cow<'a, str>,
+    /// `h_` + 16 hex digits (+ `_N` for a repeat), or a summary's / the nudge's id (shared
+    /// with the projection's memo).
+    pub id: Arc<str>,
     pub role: Role,
     pub kind: Kind,
     /// The body with any trailing ref tag stripped (a tool call: its input as stored).
@@ -122,6 +123,10 @@ pub struct Core<'a> {
     /// Tool call id (calls and results), else "".
     pub call: &'a str,
     pub origin: Origin,
+    /// `tokens(text)` (SPEC 4.2), computed once.
+    pub tokens: u32,
+    /// Characters of the text (Unicode scalar values), computed once.
+    pub chars: u32,
 }
 
 impl Core<'_> {
@@ -147,8 +152,34 @@ impl Core<'_> {
 
     /// Its token cost (SPEC 4.2).
     pub fn tokens(&self) -> u64 {
-        super::tokens::count(&self.text)
+        u64::from(self.tokens)
     }
+
+    /// A content message noa writes itself (a summary, the nudge).
+    pub fn synthetic(id: &str, text: String, origin: Origin) -> Core<'static> {
+        let (tokens, chars) = measure(&text);
+        Core {
+            id: Arc::from(id),
+            role: Role::User,
+            kind: Kind::Text,
+            text: Cow::Owned(text),
+            tool: "",
+            call: "",
+            origin,
+            tokens,
+            chars,
+        }
+    }
+}
+
+/// Tokens and characters of a text.
+pub fn measure(text: &str) -> (u32, u32) {
+    let tokens = super::tokens::count(text);
+    let chars = super::tokens::chars(text);
+    (
+        u32::try_from(tokens).unwrap_or(u32::MAX),
+        u32::try_from(chars).unwrap_or(u32::MAX),
+    )
 }
 
 /// The first 8 bytes of SHA-256 of `role|type|callId|toolName|text`: a raw id's digits.
@@ -298,7 +329,7 @@ fn value_result_text(v: &Value) -> Cow<'_, str> {
 pub fn block_core<'a>(
     role: &str,
     c: &'a Content,
-    names: &FastMap<&'a str, &'a str>,
+    names: &dyn Fn(&str) -> &'a str,
 ) -> Option<(Role, Kind, Cow<'a, str>, &'a str, &'a str)> {
     let user = role == "user";
     Some(match c {
@@ -330,7 +361,7 @@ pub fn block_core<'a>(
                 Cow::Borrowed(t) => strip_ref_tag(t),
                 Cow::Owned(t) => Cow::Owned(strip_ref_tag(&t).into_owned()),
             };
-            let tool = names.get(call).copied().unwrap_or("");
+            let tool = names(call);
             (Role::Tool, Kind::ToolResult, text, tool, call)
         }
         Content::CompactBoundary(_) => return None,
@@ -377,7 +408,7 @@ pub fn block_core<'a>(
                     Cow::Borrowed(t) => strip_ref_tag(t),
                     Cow::Owned(t) => Cow::Owned(strip_ref_tag(&t).into_owned()),
                 };
-                let tool = names.get(call).copied().unwrap_or("");
+                let tool = names(call);
                 (Role::Tool, Kind::ToolResult, text, tool, call)
             }
             _ => return None,
@@ -385,89 +416,238 @@ pub fn block_core<'a>(
     })
 }
 
+/// What is known of a projected content message beyond its block.
+#[derive(Debug, Clone, Copy)]
+struct Known {
+    tokens: u32,
+    chars: u32,
+    /// Its text is its block's own text as stored (no tag stripped, one text): taken without
+    /// looking at it again.
+    plain: bool,
+    /// A tool result's call (message, block), when found: its tool name without a lookup.
+    call_at: Option<(u32, u32)>,
+}
+
 /// What a projection keeps so that the projection of the same messages plus appended ones
-/// computes ids for the appended ones only.
+/// hashes, scans and measures the appended ones only. The transcript it was made from may
+/// only have grown (a transcript file drops its memo when it parses again).
 #[derive(Debug, Default, Clone)]
 pub struct ProjectionMemo {
     /// Index of the first message after the last compaction marker.
     start: usize,
-    /// Messages projected (from 0: the marker's slice starts at `start`).
+    /// Messages projected.
     msgs: usize,
     /// The id of each content message, in order.
-    ids: Vec<String>,
+    ids: Vec<Arc<str>>,
+    known: Vec<Known>,
     repeats: Repeats,
     /// Call ids of tool results whose call was not found (a later call would rename them).
     unnamed: FastSet<String>,
+    /// Where each tool call is (message, block), by call id: a result's tool name.
+    calls: FastMap<String, (u32, u32)>,
+    /// Messages whose calls are in `calls`.
+    calls_seen: usize,
+}
+
+/// The tool calls of `msgs[from..]` into `calls`; `false` when a call id repeats one already
+/// there (the later call would rename earlier results: the memo no longer applies).
+fn add_calls(calls: &mut FastMap<String, (u32, u32)>, msgs: &[&Message], from: usize) -> bool {
+    for (mi, m) in msgs.iter().enumerate().skip(from) {
+        for (bi, c) in m.content.iter().enumerate() {
+            let id = match c {
+                Content::ToolUse(u) => u.id.as_str(),
+                Content::Other(v) if str_field(v, "type") == "tool_use" => str_field(v, "id"),
+                _ => continue,
+            };
+            if calls
+                .insert(id.to_string(), (mi as u32, bi as u32))
+                .is_some()
+            {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// The tool name of the call at `(msg, block)`.
+fn call_name<'a>(msgs: &[&'a Message], at: (u32, u32)) -> &'a str {
+    match msgs
+        .get(at.0 as usize)
+        .and_then(|m| m.content.get(at.1 as usize))
+    {
+        Some(Content::ToolUse(u)) => u.name.as_str(),
+        Some(Content::Other(v)) => str_field(v, "name"),
+        _ => "",
+    }
 }
 
 /// The content messages of `msgs` after the last compaction marker, in order, with raw ids.
 /// Origins index `msgs` itself.
 pub fn project<'a>(msgs: &[&'a Message]) -> Vec<Core<'a>> {
-    project_with(msgs, None).0
+    ProjectionMemo::default().project(msgs)
 }
 
-/// [`project`], reusing a memo of an earlier projection of a prefix of `msgs` (when it still
-/// applies), and the memo of this one.
-pub fn project_with<'a>(
-    msgs: &[&'a Message],
-    memo: Option<&'a ProjectionMemo>,
-) -> (Vec<Core<'a>>, ProjectionMemo) {
-    let start = last_marker(msgs).map_or(0, |i| i + 1);
-    let tail = &msgs[start..];
-    let names = tool_names(tail);
-    let usable = memo.filter(|m| {
-        m.start == start
-            && m.msgs <= msgs.len()
-            && m.unnamed
+impl ProjectionMemo {
+    /// Project `msgs` (the messages this memo was made from, plus appended ones, or any
+    /// messages when the memo is empty), and remember the new ones.
+    pub fn project<'a>(&mut self, msgs: &[&'a Message]) -> Vec<Core<'a>> {
+        let start = last_marker(msgs).map_or(0, |i| i + 1);
+        let tail = &msgs[start..];
+        let usable = self.start == start
+            && self.msgs <= msgs.len()
+            && self.ids.len() == self.known.len()
+            && add_calls(&mut self.calls, msgs, self.calls_seen.max(start))
+            && self
+                .unnamed
                 .iter()
-                .all(|call| !names.contains_key(call.as_str()))
-    });
-    let mut out = Vec::with_capacity(tail.len() * 2);
-    let mut next = ProjectionMemo {
-        start,
-        ..ProjectionMemo::default()
-    };
-    let (mut reused, from) = match usable {
-        Some(m) => {
-            next.repeats = m.repeats.clone();
-            next.unnamed = m.unnamed.clone();
-            (m.ids.iter(), m.msgs)
+                .all(|call| !self.calls.contains_key(call.as_str()));
+        if !usable {
+            *self = ProjectionMemo {
+                start,
+                ..ProjectionMemo::default()
+            };
+            // A call id given twice: the last call names the results, as the runtime's map.
+            self.calls.clear();
+            for (mi, m) in msgs.iter().enumerate().skip(start) {
+                for (bi, c) in m.content.iter().enumerate() {
+                    let id = match c {
+                        Content::ToolUse(u) => u.id.as_str(),
+                        Content::Other(v) if str_field(v, "type") == "tool_use" => {
+                            str_field(v, "id")
+                        }
+                        _ => continue,
+                    };
+                    self.calls.insert(id.to_string(), (mi as u32, bi as u32));
+                }
+            }
         }
-        None => ([].iter(), start),
-    };
-    for (mi, m) in msgs.iter().enumerate().skip(start) {
-        for (bi, c) in m.content.iter().enumerate() {
-            let Some((role, kind, text, tool, call)) = block_core(&m.role, c, &names) else {
-                continue;
-            };
-            let id: Cow<'a, str> = if mi < from {
-                match reused.next() {
-                    Some(id) => Cow::Borrowed(id.as_str()),
-                    None => Cow::Owned(next.repeats.next(id_digest(role, kind, call, tool, &text))),
-                }
-            } else {
-                if kind == Kind::ToolResult && tool.is_empty() {
-                    next.unnamed.insert(call.to_string());
-                }
-                Cow::Owned(next.repeats.next(id_digest(role, kind, call, tool, &text)))
-            };
-            out.push(Core {
-                id,
-                role,
-                kind,
-                text,
-                tool,
-                call,
-                origin: Origin::Block {
+        self.calls_seen = msgs.len();
+        let calls = std::mem::take(&mut self.calls);
+        let names = |call: &str| calls.get(call).map_or("", |&at| call_name(msgs, at));
+        let from = self.msgs.max(start);
+        let mut out = Vec::with_capacity(tail.len() * 2);
+        let mut k = 0;
+        for (mi, m) in msgs.iter().enumerate().skip(start) {
+            for (bi, c) in m.content.iter().enumerate() {
+                let origin = Origin::Block {
                     msg: mi as u32,
                     block: bi as u32,
-                },
-            });
+                };
+                if mi < from {
+                    // Known: the id, the measures, and whether the text is the block's own.
+                    let (Some(id), Some(kn)) = (self.ids.get(k), self.known.get(k).copied()) else {
+                        break;
+                    };
+                    let known_name = |call: &str| match kn.call_at {
+                        Some(at) => call_name(msgs, at),
+                        None => names(call),
+                    };
+                    let core = if kn.plain {
+                        plain_core(&m.role, c, &known_name)
+                    } else {
+                        block_core(&m.role, c, &known_name)
+                    };
+                    let Some((role, kind, text, tool, call)) = core else {
+                        continue;
+                    };
+                    out.push(Core {
+                        id: id.clone(),
+                        role,
+                        kind,
+                        text,
+                        tool,
+                        call,
+                        origin,
+                        tokens: kn.tokens,
+                        chars: kn.chars,
+                    });
+                    k += 1;
+                    continue;
+                }
+                let Some((role, kind, text, tool, call)) = block_core(&m.role, c, &names) else {
+                    continue;
+                };
+                if kind == Kind::ToolResult && tool.is_empty() {
+                    self.unnamed.insert(call.to_string());
+                }
+                // Borrowed: nothing was stripped or joined.
+                let plain = matches!(text, Cow::Borrowed(_));
+                let (tokens, chars) = measure(&text);
+                let call_at = if kind == Kind::ToolResult {
+                    calls.get(call).copied()
+                } else {
+                    None
+                };
+                self.known.push(Known {
+                    tokens,
+                    chars,
+                    plain,
+                    call_at,
+                });
+                let id: Arc<str> =
+                    Arc::from(self.repeats.next(id_digest(role, kind, call, tool, &text)));
+                self.ids.push(id.clone());
+                out.push(Core {
+                    id,
+                    role,
+                    kind,
+                    text,
+                    tool,
+                    call,
+                    origin,
+                    tokens,
+                    chars,
+                });
+            }
         }
+        self.msgs = msgs.len();
+        self.calls = calls;
+        out
     }
-    next.msgs = msgs.len();
-    next.ids = out.iter().map(|c| c.id.to_string()).collect();
-    (out, next)
+}
+
+/// A block's content message taken as stored (no tag stripping, a single text): what
+/// [`block_core`] gives for a block known to need nothing more.
+fn plain_core<'a>(
+    role: &str,
+    c: &'a Content,
+    names: &dyn Fn(&str) -> &'a str,
+) -> Option<(Role, Kind, Cow<'a, str>, &'a str, &'a str)> {
+    match c {
+        Content::Text(t) if role == "user" => Some((
+            Role::User,
+            Kind::Text,
+            Cow::Borrowed(t.text.as_str()),
+            "",
+            "",
+        )),
+        Content::ToolResult(r) => {
+            let text = match &r.content {
+                None => "",
+                Some(ToolResultContent::Text(t)) => t.as_str(),
+                Some(ToolResultContent::Items(items)) => {
+                    let mut texts = items.iter().filter_map(nested_text);
+                    let first = texts.next().unwrap_or("");
+                    if texts.next().is_some() {
+                        return None;
+                    }
+                    first
+                }
+            };
+            let call = r.tool_use_id.as_str();
+            let tool = names(call);
+            Some((
+                Role::Tool,
+                Kind::ToolResult,
+                Cow::Borrowed(text),
+                tool,
+                call,
+            ))
+        }
+        Content::Text(_) | Content::Thinking(_) | Content::ToolUse(_) => block_core(role, c, names),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

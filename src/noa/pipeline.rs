@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::content::{
     Core, Kind, Origin, Role, Slot, COMPRESS_TOOL, NUDGE_ID, SUMMARY_HEADER, SUMMARY_ID_PREFIX,
 };
+use super::fasthash::FastMap;
 use super::{nudge, protect, refs, tokens, turns};
 use crate::config::NoaConfig;
 use crate::format::state::{Block, State};
@@ -50,7 +51,7 @@ pub struct Turn<'p, 'a> {
     pub active: Vec<bool>,
     /// Summaries (and the nudge, when one is injected).
     pub synth: Vec<Core<'a>>,
-    pub edits: HashMap<u32, Edit>,
+    pub edits: FastMap<u32, Edit>,
     /// The view, in order.
     pub items: Vec<Pos>,
     /// Tokens of the view after Compress-call hiding, before truncation (step 5).
@@ -63,6 +64,16 @@ pub struct Turn<'p, 'a> {
 }
 
 impl<'p, 'a> Turn<'p, 'a> {
+    /// The edit of a projected message (most views have none).
+    #[inline]
+    pub fn edit(&self, i: u32) -> Option<&Edit> {
+        if self.edits.is_empty() {
+            None
+        } else {
+            self.edits.get(&i)
+        }
+    }
+
     pub fn core(&self, p: Pos) -> &Core<'a> {
         match p {
             Pos::Core(i) => &self.proj[i as usize],
@@ -72,7 +83,7 @@ impl<'p, 'a> Turn<'p, 'a> {
 
     pub fn text(&self, p: Pos) -> &str {
         match p {
-            Pos::Core(i) => match self.edits.get(&i) {
+            Pos::Core(i) => match self.edit(i) {
                 Some(e) => &e.text,
                 None => &self.proj[i as usize].text,
             },
@@ -83,7 +94,7 @@ impl<'p, 'a> Turn<'p, 'a> {
     /// The text as a value that lives as long as the transcript (a clone of an edit).
     pub fn text_ref(&self, p: Pos) -> Cow<'a, str> {
         match p {
-            Pos::Core(i) => match self.edits.get(&i) {
+            Pos::Core(i) => match self.edit(i) {
                 Some(e) => Cow::Owned(e.text.clone()),
                 None => self.proj[i as usize].text.clone(),
             },
@@ -99,8 +110,30 @@ impl<'p, 'a> Turn<'p, 'a> {
         }
     }
 
+    /// Tokens of a message's text as the view holds it (counted once for unedited content).
+    pub fn tokens(&self, p: Pos) -> u64 {
+        match p {
+            Pos::Core(i) => match self.edit(i) {
+                Some(e) => tokens::count(&e.text),
+                None => self.proj[i as usize].tokens(),
+            },
+            Pos::Synth(i) => self.synth[i as usize].tokens(),
+        }
+    }
+
+    /// Characters of a message's text as the view holds it.
+    pub fn chars(&self, p: Pos) -> usize {
+        match p {
+            Pos::Core(i) => match self.edit(i) {
+                Some(e) => tokens::chars(&e.text),
+                None => self.proj[i as usize].chars as usize,
+            },
+            Pos::Synth(i) => self.synth[i as usize].chars as usize,
+        }
+    }
+
     pub fn is_truncated(&self, p: Pos) -> bool {
-        matches!(p, Pos::Core(i) if self.edits.get(&i).is_some_and(|e| e.truncated))
+        matches!(p, Pos::Core(i) if self.edit(i).is_some_and(|e| e.truncated))
     }
 
     /// Append the nudge to the view when the decision injects one (what the runtime sends;
@@ -244,16 +277,12 @@ pub fn summary_text(b: &Block, path: &str) -> String {
     s
 }
 
-fn summary_core<'a>(block: u32, b: &Block, path: &str) -> Core<'a> {
-    Core {
-        id: Cow::Owned(format!("{SUMMARY_ID_PREFIX}{}", b.block_id)),
-        role: Role::User,
-        kind: Kind::Text,
-        text: Cow::Owned(summary_text(b, path)),
-        tool: "",
-        call: "",
-        origin: Origin::Summary { block },
-    }
+fn summary_core(block: u32, b: &Block, path: &str) -> Core<'static> {
+    Core::synthetic(
+        &format!("{SUMMARY_ID_PREFIX}{}", b.block_id),
+        summary_text(b, path),
+        Origin::Summary { block },
+    )
 }
 
 /// Steps 1-3 only (refs, liveness, prune): what materializing applies (SPEC 4.9).
@@ -279,7 +308,7 @@ fn sized<'p, 'a>(
         new_refs,
         active: Vec::new(),
         synth: Vec::new(),
-        edits: HashMap::new(),
+        edits: FastMap::default(),
         items: (0..proj.len() as u32).map(Pos::Core).collect(),
         measure: 0,
         count: 0,
@@ -305,7 +334,7 @@ pub fn run<'p, 'a>(
 ) -> Turn<'p, 'a> {
     let mut t = sized(proj, state, cfg, archive_path);
     hide_compress_calls(&mut t, state);
-    t.measure = t.view().map(|(_, _, text)| tokens::count(text)).sum();
+    t.measure = t.items.iter().map(|&p| t.tokens(p)).sum();
     t.count = match count {
         Count::Measured => t.measure,
         Count::Given(n) => n,
@@ -462,10 +491,10 @@ fn strip_orphans(t: &mut Turn<'_, '_>) {
         .copied()
         .filter(|&p| {
             let c = t.core(p);
-            !(c.kind == Kind::ToolCall
-                && !c.call.is_empty()
-                && c.tool != COMPRESS_TOOL
-                && !results.contains(c.call))
+            c.kind != Kind::ToolCall
+                || c.call.is_empty()
+                || c.tool == COMPRESS_TOOL
+                || results.contains(c.call)
         })
         .collect();
     let calls: HashSet<&str> = items
@@ -651,12 +680,12 @@ fn truncate(t: &mut Turn<'_, '_>, cfg: &NoaConfig) {
         if c.kind != Kind::ToolResult || text.is_empty() || text.contains(TRUNCATION_MARKER) {
             continue;
         }
-        let n = tokens::count(text);
+        let n = t.tokens(p);
         if n >= TRUNCATE_MIN_TOKENS {
             candidates.push((i, n));
         }
     }
-    candidates.sort_by(|a, b| b.1.cmp(&a.1));
+    candidates.sort_by_key(|c| std::cmp::Reverse(c.1));
     // Signed, as the runtime counts: a cut that costs more than it saves lowers the savings.
     let mut saved = 0i64;
     for (i, n) in candidates {
@@ -684,14 +713,6 @@ fn truncate(t: &mut Turn<'_, '_>, cfg: &NoaConfig) {
 }
 
 /// The nudge message appended to the view (SPEC 4.7): its own id, no ref.
-pub fn nudge_core<'a>(text: String) -> Core<'a> {
-    Core {
-        id: Cow::Borrowed(NUDGE_ID),
-        role: Role::User,
-        kind: Kind::Text,
-        text: Cow::Owned(text),
-        tool: "",
-        call: "",
-        origin: Origin::Nudge,
-    }
+pub fn nudge_core(text: String) -> Core<'static> {
+    Core::synthetic(NUDGE_ID, text, Origin::Nudge)
 }

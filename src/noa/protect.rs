@@ -56,7 +56,7 @@ pub fn is_hard_paired(c: &Core<'_>, cfg: &NoaConfig, calls: &HashSet<&str>) -> b
 /// `protect_recent_messages`, the suffix reaching `protect_recent_tokens`, and the last user
 /// text. `items` yields each message with its slot and whether a live block covers it.
 pub fn soft_zone<'s, 'a: 's>(
-    items: impl IntoIterator<Item = (&'s Core<'a>, &'s str, &'s Slot, bool)>,
+    items: impl IntoIterator<Item = (&'s Core<'a>, &'s str, &'s Slot, bool, u64)>,
     cfg: &NoaConfig,
 ) -> HashSet<Slot> {
     struct Visible<'s> {
@@ -65,7 +65,7 @@ pub fn soft_zone<'s, 'a: 's>(
         user: bool,
     }
     let mut visible = Vec::new();
-    for (c, text, slot, covered) in items {
+    for (c, text, slot, covered, tokens) in items {
         if covered || c.is_summary() || text.starts_with(SUMMARY_HEADER) || !slot.is_ref() {
             continue;
         }
@@ -74,7 +74,7 @@ pub fn soft_zone<'s, 'a: 's>(
         }
         visible.push(Visible {
             slot,
-            tokens: super::tokens::count(text),
+            tokens,
             user: c.role == Role::User,
         });
     }

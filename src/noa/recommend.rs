@@ -46,8 +46,15 @@ pub struct Recommendation {
 pub fn soft_zone(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> HashSet<Slot> {
     let covered = t.covered(state);
     protect::soft_zone(
-        t.view()
-            .map(|(p, c, text)| (c, text, t.slot(p), covered.contains(c.id.as_ref()))),
+        t.view().map(|(p, c, text)| {
+            (
+                c,
+                text,
+                t.slot(p),
+                covered.contains(c.id.as_ref()),
+                t.tokens(p),
+            )
+        }),
         cfg,
     )
 }
@@ -79,7 +86,7 @@ pub fn recommend(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Recommenda
             protected.extend(run.take());
         } else if protect::is_hard_paired(c, cfg, &calls) {
             gap = true;
-            let n = tokens::count(text);
+            let n = t.tokens(p);
             let r = run.get_or_insert_with(|| ProtectedRange {
                 start: slot.clone(),
                 end: slot.clone(),
@@ -100,8 +107,8 @@ pub fn recommend(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Recommenda
             protected.extend(run.take());
             scanned.push(Scanned {
                 slot: slot.clone(),
-                tokens: tokens::count(text),
-                chars: tokens::chars(text),
+                tokens: t.tokens(p),
+                chars: t.chars(p),
                 tool: matches!(c.kind, Kind::ToolCall | Kind::ToolResult),
                 user: c.role == Role::User,
                 gap_before: gap,

@@ -119,7 +119,10 @@ pub fn assign(
         if c.is_synthetic() || c.id.is_empty() {
             continue;
         }
-        if let Some(r) = by_raw.get(c.id.as_ref()) {
+        if let Some(r) = (!by_raw.is_empty())
+            .then(|| by_raw.get(c.id.as_ref()))
+            .flatten()
+        {
             slots[i] = slot_of(r);
             continue;
         }

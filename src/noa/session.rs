@@ -18,7 +18,7 @@ pub struct Projection<'a> {
 
 /// The messages a resumed runtime continues from: trailing assistant messages that call a
 /// tool (a turn cut off before its results were recorded) are dropped (SPEC 2.1).
-pub fn resumed<'a>(mut msgs: Vec<&'a Message>) -> Vec<&'a Message> {
+pub fn resumed(mut msgs: Vec<&Message>) -> Vec<&Message> {
     while let Some(last) = msgs.last() {
         let calls = last.content.iter().any(|c| c.type_name() == "tool_use");
         if last.role == "assistant" && calls {
@@ -37,15 +37,12 @@ impl<'a> Projection<'a> {
         Projection { msgs, cores }
     }
 
-    /// [`Projection::new`] reusing the ids of an earlier projection of a prefix; also the memo
-    /// for the next one.
-    pub fn with_memo(
-        msgs: Vec<&'a Message>,
-        memo: Option<&'a content::ProjectionMemo>,
-    ) -> (Projection<'a>, content::ProjectionMemo) {
+    /// [`Projection::new`] reusing what `memo` knows of an earlier projection of a prefix of
+    /// the messages, and teaching it this one.
+    pub fn with_memo(msgs: Vec<&'a Message>, memo: &mut content::ProjectionMemo) -> Projection<'a> {
         let msgs = resumed(msgs);
-        let (cores, next) = content::project_with(&msgs, memo);
-        (Projection { msgs, cores }, next)
+        let cores = memo.project(&msgs);
+        Projection { msgs, cores }
     }
 }
 

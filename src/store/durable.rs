@@ -127,15 +127,14 @@ pub fn create_dir_all_durable(path: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// True for the name of a temp file left by a durable write: `.<name>.tmp-<hex>`.
+/// True for the name of a temp file left by a durable write: normafs's `.<name>.tmp-<hex>`,
+/// or the runtime's `.noa-*.tmp` (archives) and `.noa-state-*.tmp` (state).
 pub fn is_temp_name(name: &str) -> bool {
-    temp_target_name(name).is_some()
+    temp_target_name(name).is_some() || is_runtime_temp(name)
 }
 
-/// True for the name of a temp file the runtime writes through (`.noa-state-*.tmp` in an
-/// archive root, `.noa-*.tmp` in a tier directory, SPEC 1): one left behind is a crash's
-/// debris. normafs reports it and never removes it (it is the runtime's file).
-pub fn is_runtime_temp_name(name: &str) -> bool {
+/// The runtime's temp files: `.noa-<random>.tmp`, `.noa-state-<random>.tmp`.
+pub fn is_runtime_temp(name: &str) -> bool {
     name.len() > ".noa-.tmp".len() && name.starts_with(".noa-") && name.ends_with(".tmp")
 }
 

@@ -8,7 +8,7 @@ use crate::config::NoaConfig;
 use crate::format::loader::Transcript;
 use crate::format::state::{load_state, Block, State, StateLoad};
 use crate::format::transcript::Message;
-use crate::store::durable::{is_runtime_temp_name, is_temp_name};
+use crate::store::durable::is_temp_name;
 use crate::store::journal::{self, JournalRead};
 use crate::store::root::{is_escaping_link, RootPaths};
 use crate::store::transcripts::{sidechain_paths, TranscriptFile};
@@ -59,7 +59,7 @@ fn list_archives(root: &Path) -> (Vec<ArchiveFile>, Vec<String>) {
         let Ok(ft) = e.file_type() else { continue };
         if ft.is_dir() && is_tier_dir(&name) {
             tiers.push(name);
-        } else if ft.is_file() && (is_temp_name(&name) || is_runtime_temp_name(&name)) {
+        } else if ft.is_file() && is_temp_name(&name) {
             debris.push(name);
         }
     }
@@ -75,7 +75,7 @@ fn list_archives(root: &Path) -> (Vec<ArchiveFile>, Vec<String>) {
                 continue;
             }
             let rel = format!("{t}/{name}");
-            if is_temp_name(&name) || is_runtime_temp_name(&name) {
+            if is_temp_name(&name) {
                 debris.push(rel);
             } else if name.ends_with(".md") {
                 let text = fs::read(e.path())

@@ -218,7 +218,14 @@ pub fn recover(
             if !e.file_type().is_ok_and(|t| t.is_file()) {
                 continue;
             }
-            let remove = if is_temp_name(&name) {
+            let remove = if durable::is_runtime_temp(&name) {
+                // The runtime may be writing it right now: only an old one is debris.
+                e.metadata()
+                    .ok()
+                    .and_then(|m| m.modified().ok())
+                    .and_then(|t| t.elapsed().ok())
+                    .is_some_and(|age| age > RUNTIME_TEMP_AGE)
+            } else if is_temp_name(&name) {
                 true
             } else if name.ends_with(".md") && dir != root && !referenced.contains(&e.path()) {
                 fs::read_to_string(e.path())
@@ -243,6 +250,10 @@ pub fn recover(
     }
     Ok(notes)
 }
+
+/// How old a runtime temp file must be before recovery takes it for debris (a younger one
+/// may be a write in progress).
+const RUNTIME_TEMP_AGE: Duration = Duration::from_secs(120);
 
 /// How many times a `state.json` write is computed again because the file was replaced while
 /// it was computed (the runtime rewrites it without a lock).
@@ -776,7 +787,7 @@ pub fn compress(
 }
 
 /// A block as the journal records it: as state.json holds it.
-fn block_json(b: &Block) -> Value {
+pub(crate) fn block_json(b: &Block) -> Value {
     let mut st = State::initial("");
     st.blocks = Some(vec![b.clone()]);
     serde_json::from_str::<Value>(&st.to_json())

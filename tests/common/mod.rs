@@ -158,7 +158,7 @@ impl Session {
     pub fn ids(&self) -> Vec<String> {
         normafs::noa::content::project(&self.msgs())
             .into_iter()
-            .map(|c| c.id.into_owned())
+            .map(|c| c.id.to_string())
             .collect()
     }
 
