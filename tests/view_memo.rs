@@ -410,7 +410,7 @@ fn a_later_protected_call_changes_an_earlier_result() {
 fn a_block_over_the_unterminated_line_follows_the_line() {
     let text = |uuid, key| Line::Text {
         uuid,
-        role: (key % 2) as u8,
+        role: key % 2,
         key,
     };
     let block = StateSpec {
@@ -436,7 +436,7 @@ fn a_block_over_the_unterminated_line_follows_the_line() {
 fn a_marker_after_a_view_moves_the_projection() {
     let text = |uuid, key| Line::Text {
         uuid,
-        role: (key % 2) as u8,
+        role: key % 2,
         key,
     };
     let ops = [

@@ -121,7 +121,7 @@ pub const CORE_TRANSCRIPT: &str = concat!(
 pub fn core_ids() -> Vec<String> {
     let t = Transcript::parse(CORE_TRANSCRIPT.as_bytes(), Some("s"));
     let p = Projection::new(session::messages(&t));
-    p.cores.iter().map(|c| c.id.clone()).collect()
+    p.cores.iter().map(|c| c.id.to_string()).collect()
 }
 
 /// `parse_state` never panics; a parsed state written as normafs writes it (`to_json`, the
