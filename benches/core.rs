@@ -1,6 +1,6 @@
-//! Criterion benchmarks of the noa core: transcript parsing (MB/s), projection, compress
-//! validation, and rebuild of a session with hundreds of blocks. Each benchmark's name carries
-//! its input size.
+//! Criterion benchmarks of the noa core: transcript parsing (MB/s), the view and the
+//! materialized history, a Compress batch as ctl applies it, and rebuild of a session with
+//! hundreds of blocks from its Compress calls. Each benchmark's name carries its input size.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use normafs::config::NoaConfig;
@@ -8,9 +8,9 @@ use normafs::format::loader::{Parser, Transcript};
 use normafs::format::state::State;
 use normafs::format::transcript::parse_line;
 use normafs::gen::{generate, GenOptions};
-use normafs::noa::compress::{self, Batch, Ctx, RangeSpec};
-use normafs::noa::replay;
-use normafs::noa::view;
+use normafs::noa::content::Slot;
+use normafs::noa::session as view;
+use normafs::noa::{args, compress, rebuild};
 use normafs::store::session;
 use serde_json::json;
 
@@ -82,32 +82,68 @@ fn parse(c: &mut Criterion) {
 fn projection(c: &mut Criterion) {
     let (bytes, state) = generated(20_000);
     let t = Transcript::parse(&bytes, Some("s"));
-    let msgs = session::msgs(&t);
+    let msgs = session::messages(&t);
     let cfg = NoaConfig::default();
     let mut g = c.benchmark_group("view");
     g.sample_size(10);
+    let path = &view::runtime_path;
     g.bench_function(
         format!(
             "project+jsonl/{}msg/{}blocks",
             msgs.len(),
-            state.blocks.len()
+            state.blocks().len()
         ),
-        |b| b.iter(|| view::project(&msgs, &state, &cfg).to_jsonl()),
+        |b| {
+            b.iter(|| {
+                let p = view::Projection::new(msgs.clone());
+                view::view(&p, &state, &cfg, path).to_jsonl().len()
+            })
+        },
     );
     g.bench_function(format!("materialize/{}msg", msgs.len()), |b| {
-        b.iter(|| view::materialize(&msgs, &state, &cfg).items.len())
+        b.iter(|| {
+            let p = view::Projection::new(msgs.clone());
+            view::materialize(&p, &state, &cfg, path).messages.len()
+        })
     });
     g.finish();
 }
 
-/// A session of `n` messages compressed every 8 messages: n/8 tier-1 blocks, recorded as
-/// Compress calls in the transcript.
-fn many_blocks(n: usize) -> (Vec<u8>, State) {
-    let cfg = NoaConfig {
+/// Where a benchmark's blocks say their archives are.
+fn place() -> compress::Placement<'static> {
+    compress::Placement {
+        root: "/r/noa/s",
+        session: "s",
+        created: "2026-11-30T12:00:00Z",
+        now: 1_796_040_000,
+    }
+}
+
+fn settings() -> NoaConfig {
+    NoaConfig {
         protect_recent_messages: 2,
         protect_recent_tokens: 0,
+        min_range_chars: 0,
         ..NoaConfig::default()
-    };
+    }
+}
+
+/// The refs of a session's view, in order.
+fn view_refs(p: &view::Projection<'_>, state: &State, cfg: &NoaConfig) -> Vec<String> {
+    let t = view::turn(p, state, cfg, &view::runtime_path);
+    t.items
+        .iter()
+        .filter_map(|&q| match t.slot(q) {
+            s @ Slot::Num(_) => s.name().map(|n| n.into_owned()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A session of `n` messages compressed every 8 messages: about n/8 tier-1 blocks, recorded
+/// as Compress calls (with their panels) in the transcript.
+fn many_blocks(n: usize) -> (Vec<u8>, State) {
+    let cfg = settings();
     let mut lines: Vec<String> = Vec::new();
     let mut state = State::initial("s");
     let seq = std::cell::Cell::new(0u64);
@@ -119,7 +155,6 @@ fn many_blocks(n: usize) -> (Vec<u8>, State) {
             v["parent_uuid"] = json!(format!("{:032x}", seq - 1));
         }
         lines.push(v.to_string());
-        v["timestamp"].as_str().unwrap_or("").to_string()
     };
     let mut calls = 0;
     for i in 0..n {
@@ -134,52 +169,38 @@ fn many_blocks(n: usize) -> (Vec<u8>, State) {
                 .iter()
                 .map(|l| parse_line(l.as_bytes()).expect("record"))
                 .collect();
-            let msgs: Vec<normafs::noa::Msg<'_>> = records
-                .iter()
-                .filter_map(|r| {
-                    r.as_message().map(|m| normafs::noa::Msg {
-                        raw_id: &r.uuid,
-                        message: m,
-                        timestamp: r.timestamp.as_deref(),
-                    })
-                })
-                .collect();
-            let mat = view::materialize(&msgs, &state, &cfg);
-            let last = mat.items.len().saturating_sub(3);
+            let msgs: Vec<_> = records.iter().filter_map(|r| r.as_message()).collect();
+            let p = view::Projection::new(msgs);
+            let refs = view_refs(&p, &state, &cfg);
+            let last = refs.len().saturating_sub(3);
             let first = last.saturating_sub(7);
-            let (start, _) = mat.item_span(&mat.items[first]);
-            let (_, end) = mat.item_span(&mat.items[last]);
+            let input = json!({"content": [{"startId": refs[first], "endId": refs[last], "summary": "A summary of eight messages of the session, long enough."}]});
+            let parsed = args::parse(&input.to_string());
             let id = format!("toolu_{calls}");
             calls += 1;
-            let now = format!("2026-11-30T10:00:00.{:09}Z", seq.get() + 1);
-            let ranges = vec![RangeSpec {
-                start: start.clone(),
-                end: end.clone(),
-                topic: None,
-                summary: "A summary of eight messages of the session.".into(),
-            }];
-            let ctx = Ctx {
-                msgs: &msgs,
-                state: &state,
-                cfg: &cfg,
-                strict: false,
-                call_id: &id,
-                now: &now,
-                session: "s",
-                archive_root: "/r",
-            };
-            if let Ok(p) = compress::plan(&ctx, &Batch { ranges }) {
-                state = p.state;
-                drop(msgs);
+            let before = view::turn(&p, &state, &cfg, &view::runtime_path).measure;
+            let a = rebuild::ctl_apply(
+                &p,
+                &state,
+                &cfg,
+                &parsed.ranges,
+                &id,
+                &place(),
+                &view::runtime_path,
+            );
+            if a.whole() {
+                let panel = compress::panel(&a, before);
+                state = a.state;
+                drop(p);
                 push(
                     &mut lines,
                     "assistant",
-                    json!([{"type": "tool_use", "id": id, "name": "Compress", "input": {"ranges": [{"start": start, "end": end, "summary": "A summary of eight messages of the session."}]}}]),
+                    json!([{"type": "tool_use", "id": id, "name": "Compress", "input": input}]),
                 );
                 push(
                     &mut lines,
                     "user",
-                    json!([{"type": "tool_result", "tool_use_id": id, "content": [{"type": "text", "text": "ok"}]}]),
+                    json!([{"type": "tool_result", "tool_use_id": id, "content": [{"type": "text", "text": panel}]}]),
                 );
             }
         }
@@ -192,57 +213,44 @@ fn many_blocks(n: usize) -> (Vec<u8>, State) {
 fn compress_and_rebuild(c: &mut Criterion) {
     let (bytes, state) = many_blocks(2_400);
     let t = Transcript::parse(&bytes, Some("s"));
-    let msgs = session::msgs(&t);
-    let cfg = NoaConfig {
-        protect_recent_messages: 2,
-        protect_recent_tokens: 0,
-        ..NoaConfig::default()
-    };
+    let msgs = session::messages(&t);
+    let cfg = settings();
     let mut g = c.benchmark_group("compress");
     g.sample_size(10);
-    let mat = view::materialize(&msgs, &state, &cfg);
-    let n = mat.items.len();
-    let (start, _) = mat.item_span(&mat.items[n - 10]);
-    let (_, end) = mat.item_span(&mat.items[n - 4]);
-    let batch = Batch {
-        ranges: vec![RangeSpec {
-            start,
-            end,
-            topic: None,
-            summary: "A summary of the last few messages of the session.".into(),
-        }],
-    };
+    let p = view::Projection::new(msgs.clone());
+    let refs = view_refs(&p, &state, &cfg);
+    let n = refs.len();
+    let input = json!({"content": [{"startId": refs[n - 10], "endId": refs[n - 4], "summary": "A summary of the last few messages of the session, long enough."}]});
+    let ranges = args::parse(&input.to_string()).ranges;
     g.bench_function(
         format!(
             "validate+build/{}msg/{}blocks",
             msgs.len(),
-            state.blocks.len()
+            state.blocks().len()
         ),
         |b| {
             b.iter(|| {
-                let ctx = Ctx {
-                    msgs: &msgs,
-                    state: &state,
-                    cfg: &cfg,
-                    strict: true,
-                    call_id: "ctl-x",
-                    now: "2026-11-30T12:00:00Z",
-                    session: "s",
-                    archive_root: "/r",
-                };
-                compress::plan(&ctx, &batch).expect("plan").blocks.len()
+                let a = rebuild::ctl_apply(
+                    &p,
+                    &state,
+                    &cfg,
+                    &ranges,
+                    "ctl-x",
+                    &place(),
+                    &view::runtime_path,
+                );
+                assert!(a.whole(), "{:?}", a.errors);
+                a.created.len()
             })
         },
     );
-    let mut events = replay::transcript_calls(&msgs, &cfg);
-    replay::order(&mut events);
     g.bench_function(
-        format!("rebuild/{}msg/{}blocks", msgs.len(), state.blocks.len()),
+        format!("rebuild/{}msg/{}blocks", msgs.len(), state.blocks().len()),
         |b| {
             b.iter(|| {
-                replay::replay(&msgs, &events, &cfg, "s", "/r")
+                rebuild::rebuild(&p, &cfg, "s", &place(), &[], &view::runtime_path)
                     .state
-                    .blocks
+                    .blocks()
                     .len()
             })
         },
