@@ -739,7 +739,11 @@ pub fn audit_session_in(
                 Some(&other) => match pairs.iter_mut().find(|p| p.0 == other && p.1 == bi) {
                     Some(p) => p.3 += 1,
                     None => {
-                        let r = refs_map.by_raw.get(id).cloned().unwrap_or_else(|| id.clone());
+                        let r = refs_map
+                            .by_raw
+                            .get(id)
+                            .cloned()
+                            .unwrap_or_else(|| id.clone());
                         pairs.push((other, bi, r, 1));
                     }
                 },
@@ -751,8 +755,18 @@ pub fn audit_session_in(
     }
     for (x, y, r, n) in pairs {
         let (bx, by) = (&blocks[x].block_id, &blocks[y].block_id);
-        let more = if n > 1 { format!(" and {} more messages", n - 1) } else { String::new() };
-        a.push(Severity::Error, "state.overlap", spath.clone(), block_line(by), format!("live blocks {bx} and {by} both took {r}{more}"));
+        let more = if n > 1 {
+            format!(" and {} more messages", n - 1)
+        } else {
+            String::new()
+        };
+        a.push(
+            Severity::Error,
+            "state.overlap",
+            spath.clone(),
+            block_line(by),
+            format!("live blocks {bx} and {by} both took {r}{more}"),
+        );
     }
 
     // Stats: the runtime counts what it made (a fork's count starts again at zero).
