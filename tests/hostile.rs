@@ -442,6 +442,9 @@ fn core_on_hostile_states() {
             "messageRefs": {"byRaw": {&ids[0]: "m18446744073709551615"}, "byRef": {"m18446744073709551615": &ids[0]}}}),
         json!({"version": 1, "sessionId": "s",
             "messageRefs": {"byRaw": {&ids[0]: "m99999"}, "byRef": {"m99999": &ids[0]}}}),
+        // Recorded refs that start with a multi-byte character.
+        json!({"version": 1, "sessionId": "s",
+            "messageRefs": {"byRaw": {&ids[0]: "é", &ids[1]: "\u{202e}## "}, "byRef": {"é": &ids[0]}}}),
         json!({"version": 1, "sessionId": "s",
             "tokenSnapshot": {"m00001": u64::MAX, "m00002": i64::MIN, "m00003": 1.5e300}}),
         json!({"version": 1, "sessionId": "s", "blocks": [
