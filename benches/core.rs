@@ -15,8 +15,10 @@ use normafs::store::session as store;
 fn generated(messages: usize, window: u64) -> (Vec<u8>, String, State, NoaConfig) {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().join("root");
-    let mut config = NoaConfig::default();
-    config.window = window;
+    let config = NoaConfig {
+        window,
+        ..NoaConfig::default()
+    };
     let opts = GenOptions {
         sessions: 1,
         messages,

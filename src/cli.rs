@@ -565,13 +565,24 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         } => {
             let paths = resolve_root(&root, &dirs)?;
             let cfg = config(&settings, sid.as_deref())?;
-            let mut d = root::discover(&paths)
+            let d = root::discover(&paths)
                 .map_err(|e| CliError::new(format!("cannot list the root: {e}")))?;
-            if let Some(sid) = &sid {
-                check_session(&paths, sid)?;
-                d.sessions = vec![sid.clone()];
-            }
-            let a = audit::audit_root(&paths, &d, &cfg, PathStyle::Root, &mut progress("audit"));
+            // One session: its own files only, as its audit.txt (SPEC 9); memory findings and
+            // bad names are the root's.
+            let a = match &sid {
+                Some(sid) => {
+                    check_session(&paths, sid)?;
+                    let mut a = audit::Audit::default();
+                    let s = crate::store::session::load(&paths, sid);
+                    let noa = cfg.for_session(sid);
+                    audit::audit_session_in(&mut a, &s, &noa, PathStyle::Root, Some(&paths));
+                    a.sort();
+                    a
+                }
+                None => {
+                    audit::audit_root(&paths, &d, &cfg, PathStyle::Root, &mut progress("audit"))
+                }
+            };
             if json {
                 let mut s = serde_json::to_string_pretty(&a.to_json()).unwrap_or_default();
                 s.push('\n');

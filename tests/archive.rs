@@ -907,6 +907,30 @@ fn frontmatter_errors_are_clear() {
     assert!(one_line_error(&long).to_string().ends_with("…"));
 }
 
+/// A topic with line breaks (a ctl command can give one) is written as one frontmatter line,
+/// its breaks as spaces: the archive reads back (the runtime writes it as it is, and no
+/// reader can take that frontmatter apart).
+#[test]
+fn a_topic_with_line_breaks_stays_one_frontmatter_line() {
+    let mut a = tier1(vec![msg(
+        Some("m00001"),
+        "user",
+        MessageKind::Text,
+        "",
+        "hi",
+    )]);
+    a.topic = "two\nlines\r\nand more".to_string();
+    a.with_body_sha256 = true;
+    let text = render(&a, Labels::Chinese);
+    assert!(text.contains("\ntopic: two lines  and more\n"), "{text}");
+    let p = parse_ok(&text, "topic");
+    assert_eq!(p.frontmatter.topic.as_deref(), Some("two lines  and more"));
+    assert_eq!(p.body_sha256_ok, Some(true));
+    // A one-line topic is written as it is (the runtime's bytes).
+    a.topic = "build fixes".to_string();
+    assert!(render(&a, Labels::Chinese).contains("\ntopic: build fixes\n"));
+}
+
 #[test]
 fn unknown_keys_and_blank_lines_are_kept_and_skipped() {
     let p = parse_ok(

@@ -17,7 +17,10 @@ use normafs::fs::{FsOptions, NormaFs, ROOT_INO, WATCHED_TTL};
 use normafs::fuse::MountOptions;
 use normafs::store::root::RootPaths;
 
-const SID: &str = "7f0c2a";
+/// The corpus session with blocks and their archives.
+const SID: &str = "s2-tier1";
+/// The corpus session with a subagent.
+const SUB: &str = "s4-subagent";
 
 /// A change behind the mount's back must show well before any TTL here would end; the bound
 /// only keeps a broken build from hanging.
@@ -70,14 +73,15 @@ fn long_ttls_and_kept_caches_only_where_inotify_covers() {
     assert_eq!(ttl(&fs, &s), short);
     assert_eq!(ttl(&fs, &format!("{s}/state.json")), short);
     w.watch_session(SID);
+    w.watch_session(SUB);
     for p in [
         s.clone(),
         format!("{s}/transcript.jsonl"),
         format!("{s}/state.json"),
         format!("{s}/tier1"),
-        format!("{s}/tier1/b1_m0001-m0006.md"),
-        format!("{s}/subagents"),
-        format!("{s}/subagents/agent-ag-41.jsonl"),
+        format!("{s}/tier1/b1_m00004-m00009.md"),
+        format!("sessions/{SUB}/subagents"),
+        format!("sessions/{SUB}/subagents/agent-a7f3c2.jsonl"),
         format!("{s}/raw"),
         format!("{s}/ctl"),
         "ctl".to_string(),
@@ -89,7 +93,8 @@ fn long_ttls_and_kept_caches_only_where_inotify_covers() {
     for p in [
         format!("{s}/view.jsonl"),
         format!("{s}/status.json"),
-        format!("{s}/raw/m0001-m0006.md"),
+        format!("{s}/raw/m00004-m00009.md"),
+        format!("{s}/materialized.jsonl"),
         "memory/MEMORY.md".to_string(),
     ] {
         assert_eq!(ttl(&fs, &p), WATCHED_TTL, "{p}");
@@ -204,13 +209,13 @@ fn cached_listings_follow_names_behind_the_mount() {
     // A tier directory filled at once, maybe before it is watched.
     let tier2 = root.join(format!("noa/{SID}/tier2"));
     std::fs::create_dir(&tier2).expect("mkdir");
-    std::fs::write(tier2.join("b9_m0001-m0010.md"), "x").expect("write");
+    std::fs::write(tier2.join("b99_m00001-m00010.md"), "x").expect("write");
     assert!(within(SOON, || names(&s).contains(&"tier2".to_string())));
     assert!(within(SOON, || names(&s.join("tier2"))
-        == vec!["b9_m0001-m0010.md".to_string()]));
-    std::fs::remove_file(root.join(format!("noa/{SID}/tier1/b2_m0007-m0010.md"))).expect("rm");
+        == vec!["b99_m00001-m00010.md".to_string()]));
+    std::fs::remove_file(root.join(format!("noa/{SID}/tier1/b2_m00012-m00017.md"))).expect("rm");
     assert!(within(SOON, || !names(&s.join("tier1"))
-        .contains(&"b2_m0007-m0010.md".to_string())));
+        .contains(&"b2_m00012-m00017.md".to_string())));
 
     // A memory file added and one removed.
     std::fs::write(root.join("memory/new-note.md"), "---\nname: n\n---\nx\n").expect("write");
@@ -223,14 +228,14 @@ fn cached_listings_follow_names_behind_the_mount() {
     // A new session, then its subagents directory (the parent appears with it).
     std::fs::copy(
         root.join(format!("transcripts/{SID}.jsonl")),
-        root.join("transcripts/s2.jsonl"),
+        root.join("transcripts/s9-copy.jsonl"),
     )
     .expect("copy");
     assert!(within(SOON, || names(&m.at("sessions"))
-        .contains(&"s2".to_string())));
-    let s2 = m.at("sessions/s2");
+        .contains(&"s9-copy".to_string())));
+    let s2 = m.at("sessions/s9-copy");
     assert!(!names(&s2).contains(&"subagents".to_string()));
-    let sub = root.join("transcripts/s2/subagents");
+    let sub = root.join("transcripts/s9-copy/subagents");
     std::fs::create_dir_all(&sub).expect("mkdir");
     std::fs::write(sub.join("agent-x.jsonl"), "").expect("write");
     assert!(within(SOON, || names(&s2).contains(&"subagents".to_string())));
@@ -430,7 +435,13 @@ fn a_listing_hands_over_attributes_never_a_placeholder_size() {
         "stat after the listing sends no lookup"
     );
     assert_eq!(st.len(), cat(&dir.join("transcript.jsonl")).len() as u64);
-    let computed = ["view.jsonl", "view.md", "audit.txt", "status.json"];
+    let computed = [
+        "view.jsonl",
+        "view.md",
+        "materialized.jsonl",
+        "audit.txt",
+        "status.json",
+    ];
     for n in computed {
         let p = dir.join(n);
         let size = std::fs::metadata(&p).expect(n).len();

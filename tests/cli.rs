@@ -52,87 +52,191 @@ fn help_on_every_command() {
     assert!(stdout(&o).contains("--config <FILE>"));
 }
 
+/// The corpus's settings as a `--config` file (each session's window and parents) in `dir`.
+fn corpus_config_file(dir: &std::path::Path) -> String {
+    let p = dir.join("corpus.toml");
+    std::fs::write(&p, common::corpus_config_toml("")).expect("write config");
+    p.to_str().expect("utf8").to_string()
+}
+
+fn json_lines(text: &str) -> Vec<serde_json::Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect()
+}
+
+/// `normafs view` of the corpus with each session's settings prints what the runtime sends
+/// (oracle `resume-view.json`, as `jq -c .message` would extract it) and, with
+/// `--materialized`, the runtime's materialized history; `--md` is view.md; the audit of the
+/// healthy root has no error and only the runtime's own hazard as a warning.
 #[test]
 fn view_and_audit_of_the_example() {
     let d = example_root();
     let root = d.path().to_str().expect("utf8");
-    let o = normafs(&["view", root, "7f0c2a"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let lines: Vec<serde_json::Value> = stdout(&o)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json"))
-        .collect();
-    let kinds: Vec<String> = lines
-        .iter()
-        .map(|l| {
-            l.get("block")
-                .or(l.get("ref"))
-                .and_then(|v| v.as_str())
-                .unwrap_or("?")
-                .to_string()
-        })
-        .collect();
-    assert_eq!(kinds, ["b1", "b2", "m0015", "m0016"]);
-    let o = normafs(&["view", root, "7f0c2a", "--md"]);
-    assert!(
-        stdout(&o).contains("## b1 · tier 1 · m0001–m0006\n"),
-        "{}",
-        stdout(&o)
+    let cfg_dir = tempfile::tempdir().expect("tempdir");
+    let cfg = corpus_config_file(cfg_dir.path());
+    for sid in common::CORPUS_SESSIONS {
+        let o = normafs(&["view", root, sid, "--config", &cfg]);
+        assert!(o.status.success(), "{sid}: {}", stderr(&o));
+        let got: Vec<serde_json::Value> = json_lines(&stdout(&o))
+            .into_iter()
+            .map(|l| l["message"].clone())
+            .collect();
+        let want = common::oracle(&format!("{sid}/resume-view.json"));
+        assert_eq!(serde_json::Value::Array(got), want, "{sid}: view");
+        let o = normafs(&["view", root, sid, "--config", &cfg, "--materialized"]);
+        assert!(o.status.success(), "{sid}: {}", stderr(&o));
+        let got: Vec<serde_json::Value> = json_lines(&stdout(&o))
+            .into_iter()
+            .map(|l| l["message"].clone())
+            .collect();
+        let want = common::oracle(&format!("{sid}/materialize.json"));
+        assert_eq!(serde_json::Value::Array(got), want, "{sid}: materialized");
+    }
+    // The line shapes: a transcript message by its refs, a summary by its block.
+    let o = normafs(&["view", root, "s2-tier1", "--config", &cfg]);
+    let lines = json_lines(&stdout(&o));
+    assert_eq!(lines[0]["refs"], serde_json::json!(["m00001"]));
+    assert_eq!(lines[0]["message"]["role"], "user");
+    let summaries: Vec<&serde_json::Value> =
+        lines.iter().filter(|l| l.get("block").is_some()).collect();
+    assert_eq!(summaries.len(), 15);
+    assert_eq!(
+        (
+            &summaries[0]["block"],
+            &summaries[0]["tier"],
+            &summaries[0]["range"]
+        ),
+        (
+            &serde_json::json!("b1"),
+            &serde_json::json!(1),
+            &serde_json::json!("m00004-m00009")
+        )
     );
-    assert!(stdout(&o).contains("## m0016 · assistant\n"));
+    let o = normafs(&["view", root, "s2-tier1", "--config", &cfg, "--md"]);
+    let md = stdout(&o);
+    assert!(md.starts_with("# View of s2-tier1\n"), "{md}");
+    assert!(md.contains("of a 40K window"), "{md}");
+    assert!(
+        md.contains("\n## b1 · tier 1 · m00004-m00009 (summary)\n"),
+        "{md}"
+    );
+    assert!(md.contains("originals: `raw/m00004-m00009.md`"), "{md}");
 
-    let o = normafs(&["audit", root]);
+    let o = normafs(&["audit", root, "--config", &cfg]);
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
     let text = stdout(&o);
     assert!(
-        text.ends_with("summary: 0 errors, 0 warnings, 2 info\n"),
+        text.ends_with("summary: 0 errors, 1 warnings, 6 info\n"),
         "{text}"
     );
+    let warnings: Vec<&str> = text.lines().filter(|l| l.starts_with("warn ")).collect();
+    assert_eq!(warnings.len(), 1);
+    assert!(warnings[0].starts_with("warn memory.empty-slug memory/.md — "));
     assert!(
-        text.starts_with("info archive.moved noa/7f0c2a/tier1/b1_m0001-m0006.md — "),
+        text.contains("info state.inherited noa/s5-fork-of-s2/state.json — "),
         "{text}"
     );
-    let o = normafs(&["audit", root, "7f0c2a", "--json"]);
+    // One session's audit: its own files (the memory's finding is the root's).
+    let o = normafs(&["audit", root, "s2-tier1", "--json", "--config", &cfg]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(v["summary"]["errors"], 0);
     assert_eq!(v["findings"][0]["code"], "archive.moved");
+    assert_eq!(v["findings"].as_array().map(Vec::len), Some(1));
+    // The fork's inherited archives are found in the session they live in.
+    let o = normafs(&["audit", root, "s5-fork-of-s2", "--config", &cfg]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(stdout(&o).contains("info state.inherited noa/s5-fork-of-s2/state.json"));
 }
 
 #[test]
 fn audit_exits_1_on_errors() {
     let d = example_root();
-    std::fs::write(d.path().join("noa/7f0c2a/state.json"), "[1,2]").expect("write");
+    std::fs::write(d.path().join("noa/s2-tier1/state.json"), "[1,2]").expect("write");
     let o = normafs(&["audit", d.path().to_str().expect("utf8")]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stdout(&o).contains("error state.malformed noa/7f0c2a/state.json — malformed state.json: expected a JSON object, found an array"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("error state.malformed noa/s2-tier1/state.json — malformed state.json: invalid type: sequence, expected an object for the top level"), "{}", stdout(&o));
 }
 
 #[test]
 fn ctl_prints_its_result_line_or_one_error_line() {
     let d = example_root();
     let root = d.path().to_str().expect("utf8");
-    let o = normafs(&["ctl", root, "7f0c2a", "rebuild"]);
+    let o = normafs(&["ctl", root, "s2-tier1", "rebuild"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("json line");
     assert_eq!(v["ok"], true);
     assert_eq!(v["command"], "rebuild");
     assert_eq!(v["seq"], 1);
+    assert_eq!(v["result"]["adopted"].as_array().map(Vec::len), Some(15));
     let o = normafs(&[
         "ctl",
         root,
-        "7f0c2a",
+        "s2-tier1",
         "compress",
-        "m0001",
-        "m0099",
-        "a summary long enough to pass",
+        "m00150",
+        "m99999",
+        "a summary long enough to pass the minimum length of fifty",
     ]);
-    assert_one_line_error(&o, "unknown ref m0099");
-    let o = normafs(&["ctl", root, "7f0c2a", "nonsense"]);
+    assert_one_line_error(&o, "every ref is unknown to this session");
+    assert!(
+        stderr(&o).contains("session highest ref=m00182"),
+        "{}",
+        stderr(&o)
+    );
+    let o = normafs(&["ctl", root, "s2-tier1", "nonsense"]);
     assert_one_line_error(&o, "unknown command `nonsense`");
     let o = normafs(&["ctl", root, "-", "reindex-memory"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let o = normafs(&["ctl", root, "-", "help"]);
     assert!(stdout(&o).contains("reindex-memory"));
+    // The oracle's first Compress input, as the runtime's tool took it.
+    let input =
+        std::fs::read_to_string(common::norma_data().join("oracle/s2-tier1/compress-1/input.json"))
+            .expect("input");
+    let cfg_dir = tempfile::tempdir().expect("tempdir");
+    let cfg = corpus_config_file(cfg_dir.path());
+    let o = normafs(&[
+        "ctl", root, "s2-tier1", "--config", &cfg, "compress", &input,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("json line");
+    let panel = v["message"].as_str().expect("panel");
+    assert!(
+        panel.starts_with("▣ noa | 19K → 13K tokens (~6.1K reclaimed)\n"),
+        "{panel}"
+    );
+    assert!(panel.contains("  b16(T1)=m00124–m00129* → "), "{panel}");
+    // A session written just now looks live: EBUSY, one line saying why; `compress!` runs.
+    common::set_mtime(
+        &d.path().join("transcripts/s2-tier1.jsonl"),
+        std::time::SystemTime::now(),
+    );
+    let summary = "the late part of the session, summarized for the test at length";
+    let o = normafs(&[
+        "ctl",
+        root,
+        "s2-tier1",
+        "--min-range-chars",
+        "0",
+        "compress",
+        "m00170",
+        "m00175",
+        summary,
+    ]);
+    assert_one_line_error(&o, "looks live");
+    let o = normafs(&[
+        "ctl",
+        root,
+        "s2-tier1",
+        "--min-range-chars",
+        "0",
+        "compress!",
+        "m00170",
+        "m00175",
+        summary,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
 }
 
 #[test]
@@ -146,7 +250,7 @@ fn bad_input_is_one_line_and_non_zero() {
     assert_one_line_error(&normafs(&["view", root, "nosuch"]), "no session nosuch");
     assert_one_line_error(&normafs(&["view", root, "../etc"]), "is not a session name");
     assert_one_line_error(
-        &normafs(&["view", root, "7f0c2a", "--window", "abc"]),
+        &normafs(&["view", root, "s2-tier1", "--window", "abc"]),
         "invalid value 'abc'",
     );
     assert_one_line_error(&normafs(&["frobnicate"]), "unrecognized subcommand");
@@ -154,7 +258,7 @@ fn bad_input_is_one_line_and_non_zero() {
         &normafs(&["audit", root, "--config", "/nonexistent.toml"]),
         "cannot read config file /nonexistent.toml",
     );
-    let o = normafs(&["view", root, "7f0c2a", "--floor-ratio", "7"]);
+    let o = normafs(&["view", root, "s2-tier1", "--floor-ratio", "7"]);
     assert!(o.status.success());
     assert!(
         stderr(&o).contains("warning: floor_ratio = 7 is not a ratio in [0, 1]"),
@@ -174,7 +278,7 @@ fn settings_come_from_flags_options_and_session_tables() {
         p.to_str().expect("utf8").to_string()
     };
     let view = |extra: &[&str]| {
-        let mut args = vec!["view", root, "7f0c2a"];
+        let mut args = vec!["view", root, "s2-tier1"];
         args.extend_from_slice(extra);
         let o = normafs(&args);
         assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
@@ -184,7 +288,7 @@ fn settings_come_from_flags_options_and_session_tables() {
     let small = stdout(&view(&["-o", "window=100"]));
     assert_ne!(small, default, "a tiny window changes the view");
     assert_eq!(stdout(&view(&["--window", "100"])), small);
-    let table = write("t.toml", "[sessions.\"7f0c2a\"]\nwindow = 100\n");
+    let table = write("t.toml", "[sessions.\"s2-tier1\"]\nwindow = 100\n");
     assert_eq!(stdout(&view(&["--config", &table])), small);
     let other = write("o.toml", "[sessions.\"other\"]\nwindow = 100\n");
     assert_eq!(stdout(&view(&["--config", &other])), default);
@@ -195,21 +299,21 @@ fn settings_come_from_flags_options_and_session_tables() {
     );
 
     // A questionable value in a session table: a warning naming the session; the view goes on.
-    let bad = write("b.toml", "[sessions.\"7f0c2a\"]\nmax_tier = 9\n");
+    let bad = write("b.toml", "[sessions.\"s2-tier1\"]\nmax_tier = 9\n");
     let o = view(&["--config", &bad]);
     assert_eq!(stdout(&o), default);
     assert!(
-        stderr(&o).contains("warning: [sessions.\"7f0c2a\"] max_tier = 9 is not 2 or 3"),
+        stderr(&o).contains("warning: [sessions.\"s2-tier1\"] max_tier = 9 is not 2 or 3"),
         "{}",
         stderr(&o)
     );
 
     // Unusable settings stop every command with one line and exit 2.
-    let unknown = write("u.toml", "[sessions.\"7f0c2a\"]\nwindw = 100\n");
+    let unknown = write("u.toml", "[sessions.\"s2-tier1\"]\nwindw = 100\n");
     for args in [
-        vec!["view", root, "7f0c2a", "--config", &unknown],
+        vec!["view", root, "s2-tier1", "--config", &unknown],
         vec!["audit", root, "--config", &unknown],
-        vec!["ctl", root, "7f0c2a", "help", "--config", &unknown],
+        vec!["ctl", root, "s2-tier1", "help", "--config", &unknown],
     ] {
         let o = normafs(&args);
         assert_one_line_error(&o, "unknown key \"windw\"");

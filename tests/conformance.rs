@@ -22,30 +22,31 @@ fn spec() -> Value {
 fn config_of(s: &Value) -> NoaConfig {
     let c = &s["Config"];
     let n = &c["Nudge"];
-    let mut cfg = NoaConfig::default();
-    cfg.window = c["ModelContextLimit"].as_u64().unwrap();
-    cfg.floor_ratio = n["MinContextLimitPct"].as_f64().unwrap();
-    cfg.pressure_ratio = n["MaxContextLimitPct"].as_f64().unwrap();
-    cfg.truncate_ratio = c["Truncate"]["Threshold"].as_f64().unwrap();
-    cfg.growth_ratio = n["GrowthRatio"].as_f64().unwrap();
-    cfg.growth_floor = n["GrowthFloor"].as_u64().unwrap();
-    cfg.growth_cap = n["GrowthCap"].as_u64().unwrap();
-    cfg.min_growth_floor = n["MinGrowthFloor"].as_u64().unwrap();
-    cfg.min_growth_ratio = n["MinGrowthRatio"].as_f64().unwrap();
-    cfg.tier2_growth_multiplier = n["Tier2GrowthMultiplier"].as_f64().unwrap();
-    cfg.protect_recent_messages = c["PreserveRecentMessages"].as_u64().unwrap() as usize;
-    cfg.protect_recent_tokens = c["PreserveRecentTokens"].as_u64().unwrap();
-    cfg.protected_tools = c["ProtectedTools"]
-        .as_array()
-        .map(|a| a.iter().map(|v| v.as_str().unwrap().to_string()).collect())
-        .unwrap_or_default();
-    cfg.min_range_chars = c["Compress"]["MinCompressRange"].as_u64().unwrap() as usize;
-    cfg.min_summary_chars = c["Compress"]["MinSummaryLength"].as_u64().unwrap() as usize;
-    cfg.max_summary_chars = c["Compress"]["MaxSummaryLength"].as_u64().unwrap() as usize;
-    cfg.max_tier = c["Tiers"]["MaxTier"].as_u64().unwrap() as u32;
-    cfg.tier2_min_blocks = c["Tiers"]["Tier2Trigger"].as_u64().unwrap() as usize;
-    cfg.tier3_min_blocks = c["Tiers"]["Tier3Trigger"].as_u64().unwrap() as usize;
-    cfg
+    NoaConfig {
+        window: c["ModelContextLimit"].as_u64().unwrap(),
+        floor_ratio: n["MinContextLimitPct"].as_f64().unwrap(),
+        pressure_ratio: n["MaxContextLimitPct"].as_f64().unwrap(),
+        truncate_ratio: c["Truncate"]["Threshold"].as_f64().unwrap(),
+        growth_ratio: n["GrowthRatio"].as_f64().unwrap(),
+        growth_floor: n["GrowthFloor"].as_u64().unwrap(),
+        growth_cap: n["GrowthCap"].as_u64().unwrap(),
+        min_growth_floor: n["MinGrowthFloor"].as_u64().unwrap(),
+        min_growth_ratio: n["MinGrowthRatio"].as_f64().unwrap(),
+        tier2_growth_multiplier: n["Tier2GrowthMultiplier"].as_f64().unwrap(),
+        protect_recent_messages: c["PreserveRecentMessages"].as_u64().unwrap() as usize,
+        protect_recent_tokens: c["PreserveRecentTokens"].as_u64().unwrap(),
+        protected_tools: c["ProtectedTools"]
+            .as_array()
+            .map(|a| a.iter().map(|v| v.as_str().unwrap().to_string()).collect())
+            .unwrap_or_default(),
+        min_range_chars: c["Compress"]["MinCompressRange"].as_u64().unwrap() as usize,
+        min_summary_chars: c["Compress"]["MinSummaryLength"].as_u64().unwrap() as usize,
+        max_summary_chars: c["Compress"]["MaxSummaryLength"].as_u64().unwrap() as usize,
+        max_tier: c["Tiers"]["MaxTier"].as_u64().unwrap() as u32,
+        tier2_min_blocks: c["Tiers"]["Tier2Trigger"].as_u64().unwrap() as usize,
+        tier3_min_blocks: c["Tiers"]["Tier3Trigger"].as_u64().unwrap() as usize,
+        ..NoaConfig::default()
+    }
 }
 
 /// The first difference between two JSON values, as a path.

@@ -29,29 +29,39 @@ const BIN: &str = env!("CARGO_BIN_EXE_normafs");
 const SID: &str = "s1";
 const SUMMARY: &str = "The user asked questions and got long answers about the build.";
 /// The ctl/audit flags that make ranges compressible in a short session (SPEC 10).
-const FLAGS: [&str; 4] = [
+/// Also no batch minimum, and no session counted as live (each root is written just before
+/// its command runs).
+const FLAGS: [&str; 8] = [
     "--protect-recent-messages",
     "2",
     "--protect-recent-tokens",
+    "0",
+    "--min-range-chars",
+    "0",
+    "--live-seconds",
     "0",
 ];
 /// Messages in the test session: enough for several compress commands and a follow-up.
 const MESSAGES: usize = 30;
 /// The range the "next compress" after a crash uses; no scenario touches it.
-const NEXT_RANGE: (&str, &str) = ("m0021", "m0022");
+const NEXT_RANGE: (&str, &str) = ("m00021", "m00022");
 /// Highest `:<n>` tried per failpoint and scenario (no scenario hits any name this often).
 const MAX_HITS: u64 = 12;
 
+/// [`FLAGS`] as settings.
 fn cfg() -> NoaConfig {
     NoaConfig {
         protect_recent_messages: 2,
         protect_recent_tokens: 0,
+        min_range_chars: 0,
+        live_seconds: 0,
         ..NoaConfig::default()
     }
 }
 
-fn ranges(rs: &[(&str, &str)]) -> Value {
-    json!({"ranges": rs.iter().map(|(s, e)| json!({"start": s, "end": e, "topic": "t", "summary": SUMMARY})).collect::<Vec<_>>()})
+/// The runtime's Compress input for these ranges.
+fn ranges(rs: &[(&str, &str)]) -> String {
+    json!({"content": rs.iter().map(|(s, e)| json!({"startId": s, "endId": e, "topic": "t", "summary": SUMMARY})).collect::<Vec<_>>()}).to_string()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -78,7 +88,7 @@ fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "compress-first",
             setup: setup_fresh,
-            command: || words(&["compress", "m0001", "m0004", SUMMARY]),
+            command: || words(&["compress", "m00001", "m00004", SUMMARY]),
             follow: Follow::Any,
         },
         Scenario {
@@ -87,7 +97,7 @@ fn scenarios() -> Vec<Scenario> {
             command: || {
                 vec![
                     "compress".into(),
-                    ranges(&[("m0005", "m0008"), ("m0009", "m0012")]).to_string(),
+                    ranges(&[("m00005", "m00008"), ("m00009", "m00012")]),
                 ]
             },
             follow: Follow::Any,
@@ -95,13 +105,14 @@ fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "compress-tier2",
             setup: setup_three_blocks,
-            command: || vec!["compress".into(), ranges(&[("m0001", "m0014")]).to_string()],
+            // Block endpoints: a tier-2 block absorbing the three tier-1 blocks.
+            command: || vec!["compress".into(), ranges(&[("b1", "b3")])],
             follow: Follow::Any,
         },
         Scenario {
             name: "compress-after-crash",
             setup: setup_behind_and_torn,
-            command: || words(&["compress", "m0013", "m0016", SUMMARY]),
+            command: || words(&["compress", "m00013", "m00016", SUMMARY]),
             follow: Follow::Any,
         },
         Scenario {
@@ -157,19 +168,19 @@ fn compress_in_process(root: &Path, rs: &[(&str, &str)]) {
 
 fn setup_one_block(root: &Path) {
     setup_fresh(root);
-    compress_in_process(root, &[("m0001", "m0004")]);
+    compress_in_process(root, &[("m00001", "m00004")]);
 }
 
 fn setup_three_blocks(root: &Path) {
     setup_one_block(root);
-    compress_in_process(root, &[("m0005", "m0008")]);
-    compress_in_process(root, &[("m0009", "m0012")]);
+    compress_in_process(root, &[("m00005", "m00008")]);
+    compress_in_process(root, &[("m00009", "m00012")]);
 }
 
 /// Three tier-1 blocks absorbed into a tier-2 block, then `state.json` deleted.
 fn setup_no_state(root: &Path) {
     setup_three_blocks(root);
-    compress_in_process(root, &[("m0001", "m0014")]);
+    compress_in_process(root, &[("b1", "b3")]);
     std::fs::remove_file(paths(root).state_path(SID)).expect("rm state");
 }
 
@@ -178,14 +189,10 @@ fn setup_tampered(root: &Path) {
     setup_three_blocks(root);
     let p = paths(root);
     let st = read_state(&p).expect("state");
-    let b2 = st
-        .blocks
-        .iter()
-        .find(|b| b.block_id.name() == "b2")
-        .expect("b2");
+    let b2 = st.blocks().iter().find(|b| b.block_id == "b2").expect("b2");
     let path = p.archive_root(SID).join(&b2.archive_rel);
     let text = std::fs::read_to_string(&path).expect("archive");
-    let tampered = text.replace("range: m0005-m0008", "range: m0005-m0007");
+    let tampered = text.replace("range: m00005-m00008", "range: m00005-m00007");
     assert_ne!(text, tampered);
     std::fs::write(&path, tampered).expect("tamper");
 }
@@ -208,24 +215,30 @@ fn setup_behind_and_torn(root: &Path) {
     let out = txn::compress(
         &paths(root),
         SID,
-        &ranges(&[("m0005", "m0008")]),
+        &ranges(&[("m00005", "m00008")]),
         &cfg(),
         Utc::now(),
     );
     failpoint::clear_thread();
-    assert!(out
-        .expect("committed with a warning")
-        .message
-        .contains("warning"));
+    assert_eq!(
+        out.expect("committed with a warning").result["warnings"]
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
     let p = paths(root);
     let aroot = p.archive_root(SID);
     std::fs::write(
-        aroot.join("tier1/b9_m0013-m0014.md"),
-        "---\nblock: b9\ntier: 1\nrange: m0013-m0014\noriginal_tokens: 60\ncall: ctl-0badc0ffee\n---\n# Archive b9\n",
+        aroot.join("tier1/b9_m00013-m00014.md"),
+        "---\nblock: b9\ntier: 1\nrange: m00013-m00014\nmessage_count: 2\noriginal_tokens: 60\ncall: ctl-0badc0ffee\n---\n\n# 归档 b9 · Tier 1 · m00013–m00014\n\n---\n\n",
     )
     .expect("orphan");
     std::fs::write(aroot.join(".state.json.tmp-0123456789abcdef"), b"{\"vers").expect("tmp");
-    std::fs::write(aroot.join("tier1/.b9_m0013-m0014.md.tmp-00ff"), b"---\nbl").expect("tmp");
+    std::fs::write(
+        aroot.join("tier1/.b9_m00013-m00014.md.tmp-00ff"),
+        b"---\nbl",
+    )
+    .expect("tmp");
     let mut j = std::fs::OpenOptions::new()
         .append(true)
         .open(p.journal_path(SID))
@@ -338,9 +351,9 @@ fn before(root: &Path) -> Before {
 }
 
 fn block_keys(s: &State) -> BTreeSet<(String, String)> {
-    s.blocks
+    s.blocks()
         .iter()
-        .map(|b| (b.block_id.name(), b.compress_call_id.clone()))
+        .map(|b| (b.block_id.clone(), b.compress_call_id.clone()))
         .collect()
 }
 
@@ -382,8 +395,8 @@ fn check_after_crash(root: &Path, b: &Before, what: &str) {
     );
     if let Some(st) = &state {
         let aroot = p.archive_root(SID);
-        for blk in &st.blocks {
-            let name = blk.block_id.name();
+        for blk in st.blocks() {
+            let name = blk.block_id.clone();
             let path = aroot.join(&blk.archive_rel);
             let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
                 panic!(
@@ -396,15 +409,18 @@ fn check_after_crash(root: &Path, b: &Before, what: &str) {
             }
             let parsed = archive::parse(&text)
                 .unwrap_or_else(|e| panic!("{what}: archive of {name} does not parse: {e}"));
-            assert_ne!(parsed.sha_ok, Some(false), "{what}: {name}: body_sha256");
-            let f = &parsed.doc.front;
+            assert_ne!(
+                parsed.body_sha256_ok,
+                Some(false),
+                "{what}: {name}: body_sha256"
+            );
+            let f = &parsed.frontmatter;
             assert_eq!(
-                (f.block.as_str(), f.tier, f.start.as_str(), f.end.as_str()),
+                (f.block.as_str(), f.tier, f.range.clone()),
                 (
                     name.as_str(),
-                    blk.tier,
-                    blk.start_ref.as_str(),
-                    blk.end_ref.as_str()
+                    Some(blk.tier),
+                    Some((blk.start_ref.clone(), blk.end_ref.clone()))
                 ),
                 "{what}: archive frontmatter of {name}"
             );
@@ -417,12 +433,12 @@ fn check_after_crash(root: &Path, b: &Before, what: &str) {
         );
         // Nothing uncommitted is in the state: every ctl block's batch is in the journal.
         let calls = journal_calls(&j);
-        for blk in &st.blocks {
+        for blk in st.blocks() {
             if blk.compress_call_id.starts_with("ctl-") {
                 assert!(
                     calls.contains(&blk.compress_call_id),
                     "{what}: {} in state.json comes from batch {} that the journal does not hold",
-                    blk.block_id.name(),
+                    blk.block_id,
                     blk.compress_call_id
                 );
             }
@@ -879,7 +895,7 @@ fn recovery_keeps_archives_the_state_points_at() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for b in &st.blocks {
+    for b in st.blocks() {
         assert!(
             p.archive_root(SID).join(&b.archive_rel).is_file(),
             "recovery removed {}, which state.json points at",

@@ -10,12 +10,15 @@ use normafs::config::Config;
 use normafs::fs::{FileKind, FsError, FsOptions, Node, NormaFs, PlusEntry, SetAttr, ROOT_INO};
 use normafs::store::root::RootPaths;
 
-const SID: &str = "7f0c2a";
+/// The corpus session with 15 tier-1 blocks.
+const SID: &str = "s2-tier1";
 
+/// The corpus's settings, a small protected tail and no batch minimum.
 fn fs_for(root: &std::path::Path, read_only: bool) -> NormaFs {
-    let mut cfg = Config::default();
+    let mut cfg: Config = common::corpus_config();
     cfg.noa.protect_recent_messages = 0;
     cfg.noa.protect_recent_tokens = 0;
+    cfg.noa.min_range_chars = 0;
     let opts = FsOptions::new(&cfg, read_only);
     NormaFs::new(RootPaths::from_root(root), cfg, opts)
 }
@@ -60,19 +63,22 @@ fn namespace_matches_the_spec_layout() {
         [".", "..", "sessions", "memory", "audit.txt", "ctl"]
     );
     let sessions = lookup_path(&fs, "sessions").expect("sessions");
-    assert_eq!(names(&fs, sessions), [".", "..", SID]);
-    let s = lookup_path(&fs, "sessions/7f0c2a").expect("session");
+    assert_eq!(
+        names(&fs, sessions)[2..].to_vec(),
+        common::CORPUS_SESSIONS.map(String::from).to_vec()
+    );
+    let s = lookup_path(&fs, "sessions/s2-tier1").expect("session");
     assert_eq!(
         names(&fs, s),
         [
             ".",
             "..",
             "transcript.jsonl",
-            "subagents",
             "state.json",
             "tier1",
             "view.jsonl",
             "view.md",
+            "materialized.jsonl",
             "audit.txt",
             "status.json",
             "raw",
@@ -80,11 +86,30 @@ fn namespace_matches_the_spec_layout() {
             "ctl"
         ]
     );
-    let raw = lookup_path(&fs, "sessions/7f0c2a/raw").expect("raw");
-    assert_eq!(
-        names(&fs, raw),
-        [".", "..", "m0001-m0006.md", "m0007-m0010.md"]
+    // A session that never compressed has no state.json and no tier directory; a session
+    // with a subagent has its sidechains.
+    let s4 = lookup_path(&fs, "sessions/s4-subagent").expect("session");
+    let n4 = names(&fs, s4);
+    assert!(n4.contains(&"subagents".to_string()), "{n4:?}");
+    assert!(
+        !n4.iter()
+            .any(|n| n == "state.json" || n.starts_with("tier")),
+        "{n4:?}"
     );
+    let sub = lookup_path(&fs, "sessions/s4-subagent/subagents").expect("subagents");
+    assert_eq!(names(&fs, sub), [".", "..", "agent-a7f3c2.jsonl"]);
+    // raw/ lists one file per block range.
+    let raw = lookup_path(&fs, "sessions/s2-tier1/raw").expect("raw");
+    let mut want: Vec<String> =
+        normafs::format::state::load_state(&d.path().join("noa/s2-tier1/state.json"), SID)
+            .state
+            .blocks()
+            .iter()
+            .map(|b| format!("{}-{}.md", b.start_ref, b.end_ref))
+            .collect();
+    want.sort();
+    assert_eq!(want.len(), 15);
+    assert_eq!(names(&fs, raw)[2..].to_vec(), want);
     let mem = lookup_path(&fs, "memory").expect("memory");
     assert_eq!(
         names(&fs, mem),
@@ -92,14 +117,15 @@ fn namespace_matches_the_spec_layout() {
             ".",
             "..",
             "MEMORY.md",
+            ".md",
             "build-system.md",
             "ci-dashboard.md",
-            "prefers-small-prs.md"
+            "prefers-small-prs.md",
+            "scratch-note-jwt-leeway.md",
+            "user-role.md"
         ]
     );
-    let sub = lookup_path(&fs, "sessions/7f0c2a/subagents").expect("subagents");
-    assert_eq!(names(&fs, sub), [".", "..", "agent-ag-41.jsonl"]);
-    let link = lookup_path(&fs, "sessions/7f0c2a/memory").expect("link");
+    let link = lookup_path(&fs, "sessions/s2-tier1/memory").expect("link");
     assert_eq!(
         fs.getattr(link, None).expect("attr").attr.kind,
         FileKind::Symlink
@@ -111,7 +137,7 @@ fn namespace_matches_the_spec_layout() {
 fn errors_are_errno_values() {
     let d = example_root();
     let fs = fs_for(d.path(), false);
-    let s = lookup_path(&fs, "sessions/7f0c2a").expect("session");
+    let s = lookup_path(&fs, "sessions/s2-tier1").expect("session");
     assert_eq!(
         fs.lookup(s, OsStr::new("nope"))
             .expect_err("enoent")
@@ -125,13 +151,13 @@ fn errors_are_errno_values() {
         libc::ENOENT
     );
     assert_eq!(
-        lookup_path(&fs, "sessions/7f0c2a/raw/m0001-m0099.md")
+        lookup_path(&fs, "sessions/s2-tier1/raw/m00001-m99999.md")
             .expect_err("enoent")
             .errno(),
         libc::ENOENT
     );
     assert_eq!(
-        lookup_path(&fs, "sessions/7f0c2a/raw/garbage")
+        lookup_path(&fs, "sessions/s2-tier1/raw/garbage")
             .expect_err("enoent")
             .errno(),
         libc::ENOENT
@@ -144,7 +170,7 @@ fn errors_are_errno_values() {
         fs.getattr(999_999, None).expect_err("stale").errno(),
         libc::ENOENT
     );
-    let view = lookup_path(&fs, "sessions/7f0c2a/view.jsonl").expect("view");
+    let view = lookup_path(&fs, "sessions/s2-tier1/view.jsonl").expect("view");
     assert_eq!(
         fs.open(view, libc::O_WRONLY)
             .expect_err("synthetic write")
@@ -188,11 +214,14 @@ fn synthetic_sizes_are_exact_and_snapshots_consistent() {
     let d = example_root();
     let fs = fs_for(d.path(), false);
     for p in [
-        "sessions/7f0c2a/view.jsonl",
-        "sessions/7f0c2a/view.md",
-        "sessions/7f0c2a/audit.txt",
-        "sessions/7f0c2a/status.json",
-        "sessions/7f0c2a/raw/m0001-m0006.md",
+        "sessions/s2-tier1/view.jsonl",
+        "sessions/s2-tier1/view.md",
+        "sessions/s2-tier1/audit.txt",
+        "sessions/s2-tier1/status.json",
+        "sessions/s2-tier1/materialized.jsonl",
+        "sessions/s2-tier1/raw/m00004-m00009.md",
+        "sessions/s2-tier1/raw/m00001.md",
+        "sessions/s4-subagent/status.json",
         "memory/MEMORY.md",
         "audit.txt",
     ] {
@@ -203,14 +232,11 @@ fn synthetic_sizes_are_exact_and_snapshots_consistent() {
         assert!(!bytes.is_empty(), "{p}");
     }
     // One open = one snapshot, even while the transcript grows.
-    let view = lookup_path(&fs, "sessions/7f0c2a/view.jsonl").expect("view");
+    let view = lookup_path(&fs, "sessions/s2-tier1/view.jsonl").expect("view");
     let o = fs.open(view, libc::O_RDONLY).expect("open");
     let first = fs.read(o.fh, 0, 1 << 20).expect("read");
-    let tpath = d.path().join("transcripts/7f0c2a.jsonl");
-    let mut t = std::fs::read_to_string(&tpath).expect("transcript");
-    t.push_str(r#"{"uuid":"ffff0000000000000000000000000001","parent_uuid":"2e7ea2dc2eae7bab7c871c11bbf70ff4","session_id":"7f0c2a","timestamp":"2026-10-02T09:03:18.000000001Z","type":"message","message":{"role":"user","content":[{"type":"text","text":"one more"}]}}"#);
-    t.push('\n');
-    std::fs::write(&tpath, t).expect("append");
+    let tpath = d.path().join("transcripts/s2-tier1.jsonl");
+    common::append_user_message(&tpath, SID, "one more");
     assert_eq!(
         fs.read(o.fh, 0, 1 << 20).expect("read"),
         first,
@@ -223,7 +249,9 @@ fn synthetic_sizes_are_exact_and_snapshots_consistent() {
     fs.release(o.fh);
     let after = read_all(&fs, view);
     assert!(after.len() > first.len());
-    assert!(String::from_utf8_lossy(&after).contains("\"ref\":\"m0017\""));
+    // The new message gets the next ref after the 182 the view already hands out.
+    assert!(String::from_utf8_lossy(&after)
+        .contains("{\"refs\":[\"m00183\"],\"message\":{\"role\":\"user\""));
     assert_eq!(
         fs.getattr(view, None).expect("attr").attr.size,
         after.len() as u64
@@ -234,7 +262,7 @@ fn synthetic_sizes_are_exact_and_snapshots_consistent() {
 fn readdir_offsets_resume_where_they_stopped() {
     let d = example_root();
     let fs = fs_for(d.path(), false);
-    let s = lookup_path(&fs, "sessions/7f0c2a").expect("session");
+    let s = lookup_path(&fs, "sessions/s2-tier1").expect("session");
     let fh = fs.opendir(s).expect("opendir");
     let all = fs.readdir(s, fh, 0).expect("all");
     for (i, e) in all.iter().enumerate() {
@@ -257,14 +285,14 @@ fn readdir_offsets_resume_where_they_stopped() {
 fn inodes_are_stable_and_lookups_counted() {
     let d = example_root();
     let fs = fs_for(d.path(), false);
-    let a = lookup_path(&fs, "sessions/7f0c2a/transcript.jsonl").expect("a");
-    let b = lookup_path(&fs, "sessions/7f0c2a/transcript.jsonl").expect("b");
+    let a = lookup_path(&fs, "sessions/s2-tier1/transcript.jsonl").expect("a");
+    let b = lookup_path(&fs, "sessions/s2-tier1/transcript.jsonl").expect("b");
     assert_eq!(a, b);
     assert_eq!(fs.lookup_count(a), 2);
     fs.forget(a, 2);
     assert_eq!(fs.lookup_count(a), 0);
     assert_eq!(
-        lookup_path(&fs, "sessions/7f0c2a/transcript.jsonl").expect("c"),
+        lookup_path(&fs, "sessions/s2-tier1/transcript.jsonl").expect("c"),
         a
     );
     assert_eq!(fs.ino_of(&Node::Root), ROOT_INO);
@@ -274,9 +302,9 @@ fn inodes_are_stable_and_lookups_counted() {
 fn real_files_pass_through_with_real_attributes() {
     let d = example_root();
     let fs = fs_for(d.path(), false);
-    let t = lookup_path(&fs, "sessions/7f0c2a/transcript.jsonl").expect("t");
+    let t = lookup_path(&fs, "sessions/s2-tier1/transcript.jsonl").expect("t");
     let attr = fs.getattr(t, None).expect("attr").attr;
-    let meta = std::fs::metadata(d.path().join("transcripts/7f0c2a.jsonl")).expect("meta");
+    let meta = std::fs::metadata(d.path().join("transcripts/s2-tier1.jsonl")).expect("meta");
     assert_eq!(attr.size, meta.len());
     assert_eq!(
         attr.perm as u32,
@@ -284,12 +312,12 @@ fn real_files_pass_through_with_real_attributes() {
     );
     assert_eq!(
         read_all(&fs, t),
-        std::fs::read(d.path().join("transcripts/7f0c2a.jsonl")).expect("bytes")
+        std::fs::read(d.path().join("transcripts/s2-tier1.jsonl")).expect("bytes")
     );
-    let arch = lookup_path(&fs, "sessions/7f0c2a/tier1/b1_m0001-m0006.md").expect("archive");
+    let arch = lookup_path(&fs, "sessions/s2-tier1/tier1/b1_m00004-m00009.md").expect("archive");
     assert_eq!(
         read_all(&fs, arch),
-        std::fs::read(d.path().join("noa/7f0c2a/tier1/b1_m0001-m0006.md")).expect("bytes")
+        std::fs::read(d.path().join("noa/s2-tier1/tier1/b1_m00004-m00009.md")).expect("bytes")
     );
 }
 
@@ -412,7 +440,7 @@ fn read_only_refuses_every_change() {
         .errno(),
         libc::EROFS
     );
-    let ctl = lookup_path(&fs, "sessions/7f0c2a/ctl").expect("ctl");
+    let ctl = lookup_path(&fs, "sessions/s2-tier1/ctl").expect("ctl");
     let o = fs
         .open(ctl, libc::O_WRONLY | libc::O_TRUNC)
         .expect("open ctl");
@@ -430,7 +458,7 @@ fn read_only_refuses_every_change() {
 fn ctl_runs_commands_and_reports_results() {
     let d = example_root();
     let fs = fs_for(d.path(), false);
-    let ctl = lookup_path(&fs, "sessions/7f0c2a/ctl").expect("ctl");
+    let ctl = lookup_path(&fs, "sessions/s2-tier1/ctl").expect("ctl");
     assert_eq!(fs.getattr(ctl, None).expect("attr").attr.perm, 0o600);
     // `echo … > ctl`: open with O_TRUNC and the size-0 setattr are accepted.
     let o = fs.open(ctl, libc::O_WRONLY | libc::O_TRUNC).expect("open");
@@ -452,7 +480,7 @@ fn ctl_runs_commands_and_reports_results() {
         "a failed command changes nothing"
     );
     // Two commands in one write; the second fails: the first stays done.
-    let cmd = b"compress m0015 m0016 The user asked for a CI check and got a link smoke test.\ncompress m0001 m0099 bad\n";
+    let cmd = b"compress m00170 m00175 The late part of the session: more files read, nothing decided.\ncompress m00001 m99999 a summary that is long enough to be taken as one\n";
     assert_eq!(
         fs.write(o.fh, 0, cmd).expect_err("second fails").errno(),
         libc::EINVAL
@@ -466,12 +494,19 @@ fn ctl_runs_commands_and_reports_results() {
     assert_eq!(results.len(), 3, "own results of this handle: {results:?}");
     assert_eq!(results[0]["ok"], false);
     assert_eq!(results[1]["ok"], true);
-    assert_eq!(results[1]["result"]["blocks"][0]["block"], "b3");
-    assert_eq!(results[2]["message"], "unknown ref m0099");
+    assert_eq!(results[1]["result"]["blocks"][0]["blockId"], "b16");
+    assert_eq!(results[2]["ok"], false);
+    assert!(
+        results[2]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("m99999 does not exist in this session")),
+        "{}",
+        results[2]
+    );
     fs.release(o.fh);
     // The view shows the block.
-    let view = lookup_path(&fs, "sessions/7f0c2a/view.jsonl").expect("view");
-    assert!(String::from_utf8_lossy(&read_all(&fs, view)).contains("\"block\":\"b3\""));
+    let view = lookup_path(&fs, "sessions/s2-tier1/view.jsonl").expect("view");
+    assert!(String::from_utf8_lossy(&read_all(&fs, view)).contains("\"block\":\"b16\""));
     // A fresh handle reads the session's latest results.
     let o = fs.open(ctl, libc::O_RDONLY).expect("open");
     let text = String::from_utf8(fs.read(o.fh, 0, 1 << 20).expect("read")).expect("utf8");

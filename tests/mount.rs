@@ -18,7 +18,10 @@ use common::{
 use normafs::config::Config;
 use normafs::fuse::MountOptions;
 
-const SID: &str = "7f0c2a";
+/// The corpus session with 15 tier-1 blocks.
+const SID: &str = "s2-tier1";
+/// The corpus session with a subagent.
+const SUB: &str = "s4-subagent";
 
 fn ok(o: &Output) -> String {
     assert!(
@@ -63,8 +66,12 @@ fn synthetic_files(m: &Mounted) -> Vec<PathBuf> {
         m.at("memory/MEMORY.md"),
         s.join("view.jsonl"),
         s.join("view.md"),
+        s.join("materialized.jsonl"),
         s.join("audit.txt"),
         s.join("status.json"),
+        s.join("raw/m00001.md"),
+        m.at(&format!("sessions/{SUB}/view.jsonl")),
+        m.at(&format!("sessions/{SUB}/status.json")),
     ];
     let raw = ok(&tool("ls", &[os(&s.join("raw"))]));
     assert!(!raw.trim().is_empty(), "raw/ lists the block ranges");
@@ -82,17 +89,17 @@ fn tools_read_the_example_root() {
 
     assert_eq!(
         ok(&tool("ls", &[os(&m.at("sessions"))])),
-        format!("{SID}\n")
+        common::CORPUS_SESSIONS.join("\n") + "\n"
     );
     let names = ok(&tool("ls", &[os(&s)]));
     for n in [
         "audit.txt",
         "ctl",
+        "materialized.jsonl",
         "memory",
         "raw",
         "state.json",
         "status.json",
-        "subagents",
         "tier1",
         "transcript.jsonl",
         "view.jsonl",
@@ -100,6 +107,11 @@ fn tools_read_the_example_root() {
     ] {
         assert!(names.lines().any(|l| l == n), "{n} in {names}");
     }
+    let sub = ok(&tool(
+        "ls",
+        &[os(&m.at(&format!("sessions/{SUB}/subagents")))],
+    ));
+    assert_eq!(sub, "agent-a7f3c2.jsonl\n");
 
     // Real files are the backing bytes.
     let backing = m.root().join(format!("transcripts/{SID}.jsonl"));
@@ -134,12 +146,17 @@ fn tools_read_the_example_root() {
     ));
     assert_eq!(tail.as_bytes(), &view[view.len() - 100..]);
 
-    // grep -r over the whole mount finds text of a transcript, an archive and a memory.
+    // grep -r over the whole mount finds a file named in the summaries: in the transcript
+    // (the Compress calls), the view (the summaries), an archive (its quoted summary).
     let hits = ok(&tool(
         "grep",
-        &[OsStr::new("-rl"), OsStr::new("zstd"), os(m.mnt())],
+        &[OsStr::new("-rl"), OsStr::new("auth/jwt.go:42"), os(m.mnt())],
     ));
-    for want in ["transcript.jsonl", "view.jsonl", "tier1/b1_m0001-m0006.md"] {
+    for want in [
+        "s2-tier1/transcript.jsonl",
+        "s2-tier1/view.jsonl",
+        "s2-tier1/tier1/b1_m00004-m00009.md",
+    ] {
         assert!(hits.lines().any(|l| l.ends_with(want)), "{want} in {hits}");
     }
 
@@ -183,7 +200,11 @@ print(views, lines)
             .arg(m.mnt())
             .output()
             .expect("python3"));
-        assert_eq!(out.trim(), format!("1 {}", common::lines(&view).len()));
+        let lines: usize = common::CORPUS_SESSIONS
+            .iter()
+            .map(|sid| common::lines(&cat(&m.at(&format!("sessions/{sid}/view.jsonl")))).len())
+            .sum();
+        assert_eq!(out.trim(), format!("5 {lines}"));
     }
 
     // cp -r of a session directory: its real files arrive byte-identical.
@@ -198,16 +219,12 @@ print(views, lines)
         ("transcript.jsonl", format!("transcripts/{SID}.jsonl")),
         ("state.json", format!("noa/{SID}/state.json")),
         (
-            "tier1/b1_m0001-m0006.md",
-            format!("noa/{SID}/tier1/b1_m0001-m0006.md"),
+            "tier1/b1_m00004-m00009.md",
+            format!("noa/{SID}/tier1/b1_m00004-m00009.md"),
         ),
         (
-            "tier1/b2_m0007-m0010.md",
-            format!("noa/{SID}/tier1/b2_m0007-m0010.md"),
-        ),
-        (
-            "subagents/agent-ag-41.jsonl",
-            format!("transcripts/{SID}/subagents/agent-ag-41.jsonl"),
+            "tier1/b15_m00116-m00121.md",
+            format!("noa/{SID}/tier1/b15_m00116-m00121.md"),
         ),
     ] {
         assert_eq!(
@@ -230,6 +247,170 @@ print(views, lines)
     );
 }
 
+/// The corpus mounted with each session's settings (its window, a fork's parents): what
+/// `jq -c .message` extracts from a session's view.jsonl is what the runtime sends for it
+/// (oracle resume-view.json), message for message; likewise materialized.jsonl.
+#[test]
+fn the_corpus_views_through_jq_are_the_runtimes() {
+    if !fuse_available() || !have("jq") {
+        return;
+    }
+    let m = Mounted::example();
+    let jq = |p: &Path| -> Vec<serde_json::Value> {
+        ok(&tool(
+            "jq",
+            &[OsStr::new("-c"), OsStr::new(".message"), os(p)],
+        ))
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("jq prints JSON"))
+        .collect()
+    };
+    let s3 = jq(&m.at("sessions/s3-tier2/view.jsonl"));
+    let want = common::oracle("s3-tier2/resume-view.json");
+    assert_eq!(s3.len(), want.as_array().map(Vec::len).unwrap_or(0));
+    assert_eq!(serde_json::Value::Array(s3), want, "s3-tier2");
+    for sid in common::CORPUS_SESSIONS {
+        let got = jq(&m.at(&format!("sessions/{sid}/view.jsonl")));
+        let want = common::oracle(&format!("{sid}/resume-view.json"));
+        assert_eq!(serde_json::Value::Array(got), want, "{sid}: view");
+        let got = jq(&m.at(&format!("sessions/{sid}/materialized.jsonl")));
+        let want = common::oracle(&format!("{sid}/materialize.json"));
+        assert_eq!(serde_json::Value::Array(got), want, "{sid}: materialized");
+    }
+    // The block lines name their block, tier and range.
+    let blocks = ok(&tool(
+        "jq",
+        &[
+            OsStr::new("-c"),
+            OsStr::new("select(.block) | [.block, .tier, .range]"),
+            os(&m.at("sessions/s3-tier2/view.jsonl")),
+        ],
+    ));
+    assert_eq!(blocks.lines().count(), 35);
+    assert!(
+        blocks.lines().any(|l| l.contains(",2,")),
+        "the tier-2 block: {blocks}"
+    );
+}
+
+/// The oracle's first Compress input for s2-tier1, written to ctl as the runtime's Compress
+/// input (`compress {json}` in one write): it makes the runtime's three blocks, and a read of
+/// ctl shows the runtime's panel.
+#[test]
+fn a_compress_input_of_the_runtime_through_ctl() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mounted::example();
+    let ctl = m.at(&format!("sessions/{SID}/ctl"));
+    let input = common::norma_data().join("oracle/s2-tier1/compress-1/input.json");
+    assert!(!std::fs::read_to_string(&input)
+        .expect("input")
+        .contains('\''));
+    ok(&sh(&format!(
+        "echo \"compress $(cat '{}')\" > '{}'",
+        input.display(),
+        ctl.display()
+    )));
+    let results = common::lines(&cat(&ctl));
+    let last = results.last().expect("a result");
+    assert_eq!(last["ok"], true, "{last}");
+    let panel = last["message"].as_str().expect("panel");
+    let want =
+        std::fs::read_to_string(common::norma_data().join("oracle/s2-tier1/compress-1/result.txt"))
+            .expect("result.txt");
+    // The runtime's panel, but for the archive paths (they name where the copy is).
+    let strip = |t: &str| -> Vec<String> {
+        t.trim_end()
+            .lines()
+            .map(|l| l.split(" → /").next().unwrap_or(l).to_string())
+            .collect()
+    };
+    assert_eq!(strip(panel), strip(&want), "{panel}");
+    assert_eq!(last["result"]["panel"], last["message"]);
+    let ids: Vec<&str> = last["result"]["blocks"]
+        .as_array()
+        .expect("blocks")
+        .iter()
+        .map(|b| b["blockId"].as_str().expect("id"))
+        .collect();
+    assert_eq!(ids, ["b16", "b17", "b18"]);
+    for f in [
+        "tier1/b16_m00124-m00129.md",
+        "tier1/b17_m00132-m00137.md",
+        "tier1/b18_m00140-m00145.md",
+    ] {
+        let a = String::from_utf8(cat(&m.at(&format!("sessions/{SID}/{f}")))).expect("utf8");
+        assert!(a.starts_with("---\nblock: b1"), "{a}");
+        assert!(a.contains("\ntopic: oracle batch "), "{a}");
+    }
+    let view = String::from_utf8(cat(&m.at(&format!("sessions/{SID}/view.jsonl")))).expect("utf8");
+    for b in ["b16", "b17", "b18"] {
+        assert!(
+            view.contains(&format!("{{\"block\":\"{b}\",\"tier\":1,")),
+            "{b}"
+        );
+    }
+    let state: serde_json::Value =
+        serde_json::from_slice(&cat(&m.at(&format!("sessions/{SID}/state.json")))).expect("json");
+    assert_eq!(state["nextBlockId"], 19);
+    assert_eq!(state["blocks"].as_array().map(Vec::len), Some(18));
+}
+
+/// A session whose transcript was just written looks live (SPEC 6): a `compress` write fails
+/// with EBUSY, and ctl says why; `compress!` runs anyway.
+#[test]
+fn a_live_session_answers_ebusy_and_compress_bang_runs() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mounted::example();
+    let ctl = m.at(&format!("sessions/{SID}/ctl"));
+    let input = common::norma_data().join("oracle/s2-tier1/compress-1/input.json");
+    // The runtime writes to the transcript.
+    ok(&tool(
+        "touch",
+        &[os(&m.root().join(format!("transcripts/{SID}.jsonl")))],
+    ));
+    let before = snapshot(m.root());
+    let e = err(&sh(&format!(
+        "echo \"compress $(cat '{}')\" > '{}'",
+        input.display(),
+        ctl.display()
+    )));
+    assert!(e.contains("Device or resource busy"), "{e}");
+    assert_eq!(snapshot(m.root()), before, "nothing written");
+    let results = common::lines(&cat(&ctl));
+    let last = results.last().expect("a result");
+    assert_eq!(last["ok"], false);
+    let why = last["message"].as_str().expect("message");
+    assert!(
+        why.contains("looks live") && why.contains("compress!"),
+        "{why}"
+    );
+    let status: serde_json::Value =
+        serde_json::from_slice(&cat(&m.at(&format!("sessions/{SID}/status.json")))).expect("json");
+    assert!(status.to_string().contains("live"), "{status}");
+    // Forced.
+    ok(&sh(&format!(
+        "echo \"compress! $(cat '{}')\" > '{}'",
+        input.display(),
+        ctl.display()
+    )));
+    let last = common::lines(&cat(&ctl)).pop().expect("a result");
+    assert_eq!(last["ok"], true, "{last}");
+    assert!(last["command"]
+        .as_str()
+        .is_some_and(|c| c.starts_with("compress! {")));
+    let state: serde_json::Value =
+        serde_json::from_slice(&cat(&m.at(&format!("sessions/{SID}/state.json")))).expect("json");
+    assert_eq!(state["blocks"].as_array().map(Vec::len), Some(18));
+    // rebuild answers EBUSY too; rebuild! runs.
+    let e = err(&sh(&format!("echo rebuild > '{}'", ctl.display())));
+    assert!(e.contains("Device or resource busy"), "{e}");
+    ok(&sh(&format!("echo 'rebuild!' > '{}'", ctl.display())));
+}
+
 #[test]
 fn inodes_stay_after_the_kernel_forgets_them() {
     if !fuse_available() {
@@ -240,7 +421,7 @@ fn inodes_stay_after_the_kernel_forgets_them() {
         ..Config::default()
     };
     let m = Mounted::new(example_root(), cfg, MountOptions::default());
-    let p = m.at(&format!("sessions/{SID}/tier1/b1_m0001-m0006.md"));
+    let p = m.at(&format!("sessions/{SID}/tier1/b1_m00004-m00009.md"));
     let first = stat("%i", &p);
     std::thread::sleep(Duration::from_millis(120));
     assert_eq!(stat("%i", &p), first, "same path, same inode after the TTL");
@@ -266,12 +447,15 @@ fn memory_edits_with_sed_and_redirection() {
             "sed",
             &[
                 OsStr::new("-i"),
-                OsStr::new("s/native libraries/C libraries/"),
+                OsStr::new("s/how to build and test this repo/how to build, test and lint it/"),
                 os(&file),
             ],
         ));
         let text = std::fs::read_to_string(&backing).expect("backing");
-        assert!(text.contains("How the crate links C libraries"), "{text}");
+        assert!(
+            text.contains("description: how to build, test and lint it\n"),
+            "{text}"
+        );
         assert_eq!(cat(&file), text.as_bytes());
 
         ok(&sh(&format!(
@@ -290,7 +474,11 @@ fn memory_edits_with_sed_and_redirection() {
             index.contains("- [Release train](release-train.md) — Releases leave on Tuesdays\n"),
             "{index}"
         );
-        assert!(index.contains("How the crate links C libraries"), "{index}");
+        assert!(
+            index.contains("- [Build system](build-system.md) — how to build, test and lint it\n"),
+            "{index}"
+        );
+        assert!(index.starts_with("# Memory\n\n"), "{index}");
 
         // fsync through the mount reaches the backing file (and fsyncdir its directory).
         if have("python3") {
@@ -329,6 +517,9 @@ fn compressible_root() -> (tempfile::TempDir, Config) {
     let mut cfg = Config::default();
     cfg.noa.protect_recent_messages = 2;
     cfg.noa.protect_recent_tokens = 0;
+    cfg.noa.min_range_chars = 0;
+    // Written just now: not live for this test (the live session has its own test).
+    cfg.noa.live_seconds = 0;
     (root, cfg)
 }
 
@@ -343,7 +534,7 @@ fn ctl_through_the_shell() {
     let view = m.at("sessions/s1/view.jsonl");
 
     ok(&sh(&format!(
-        "echo 'compress m0003 m0010 The user asked eight questions about q and got answers.' > '{}'",
+        "echo 'compress m00003 m00010 The user asked eight questions about q and got answers.' > '{}'",
         ctl.display()
     )));
     let lines = common::lines(&cat(&view));
@@ -352,22 +543,34 @@ fn ctl_through_the_shell() {
         .find(|l| l["block"] == "b1")
         .expect("a block line in view.jsonl");
     assert_eq!(
-        (block["start"].as_str(), block["end"].as_str()),
-        (Some("m0003"), Some("m0010"))
+        (block["tier"].as_u64(), block["range"].as_str()),
+        (Some(1), Some("m00003-m00010"))
     );
     assert!(
-        !lines.iter().any(|l| l["ref"] == "m0005"),
-        "m0005 is compressed"
+        !lines.iter().any(|l| l["refs"]
+            .as_array()
+            .is_some_and(|r| r.contains(&serde_json::json!("m00005")))),
+        "m00005 is compressed"
     );
-    assert!(m.root().join("noa/s1/tier1/b1_m0003-m0010.md").is_file());
-    assert!(ok(&tool("ls", &[os(&m.at("sessions/s1/tier1"))])).contains("b1_m0003-m0010.md"));
+    assert!(m.root().join("noa/s1/tier1/b1_m00003-m00010.md").is_file());
+    assert!(ok(&tool("ls", &[os(&m.at("sessions/s1/tier1"))])).contains("b1_m00003-m00010.md"));
+    // The summary names its archive; raw/ shows the originals of the range.
+    let summary = block["message"]["content"][0]["text"]
+        .as_str()
+        .expect("text");
+    assert!(
+        summary.contains("<noa-archive block=\"b1\" tier=\"1\" range=\"m00003-m00010\""),
+        "{summary}"
+    );
+    let raw = String::from_utf8(cat(&m.at("sessions/s1/raw/m00003-m00010.md"))).expect("utf8");
+    assert!(raw.contains("## m00005 · user"), "{raw}");
 
     // A bad command fails in the shell with EINVAL and changes nothing.
     let before = snapshot(m.root());
     let e = err(&sh(&format!("echo nonsense > '{}'", ctl.display())));
     assert!(e.contains("Invalid argument"), "{e}");
     let e = err(&sh(&format!(
-        "echo 'compress m0011 m0023 too late: the tail is protected here' > '{}'",
+        "echo 'compress m00023 m00024 too late: the tail is protected, nothing is left to take' > '{}'",
         ctl.display()
     )));
     assert!(e.contains("Invalid argument"), "{e}");
@@ -380,7 +583,7 @@ fn ctl_through_the_shell() {
     assert_eq!(
         results[0]["command"]
             .as_str()
-            .map(|c| c.starts_with("compress m0003")),
+            .map(|c| c.starts_with("compress m00003")),
         Some(true)
     );
     assert_eq!(results[1]["ok"], false);
@@ -544,9 +747,9 @@ fn changes_in_the_backing_dirs_show_at_once() {
     );
 
     // A new session and a new archive.
-    std::fs::copy(&transcript, root.join("transcripts/s2.jsonl")).expect("copy");
+    std::fs::copy(&transcript, root.join("transcripts/s9-copy.jsonl")).expect("copy");
     assert!(within(Duration::from_secs(1), || m
-        .at("sessions/s2")
+        .at("sessions/s9-copy")
         .is_dir()));
     std::fs::write(root.join(format!("noa/{SID}/tier1/extra.md")), "x").expect("write");
     assert!(within(Duration::from_secs(1), || ok(&tool(

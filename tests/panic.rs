@@ -16,7 +16,7 @@ use normafs::config::Config;
 use normafs::fs::{set_panic_on_lookup, set_panic_on_request};
 use normafs::fuse::MountOptions;
 
-const SID: &str = "7f0c2a";
+const SID: &str = "s2-tier1";
 
 /// The hooks are process-wide: one test at a time.
 static SERIAL: Mutex<()> = Mutex::new(());

@@ -204,7 +204,7 @@ fn allow_other_still_enforces_every_mode() {
     );
     denied(
         &as_nobody(&format!(
-            "echo 'compress m0001 m0004 a summary that is long enough' > '{s}/ctl'"
+            "echo 'compress m00001 m00004 a summary that is long enough to be one' > '{s}/ctl'"
         )),
         "session ctl compress",
     );
@@ -289,7 +289,7 @@ fn derived_files_are_as_private_as_their_inputs() {
         s.join("view.md"),
         s.join("status.json"),
         s.join("audit.txt"),
-        s.join("raw/m0001-m0003.md"),
+        s.join("raw/m00001-m00003.md"),
         m.at("memory/MEMORY.md"),
         m.at("audit.txt"),
     ];

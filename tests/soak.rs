@@ -47,10 +47,16 @@ fn append_rate() -> u64 {
 /// Messages the ctl thread never puts in a range (the protected tail is 8 of them).
 const TAIL_KEPT: usize = 10;
 
+/// The protected tail is 8 messages; no batch minimum; and no session counts as live: the
+/// soak's "runtime" appends all the time, and what is tested is normafs's own consistency
+/// under concurrent writers (the live-session guard is tested in tests/txn.rs and
+/// tests/mount.rs).
 fn soak_config() -> Config {
     let mut cfg = Config::default();
     cfg.noa.protect_recent_messages = 8;
     cfg.noa.protect_recent_tokens = 0;
+    cfg.noa.min_range_chars = 0;
+    cfg.noa.live_seconds = 0;
     cfg
 }
 
@@ -159,13 +165,15 @@ struct Appended {
     /// 1-based position among the session's messages: its ref is `m<index>`.
     index: usize,
     uuid: String,
+    /// Its raw id (SPEC 2.5): what `state.json` and blocks name it by.
+    id: String,
     marker: String,
     message: Value,
 }
 
 impl Appended {
     fn expected_ref(&self) -> String {
-        format!("m{:04}", self.index)
+        format!("m{:05}", self.index)
     }
 }
 
@@ -231,6 +239,13 @@ impl Appender {
             text.push_str(FILLER[(self.rng.next() % FILLER.len() as u64) as usize]);
         }
         let role = if index % 2 == 1 { "user" } else { "assistant" };
+        use normafs::noa::content::{derive_id, Kind, Role};
+        let core_role = if role == "user" {
+            Role::User
+        } else {
+            Role::Assistant
+        };
+        let id = derive_id(core_role, Kind::Text, "", "", &text);
         let message = json!({"role": role, "content": [{"type": "text", "text": text}]});
         let mut rec = json!({"uuid": uuid});
         if let Some(p) = &self.prev {
@@ -250,6 +265,7 @@ impl Appender {
             Appended {
                 index,
                 uuid,
+                id,
                 marker,
                 message,
             },
@@ -323,7 +339,7 @@ fn validate(name: &str, bytes: &[u8]) -> Result<(), String> {
             let v: Value = serde_json::from_str(l)
                 .map_err(|e| format!("line {} is not JSON ({e}): {l:.120}", i + 1))?;
             let kind_ok =
-                v.get("ref").is_some() || v.get("block").is_some() || v.get("nudge").is_some();
+                v.get("refs").is_some() || v.get("block").is_some() || v.get("nudge").is_some();
             if !kind_ok || !v["message"].is_object() {
                 return Err(format!("line {} is not a view line: {l:.120}", i + 1));
             }
@@ -399,7 +415,7 @@ fn reader_thread(
             // Any range of refs that existed from the start.
             let a = rng.range(1, 30);
             let b = rng.range(a, 40);
-            files.push(session.join(format!("raw/m{a:04}-m{b:04}.md")));
+            files.push(session.join(format!("raw/m{a:05}-m{b:05}.md")));
             if with_state {
                 files.push(session.join("state.json"));
             }
@@ -465,21 +481,20 @@ fn lister_thread(session: PathBuf, shared: Arc<Shared>) -> JoinHandle<()> {
 
 // ---- ctl commands ------------------------------------------------------------------------------
 
-/// The refs of the view's items (a message: its ref twice; a block: its range), nudge excluded.
+/// The refs of the view's items (a message: its first and last ref; a block: its range),
+/// nudge excluded.
 fn view_items(view: &[u8]) -> Vec<(String, String)> {
     String::from_utf8_lossy(view)
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter_map(|v| {
-            if let Some(r) = v["ref"].as_str() {
-                Some((r.to_string(), r.to_string()))
+            if let Some(refs) = v["refs"].as_array().filter(|r| !r.is_empty()) {
+                let first = refs.first()?.as_str()?.to_string();
+                let last = refs.last()?.as_str()?.to_string();
+                Some((first, last))
             } else {
-                match (v["start"].as_str(), v["end"].as_str()) {
-                    (Some(s), Some(e)) if v.get("block").is_some() => {
-                        Some((s.to_string(), e.to_string()))
-                    }
-                    _ => None,
-                }
+                let (s, e) = v["range"].as_str()?.split_once('-')?;
+                v.get("block").map(|_| (s.to_string(), e.to_string()))
             }
         })
         .collect()
@@ -548,7 +563,7 @@ fn compress_command(
         "soak summary {k}: the user and the assistant went over {start} to {end} in detail"
     );
     if json_form {
-        let input = json!({"ranges": [{"start": start, "end": end, "topic": format!("soak {k}"), "summary": summary}]});
+        let input = json!({"content": [{"startId": start, "endId": end, "topic": format!("soak {k}"), "summary": summary}]});
         format!("compress {input}\n")
     } else {
         format!("compress {start} {end} {summary}\n")
@@ -653,7 +668,7 @@ fn account_for(
     let lines = common::lines(&view);
     let by_ref: HashMap<&str, &Value> = lines
         .iter()
-        .filter_map(|l| l["ref"].as_str().map(|r| (r, &l["message"])))
+        .filter_map(|l| l["refs"][0].as_str().map(|r| (r, &l["message"])))
         .collect();
     let blocks_in_view: HashSet<&str> = lines.iter().filter_map(|l| l["block"].as_str()).collect();
     let state: Value = match std::fs::read(state_path) {
@@ -676,7 +691,7 @@ fn account_for(
     let (mut in_view, mut in_blocks) = (0, 0);
     for m in messages {
         let r = m.expected_ref();
-        if let Some(refd) = state["messageRefs"]["byRaw"][&m.uuid].as_str() {
+        if let Some(refd) = state["messageRefs"]["byRaw"][&m.id].as_str() {
             if refd != r {
                 return Err(format!(
                     "{} has ref {refd} in state.json, expected {r}",
@@ -684,9 +699,21 @@ fn account_for(
                 ));
             }
         }
-        match (by_ref.get(r.as_str()), covering.get(m.uuid.as_str())) {
-            (Some(v), None) => {
-                if **v != m.message {
+        // In the view: the message as written, a user text with its ref tag after it.
+        let shown = |v: &Value| {
+            let text = m.message["content"][0]["text"].as_str().unwrap_or("");
+            let got = v["content"][0]["text"].as_str().unwrap_or("");
+            v["role"] == m.message["role"]
+                && v["content"].as_array().map(Vec::len) == Some(1)
+                && (got == text
+                    || (m.message["role"] == "user"
+                        && got.starts_with(&format!("{text}\n<noa-ref id=\"{r}\" "))))
+        };
+        let covered = covering.get(m.id.as_str());
+        match (by_ref.get(r.as_str()), covered) {
+            // The first user message stays in view even where a block covers it (SPEC 4.4).
+            (Some(v), _) if covered.is_none() || m.index == 1 => {
+                if !shown(v) {
                     return Err(format!("{r} in the view is not {}: {v}", m.marker));
                 }
                 in_view += 1;
@@ -899,7 +926,7 @@ fn runtime_rewrite(state_path: &Path, counter: u64, pause: Duration) -> Result<b
     let mut v: Value = serde_json::from_slice(&bytes)
         .map_err(|e| format!("runtime read a torn state.json: {e}"))?;
     std::thread::sleep(pause);
-    v["nudge"]["lastPerMessageNudgeTokens"] = json!(counter);
+    v["runtimeCounter"] = json!(counter);
     let tmp = state_path.with_file_name(format!("state.json.tmp-{counter}"));
     std::fs::write(
         &tmp,
@@ -910,9 +937,11 @@ fn runtime_rewrite(state_path: &Path, counter: u64, pause: Duration) -> Result<b
     Ok(true)
 }
 
+/// The runtime's own change to `state.json`, a counter in a key of its own (normafs carries
+/// keys it does not know over on every write; the nudge fields it would reset).
 fn nudge_counter(state_path: &Path) -> Option<u64> {
     let v: Value = serde_json::from_slice(&std::fs::read(state_path).ok()?).ok()?;
-    v["nudge"]["lastPerMessageNudgeTokens"].as_u64()
+    v["runtimeCounter"].as_u64()
 }
 
 /// The runtime rewrites `state.json` by temp + rename while the mount reads views and ctl
@@ -962,7 +991,7 @@ fn state_rename_soak(passthrough: bool) {
     // The lost update, step by step. A first ctl batch creates state.json.
     let first = ctl(
         &ctl_path,
-        "compress m0001 m0010 the first ten messages, summarised at length\n",
+        "compress m00001 m00010 the first ten messages of the session, summarised at length\n",
     )
     .unwrap_or_else(|e| panic!("first compress: {e:?}"));
     assert_eq!(first["ok"], true, "{first}");
@@ -971,7 +1000,7 @@ fn state_rename_soak(passthrough: bool) {
     // … a ctl batch commits …
     let lost = ctl(
         &ctl_path,
-        "compress m0011 m0020 the next ten messages, summarised at length\n",
+        "compress m00011 m00020 the next ten messages of the session, summarised at length\n",
     )
     .unwrap_or_else(|e| panic!("second compress: {e:?}"));
     let lost_call = lost["result"]["callId"]
@@ -980,7 +1009,7 @@ fn state_rename_soak(passthrough: bool) {
         .to_string();
     // … and the runtime renames its copy over it: the batch is gone from state.json.
     let mut v: Value = serde_json::from_slice(&stale).expect("state json");
-    v["nudge"]["lastPerMessageNudgeTokens"] = json!(1);
+    v["runtimeCounter"] = json!(1);
     let tmp = state_path.with_file_name("state.json.tmp-1");
     std::fs::write(&tmp, serde_json::to_vec_pretty(&v).expect("json")).expect("write tmp");
     std::fs::rename(&tmp, &state_path).expect("rename");
@@ -1001,8 +1030,9 @@ fn state_rename_soak(passthrough: bool) {
         account_for(&session, &state_path, &app.messages).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         in_view,
-        120 - 10,
-        "m0011..m0020 are back in the view until the roll-forward"
+        120 - 10 + 1,
+        "m00011..m00020 are back in the view until the roll-forward (and m00001, the first \
+         user message, never left it)"
     );
     let status: Value =
         serde_json::from_slice(&std::fs::read(session.join("status.json")).expect("status"))
@@ -1012,7 +1042,7 @@ fn state_rename_soak(passthrough: bool) {
     // The next ctl command rolls it forward, keeping the runtime's own change.
     let next = ctl(
         &ctl_path,
-        "compress m0021 m0030 ten more messages, summarised at length too\n",
+        "compress m00021 m00030 ten more messages of the session, summarised at length too\n",
     )
     .unwrap_or_else(|e| panic!("third compress: {e:?}"));
     let notes = next["result"]["recovery"].to_string();
@@ -1033,9 +1063,9 @@ fn state_rename_soak(passthrough: bool) {
     let view =
         String::from_utf8(std::fs::read(session.join("view.jsonl")).expect("view")).expect("utf8");
     for b in [
-        "\"start\":\"m0001\"",
-        "\"start\":\"m0011\"",
-        "\"start\":\"m0021\"",
+        "\"range\":\"m00001-m00010\"",
+        "\"range\":\"m00011-m00020\"",
+        "\"range\":\"m00021-m00030\"",
     ] {
         assert!(view.contains(b), "block {b} in the view");
     }
@@ -1118,7 +1148,7 @@ fn state_rename_soak(passthrough: bool) {
     app.append_many(20);
     let n = app.messages.len();
     let cmd = format!(
-        "compress m{:04} m{:04} the last messages before the end of the soak, in short\n",
+        "compress m{:05} m{:05} the last messages before the end of the soak, said in short\n",
         n - 19,
         n - 12
     );
@@ -1208,7 +1238,7 @@ fn compress_now(
     start: &str,
     end: &str,
 ) -> Value {
-    let input = json!({"ranges": [{"start": start, "end": end, "summary": format!("messages {start} to {end}, summarised at length")}]});
+    let input = json!({"content": [{"startId": start, "endId": end, "summary": format!("messages {start} to {end} of the session, summarised at length")}]}).to_string();
     let o =
         normafs::store::txn::compress(paths, sid, &input, &soak_config().noa, chrono::Utc::now())
             .unwrap_or_else(|e| panic!("compress {start}-{end}: {e}"));
@@ -1235,14 +1265,14 @@ fn a_runtime_rename_during_a_command_is_kept() {
             .collect::<Vec<_>>()
     };
 
-    let first = compress_now(&paths, sid, "m0001", "m0010");
+    let first = compress_now(&paths, sid, "m00001", "m00010");
     // Between the journal commit and the state write.
     failpoint::set_thread_nth(
         "compress.after-journal",
         1,
         Action::Call(runtime_marks_state),
     );
-    let second = compress_now(&paths, sid, "m0011", "m0020");
+    let second = compress_now(&paths, sid, "m00011", "m00020");
     failpoint::clear_thread();
     assert!(
         second["recovery"]
@@ -1262,7 +1292,7 @@ fn a_runtime_rename_during_a_command_is_kept() {
     // A stale runtime copy drops the third batch; the next command rolls it forward, and the
     // runtime renames again while it does.
     let stale = std::fs::read(&spath).expect("state");
-    let third = compress_now(&paths, sid, "m0021", "m0030");
+    let third = compress_now(&paths, sid, "m00021", "m00030");
     std::fs::write(spath.with_file_name("state.json.tmp-rt"), &stale).expect("write");
     std::fs::rename(spath.with_file_name("state.json.tmp-rt"), &spath).expect("rename");
     failpoint::set_thread_nth(
@@ -1270,7 +1300,7 @@ fn a_runtime_rename_during_a_command_is_kept() {
         1,
         Action::Call(runtime_marks_state),
     );
-    let fourth = compress_now(&paths, sid, "m0031", "m0040");
+    let fourth = compress_now(&paths, sid, "m00031", "m00040");
     failpoint::clear_thread();
     let notes = fourth["recovery"].to_string();
     assert!(notes.contains("replaced while rolling forward"), "{notes}");
@@ -1374,7 +1404,7 @@ fn replaced_state_json_reads_whole(passthrough: bool) {
     );
     ctl(
         &m.at(&format!("sessions/{sid}/ctl")),
-        "compress m0001 m0004 the first messages, summarised at length\n",
+        "compress m00001 m00004 the first messages of the session, summarised at length\n",
     )
     .unwrap_or_else(|e| panic!("{e:?}"));
     let state_path = m.root().join(format!("noa/{sid}/state.json"));

@@ -10,8 +10,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use normafs::store::durable::{
-    atomic_replace, create_dir_all_durable, create_new_durable, is_temp_name, remove_durable,
-    temp_target_name,
+    atomic_replace, create_dir_all_durable, create_new_durable, is_runtime_temp, is_temp_name,
+    remove_durable, temp_target_name,
 };
 use normafs::store::failpoint::{self, Action};
 use normafs::store::journal::{self, JournalEntry};
@@ -167,7 +167,7 @@ fn new_files_are_at_most_0644() {
 #[test]
 fn create_new_durable_refuses_to_overwrite() {
     let dir = tempdir();
-    let target = dir.path().join("b1_m0001-m0006.md");
+    let target = dir.path().join("b1_m00001-m00006.md");
     create_new_durable(&target, b"first").expect("create");
     assert_eq!(fs::read(&target).expect("read"), b"first");
 
@@ -181,14 +181,14 @@ fn create_new_durable_refuses_to_overwrite() {
     assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
     assert!(!dir.path().join("nowhere").exists());
 
-    assert_eq!(listing(dir.path()), ["b1_m0001-m0006.md", "dangling.md"]);
+    assert_eq!(listing(dir.path()), ["b1_m00001-m00006.md", "dangling.md"]);
 }
 
 #[test]
 fn writes_need_an_existing_directory_and_create_dir_all_durable_makes_it() {
     let dir = tempdir();
     let nested = dir.path().join("noa/s1/tier2");
-    let target = nested.join("b3_m0001-m0009.md");
+    let target = nested.join("b3_m00001-m00009.md");
     assert_eq!(
         create_new_durable(&target, b"x").map_err(|e| e.kind()),
         Err(io::ErrorKind::NotFound)
@@ -220,8 +220,8 @@ fn remove_durable_unlinks_and_reports_missing_files() {
 fn temp_names_are_recognised() {
     assert!(is_temp_name(".state.json.tmp-0123456789abcdef"));
     assert_eq!(
-        temp_target_name(".b1_m0001-m0006.md.tmp-00ff"),
-        Some("b1_m0001-m0006.md")
+        temp_target_name(".b1_m00001-m00006.md.tmp-00ff"),
+        Some("b1_m00001-m00006.md")
     );
     for name in [
         "state.json",
@@ -232,6 +232,19 @@ fn temp_names_are_recognised() {
         ".tmp-00",
     ] {
         assert!(!is_temp_name(name), "{name}");
+    }
+    // The runtime's temp files (SPEC 1): its state writer's and its archiver's.
+    for name in [".noa-state-123456.tmp", ".noa-4242.tmp"] {
+        assert!(is_runtime_temp(name) && is_temp_name(name), "{name}");
+        assert_eq!(temp_target_name(name), None, "{name}");
+    }
+    for name in [
+        ".noa-.tmp",
+        "noa-state-1.tmp",
+        ".noa-state-1.tmp.x",
+        ".normafs.lock",
+    ] {
+        assert!(!is_runtime_temp(name), "{name}");
     }
 }
 
@@ -388,7 +401,7 @@ fn locks_of_different_sessions_are_independent() {
 fn entry(call_id: &str) -> JournalEntry {
     JournalEntry {
         at: "2026-11-30T12:00:00Z".to_owned(),
-        input: json!({"ranges":[{"start":"m0001","end":"m0004","summary":"did things\nover lines"}]}),
+        input: json!({"content":[{"startId":"m00001","endId":"m00004","summary":"did things\nover lines"}]}),
         blocks: vec![json!({"blockId":"b1","tier":1})],
         call_id: call_id.to_owned(),
         extra: Map::new(),
@@ -543,7 +556,7 @@ fn journal_failpoints_bracket_the_commit() {
 
 #[test]
 fn journal_entry_requires_its_fields_and_keeps_unknown_ones() {
-    let line = r#"{"callId":"ctl-9","at":"t","input":{"ranges":[]},"blocks":["b1"],"v":2}"#;
+    let line = r#"{"callId":"ctl-9","at":"t","input":{"content":[]},"blocks":["b1"],"v":2}"#;
     let parsed: JournalEntry = serde_json::from_str(line).expect("parse");
     assert_eq!(parsed.call_id, "ctl-9");
     assert_eq!(parsed.blocks, vec![Value::from("b1")]);
@@ -785,9 +798,23 @@ fn a_fifo_named_like_a_transcript_is_not_a_session() {
 }
 
 #[test]
-fn example_root_has_exactly_one_session() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/example-root");
-    let found = discover(&RootPaths::from_root(&root)).expect("discover");
-    assert_eq!(found.sessions, ["7f0c2a"]);
+fn the_corpus_has_its_five_sessions_and_one_sidechain() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/norma/corpus");
+    let paths = RootPaths::from_root(&root);
+    let found = discover(&paths).expect("discover");
+    assert_eq!(
+        found.sessions,
+        [
+            "s1-small",
+            "s2-tier1",
+            "s3-tier2",
+            "s4-subagent",
+            "s5-fork-of-s2"
+        ]
+    );
     assert!(found.bad_names.is_empty(), "{:?}", found.bad_names);
+    let sides = normafs::store::transcripts::sidechain_paths(&paths.transcripts, "s4-subagent")
+        .expect("sidechains");
+    assert_eq!(sides.len(), 1);
+    assert_eq!(sides[0].0, "a7f3c2");
 }

@@ -1,25 +1,34 @@
-//! The view computed again from a memo after appends is byte for byte the view computed from
-//! scratch: across appends (complete lines, unterminated and torn last lines, repeated uuids,
-//! messages a dead block waits for, calls of protected tools), state changes, rewrites of the
-//! file, and truncation and protection boundaries that move.
+//! The computed files as the mount computes them (`fs::synth::Synth`, with its kept parsed
+//! transcript refreshed by appends and its content cache) are byte for byte what the core
+//! computes from scratch over a fresh read of the files — across appends (complete lines,
+//! unterminated and torn last lines, repeated uuids, compaction markers, blocks that name
+//! messages not yet written, calls of protected tools and Compress), state changes, rewrites
+//! of the file, and truncation and protection boundaries that move.
+//!
+//! Today the mount recomputes every view, so this holds by construction; it is here for the
+//! incremental view, which must keep it.
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::Path;
-use std::sync::Arc;
 
-use normafs::config::NoaConfig;
+use normafs::config::{Config, NoaConfig};
 use normafs::format::loader::Transcript;
-use normafs::format::state::State;
-use normafs::noa::view;
+use normafs::format::state::{load_state, State};
+use normafs::fs::node::{Node, SynthKind};
+use normafs::fs::synth::Synth;
+use normafs::noa::content::{derive_id, Kind, Role};
+use normafs::noa::{assemble, render, session as view};
+use normafs::store::root::RootPaths;
 use normafs::store::session;
-use normafs::store::transcripts::TranscriptFile;
 use proptest::prelude::*;
-use serde_json::json;
+use serde_json::{json, Value};
 
-/// Raw ids: a small pool, so that states name them before they exist and uuids repeat.
+const SID: &str = "s";
+
+/// Record uuids: a small pool, so that uuids repeat.
 fn uuid(n: u8) -> String {
-    format!("u{:031}", n % 24)
+    format!("{:032x}", n % 24)
 }
 
 /// Tool ids, shared by calls, results and blocks' Compress calls.
@@ -27,33 +36,79 @@ fn tool_id(n: u8) -> String {
     format!("toolu_{}", n % 6)
 }
 
+/// The text of content key `k`: a small pool, so that states name content before it is
+/// written, and the same content repeats (raw ids get `_1`, `_2`, …).
+fn text(k: u8) -> String {
+    let k = k % 16;
+    format!("k{k} {}", "é".repeat(k as usize * 53 % 700))
+}
+
+/// The raw id of user or assistant text of key `k` (its first occurrence).
+fn text_id(k: u8, user: bool) -> String {
+    let role = if user { Role::User } else { Role::Assistant };
+    derive_id(role, Kind::Text, "", "", &text(k))
+}
+
+/// Tools of the calls: a bulky re-obtainable one, Compress, and a protected one.
+const TOOLS: [&str; 4] = ["Read", "Read", "Compress", "mcp__db"];
+
 #[derive(Debug, Clone)]
 enum Line {
-    Text { uuid: u8, role: u8, len: u16 },
-    Call { uuid: u8, id: u8, compress: bool },
-    Result { uuid: u8, id: u8, len: u16 },
-    Boundary { uuid: u8 },
+    /// role: user, assistant, or (rarely) a role the runtime cannot read.
+    Text {
+        uuid: u8,
+        role: u8,
+        key: u8,
+    },
+    Thinking {
+        uuid: u8,
+        key: u8,
+    },
+    /// tool: Read, Compress, or a protected tool.
+    Call {
+        uuid: u8,
+        id: u8,
+        tool: u8,
+    },
+    Result {
+        uuid: u8,
+        id: u8,
+        len: u16,
+    },
+    Marker {
+        uuid: u8,
+    },
+    Boundary {
+        uuid: u8,
+    },
 }
 
 impl Line {
     fn json(&self) -> String {
-        let record = |uuid: u8, role: &str, content: serde_json::Value| {
-            json!({"uuid": self::uuid(uuid), "session_id": "s", "type": "message",
-                   "message": {"role": role, "content": content}})
+        let record = |uuid: u8, role: &str, content: Value| {
+            json!({"uuid": self::uuid(uuid), "session_id": SID, "timestamp": "2026-11-30T10:00:00.5Z",
+                   "type": "message", "message": {"role": role, "content": content}})
             .to_string()
         };
         match *self {
-            Line::Text { uuid, role, len } => record(
+            Line::Text { uuid, role, key } => record(
                 uuid,
-                ["user", "assistant", "system"][role as usize % 3],
-                json!([{"type": "text", "text": "é".repeat(len as usize)}]),
+                ["user", "assistant", "user", "assistant", "system"][role as usize % 5],
+                json!([{"type": "text", "text": text(key)}]),
             ),
-            Line::Call { uuid, id, compress } => record(
+            Line::Thinking { uuid, key } => record(
+                uuid,
+                "assistant",
+                json!([{"type": "thinking", "thinking": text(key), "signature": "c2ln"},
+                       {"type": "text", "text": format!("after thinking {key}")}]),
+            ),
+            Line::Call { uuid, id, tool } => record(
                 uuid,
                 "assistant",
                 json!([{"type": "text", "text": "calling"},
                        {"type": "tool_use", "id": tool_id(id),
-                        "name": if compress { "Compress" } else { "Read" }, "input": {"n": id}}]),
+                        "name": TOOLS[tool as usize % 4],
+                        "input": {"content": [{"startId": "m00001", "endId": "m00003", "summary": "é".repeat(300)}]}}]),
             ),
             Line::Result { uuid, id, len } => record(
                 uuid,
@@ -61,8 +116,14 @@ impl Line {
                 json!([{"type": "tool_result", "tool_use_id": tool_id(id),
                         "content": [{"type": "text", "text": "r".repeat(len as usize)}]}]),
             ),
+            Line::Marker { uuid } => record(
+                uuid,
+                "user",
+                json!([{"type": "compact_boundary", "input": {"pre_tokens": 1000}}]),
+            ),
             Line::Boundary { uuid } => {
-                json!({"uuid": self::uuid(uuid), "type": "boundary"}).to_string()
+                json!({"uuid": self::uuid(uuid), "session_id": SID, "type": "boundary", "boundary": {"pre_tokens": 5}})
+                    .to_string()
             }
         }
     }
@@ -70,10 +131,11 @@ impl Line {
 
 fn line() -> impl Strategy<Value = Line> {
     prop_oneof![
-        4 => (any::<u8>(), any::<u8>(), 0u16..400).prop_map(|(uuid, role, len)| Line::Text { uuid, role, len }),
-        2 => (any::<u8>(), any::<u8>(), proptest::bool::weighted(0.2))
-            .prop_map(|(uuid, id, compress)| Line::Call { uuid, id, compress }),
-        2 => (any::<u8>(), any::<u8>(), 0u16..2000).prop_map(|(uuid, id, len)| Line::Result { uuid, id, len }),
+        5 => (any::<u8>(), any::<u8>(), any::<u8>()).prop_map(|(uuid, role, key)| Line::Text { uuid, role, key }),
+        1 => (any::<u8>(), any::<u8>()).prop_map(|(uuid, key)| Line::Thinking { uuid, key }),
+        2 => (any::<u8>(), any::<u8>(), any::<u8>()).prop_map(|(uuid, id, tool)| Line::Call { uuid, id, tool }),
+        2 => (any::<u8>(), any::<u8>(), 0u16..9000).prop_map(|(uuid, id, len)| Line::Result { uuid, id, len }),
+        1 => any::<u8>().prop_map(|uuid| Line::Marker { uuid }),
         1 => any::<u8>().prop_map(|uuid| Line::Boundary { uuid }),
     ]
 }
@@ -90,18 +152,16 @@ enum Op {
     State(StateSpec),
     /// The file rewritten with its first `keep` lines.
     Rewrite(u8),
-    /// A read of view.md instead of view.jsonl (the memo then has no lines for new items).
-    ReadMarkdown,
 }
 
 #[derive(Debug, Clone)]
 struct StateSpec {
-    /// (first uuid, count, active, tier, compress call)
+    /// (first key, count, active, tier, compress call)
     blocks: Vec<(u8, u8, bool, u8, Option<u8>)>,
-    /// uuids with recorded refs, and the number to start from.
+    /// Keys of user texts with recorded refs, and the number to start from.
     refs: Vec<u8>,
     ref_base: u16,
-    /// Frozen tokens for some recorded refs.
+    /// Frozen token counts for some recorded refs.
     frozen: Vec<(u8, u16)>,
 }
 
@@ -134,40 +194,52 @@ fn op() -> impl Strategy<Value = Op> {
         6 => proptest::collection::vec(line(), 1..6).prop_map(Op::Append),
         1 => (line(), any::<u16>()).prop_map(|(l, cut)| Op::Unterminated(l, cut)),
         1 => Just(Op::Newline),
-        1 => state_spec().prop_map(Op::State),
+        2 => state_spec().prop_map(Op::State),
         1 => any::<u8>().prop_map(Op::Rewrite),
-        1 => Just(Op::ReadMarkdown),
     ]
 }
 
-fn build_state(spec: &StateSpec) -> State {
-    let mut st = State::initial("s");
+/// A state.json in the runtime's shape (the core reads it as the runtime would).
+fn build_state(spec: &StateSpec) -> Value {
+    let mut blocks = Vec::new();
     for (n, &(first, count, active, tier, call)) in spec.blocks.iter().enumerate() {
-        let ids: Vec<String> = (0..count).map(|k| uuid(first.wrapping_add(k))).collect();
-        let block = json!({
-            "blockId": format!("b{}", n + 1), "tier": tier, "summary": "a summary",
-            "effectiveMessageIds": ids, "archiveRel": "tier1/x.md",
-            "startRef": "m0001", "endRef": "m0002", "active": active,
-            "compressCallId": call.map(tool_id).unwrap_or_default(),
-        });
-        st.blocks
-            .push(serde_json::from_value(block).expect("a block"));
+        // Alternate user and assistant text of consecutive keys.
+        let ids: Vec<String> = (0..count)
+            .map(|k| text_id(first.wrapping_add(k), k % 2 == 0))
+            .collect();
+        let id = format!("b{}", n + 1);
+        blocks.push(json!({
+            "blockId": id, "tier": tier, "summary": format!("summary of {id}"),
+            "directMessageIds": ids, "effectiveMessageIds": ids,
+            "archivePath": format!("/r/noa/s/tier{tier}/{id}_m00001-m00002.md"),
+            "archiveRel": format!("tier{tier}/{id}_m00001-m00002.md"),
+            "compressedTokens": 10, "startRef": "m00001", "endRef": "m00002",
+            "active": active, "compressCallId": call.map(tool_id).unwrap_or_default(),
+        }));
     }
-    for (k, &u) in spec.refs.iter().enumerate() {
-        let r = format!("m{:04}", spec.ref_base as usize + k + 1);
-        st.message_refs.by_raw.insert(uuid(u), r.clone());
-        st.message_refs.by_ref.insert(r, uuid(u));
+    let mut by_raw = serde_json::Map::new();
+    let mut by_ref = serde_json::Map::new();
+    for (k, &key) in spec.refs.iter().enumerate() {
+        let r = format!("m{:05}", spec.ref_base as usize + k + 1);
+        let id = text_id(key, true);
+        by_raw.insert(id.clone(), json!(r));
+        by_ref.insert(r, json!(id));
     }
-    if !spec.frozen.is_empty() {
-        let mut snap =
-            serde_json::from_value::<normafs::format::state::TokenSnapshot>(json!({"byRef": {}}))
-                .expect("snapshot");
-        for &(u, tokens) in &spec.frozen {
-            if let Some(r) = st.message_refs.by_raw.get(&uuid(u)) {
-                snap.by_ref.insert(r.clone(), tokens as u64);
-            }
+    let mut snap = serde_json::Map::new();
+    for &(key, tokens) in &spec.frozen {
+        if let Some(r) = by_raw.get(&text_id(key, true)) {
+            snap.insert(r.as_str().unwrap_or_default().to_string(), json!(tokens));
         }
-        st.token_snapshot = Some(snap);
+    }
+    let mut st = json!({
+        "version": 1, "sessionId": SID, "nextBlockId": spec.blocks.len() + 1,
+        "blocks": if blocks.is_empty() { Value::Null } else { Value::Array(blocks) },
+        "messageRefs": {"byRaw": by_raw, "byRef": by_ref},
+        "nudge": {"lastPerMessageNudgeTokens": 0, "lastNudgeShownTokens": 0},
+        "stats": {"tokensCompressed": 0, "compressionCount": spec.blocks.len()}
+    });
+    if !snap.is_empty() {
+        st["tokenSnapshot"] = Value::Object(snap);
     }
     st
 }
@@ -190,20 +262,52 @@ fn small_cfg(window: u64, recent: usize, recent_tokens: u64) -> NoaConfig {
         growth_floor: 10,
         growth_cap: 100,
         min_benefit_tokens: Some(10),
+        min_range_chars: 200,
         tier2_min_blocks: 2,
+        protected_tools: vec!["mcp__*".into()],
         ..NoaConfig::default()
     }
 }
 
-/// Apply `ops`, computing the view after each through the memo (as the mount does) and from
-/// scratch: they must be the same.
-fn check(ops: &[Op], cfg: &NoaConfig) -> Result<(), TestCaseError> {
+/// The computed files the check compares.
+const KINDS: [SynthKind; 3] = [SynthKind::View, SynthKind::ViewMd, SynthKind::Materialized];
+
+/// What the core computes for `kind` from a fresh read of the session's files.
+fn from_scratch(paths: &RootPaths, cfg: &NoaConfig, kind: SynthKind) -> Vec<u8> {
+    let bytes = fs::read(paths.transcript_path(SID)).unwrap_or_default();
+    let t = Transcript::parse(&bytes, Some(SID));
+    let state: State = load_state(&paths.state_path(SID), SID).state;
+    let p = view::Projection::new(session::messages(&t));
+    let path = &view::runtime_path;
+    match kind {
+        SynthKind::View => view::view(&p, &state, cfg, path).to_jsonl(),
+        SynthKind::Materialized => view::materialize(&p, &state, cfg, path).to_jsonl(),
+        _ => {
+            let turn = view::turn(&p, &state, cfg, path);
+            let msgs = assemble::assemble(&turn, &p.msgs, &state, true);
+            render::markdown(&msgs, &turn, &state, cfg, SID).into_bytes()
+        }
+    }
+}
+
+/// Apply `ops`, reading the computed files after each through the mount's computation and
+/// from scratch: they must be the same. `reads` picks which files are read after each op
+/// (a file not read has no cached content to refresh from).
+fn check(ops: &[Op], reads: &[u8], cfg: &NoaConfig) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("s.jsonl");
-    let mut tf = TranscriptFile::open(&path, Some("s")).expect("open");
-    let mut state: Arc<State> = Arc::new(State::initial("s"));
-    for op in ops {
-        let mut markdown = false;
+    let paths = RootPaths::from_root(dir.path());
+    fs::create_dir_all(&paths.transcripts).expect("mkdir");
+    fs::create_dir_all(paths.archive_root(SID)).expect("mkdir");
+    let tpath = paths.transcript_path(SID);
+    fs::write(&tpath, b"").expect("create");
+    let synth = Synth::new(
+        paths.clone(),
+        Config {
+            noa: cfg.clone(),
+            ..Config::default()
+        },
+    );
+    for (i, op) in ops.iter().enumerate() {
         match op {
             Op::Append(lines) => {
                 let mut bytes = String::new();
@@ -211,85 +315,71 @@ fn check(ops: &[Op], cfg: &NoaConfig) -> Result<(), TestCaseError> {
                     bytes.push_str(&l.json());
                     bytes.push('\n');
                 }
-                append(&path, bytes.as_bytes());
+                append(&tpath, bytes.as_bytes());
             }
             Op::Unterminated(l, cut) => {
                 let text = l.json();
-                append(&path, &text.as_bytes()[..text.len().min(*cut as usize)]);
+                append(&tpath, &text.as_bytes()[..text.len().min(*cut as usize)]);
             }
-            Op::Newline => append(&path, b"\n"),
-            Op::State(spec) => state = Arc::new(build_state(spec)),
+            Op::Newline => append(&tpath, b"\n"),
+            Op::State(spec) => {
+                // As the runtime writes it: a temp file renamed over the old one.
+                let tmp = paths.archive_root(SID).join(".noa-state-1.tmp");
+                fs::write(&tmp, build_state(spec).to_string()).expect("state");
+                fs::rename(&tmp, paths.state_path(SID)).expect("rename");
+            }
             Op::Rewrite(keep) => {
-                let bytes = fs::read(&path).unwrap_or_default();
+                let bytes = fs::read(&tpath).unwrap_or_default();
                 let kept: Vec<&[u8]> = bytes
                     .split_inclusive(|&b| b == b'\n')
                     .take(*keep as usize % 8)
                     .collect();
-                fs::write(&path, kept.concat()).expect("rewrite");
+                fs::write(&tpath, kept.concat()).expect("rewrite");
             }
-            Op::ReadMarkdown => markdown = true,
         }
-        tf.refresh().expect("refresh");
-
-        // Through the memo, as the mount does.
-        let memo = tf.take_memo::<view::Memo>();
-        let stable = tf.stable_messages();
-        let token: Arc<dyn std::any::Any + Send + Sync> = state.clone();
-        let msgs = session::msgs(tf.transcript());
-        let v = view::project_memo(&msgs, &state, &token, cfg, memo);
-        let (jsonl, md) = if markdown {
-            (None, Some(v.to_markdown()))
-        } else {
-            (Some(v.to_jsonl()), None)
-        };
-        let measured = (v.measured, v.projected, v.protected_start);
-        let memo = v.into_memo(token, cfg, stable);
-        drop(msgs);
-        if let Some(memo) = memo {
-            tf.keep_memo(memo);
-        }
-
-        // From scratch.
-        let bytes = fs::read(&path).unwrap_or_default();
-        let t = Transcript::parse(&bytes, Some("s"));
-        let msgs = session::msgs(&t);
-        let fresh = view::project(&msgs, &state, cfg);
-        prop_assert_eq!(
-            measured,
-            (fresh.measured, fresh.projected, fresh.protected_start)
-        );
-        if let Some(jsonl) = jsonl {
-            let expected = fresh.to_jsonl();
+        let pick = reads.get(i).copied().unwrap_or(0);
+        for (k, kind) in KINDS.iter().enumerate() {
+            if pick & (1 << k) == 0 && pick != 0 {
+                continue;
+            }
+            let got = synth
+                .content(&Node::Synth(SID.to_string(), *kind))
+                .expect("computed")
+                .data
+                .to_vec();
+            let want = from_scratch(&paths, cfg, *kind);
             prop_assert_eq!(
-                String::from_utf8_lossy(&jsonl),
-                String::from_utf8_lossy(&expected)
+                String::from_utf8_lossy(&got),
+                String::from_utf8_lossy(&want),
+                "{} after op {}",
+                kind.name(),
+                i
             );
-        }
-        if let Some(md) = md {
-            prop_assert_eq!(md, fresh.to_markdown());
         }
     }
     Ok(())
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
 
     #[test]
-    fn a_view_from_the_memo_is_the_view_from_scratch(
+    fn the_mounts_computed_files_are_the_files_from_scratch(
         ops in proptest::collection::vec(op(), 1..14),
-        window in 200u64..4000,
+        reads in proptest::collection::vec(0u8..8, 14),
+        window in 200u64..6000,
         recent in 0usize..4,
         recent_tokens in prop_oneof![Just(0u64), 1u64..800],
     ) {
-        check(&ops, &small_cfg(window, recent, recent_tokens))?;
+        check(&ops, &reads, &small_cfg(window, recent, recent_tokens))?;
     }
 }
 
-/// A result read before its call: when the call that comes later is of a protected tool, the
-/// earlier result becomes protected from truncation.
+/// A result read before its call: when the call that comes later is of a protected tool (or
+/// Compress), the earlier result takes its tool name and becomes BLOCKED — the view of the
+/// earlier lines changes without any of them changing.
 #[test]
-fn a_later_protected_call_protects_an_earlier_result() {
+fn a_later_protected_call_changes_an_earlier_result() {
     let result = Line::Result {
         uuid: 1,
         id: 3,
@@ -298,12 +388,12 @@ fn a_later_protected_call_protects_an_earlier_result() {
     let text = |uuid| Line::Text {
         uuid,
         role: 0,
-        len: 10,
+        key: uuid,
     };
     let call = Line::Call {
         uuid: 4,
         id: 3,
-        compress: true,
+        tool: 3,
     };
     let ops = [
         Op::Append(vec![result, text(2)]),
@@ -311,17 +401,17 @@ fn a_later_protected_call_protects_an_earlier_result() {
         Op::Append(vec![call]),
         Op::Append(vec![text(5)]),
     ];
-    check(&ops, &small_cfg(600, 1, 0)).expect("the same view");
+    check(&ops, &[], &small_cfg(600, 1, 0)).expect("the same files");
 }
 
-/// A live block that also covers the unterminated last line: when that line turns out to be no
-/// record, the block is dead, and nothing of it may be kept.
+/// A live block that also covers the unterminated last line: when that line turns out to be
+/// no record, its content is not there, and the block is live only by what remains.
 #[test]
-fn a_block_over_the_unterminated_line_is_not_kept() {
-    let text = |uuid| Line::Text {
+fn a_block_over_the_unterminated_line_follows_the_line() {
+    let text = |uuid, key| Line::Text {
         uuid,
-        role: 0,
-        len: 10,
+        role: key % 2,
+        key,
     };
     let block = StateSpec {
         blocks: vec![(1, 3, true, 1, None)],
@@ -330,11 +420,66 @@ fn a_block_over_the_unterminated_line_is_not_kept() {
         frozen: vec![],
     };
     let ops = [
-        Op::Append(vec![text(1), text(2)]),
+        Op::Append(vec![text(1, 1), text(2, 2)]),
         Op::State(block),
-        Op::Unterminated(text(3), u16::MAX),
-        Op::Append(vec![text(4)]),
-        Op::Append(vec![text(3)]),
+        Op::Unterminated(text(3, 3), 40),
+        Op::Append(vec![text(4, 5)]),
+        Op::Unterminated(text(5, 3), u16::MAX),
+        Op::Newline,
+        Op::Append(vec![text(6, 3)]),
     ];
-    check(&ops, &small_cfg(100_000, 1, 0)).expect("the same view");
+    check(&ops, &[], &small_cfg(100_000, 1, 0)).expect("the same files");
+}
+
+/// A compaction marker appended after a view was computed moves the whole projection.
+#[test]
+fn a_marker_after_a_view_moves_the_projection() {
+    let text = |uuid, key| Line::Text {
+        uuid,
+        role: key % 2,
+        key,
+    };
+    let ops = [
+        Op::Append(vec![text(1, 1), text(2, 2), text(3, 3)]),
+        Op::State(StateSpec {
+            blocks: vec![(1, 2, true, 1, None)],
+            refs: vec![1, 3],
+            ref_base: 0,
+            frozen: vec![(1, 1234)],
+        }),
+        Op::Append(vec![Line::Marker { uuid: 9 }]),
+        Op::Append(vec![text(10, 4), text(11, 1)]),
+        Op::Rewrite(3),
+        Op::Append(vec![text(12, 5)]),
+    ];
+    check(&ops, &[], &small_cfg(2000, 1, 0)).expect("the same files");
+}
+
+/// A shrunk failure: a view computed while the last line was unterminated (its record read
+/// tentatively), then that line finished by an append that makes it no record at all. The
+/// message at its index is another one now; a line or an id kept from the tentative record
+/// was served for it.
+#[test]
+fn a_tentative_last_record_replaced_by_another() {
+    let text = |uuid, role, key| Line::Text { uuid, role, key };
+    let ops = [
+        Op::Append(vec![text(0, 0, 0)]),
+        Op::Append(vec![text(0, 0, 0)]),
+        Op::Append(vec![text(0, 0, 0)]),
+        Op::Unterminated(text(0, 28, 0), 186),
+        Op::Append(vec![
+            Line::Call {
+                uuid: 0,
+                id: 0,
+                tool: 1,
+            },
+            Line::Call {
+                uuid: 132,
+                id: 240,
+                tool: 204,
+            },
+            text(140, 202, 27),
+        ]),
+    ];
+    check(&ops, &[1, 2, 4, 5, 5], &small_cfg(2351, 2, 0)).expect("the same files");
 }

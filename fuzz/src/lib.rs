@@ -9,12 +9,14 @@
 
 use std::time::{Duration, SystemTime};
 
+use normafs::config::NoaConfig;
 use normafs::format::loader::{Parser, Transcript};
 use normafs::format::transcript::parse_line;
 use normafs::format::{archive, memory, state};
-use normafs::noa::compress;
+use normafs::noa::session::{self as view, Projection};
+use normafs::noa::{args, assemble, compress, protect, rebuild, refs, render};
 use normafs::store::ctl::{self, Command, Scope};
-use normafs::store::journal;
+use normafs::store::{journal, session};
 
 /// Split fuzzer bytes into a header of `n` bytes (`n` = the first byte modulo `max + 1`) and
 /// the rest.
@@ -92,155 +94,271 @@ pub fn transcript_split(file: &[u8], cuts: &[usize]) {
     assert_eq!(parser.committed_len(), after_last_newline);
 }
 
-/// The transcript the state property runs the core on: messages `u1`…`u8` (a hostile state
-/// can name them), with a Compress call and its result.
+/// The transcript the state property runs the core on, in the runtime's record shape: a
+/// question, a Read call and its result, an answer with thinking, a Compress call and its
+/// panel, and a follow-up. Its content ids are what a hostile state has to name (see
+/// [`core_ids`]).
 pub const CORE_TRANSCRIPT: &str = concat!(
-    r#"{"uuid":"u1","type":"message","timestamp":"2026-11-30T10:00:01Z","message":{"role":"user","content":[{"type":"text","text":"first question about the build, long enough to count"}]}}"#,
+    r#"{"uuid":"00000000000000000000000000000001","session_id":"s","timestamp":"2026-11-30T10:00:01Z","type":"message","message":{"role":"user","content":[{"type":"text","text":"first question about the build, long enough to count"}]}}"#,
     "\n",
-    r#"{"uuid":"u2","parent_uuid":"u1","type":"message","timestamp":"2026-11-30T10:00:02Z","message":{"role":"assistant","content":[{"type":"text","text":"an answer with some words in it"},{"type":"tool_use","id":"t1","name":"Read","input":{"path":"build.rs"}}]}}"#,
+    r#"{"uuid":"00000000000000000000000000000002","parent_uuid":"00000000000000000000000000000001","session_id":"s","timestamp":"2026-11-30T10:00:02Z","type":"message","message":{"role":"assistant","content":[{"type":"text","text":"an answer with some words in it"},{"type":"tool_use","id":"t1","name":"Read","input":{"path":"build.rs"}}]}}"#,
     "\n",
-    r#"{"uuid":"u3","parent_uuid":"u2","type":"message","timestamp":"2026-11-30T10:00:03Z","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"fn main() {}"}]}}"#,
+    r#"{"uuid":"00000000000000000000000000000003","parent_uuid":"00000000000000000000000000000002","session_id":"s","timestamp":"2026-11-30T10:00:03Z","type":"message","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"fn main() {}"}]}]}}"#,
     "\n",
-    r#"{"uuid":"u4","parent_uuid":"u3","type":"message","timestamp":"2026-11-30T10:00:04Z","message":{"role":"assistant","content":[{"type":"text","text":"the file is empty; more words here"}]}}"#,
+    r#"{"uuid":"00000000000000000000000000000004","parent_uuid":"00000000000000000000000000000003","session_id":"s","timestamp":"2026-11-30T10:00:04Z","type":"message","message":{"role":"assistant","content":[{"type":"thinking","thinking":"the file is empty","signature":"c2ln"},{"type":"text","text":"the file is empty; more words here"}]}}"#,
     "\n",
-    r#"{"uuid":"u5","parent_uuid":"u4","type":"message","timestamp":"2026-11-30T10:00:05Z","message":{"role":"assistant","content":[{"type":"tool_use","id":"c1","name":"Compress","input":{"ranges":[{"start":"m0001","end":"m0003","summary":"the build question and the file read"}]}}]}}"#,
+    r#"{"uuid":"00000000000000000000000000000005","parent_uuid":"00000000000000000000000000000004","session_id":"s","timestamp":"2026-11-30T10:00:05Z","type":"message","message":{"role":"assistant","content":[{"type":"tool_use","id":"c1","name":"Compress","input":{"content":[{"startId":"m00001","endId":"m00003","summary":"the build question and the file read"}]}}]}}"#,
     "\n",
-    r#"{"uuid":"u6","parent_uuid":"u5","type":"message","timestamp":"2026-11-30T10:00:06Z","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"c1","content":"ok"}]}}"#,
+    r#"{"uuid":"00000000000000000000000000000006","parent_uuid":"00000000000000000000000000000005","session_id":"s","timestamp":"2026-11-30T10:00:06Z","type":"message","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"c1","content":[{"type":"text","text":"▣ noa | 40 → 20 tokens (~20 reclaimed)\n  b1(T1)=m00001–m00003 → /r/noa/s/tier1/b1_m00001-m00003.md"}]}]}}"#,
     "\n",
-    r#"{"uuid":"u7","parent_uuid":"u6","type":"message","timestamp":"2026-11-30T10:00:07Z","message":{"role":"user","content":[{"type":"text","text":"thanks, next the tests please"}]}}"#,
+    r#"{"uuid":"00000000000000000000000000000007","parent_uuid":"00000000000000000000000000000006","session_id":"s","timestamp":"2026-11-30T10:00:07Z","type":"message","message":{"role":"user","content":[{"type":"text","text":"thanks, next the tests please"}]}}"#,
     "\n",
-    r#"{"uuid":"u8","parent_uuid":"u7","type":"message","timestamp":"2026-11-30T10:00:08Z","message":{"role":"assistant","content":[{"type":"text","text":"running the tests now"}]}}"#,
+    r#"{"uuid":"00000000000000000000000000000008","parent_uuid":"00000000000000000000000000000007","session_id":"s","timestamp":"2026-11-30T10:00:08Z","type":"message","message":{"role":"assistant","content":[{"type":"text","text":"running the tests now"}]}}"#,
     "\n",
 );
 
-/// `parse_state` never panics; a parsed state written the way normafs writes it
-/// (`to_pretty`) parses back to an equal state; and the core never panics on it (see
-/// [`core_on_state`]).
+/// The content ids of [`CORE_TRANSCRIPT`], in projection order.
+pub fn core_ids() -> Vec<String> {
+    let t = Transcript::parse(CORE_TRANSCRIPT.as_bytes(), Some("s"));
+    let p = Projection::new(session::messages(&t));
+    p.cores.iter().map(|c| c.id.to_string()).collect()
+}
+
+/// `parse_state` never panics; a parsed state written as normafs writes it (`to_json`, the
+/// runtime's bytes) parses back to an equal state and is written again as the same bytes;
+/// and the core never panics on it (see [`core_on_state`]).
 pub fn state(data: &[u8]) {
     if let Ok(s) = state::parse_state(data) {
-        let text = s.to_pretty();
+        let text = s.to_json();
         let back = state::parse_state(text.as_bytes());
         assert_eq!(back.as_ref().ok(), Some(&s), "{text}");
+        if let Ok(b) = &back {
+            assert_eq!(b.to_json(), text);
+        }
         core_on_state(&s);
     }
 }
 
-/// The view, `view.md`, the status, a compress of the first refs and of the state's own refs
-/// (strict and replayed), and a journal roll-forward, against [`CORE_TRANSCRIPT`] and a state
-/// that may be hostile: none panics, and every archive a compress would write stays in its
-/// tier directory (`tier<N>/<one file name>`).
+/// The view, `view.md`, the materialized history, `status.json`, raw ranges, Compress batches
+/// over the first refs, the state's own refs and its blocks (as ctl runs them), a rebuild with
+/// one of them as a journal batch, and inheritance, against [`CORE_TRANSCRIPT`] and a state
+/// that may be hostile: none panics, and every archive a batch would write stays in its tier
+/// directory (`tier<N>/<one file name>`) and reads back.
 pub fn core_on_state(s: &state::State) {
     let t = Transcript::parse(CORE_TRANSCRIPT.as_bytes(), Some("s"));
-    let msgs = normafs::store::session::msgs(&t);
-    let cfg = normafs::config::NoaConfig {
+    let p = Projection::new(session::messages(&t));
+    let cfg = NoaConfig {
+        window: 200,
         protect_recent_messages: 1,
         protect_recent_tokens: 0,
         min_summary_chars: 1,
+        min_range_chars: 0,
         ..Default::default()
     };
-    let view = normafs::noa::view::project(&msgs, s, &cfg);
-    let _ = view.to_jsonl();
-    let _ = view.to_markdown();
+    let path = &view::runtime_path;
+    let _ = view::view(&p, s, &cfg, path).to_jsonl();
+    let _ = view::materialize(&p, s, &cfg, path).to_jsonl();
+    let turn = view::turn(&p, s, &cfg, path);
+    let shown = assemble::assemble(&turn, &p.msgs, s, true);
+    let _ = render::markdown(&shown, &turn, s, &cfg, "s");
     let usage = normafs::format::transcript::Usage::default();
-    let inputs = normafs::noa::status::StatusInputs {
+    let inputs = render::StatusInputs {
         session: "s",
         usage: &usage,
         subagents: &[],
         problems: (0, 0, 0),
         state_error: None,
+        idle_seconds: None,
+        inherited_from: None,
+        settings: cfg.describe(),
     };
-    let _ = normafs::noa::status::status(&view, &cfg, &inputs);
-    let mut refs: Vec<String> = vec!["m0001".into(), "m0004".into()];
-    refs.extend(s.message_refs.by_raw.values().take(4).cloned());
-    refs.extend(s.blocks.iter().take(2).map(|b| b.start_ref.clone()));
-    for start in &refs {
-        for end in &refs {
-            let input = serde_json::json!({"ranges": [
-                {"start": start, "end": end, "summary": "s"}
-            ]});
-            let Ok(batch) = compress::parse_batch(&input) else {
-                continue;
-            };
-            for strict in [true, false] {
-                let ctx = compress::Ctx {
-                    msgs: &msgs,
-                    state: s,
-                    cfg: &cfg,
-                    strict,
-                    call_id: "ctl-x",
-                    now: "2026-11-30T12:00:00Z",
-                    session: "s",
-                    archive_root: "/r/noa/s",
-                };
-                let Ok(planned) = compress::plan(&ctx, &batch) else {
-                    continue;
-                };
-                for p in &planned.blocks {
-                    let rel = &p.block.archive_rel;
-                    let parts: Vec<&str> = rel.split('/').collect();
-                    assert!(
-                        parts.len() == 2
-                            && parts.iter().all(|p| !p.is_empty() && *p != "..")
-                            && !rel.contains('\0'),
-                        "archive {rel:?} leaves its tier directory"
-                    );
-                    assert!(archive::parse(&p.archive).is_ok());
-                }
+    let _ = render::status(&turn, s, &cfg, &inputs);
+    let _ = turn.ledger(s, &shown.tagged).to_json();
+    let (slots, _) = refs::assign(&p.cores, s, |c| protect::is_hard(c, &cfg));
+    for (a, b) in [(1, 3), (3, 1), (1, 99_999), (0, u32::MAX)] {
+        let _ = render::raw_range(&p, &slots, a, b);
+    }
+    let mut ends: Vec<String> = vec!["m00001".into(), "m00004".into(), "b1".into()];
+    ends.extend(s.message_refs.by_raw.values().take(4).cloned());
+    ends.extend(s.blocks().iter().take(2).map(|b| b.start_ref.clone()));
+    ends.extend(s.blocks().iter().take(2).map(|b| b.block_id.clone()));
+    let place = compress::Placement {
+        root: "/r/noa/s",
+        session: "s",
+        created: "2026-11-30T12:00:00Z",
+        now: 1_796_040_000,
+    };
+    let mut journal = Vec::new();
+    for start in &ends {
+        for end in &ends {
+            let input = serde_json::json!({"content": [
+                {"startId": start, "endId": end, "summary": "the range, summarized"}
+            ]})
+            .to_string();
+            let parsed = args::parse(&input);
+            let applied = rebuild::ctl_apply(&p, s, &cfg, &parsed.ranges, "ctl-x", &place, path);
+            let _ = compress::panel(&applied, turn.measure);
+            for (b, a) in applied.created.iter().zip(&applied.archives) {
+                let rel = &b.archive_rel;
+                let parts: Vec<&str> = rel.split('/').collect();
+                assert!(
+                    parts.len() == 2
+                        && parts
+                            .iter()
+                            .all(|p| !p.is_empty() && *p != ".." && *p != ".")
+                        && !rel.contains('\0'),
+                    "archive {rel:?} leaves its tier directory"
+                );
+                let text = archive::render(a, archive::Labels::Chinese);
+                assert!(archive::parse(&text).is_ok(), "{text}");
             }
-            let ev = normafs::noa::replay::Event {
-                source: normafs::noa::replay::Source::Journal,
-                at: "2026-11-30T12:00:00Z".into(),
-                call_id: "ctl-y".into(),
-                input,
-            };
-            let mut st = s.clone();
-            let _ = normafs::noa::replay::apply(&mut st, &msgs, &ev, &cfg, "s", "/r/noa/s");
+            if applied.whole() && journal.is_empty() {
+                journal.push(rebuild::JournalBatch {
+                    prefix: p.cores.len(),
+                    input,
+                    call: "ctl-x".into(),
+                });
+            }
         }
     }
+    let _ = rebuild::rebuild(&p, &cfg, "s", &place, &journal, path);
+    let _ = render::inherit(
+        state::State::initial("child"),
+        "child",
+        &["s".into()],
+        &|_| Some(s.clone()),
+    );
 }
 
-/// `archive::parse` never panics, and whatever parses renders to an archive that parses again
-/// with a matching `body_sha256`. An archive that read cleanly (no warning, no `\r`) comes back
-/// as the same document, its rendered body reads without a warning, and rendering it again
-/// gives the same bytes. (A damaged archive is read as best as possible and a `\r` inside a
-/// header value or heading is written as a space, documented limits of the text form: for
-/// those only the first part holds.)
+/// Fuzz input: the text of an archive (lossy UTF-8), then, after a `0xFF` byte, entries for
+/// a round trip ([`archive_round_trip`]).
 pub fn archive(data: &[u8]) {
-    let Ok(text) = std::str::from_utf8(data) else {
+    let (text, rest) = match data.iter().position(|&b| b == 0xFF) {
+        Some(i) => (&data[..i], &data[i + 1..]),
+        None => (data, &[][..]),
+    };
+    archive_text(&String::from_utf8_lossy(text));
+    let mut parts = rest.split(|&b| b == 0xFE);
+    let summary = String::from_utf8_lossy(parts.next().unwrap_or_default()).into_owned();
+    let entries: Vec<(u8, String)> = parts
+        .map(|p| match p.split_first() {
+            Some((&k, body)) => (k, String::from_utf8_lossy(body).into_owned()),
+            None => (0, String::new()),
+        })
+        .collect();
+    archive_round_trip(&summary, &entries);
+}
+
+/// `archive::parse` never panics; what it reads is located inside the text: headings in
+/// increasing lines within the file; a verdict on `body_sha256` exactly when the key is
+/// there.
+pub fn archive_text(text: &str) {
+    let Ok(p) = archive::parse(text) else {
         return;
     };
-    let Ok(parsed) = archive::parse(text) else {
-        return;
-    };
-    let rendered = archive::render(&parsed.doc);
-    let back = archive::parse(&rendered);
-    let Ok(back) = back else {
-        panic!("render of a parsed archive does not parse: {back:?}\n{rendered}");
-    };
-    assert_eq!(back.sha_ok, Some(true), "{rendered}");
-    if !parsed.warnings.is_empty() || text.contains('\r') {
-        return;
+    let lines = text.split('\n').count();
+    let mut last = 0;
+    for h in &p.headings {
+        assert!(h.line > last && h.line <= lines, "{h:?} of {lines} lines");
+        assert!(h.level == 2 || h.level == 3, "{h:?}");
+        last = h.line;
     }
-    // `render` writes the hash of the body it writes, whatever the doc held.
-    let unhashed = |d: &archive::ArchiveDoc| {
-        let mut d = d.clone();
-        d.front.body_sha256 = None;
-        d
-    };
-    assert_eq!(unhashed(&back.doc), unhashed(&parsed.doc), "{rendered}");
-    // The frontmatter may warn again (a bad value of a known optional key is kept as an unknown
-    // key and written back as it was); the body normafs wrote must not.
-    let body_line = rendered
-        .lines()
-        .skip(1)
-        .position(|l| l == "---")
-        .map_or(0, |i| i + 3);
-    assert!(
-        back.warnings.iter().all(|w| w.line < body_line),
-        "{:?}\n{rendered}",
-        back.warnings
+    assert_eq!(
+        p.body_sha256_ok.is_some(),
+        p.frontmatter.body_sha256.is_some()
     );
-    assert_eq!(archive::render(&back.doc), rendered);
+}
+
+/// An archive rendered from entries (`kind` picks text, thinking, tool_use, tool_result or
+/// an absorbed block; any body) reads back: its frontmatter, its body hash, one heading per
+/// entry with the entry's ref, kind and tool, its summary. Text and thinking bodies are
+/// written unfenced, so a line in them shaped exactly like a heading would read as one (a
+/// documented limit of the format): `·` is kept out of those bodies.
+pub fn archive_round_trip(summary: &str, entries: &[(u8, String)]) {
+    let plain = |s: &str| s.replace('·', ".");
+    let mut out = Vec::new();
+    for (i, (k, body)) in entries.iter().take(64).enumerate() {
+        let reference = (k & 0x80 == 0).then(|| format!("m{:05}", i + 1));
+        let message = |role: &str, kind, tool: &str, text: String| {
+            archive::Entry::Message(archive::MessageEntry {
+                reference: reference.clone(),
+                role: role.to_string(),
+                kind,
+                tool: tool.to_string(),
+                text,
+            })
+        };
+        out.push(match k % 5 {
+            0 => message("user", archive::MessageKind::Text, "", plain(body)),
+            1 => message("assistant", archive::MessageKind::Thinking, "", plain(body)),
+            2 => message(
+                "assistant",
+                archive::MessageKind::ToolUse,
+                "Bash",
+                body.clone(),
+            ),
+            3 => message("tool", archive::MessageKind::ToolResult, "", body.clone()),
+            _ => archive::Entry::Block(archive::BlockEntry {
+                block_id: format!("b{}", i + 1),
+                tier: 1,
+                start_ref: "m00001".into(),
+                end_ref: "m00002".into(),
+                topic: String::new(),
+                summary: plain(body),
+                archive_rel: format!("tier1/b{}_m00001-m00002.md", i + 1),
+                archive_path: String::new(),
+            }),
+        });
+    }
+    let absorbed = out.iter().any(|e| matches!(e, archive::Entry::Block(_)));
+    let a = archive::Archive {
+        block_id: "b99".into(),
+        tier: if absorbed { 2 } else { 1 },
+        session: "s".into(),
+        created: "2026-11-30T12:00:00Z".into(),
+        start_ref: "m00001".into(),
+        end_ref: format!("m{:05}", out.len().max(1)),
+        topic: "a topic".into(),
+        summary: plain(summary),
+        original_tokens: 7,
+        entries: out,
+        call: Some("ctl-1".into()),
+        with_body_sha256: true,
+    };
+    let text = archive::render(&a, archive::Labels::Chinese);
+    let p = archive::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(p.body_sha256_ok, Some(true), "{text}");
+    let f = &p.frontmatter;
+    assert_eq!(f.block, "b99");
+    assert_eq!(f.tier, Some(a.tier));
+    assert_eq!(f.range, Some((a.start_ref.clone(), a.end_ref.clone())));
+    assert_eq!(f.call.as_deref(), Some("ctl-1"));
+    assert_eq!(p.headings.len(), a.entries.len(), "{text}");
+    for (h, e) in p.headings.iter().zip(&a.entries) {
+        match (e, &h.kind) {
+            (
+                archive::Entry::Message(m),
+                archive::HeadingKind::Message {
+                    reference, kind, ..
+                },
+            ) => {
+                assert_eq!(reference, &m.reference, "{text}");
+                assert_eq!(*kind, m.kind, "{text}");
+            }
+            (archive::Entry::Block(b), archive::HeadingKind::Block { block_id, .. }) => {
+                assert_eq!(block_id, &b.block_id, "{text}");
+            }
+            _ => panic!("entry and heading differ: {e:?} {h:?}\n{text}"),
+        }
+    }
+    let trimmed = a.summary.trim();
+    if !trimmed.contains('\r') {
+        assert_eq!(
+            p.summary.as_deref(),
+            (!trimmed.is_empty()).then_some(trimmed),
+            "{text}"
+        );
+    }
 }
 
 /// Fuzz input: a header holding the file name (`<header>.md`, lossy UTF-8), then the file.
@@ -314,22 +432,25 @@ pub fn memory_split(file_name: &str, text: &str) {
 
 /// The line a command is written as, for the round trip.
 pub fn command_line(c: &Command) -> String {
+    let bang = |forced: bool| if forced { "!" } else { "" };
     match c {
-        Command::Compress(v) => format!("compress {v}"),
-        Command::Rebuild => "rebuild".into(),
+        Command::Compress(v, forced) => format!("compress{} {v}", bang(*forced)),
+        Command::Rebuild(forced) => format!("rebuild{}", bang(*forced)),
         Command::Help => "help".into(),
         Command::ReindexMemory => "reindex-memory".into(),
     }
 }
 
-/// Fuzz input: the command line (lossy UTF-8).
+/// Fuzz input: command lines (lossy UTF-8; a write is split at newlines, as ctl splits it).
 pub fn ctl(data: &[u8]) {
-    ctl_line(&String::from_utf8_lossy(data));
+    for line in String::from_utf8_lossy(data).split('\n') {
+        ctl_line(line);
+    }
 }
 
 /// `ctl::parse` never panics, in either scope; an accepted command written back as one line
-/// parses to the same command; a compress command's input either parses as a batch or is
-/// refused with an error.
+/// parses to the same command; a compress command's input is read as the runtime reads a
+/// Compress input (never panics): ranges, or an error that says why.
 pub fn ctl_line(line: &str) {
     for scope in [Scope::Session("s".into()), Scope::Root] {
         let Ok(cmd) = ctl::parse(line, &scope) else {
@@ -338,10 +459,11 @@ pub fn ctl_line(line: &str) {
         let again = command_line(&cmd);
         assert!(!again.contains('\n'), "{again:?}");
         assert_eq!(ctl::parse(&again, &scope).as_ref(), Ok(&cmd), "{again:?}");
-        if let Command::Compress(v) = &cmd {
+        if let Command::Compress(v, _) = &cmd {
             assert!(matches!(scope, Scope::Session(_)));
-            if let Ok(batch) = compress::parse_batch(v) {
-                assert!(!batch.ranges.is_empty());
+            let parsed = args::parse(v);
+            if parsed.ranges.is_empty() && !parsed.ok {
+                assert!(!parsed.error_message().is_empty(), "{v}");
             }
         }
     }

@@ -266,11 +266,17 @@ pub fn render(a: &Archive, labels: Labels) -> String {
     out
 }
 
-/// One `key: value` frontmatter line.
+/// One `key: value` frontmatter line. A value is one line: a line break in it (a topic
+/// given with one; the runtime writes it as it is, leaving a frontmatter no reader can take
+/// apart) is written as a space.
 fn key(out: &mut String, key: &str, value: &str) {
     out.push_str(key);
     out.push_str(": ");
-    out.push_str(value);
+    if value.contains(['\n', '\r']) {
+        out.push_str(&value.replace(['\n', '\r'], " "));
+    } else {
+        out.push_str(value);
+    }
     out.push('\n');
 }
 

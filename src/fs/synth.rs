@@ -615,13 +615,19 @@ impl Synth {
                     }
                 };
                 drop(p);
-                if let Some(v) = new_view {
-                    memo.view = v;
+                // A message read from the unterminated last line may be replaced when the
+                // line is finished (or turns out to be no record): ids and lines derived from
+                // it are not kept for the next version.
+                let tentative = tf.stable_messages() < tf.transcript().messages.len();
+                if !tentative {
+                    if let Some(v) = new_view {
+                        memo.view = v;
+                    }
+                    if let Some(m) = new_mat {
+                        memo.materialized = m;
+                    }
+                    tf.keep_memo(memo);
                 }
-                if let Some(m) = new_mat {
-                    memo.materialized = m;
-                }
-                tf.keep_memo(memo);
                 Ok(out)
             }
             Node::Raw(sid, start, end) => {

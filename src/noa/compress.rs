@@ -888,7 +888,7 @@ fn build(
     };
 
     let n = working.next_block_id.max(1);
-    working.next_block_id = n + 1;
+    working.next_block_id = n.saturating_add(1);
     let block_id = format!("b{n}");
     let rel = format!(
         "{}/{}",

@@ -75,7 +75,7 @@ pub fn slot_of(recorded: &str) -> Slot {
     let canonical = recorded.len() == 6
         && recorded.starts_with('m')
         && recorded[1..].bytes().all(|b| b.is_ascii_digit());
-    match recorded[1.min(recorded.len())..].parse::<u32>() {
+    match recorded.get(1..).unwrap_or("").parse::<u32>() {
         Ok(n) if canonical && (1..=MAX_REF).contains(&n) => Slot::Num(n),
         _ => Slot::Other(recorded.into()),
     }

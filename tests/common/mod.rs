@@ -1,16 +1,32 @@
-//! Shared helpers of the integration tests: hand-written sessions.
+//! Shared helpers of the integration tests: hand-built transcripts in the runtime's record
+//! shape, and copies of the runtime's oracle corpus (`tests/data/norma/corpus`).
+//!
+//! Live sessions: a copy's transcripts get fresh modification times, and a transcript written
+//! within `live_seconds` (120 s by default) makes its session look live, so that `compress` and
+//! `rebuild` answer `EBUSY` (SPEC 6). [`example_root`] therefore sets every transcript's mtime
+//! one day back: a copy of the corpus is idle, as the runtime left it, under the default
+//! settings. A test about live sessions touches a transcript itself. Memory files get the
+//! modification times the runtime's scan saw (`oracle/_memory/scan.json`), so that the scan
+//! order, and the computed `MEMORY.md`, are the runtime's.
 #![allow(dead_code)]
 
-use normafs::format::transcript::{parse_line, Record};
-use normafs::noa::Msg;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use normafs::format::transcript::{parse_line, Message, Record};
 use serde_json::{json, Value};
 
-/// Builds a transcript the way the runtime writes one: chained uuids, one record per message.
+/// Builds a transcript the way the runtime writes one (SPEC 2.1): records keyed `uuid` (32
+/// lowercase hex), `parent_uuid` (the previous record's, omitted on the first), `session_id`,
+/// `timestamp` (UTC RFC 3339, trailing zeros of the fraction trimmed), `type` and `message`.
 pub struct Session {
     pub sid: String,
     pub records: Vec<Record>,
     n: u64,
 }
+
+/// The first record's time, Unix seconds (2026-11-30T10:00:00Z).
+const BASE_SECS: i64 = 1_795_946_400;
 
 impl Session {
     pub fn new(sid: &str) -> Session {
@@ -26,31 +42,24 @@ impl Session {
         Self::timestamp_of(self.n + 1)
     }
 
+    /// Record `n`'s time: one second apart, with a nanosecond so the fraction is never empty.
     fn timestamp_of(n: u64) -> String {
-        format!(
-            "2026-11-30T{:02}:{:02}:{:02}.000000001Z",
-            10 + n / 3600,
-            (n / 60) % 60,
-            n % 60
-        )
+        let t = chrono::DateTime::from_timestamp(BASE_SECS + n as i64, 1).expect("a time");
+        t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
     }
 
-    fn push(&mut self, kind: &str, message: Option<Value>) -> &mut Self {
+    /// Append one record; `rest` holds the keys after `type` (`message`, `boundary`).
+    fn push(&mut self, kind: &str, rest: Vec<(&str, Value)>) -> &mut Self {
         self.n += 1;
-        let uuid = format!("{:032x}", 0xabc000 + self.n);
-        let mut v = json!({"uuid": uuid});
+        let mut v = json!({"uuid": format!("{:032x}", 0x00ab_c000_u64 + self.n)});
         if let Some(prev) = self.records.last() {
             v["parent_uuid"] = json!(prev.uuid);
         }
         v["session_id"] = json!(self.sid);
-        v["timestamp"] = json!(format!(
-            "2026-11-30T10:{:02}:{:02}.000000001Z",
-            self.n / 60,
-            self.n % 60
-        ));
+        v["timestamp"] = json!(Self::timestamp_of(self.n));
         v["type"] = json!(kind);
-        if let Some(m) = message {
-            v["message"] = m;
+        for (k, x) in rest {
+            v[k] = x;
         }
         let line = serde_json::to_string(&v).expect("json");
         self.records
@@ -58,47 +67,79 @@ impl Session {
         self
     }
 
-    pub fn user(&mut self, text: &str) -> &mut Self {
+    /// A message record with these content blocks.
+    pub fn message(&mut self, role: &str, content: Value) -> &mut Self {
         self.push(
             "message",
-            Some(json!({"role":"user","content":[{"type":"text","text":text}]})),
+            vec![("message", json!({"role": role, "content": content}))],
         )
     }
 
+    pub fn user(&mut self, text: &str) -> &mut Self {
+        self.message("user", json!([{"type": "text", "text": text}]))
+    }
+
     pub fn assistant(&mut self, text: &str) -> &mut Self {
-        self.push(
-            "message",
-            Some(json!({"role":"assistant","content":[{"type":"text","text":text}]})),
+        self.message("assistant", json!([{"type": "text", "text": text}]))
+    }
+
+    /// One assistant message: thinking, then text (four content messages with its result:
+    /// thinking, text, tool call, tool result).
+    pub fn thinking(&mut self, thinking: &str, text: &str) -> &mut Self {
+        self.message(
+            "assistant",
+            json!([{"type": "thinking", "thinking": thinking, "signature": "sig"},
+                   {"type": "text", "text": text}]),
         )
     }
 
     pub fn tool_use(&mut self, id: &str, name: &str, input: Value) -> &mut Self {
-        self.push(
-            "message",
-            Some(json!({"role":"assistant","content":[{"type":"tool_use","id":id,"name":name,"input":input}]})),
+        self.message(
+            "assistant",
+            json!([{"type": "tool_use", "id": id, "name": name, "input": input}]),
         )
     }
 
     pub fn tool_result(&mut self, id: &str, text: &str) -> &mut Self {
-        self.push(
-            "message",
-            Some(json!({"role":"user","content":[{"type":"tool_result","tool_use_id":id,"content":[{"type":"text","text":text}]}]})),
+        self.message(
+            "user",
+            json!([{"type": "tool_result", "tool_use_id": id, "content": [{"type": "text", "text": text}]}]),
         )
     }
 
     pub fn tool_result_error(&mut self, id: &str, text: &str) -> &mut Self {
-        self.push(
-            "message",
-            Some(json!({"role":"user","content":[{"type":"tool_result","tool_use_id":id,"content":[{"type":"text","text":text}],"is_error":true}]})),
+        self.message(
+            "user",
+            json!([{"type": "tool_result", "tool_use_id": id, "content": [{"type": "text", "text": text}], "is_error": true}]),
         )
     }
 
-    pub fn boundary(&mut self) -> &mut Self {
-        self.push("boundary", None)
+    /// A tool call and its result.
+    pub fn tool(&mut self, id: &str, name: &str, input: Value, result: &str) -> &mut Self {
+        self.tool_use(id, name, input).tool_result(id, result)
     }
 
-    /// The uuid of the n-th message (0-based).
-    pub fn raw(&self, n: usize) -> String {
+    /// A Compress call with `input` and the result `panel` (the runtime's tool result).
+    pub fn compress_call(&mut self, id: &str, input: Value, panel: &str) -> &mut Self {
+        self.tool(id, "Compress", input, panel)
+    }
+
+    /// A built-in compaction marker (SPEC 2.1): a user message whose one block is a
+    /// `compact_boundary`.
+    pub fn compact_marker(&mut self, pre_tokens: u64) -> &mut Self {
+        self.message(
+            "user",
+            json!([{"type": "compact_boundary", "input": {"pre_tokens": pre_tokens}}]),
+        )
+    }
+
+    /// A boundary record (no message).
+    pub fn boundary(&mut self) -> &mut Self {
+        self.push("boundary", vec![("boundary", json!({"pre_tokens": 0}))])
+    }
+
+    /// The uuid of the n-th message record (0-based).
+    pub fn uuid(&self, n: usize) -> String {
         self.records
             .iter()
             .filter(|r| r.as_message().is_some())
@@ -107,16 +148,17 @@ impl Session {
             .expect("message")
     }
 
-    pub fn msgs(&self) -> Vec<Msg<'_>> {
-        self.records
-            .iter()
-            .filter_map(|r| {
-                r.as_message().map(|m| Msg {
-                    raw_id: &r.uuid,
-                    message: m,
-                    timestamp: r.timestamp.as_deref(),
-                })
-            })
+    /// The messages as the core takes them (`store::session::messages`): records that carry
+    /// a message, boundary records aside, in file order.
+    pub fn msgs(&self) -> Vec<&Message> {
+        self.records.iter().filter_map(Record::as_message).collect()
+    }
+
+    /// The raw id (SPEC 2.5: `h_` + 16 hex) of each content message, in projection order.
+    pub fn ids(&self) -> Vec<String> {
+        normafs::noa::content::project(&self.msgs())
+            .into_iter()
+            .map(|c| c.id.to_string())
             .collect()
     }
 
@@ -130,7 +172,7 @@ impl Session {
     }
 }
 
-/// A text of exactly `tokens` tokens (4 bytes each).
+/// A text of exactly `tokens` tokens (4 ASCII characters each).
 pub fn text_of(tokens: usize, fill: char) -> String {
     std::iter::repeat_n(fill, tokens * 4).collect()
 }
@@ -145,7 +187,7 @@ pub fn lines(bytes: &[u8]) -> Vec<Value> {
 }
 
 /// Copy a directory tree (files and dirs only), making it writable.
-pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+pub fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("mkdir");
     for e in std::fs::read_dir(from).expect("read_dir") {
         let e = e.expect("entry");
@@ -161,14 +203,109 @@ pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
     }
 }
 
-/// A temporary copy of the example root (tests/data/example-root).
+/// `tests/data/norma`: the runtime's corpus and its oracle.
+pub fn norma_data() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/norma")
+}
+
+/// The corpus's sessions.
+pub const CORPUS_SESSIONS: [&str; 5] = [
+    "s1-small",
+    "s2-tier1",
+    "s3-tier2",
+    "s4-subagent",
+    "s5-fork-of-s2",
+];
+
+/// A file of the oracle, as JSON (`oracle/<rel>`).
+pub fn oracle(rel: &str) -> Value {
+    let p = norma_data().join("oracle").join(rel);
+    serde_json::from_slice(&std::fs::read(&p).expect("oracle file")).expect("oracle JSON")
+}
+
+/// Set a file's modification time.
+pub fn set_mtime(p: &Path, t: SystemTime) {
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(p)
+        .expect("open for set_modified");
+    f.set_modified(t).expect("set_modified");
+}
+
+/// Set every regular file under `dir` to modification time `t`.
+pub fn set_tree_mtime(dir: &Path, t: SystemTime) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let ft = e.file_type().expect("type");
+        if ft.is_dir() {
+            set_tree_mtime(&e.path(), t);
+        } else if ft.is_file() {
+            set_mtime(&e.path(), t);
+        }
+    }
+}
+
+/// Make a copied root idle: every transcript (sidechains too) last written a day ago.
+pub fn make_idle(root: &Path) {
+    set_tree_mtime(
+        &root.join("transcripts"),
+        SystemTime::now() - Duration::from_secs(86_400),
+    );
+}
+
+/// A temporary copy of the runtime's corpus (`tests/data/norma/corpus`: sessions s1-small,
+/// s2-tier1, s3-tier2, s4-subagent with a sidechain, s5-fork-of-s2), idle (see the module
+/// notes), its memory files at the modification times the runtime's scan saw.
 pub fn example_root() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
-    copy_tree(
-        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/example-root"),
-        dir.path(),
-    );
+    copy_tree(&norma_data().join("corpus"), dir.path());
+    make_idle(dir.path());
+    for m in oracle("_memory/scan.json").as_array().expect("scan") {
+        let file = m["file"].as_str().expect("file");
+        let at = chrono::DateTime::parse_from_rfc3339(m["modTime"].as_str().expect("modTime"))
+            .expect("a time");
+        let t = SystemTime::UNIX_EPOCH
+            + Duration::new(at.timestamp() as u64, at.timestamp_subsec_nanos());
+        set_mtime(&dir.path().join("memory").join(file), t);
+    }
     dir
+}
+
+/// The settings the runtime ran the corpus's sessions with, as a `--config` file: a table per
+/// session with its window and its parents (`oracle/corpus-spec.json`; every other key of
+/// the corpus is the default). `top` goes first (top-level keys, e.g. `live_seconds = 0`).
+pub fn corpus_config_toml(top: &str) -> String {
+    let spec = oracle("corpus-spec.json");
+    let mut out = String::from(top);
+    out.push('\n');
+    for s in spec["Sessions"].as_array().expect("sessions") {
+        let id = s["ID"].as_str().expect("id");
+        out.push_str(&format!(
+            "\n[sessions.\"{id}\"]\nwindow = {}\n",
+            s["Config"]["ModelContextLimit"]
+        ));
+        if let Some(p) = s["ParentSessionIDs"].as_array().filter(|a| !a.is_empty()) {
+            out.push_str(&format!("parents = {}\n", Value::Array(p.clone())));
+        }
+    }
+    out
+}
+
+/// [`corpus_config_toml`] as a configuration.
+pub fn corpus_config() -> normafs::config::Config {
+    let text = corpus_config_toml("");
+    let file = normafs::config::ConfigFile::parse(&text, Path::new("corpus.toml")).expect("toml");
+    let (cfg, warnings) =
+        normafs::config::Config::build(file, &normafs::config::Settings::default());
+    assert!(warnings.is_empty(), "{warnings:?}");
+    cfg
+}
+
+/// The noa settings of one corpus session.
+pub fn corpus_noa(sid: &str) -> normafs::config::NoaConfig {
+    corpus_config().for_session(sid)
 }
 
 /// Every file under `root` with its bytes, by relative path (the lock file excluded).
@@ -260,11 +397,12 @@ impl Mounted {
         }
     }
 
-    /// The example root, mounted with the default settings.
+    /// A copy of the corpus ([`example_root`]), mounted with each session's settings
+    /// ([`corpus_config`]).
     pub fn example() -> Mounted {
         Mounted::new(
             example_root(),
-            normafs::config::Config::default(),
+            corpus_config(),
             normafs::fuse::MountOptions::default(),
         )
     }
