@@ -661,11 +661,6 @@ pub fn verbatim<'a>(msgs: &[&'a Message], slots_of: impl Fn(usize) -> Vec<Slot>)
     }
 }
 
-/// Positions in order with the core each one holds (for callers that walk a view).
-pub fn positions<'t, 'a>(t: &'t Turn<'_, 'a>) -> impl Iterator<Item = (Pos, &'t Core<'a>)> + 't {
-    t.items.iter().map(move |&p| (p, t.core(p)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

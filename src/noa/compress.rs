@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::args::Range;
 use super::content::{Core, Kind, Origin, Slot};
-use super::pipeline::{Pos, Turn};
+use super::pipeline::Turn;
 use super::protect;
 use super::refs::{self, format_ref, parse_block_id, parse_ref};
 use super::tokens;
@@ -78,11 +78,7 @@ impl<'t, 'a, 's> Ctx<'t, 'a, 's> {
         self.by_id.get(id).map(|&i| &self.state.blocks()[i])
     }
 
-    fn anchors(
-        msgs: &[M<'t, 'a>],
-        state: &State,
-        index: &HashMap<&'t str, usize>,
-    ) -> HashMap<String, usize> {
+    fn anchors(state: &State, index: &HashMap<&'t str, usize>) -> HashMap<String, usize> {
         let mut anchor = HashMap::new();
         for b in state.blocks().iter().filter(|b| b.active) {
             let summary = format!("{}{}", super::content::SUMMARY_ID_PREFIX, b.block_id);
@@ -99,7 +95,6 @@ impl<'t, 'a, 's> Ctx<'t, 'a, 's> {
                 anchor.insert(b.block_id.clone(), *i);
             }
         }
-        let _ = msgs;
         anchor
     }
 
@@ -123,11 +118,7 @@ impl<'t, 'a, 's> Ctx<'t, 'a, 's> {
         None
     }
 
-    fn anchor_of(
-        &self,
-        raw: &str,
-        end: &End,
-    ) -> Result<(usize, Option<String>), (NotFound, String)> {
+    fn anchor_of(&self, end: &End) -> Result<(usize, Option<String>), (NotFound, String)> {
         match end.kind {
             EndKind::Message => {
                 let Some(id) = self.state.message_refs.by_ref.get(&end.name) else {
@@ -183,7 +174,6 @@ impl<'t, 'a, 's> Ctx<'t, 'a, 's> {
                         ));
                     }
                 }
-                let _ = raw;
                 Err((
                     NotFound::Consumed,
                     format!(
@@ -221,9 +211,9 @@ impl<'t, 'a, 's> Ctx<'t, 'a, 's> {
         let s = parse_end(start).ok_or_else(|| (NotFound::Invalid, invalid(start)))?;
         let e = parse_end(end).ok_or_else(|| (NotFound::Invalid, invalid(end)))?;
         let mut warnings = Vec::new();
-        let (mut si, w1) = self.anchor_of(start, &s)?;
+        let (mut si, w1) = self.anchor_of(&s)?;
         warnings.extend(w1);
-        let (mut ei, w2) = self.anchor_of(end, &e)?;
+        let (mut ei, w2) = self.anchor_of(&e)?;
         warnings.extend(w2);
         if si > ei {
             std::mem::swap(&mut si, &mut ei);
@@ -359,7 +349,7 @@ pub fn apply(
             index.entry(m.core.id.as_ref()).or_insert(i);
         }
     }
-    let anchor = Ctx::anchors(&msgs, state, &index);
+    let anchor = Ctx::anchors(state, &index);
     let by_id = state
         .blocks()
         .iter()
@@ -447,7 +437,6 @@ pub fn apply(
         };
         match build(
             &ctx,
-            t,
             &ranges[i],
             rr,
             &mut working,
@@ -645,13 +634,10 @@ struct TierDecision {
     surviving: Vec<String>,
 }
 
-fn decide_tier(
-    kind: EndKind,
-    nested: &[String],
-    ctx: &Ctx<'_, '_, '_>,
-    working: &State,
-    cfg: &NoaConfig,
-) -> TierDecision {
+/// A range's tiers: a message range makes a tier-1 block; with a block endpoint, the lowest
+/// tier among the live blocks anchored in it is absorbed into one tier up (capped), the
+/// higher ones stay.
+fn decide_tier(kind: EndKind, nested: &[String], working: &State, cfg: &NoaConfig) -> TierDecision {
     let max_tier = if cfg.max_tier < 2 {
         3
     } else {
@@ -673,7 +659,6 @@ fn decide_tier(
             .find(|b| b.block_id == id)
             .filter(|b| b.active)
     };
-    let _ = ctx;
     let lowest = nested
         .iter()
         .filter_map(|id| find(id))
@@ -700,7 +685,6 @@ type Failed = (Vec<String>, Vec<String>, String);
 #[allow(clippy::too_many_arguments)]
 fn build(
     ctx: &Ctx<'_, '_, '_>,
-    t: &Turn<'_, '_>,
     req: &Range,
     r: &Resolved,
     working: &mut State,
@@ -722,7 +706,7 @@ fn build(
             nested = ctx.nested(start, end);
         }
     }
-    let tier = decide_tier(r.kind, &nested, ctx, working, cfg);
+    let tier = decide_tier(r.kind, &nested, working, cfg);
     let surviving = tier.surviving.clone();
     let fail = |warnings: Vec<String>, msg: String| Err((warnings, surviving.clone(), msg));
 
@@ -950,7 +934,7 @@ fn build(
             },
             tool: m.core.tool.to_string(),
             // The transcript's own text (an emergency cut applies to what is sent only).
-            text: original_text(t, m).to_string(),
+            text: m.core.text.to_string(),
         }));
     }
     let arch = Archive {
@@ -968,11 +952,6 @@ fn build(
         with_body_sha256: true,
     };
     Ok((block, arch, warnings, surviving))
-}
-
-fn original_text<'t>(t: &'t Turn<'_, '_>, m: &M<'t, '_>) -> &'t str {
-    let _ = t;
-    &m.core.text
 }
 
 fn check_summary(req: &Range, cfg: &NoaConfig, direct: usize, consumed: usize) -> Option<String> {
@@ -1114,9 +1093,4 @@ pub fn panel_block_count(text: &str) -> usize {
 
 fn is_word(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'_'
-}
-
-/// Whether a position of the view is a content message of the projection.
-pub fn is_projected(p: Pos) -> bool {
-    matches!(p, Pos::Core(_))
 }
