@@ -222,10 +222,10 @@ pub(crate) fn generate_profiled(
         out.mkdir(dir)?;
     }
     let mut report = GenReport::default();
-    let damages: &[&'static str] = if opts.corrupt {
-        damage::SESSION_DAMAGES
+    let damages: Vec<&'static str> = if opts.corrupt {
+        damage::session_damages()
     } else {
-        &[]
+        Vec::new()
     };
     let total = opts.sessions + damages.len();
     progress(0, total);

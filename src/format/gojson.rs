@@ -275,9 +275,45 @@ pub fn write_str(out: &mut String, s: &str) {
     out.push('"');
 }
 
+/// Go's `%q` (`strconv.Quote`) of a string: quoted, `"` and `\\` escaped, the named control
+/// escapes, other control characters as `\xNN`, everything printable as it is.
+pub fn quote(s: &str) -> String {
+    let mut q = String::with_capacity(s.len() + 2);
+    q.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => q.push_str("\\\""),
+            '\\' => q.push_str("\\\\"),
+            '\u{7}' => q.push_str("\\a"),
+            '\u{8}' => q.push_str("\\b"),
+            '\u{c}' => q.push_str("\\f"),
+            '\n' => q.push_str("\\n"),
+            '\r' => q.push_str("\\r"),
+            '\t' => q.push_str("\\t"),
+            '\u{b}' => q.push_str("\\v"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                q.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c if c.is_control() => q.push_str(&format!("\\u{:04x}", c as u32)),
+            c => q.push(c),
+        }
+    }
+    q.push('"');
+    q
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quotes_as_go_does() {
+        assert_eq!(quote("m00001"), "\"m00001\"");
+        assert_eq!(
+            quote("a\"b\\c\n\u{1}\u{7f}é"),
+            "\"a\\\"b\\\\c\\n\\x01\\x7fé\""
+        );
+    }
     use serde_json::json;
 
     fn num(f: f64) -> String {

@@ -30,44 +30,13 @@ use crate::store::journal::JournalEntry;
 
 /// Damages that live in a session of their own, in the order they are written: every session
 /// and archive code of the catalogue (`transcript.*`, `state.*`, `archive.*`, `journal.*`).
-pub(crate) const SESSION_DAMAGES: &[&str] = &[
-    "transcript.malformed-line",
-    "transcript.line-too-long",
-    "transcript.duplicate-uuid",
-    "transcript.torn-tail",
-    "transcript.parent-chain",
-    "transcript.session-mismatch",
-    "transcript.bad-shape",
-    "transcript.orphan-tool-result",
-    "transcript.unanswered-tool-use",
-    "transcript.pending-tool-use",
-    "state.missing",
-    "state.malformed",
-    "state.version",
-    "state.session-mismatch",
-    "state.ref-map",
-    "state.dangling-ref",
-    "state.block-range",
-    "state.unknown-block",
-    "state.overlap",
-    "state.dead-block",
-    "state.next-block-id",
-    "state.stats",
-    "state.inherited",
-    "state.unreplayable",
-    "state.behind-journal",
-    "state.runtime-unaware",
-    "state.unknown-keys",
-    "archive.missing",
-    "archive.moved",
-    "archive.mismatch",
-    "archive.corrupt",
-    "archive.truncated",
-    "archive.orphan",
-    "archive.temp-debris",
-    "journal.malformed",
-    "journal.torn-tail",
-];
+pub(crate) fn session_damages() -> Vec<&'static str> {
+    crate::audit::CATALOGUE
+        .iter()
+        .copied()
+        .filter(|c| !c.starts_with("memory.") && !c.starts_with("root."))
+        .collect()
+}
 
 /// Damages whose session never compressed (a state file that cannot be loaded, or none, and
 /// transcript damages, which need no blocks).

@@ -314,32 +314,13 @@ impl Out<'_> {
     }
 }
 
-/// Go's `%q` for the plain strings tags carry.
-fn quote(s: &str) -> String {
-    let mut q = String::with_capacity(s.len() + 2);
-    q.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => q.push_str("\\\""),
-            '\\' => q.push_str("\\\\"),
-            '\n' => q.push_str("\\n"),
-            '\r' => q.push_str("\\r"),
-            '\t' => q.push_str("\\t"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => q.push_str(&format!("\\x{:02x}", c as u32)),
-            c => q.push(c),
-        }
-    }
-    q.push('"');
-    q
-}
-
 /// The ref tag of a message: `<noa-ref id="m00042" tokens="1.2K"/>`, tool results with
 /// `src="<tool>"`.
 pub fn ref_tag(reference: &str, c: &Core<'_>, tokens: u64) -> String {
     let mut tag = format!(
         "<noa-ref id={} tokens={}",
-        quote(reference),
-        quote(&tokens::format(tokens))
+        crate::format::gojson::quote(reference),
+        crate::format::gojson::quote(&tokens::format(tokens))
     );
     let src = match c.kind {
         Kind::ToolCall | Kind::ToolResult if c.tool.is_empty() => "tool",
@@ -348,7 +329,7 @@ pub fn ref_tag(reference: &str, c: &Core<'_>, tokens: u64) -> String {
         Kind::Reasoning => "reasoning",
     };
     if !src.is_empty() {
-        tag.push_str(&format!(" src={}", quote(src)));
+        tag.push_str(&format!(" src={}", crate::format::gojson::quote(src)));
     }
     tag.push_str("/>");
     tag

@@ -255,26 +255,8 @@ fn parse_end(s: &str) -> Option<End> {
 fn invalid(s: &str) -> String {
     format!(
         "{} is neither a message ref (mNNNNN) nor a block id (bN)",
-        go_quote(s)
+        crate::format::gojson::quote(s)
     )
-}
-
-/// Go's `%q` (printable characters kept, the rest escaped).
-fn go_quote(s: &str) -> String {
-    let mut q = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => q.push_str("\\\""),
-            '\\' => q.push_str("\\\\"),
-            '\n' => q.push_str("\\n"),
-            '\r' => q.push_str("\\r"),
-            '\t' => q.push_str("\\t"),
-            c if c.is_control() => q.push_str(&format!("\\u{:04x}", c as u32)),
-            c => q.push(c),
-        }
-    }
-    q.push('"');
-    q
 }
 
 /// What a batch did.
