@@ -394,9 +394,15 @@ pub fn audit_session_in(
     }
 
     // The projection and the refs a view hands out: what the state's refs and ranges name.
-    let p = Projection::new(s.messages());
+    // Only a state with refs or blocks needs the projection (most sessions have neither, and
+    // hashing every content block is most of a session's audit).
+    let needed = !st.message_refs.by_raw.is_empty()
+        || !st.message_refs.by_ref.is_empty()
+        || !st.blocks().is_empty();
+    let p = Projection::new(if needed { s.messages() } else { Vec::new() });
     let (slots, _) = refs::assign(&p.cores, st, |c| protect::is_hard(c, cfg));
     let present: HashSet<&str> = p.cores.iter().map(|c| c.id.as_ref()).collect();
+    let numbered: HashSet<u32> = slots.iter().filter_map(|s| s.number()).collect();
 
     // Ref maps.
     let refs_map = &st.message_refs;
@@ -449,8 +455,7 @@ pub fn audit_session_in(
 
     let blocks = st.blocks();
     let known_ref = |r: &str| {
-        refs_map.by_ref.contains_key(r)
-            || refs::parse_ref(r).is_some_and(|n| slots.iter().any(|s| s.number() == Some(n)))
+        refs_map.by_ref.contains_key(r) || refs::parse_ref(r).is_some_and(|n| numbered.contains(&n))
     };
     let by_name: HashMap<&str, usize> = blocks
         .iter()
