@@ -387,6 +387,13 @@ impl Parser {
         self.t
     }
 
+    /// Give back the spare capacity of the record lists (after a whole file was read: they
+    /// grew by doubling).
+    pub fn shrink_to_fit(&mut self) {
+        self.t.records.shrink_to_fit();
+        self.t.messages.shrink_to_fit();
+    }
+
     /// Bytes of complete (newline-terminated) lines fed so far.
     pub fn committed_len(&self) -> u64 {
         self.committed

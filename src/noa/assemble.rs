@@ -504,8 +504,12 @@ pub fn each_wanted<'a>(
                 continue;
             }
             let slot = t.slot(q);
+            // A cut is made from the block's own text alone (which its place names): its
+            // flag stands for it. Any other edit is hashed whole.
             let edited = match q {
-                Pos::Core(k) => t.edit(k).map(|e| e.text.as_str()),
+                Pos::Core(k) => t
+                    .edit(k)
+                    .map(|e| if e.truncated { "" } else { e.text.as_str() }),
                 Pos::Synth(_) => None,
             };
             let tagged_kind =

@@ -127,6 +127,8 @@ pub struct Core<'a> {
     pub tokens: u32,
     /// Characters of the text (Unicode scalar values), computed once.
     pub chars: u32,
+    /// A tool result whose text already holds the truncation marker (looked for once).
+    pub marked: bool,
 }
 
 impl Core<'_> {
@@ -168,14 +170,25 @@ impl Core<'_> {
             origin,
             tokens,
             chars,
+            marked: false,
         }
     }
 }
 
+/// Whether a tool result's text holds the truncation marker: truncated before, it is not cut
+/// again.
+pub fn is_marked(kind: Kind, text: &str) -> bool {
+    kind == Kind::ToolResult
+        && memchr::memmem::find(
+            text.as_bytes(),
+            super::pipeline::TRUNCATION_MARKER.as_bytes(),
+        )
+        .is_some()
+}
+
 /// Tokens and characters of a text.
 pub fn measure(text: &str) -> (u32, u32) {
-    let tokens = super::tokens::count(text);
-    let chars = super::tokens::chars(text);
+    let (tokens, chars) = super::tokens::count_and_chars(text);
     (
         u32::try_from(tokens).unwrap_or(u32::MAX),
         u32::try_from(chars).unwrap_or(u32::MAX),
@@ -426,6 +439,7 @@ struct Known {
     plain: bool,
     /// A tool result's call (message, block), when found: its tool name without a lookup.
     call_at: Option<(u32, u32)>,
+    marked: bool,
 }
 
 /// What a projection keeps so that the projection of the same messages plus appended ones
@@ -561,6 +575,7 @@ impl ProjectionMemo {
                         origin,
                         tokens: kn.tokens,
                         chars: kn.chars,
+                        marked: kn.marked,
                     });
                     k += 1;
                     continue;
@@ -574,6 +589,7 @@ impl ProjectionMemo {
                 // Borrowed: nothing was stripped or joined.
                 let plain = matches!(text, Cow::Borrowed(_));
                 let (tokens, chars) = measure(&text);
+                let marked = is_marked(kind, &text);
                 let call_at = if kind == Kind::ToolResult {
                     calls.get(call).copied()
                 } else {
@@ -584,6 +600,7 @@ impl ProjectionMemo {
                     chars,
                     plain,
                     call_at,
+                    marked,
                 });
                 let id: Arc<str> =
                     Arc::from(self.repeats.next(id_digest(role, kind, call, tool, &text)));
@@ -598,6 +615,7 @@ impl ProjectionMemo {
                     origin,
                     tokens,
                     chars,
+                    marked,
                 });
             }
         }

@@ -44,7 +44,10 @@ impl Writer {
         if self.open.is_empty() {
             return;
         }
-        let buf = Arc::new(std::mem::replace(&mut self.cur, Vec::with_capacity(CHUNK)));
+        let mut buf = std::mem::replace(&mut self.cur, Vec::with_capacity(CHUNK));
+        // A line that crossed the chunk's end doubled the buffer: give the spare back.
+        buf.shrink_to_fit();
+        let buf = Arc::new(buf);
         for (i, key, start, end) in self.open.drain(..) {
             let piece = Piece::new(buf.clone(), start, end);
             self.next.lines.insert(key, piece.clone());
@@ -54,21 +57,27 @@ impl Writer {
 }
 
 /// The JSON lines of a turn's view (`tags`: ref tags on, as `view.jsonl`), reusing `prev`'s
-/// lines; also the cache for the next version and the tags shown without a snapshot entry.
+/// lines (a line `prev` has is not even built); also the cache for the next version.
 pub fn view_lines(
     t: &Turn<'_, '_>,
     msgs: &[&Message],
     state: &State,
     tags: bool,
     prev: Option<&LineCache>,
-) -> (Bytes, LineCache, Vec<(String, i64)>) {
+) -> (Bytes, LineCache) {
     let mut w = Writer {
         cur: Vec::with_capacity(CHUNK),
         open: Vec::new(),
         out: Vec::with_capacity(t.items.len()),
-        next: LineCache::default(),
+        next: LineCache {
+            lines: FastMap::with_capacity_and_hasher(
+                prev.map_or(0, LineCache::len),
+                Default::default(),
+            ),
+        },
     };
-    let tagged = assemble::each(t, msgs, state, tags, &mut |m, key| {
+    let known = |key: LineKey| prev.is_some_and(|p| p.lines.contains_key(&key));
+    assemble::each_wanted(t, msgs, state, tags, &|key| !known(key), &mut |m, key| {
         let cached = prev
             .and_then(|p| p.lines.get(&key))
             .or_else(|| w.next.lines.get(&key));
@@ -77,6 +86,8 @@ pub fn view_lines(
             w.out.push(Some(piece));
             return;
         }
+        // Not cached, so wanted: built.
+        let Some(m) = m else { return };
         let start = w.cur.len();
         m.write_line(&mut w.cur);
         let end = w.cur.len();
@@ -88,5 +99,5 @@ pub fn view_lines(
     });
     w.seal();
     let bytes = Bytes::from_pieces(w.out.into_iter().flatten());
-    (bytes, w.next, tagged)
+    (bytes, w.next)
 }

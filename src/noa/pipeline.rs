@@ -5,6 +5,7 @@
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
 
 use serde_json::Value;
 
@@ -28,6 +29,21 @@ pub enum Pos {
 pub struct Edit {
     pub text: String,
     pub truncated: bool,
+    /// The text's measures, taken once: a turn asks for them many times.
+    tokens: u64,
+    chars: usize,
+}
+
+impl Edit {
+    pub fn new(text: String, truncated: bool) -> Edit {
+        let (tokens, chars) = tokens::count_and_chars(&text);
+        Edit {
+            text,
+            truncated,
+            tokens,
+            chars,
+        }
+    }
 }
 
 /// What the token count of a turn is taken from.
@@ -114,7 +130,7 @@ impl<'p, 'a> Turn<'p, 'a> {
     pub fn tokens(&self, p: Pos) -> u64 {
         match p {
             Pos::Core(i) => match self.edit(i) {
-                Some(e) => tokens::count(&e.text),
+                Some(e) => e.tokens,
                 None => self.proj[i as usize].tokens(),
             },
             Pos::Synth(i) => self.synth[i as usize].tokens(),
@@ -125,7 +141,7 @@ impl<'p, 'a> Turn<'p, 'a> {
     pub fn chars(&self, p: Pos) -> usize {
         match p {
             Pos::Core(i) => match self.edit(i) {
-                Some(e) => tokens::chars(&e.text),
+                Some(e) => e.chars,
                 None => self.proj[i as usize].chars as usize,
             },
             Pos::Synth(i) => self.synth[i as usize].chars as usize,
@@ -595,13 +611,7 @@ fn hide_compress_calls(t: &mut Turn<'_, '_>, state: &State) {
     }
     t.items = items;
     for (i, text) in edits {
-        t.edits.insert(
-            i,
-            Edit {
-                text,
-                truncated: false,
-            },
-        );
+        t.edits.insert(i, Edit::new(text, false));
     }
 }
 
@@ -677,7 +687,12 @@ fn truncate(t: &mut Turn<'_, '_>, cfg: &NoaConfig) {
         let Pos::Core(i) = p else { continue };
         let c = t.core(p);
         let text = t.text(p);
-        if c.kind != Kind::ToolResult || text.is_empty() || text.contains(TRUNCATION_MARKER) {
+        // An edited text is not the core's own: look at it again.
+        let marked = match t.edit(i) {
+            Some(_) => super::content::is_marked(c.kind, text),
+            None => c.marked,
+        };
+        if c.kind != Kind::ToolResult || text.is_empty() || marked {
             continue;
         }
         let n = t.tokens(p);
@@ -693,26 +708,48 @@ fn truncate(t: &mut Turn<'_, '_>, cfg: &NoaConfig) {
             break;
         }
         let original = t.text(Pos::Core(i));
-        let chars: Vec<char> = original.chars().collect();
-        if chars.len() <= 2 * TRUNCATE_KEEP_CHARS {
+        let Some((head, tail)) = head_and_tail(original, TRUNCATE_KEEP_CHARS) else {
             continue;
-        }
-        let head: String = chars[..TRUNCATE_KEEP_CHARS].iter().collect();
-        let tail: String = chars[chars.len() - TRUNCATE_KEEP_CHARS..].iter().collect();
-        let cut = format!("{head}\n\n...{TRUNCATION_MARKER} — original ~{n} tokens]...\n\n{tail}");
-        saved += n as i64 - tokens::count(&cut) as i64;
-        t.edits.insert(
-            i,
-            Edit {
-                text: cut,
-                truncated: true,
-            },
+        };
+        let mut cut = String::with_capacity(head.len() + tail.len() + 64);
+        cut.push_str(head);
+        let _ = write!(
+            cut,
+            "\n\n...{TRUNCATION_MARKER} — original ~{n} tokens]...\n\n"
         );
+        cut.push_str(tail);
+        let edit = Edit::new(cut, true);
+        saved += n as i64 - edit.tokens as i64;
+        t.edits.insert(i, edit);
         t.truncated += 1;
     }
+}
+
+/// The first and last `keep` characters of a text longer than `2 * keep` characters.
+fn head_and_tail(text: &str, keep: usize) -> Option<(&str, &str)> {
+    if text.len() <= 2 * keep {
+        return None; // no more characters than bytes
+    }
+    let head_end = text.char_indices().nth(keep).map(|(at, _)| at)?;
+    let tail_start = text.char_indices().rev().nth(keep - 1).map(|(at, _)| at)?;
+    (head_end < tail_start).then(|| (&text[..head_end], &text[tail_start..]))
 }
 
 /// The nudge message appended to the view (SPEC 4.7): its own id, no ref.
 pub fn nudge_core(text: String) -> Core<'static> {
     Core::synthetic(NUDGE_ID, text, Origin::Nudge)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::head_and_tail;
+
+    #[test]
+    fn head_and_tail_count_characters_not_bytes() {
+        assert_eq!(head_and_tail("abcd", 2), None);
+        assert_eq!(head_and_tail("abcde", 2), Some(("ab", "de")));
+        assert_eq!(head_and_tail("日本語ab", 2), Some(("日本", "ab")));
+        assert_eq!(head_and_tail("日本語a", 2), None);
+        assert_eq!(head_and_tail("é😀xyé", 2), Some(("é😀", "yé")));
+    }
 }

@@ -14,10 +14,22 @@ pub fn tool_matches(pattern: &str, tool: &str) -> bool {
     if pattern.is_empty() || tool.is_empty() {
         return false;
     }
-    let (p, t) = (pattern.to_lowercase(), tool.to_lowercase());
-    match p.strip_suffix('*') {
-        Some(prefix) => t.starts_with(prefix),
-        None => p == t,
+    // Lowercased a character at a time (as the runtime lowers each rune), without allocating:
+    // this runs for every tool message of every view.
+    let (prefix, whole) = match pattern.strip_suffix('*') {
+        Some(prefix) => (prefix, false),
+        None => (pattern, true),
+    };
+    let mut p = prefix.chars().flat_map(char::to_lowercase);
+    let mut t = tool.chars().flat_map(char::to_lowercase);
+    loop {
+        match (p.next(), t.next()) {
+            (None, None) => return true,
+            (None, Some(_)) => return !whole,
+            (Some(_), None) => return false,
+            (Some(a), Some(b)) if a != b => return false,
+            _ => {}
+        }
     }
 }
 
@@ -114,5 +126,9 @@ mod tests {
         assert!(!tool_matches("mcp__*", "Bash"));
         assert!(!tool_matches("", "Bash"));
         assert!(!tool_matches("Ba", "Bash"));
+        assert!(tool_matches("*", "Bash"));
+        assert!(tool_matches("BASH*", "bash"));
+        assert!(!tool_matches("Bashes", "Bash"));
+        assert!(tool_matches("ÉCRIRE", "écrire"));
     }
 }

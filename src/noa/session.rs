@@ -64,7 +64,7 @@ pub fn view_bytes(
     prev: Option<&LineCache>,
 ) -> (Bytes, LineCache) {
     let t = turn(p, state, cfg, path);
-    let (bytes, lines, _) = lines::view_lines(&t, &p.msgs, state, true, prev);
+    let (bytes, lines) = lines::view_lines(&t, &p.msgs, state, true, prev);
     (bytes, lines)
 }
 
@@ -83,7 +83,7 @@ pub fn materialized_bytes(
         );
     }
     let t = pipeline::prune_only(&p.cores, state, cfg, path);
-    let (bytes, lines, _) = lines::view_lines(&t, &p.msgs, state, false, prev);
+    let (bytes, lines) = lines::view_lines(&t, &p.msgs, state, false, prev);
     (bytes, lines)
 }
 

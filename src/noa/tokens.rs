@@ -22,6 +22,22 @@ pub fn count(text: &str) -> u64 {
     cjk + other.div_ceil(4)
 }
 
+/// Tokens and characters of a text in one pass over it.
+pub fn count_and_chars(text: &str) -> (u64, usize) {
+    if text.is_ascii() {
+        return ((text.len() as u64).div_ceil(4), text.len());
+    }
+    let (mut cjk, mut other) = (0u64, 0u64);
+    for c in text.chars() {
+        if is_cjk(c) {
+            cjk += 1;
+        } else {
+            other += 1;
+        }
+    }
+    (cjk + other.div_ceil(4), (cjk + other) as usize)
+}
+
 /// Characters (Unicode scalar values): how the runtime measures summaries and ranges.
 pub fn chars(text: &str) -> usize {
     if text.is_ascii() {
@@ -67,6 +83,9 @@ mod tests {
         assert_eq!(count("é"), 1);
         assert_eq!(count("한국"), 2);
         assert_eq!(count("😀😀😀😀😀"), 2);
+        for text in ["", "abcde", "日本語ab", "é😀x"] {
+            assert_eq!(count_and_chars(text), (count(text), chars(text)));
+        }
     }
 
     #[test]

@@ -200,6 +200,7 @@ impl TranscriptFile {
         let mut parser = Parser::new(self.session.as_deref());
         let mut sha = None;
         feed_from(file, &mut parser, 0, &mut sha)?;
+        parser.shrink_to_fit();
         self.parser = parser;
         self.seen = Some(Seen::new(&file.metadata()?, sha));
         self.memo = Memo::default();
