@@ -91,29 +91,26 @@ fn view(c: &mut Criterion) {
     g.bench_function(format!("view.jsonl/{n}msg/{blocks}blocks"), |b| {
         b.iter(|| {
             let p = session::Projection::new(store::messages(&t));
-            session::view_bytes(&p, &state, &cfg, path, None).0.len()
+            session::view_bytes(&p, &state, &cfg, path, &mut Default::default()).len()
         })
     });
     // The same view again with the memo of the previous one (what an append costs, minus the
     // appended messages).
     let mut memo = normafs::noa::content::ProjectionMemo::default();
     let p = session::Projection::with_memo(store::messages(&t), &mut memo);
-    let (_, lines) = session::view_bytes(&p, &state, &cfg, path, None);
+    let mut lines = Default::default();
+    session::view_bytes(&p, &state, &cfg, path, &mut lines);
     drop(p);
     g.bench_function(format!("view.jsonl-again/{n}msg/{blocks}blocks"), |b| {
         b.iter(|| {
             let p = session::Projection::with_memo(store::messages(&t), &mut memo);
-            session::view_bytes(&p, &state, &cfg, path, Some(&lines))
-                .0
-                .len()
+            session::view_bytes(&p, &state, &cfg, path, &mut lines).len()
         })
     });
     g.bench_function(format!("materialized.jsonl/{n}msg"), |b| {
         b.iter(|| {
             let p = session::Projection::new(store::messages(&t));
-            session::materialized_bytes(&p, &state, &cfg, path, None)
-                .0
-                .len()
+            session::materialized_bytes(&p, &state, &cfg, path, &mut Default::default()).len()
         })
     });
     g.finish();

@@ -544,14 +544,14 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             let p = view::Projection::new(s.messages());
             let path = &view::runtime_path;
             if materialized {
-                let (b, _) = view::materialized_bytes(&p, &state, &noa, path, None);
+                let b = view::materialized_bytes(&p, &state, &noa, path, &mut Default::default());
                 write_pieces(&b)?;
             } else if md {
                 let t = view::turn(&p, &state, &noa, path);
                 let msgs = assemble::assemble(&t, &p.msgs, &state, true);
                 write_stdout(render::markdown(&msgs, &t, &state, &noa, &sid).as_bytes())?;
             } else {
-                let (b, _) = view::view_bytes(&p, &state, &noa, path, None);
+                let b = view::view_bytes(&p, &state, &noa, path, &mut Default::default());
                 write_pieces(&b)?;
             }
             Ok(0)

@@ -550,19 +550,10 @@ impl Synth {
                 let tr = tf.transcript();
                 let p = Projection::with_memo(session::messages(tr), &mut memo.projection);
                 let path = &view::runtime_path;
-                let (mut new_view, mut new_mat) = (None, None);
                 let out: Bytes = match kind {
-                    SynthKind::View => {
-                        let prev = Some(&memo.view);
-                        let (b, lines) = view::view_bytes(&p, &state, cfg, path, prev);
-                        new_view = Some(lines);
-                        b
-                    }
+                    SynthKind::View => view::view_bytes(&p, &state, cfg, path, &mut memo.view),
                     SynthKind::Materialized => {
-                        let prev = Some(&memo.materialized);
-                        let (b, lines) = view::materialized_bytes(&p, &state, cfg, path, prev);
-                        new_mat = Some(lines);
-                        b
+                        view::materialized_bytes(&p, &state, cfg, path, &mut memo.materialized)
                     }
                     SynthKind::ViewMd => {
                         let turn = view::turn(&p, &state, cfg, path);
@@ -620,12 +611,6 @@ impl Synth {
                 // it are not kept for the next version.
                 let tentative = tf.stable_messages() < tf.transcript().messages.len();
                 if !tentative {
-                    if let Some(v) = new_view {
-                        memo.view = v;
-                    }
-                    if let Some(m) = new_mat {
-                        memo.materialized = m;
-                    }
                     tf.keep_memo(memo);
                 }
                 Ok(out)

@@ -10,8 +10,7 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use super::content::{str_field, Core, Kind, Origin, Role, Slot};
-use super::fasthash::FastSet;
+use super::content::{str_field, Core, Kind, Origin, Role, Slot, NO_PAIR};
 use super::pipeline::{Pos, Turn};
 use super::tokens;
 use crate::format::state::State;
@@ -371,8 +370,10 @@ pub fn assemble<'a>(
 /// writes is its text).
 pub type LineKey = u64;
 
-fn key_hasher() -> std::collections::hash_map::DefaultHasher {
-    std::collections::hash_map::DefaultHasher::new()
+fn key_hasher() -> impl std::hash::Hasher {
+    // A line is reused on an equal key alone: a hash of good quality, with a fixed seed so
+    // that keys mean the same in every version.
+    std::hash::BuildHasher::build_hasher(&foldhash::quality::FixedState::with_seed(0x6e6f_6d61))
 }
 
 /// The provider messages of a turn, one at a time, in order, each with its [`LineKey`]:
@@ -424,20 +425,24 @@ pub fn each_wanted<'a>(
         })
     };
     // Tool blocks the rebuilt list will hold (every tool block comes from a view message).
-    let mut uses: FastSet<&str> = FastSet::default();
-    let mut results: FastSet<&str> = FastSet::default();
+    // By call-id number (`Core::pair`): no id is looked at again.
+    let (mut uses, mut results) = (Vec::<bool>::new(), Vec::<bool>::new());
     for &p in &t.items {
         let c = t.core(p);
-        match c.kind {
-            Kind::ToolCall => {
-                uses.insert(c.call);
+        let set = match c.kind {
+            Kind::ToolCall => &mut uses,
+            Kind::ToolResult => &mut results,
+            _ => continue,
+        };
+        if c.pair != NO_PAIR {
+            let k = c.pair as usize;
+            if set.len() <= k {
+                set.resize(k + 1, false);
             }
-            Kind::ToolResult => {
-                results.insert(c.call);
-            }
-            _ => {}
+            set[k] = true;
         }
     }
+    let has = |set: &[bool], pair: u32| set.get(pair as usize).copied().unwrap_or(false);
     let items = &t.items;
     let mut kept: Vec<Pos> = Vec::new();
     let mut i = 0;
@@ -496,8 +501,8 @@ pub fn each_wanted<'a>(
             }
             // Pairing: a call no result answers, or a result no call asked for, goes.
             let paired = match cq.kind {
-                Kind::ToolCall => results.contains(cq.call),
-                Kind::ToolResult => uses.contains(cq.call),
+                Kind::ToolCall => has(&results, cq.pair),
+                Kind::ToolResult => has(&uses, cq.pair),
                 _ => true,
             };
             if !paired {

@@ -726,7 +726,7 @@ fn build(
         .flat_map(|b| b.effective_message_ids.iter().map(String::as_str))
         .collect();
     let soft = protect::soft_zone(
-        msgs.iter().map(|m| {
+        msgs.iter().rev().map(|m| {
             (
                 m.core,
                 m.text,

@@ -21,6 +21,12 @@ pub const NUDGE_ID: &str = "noa_nudge";
 /// How every rendered summary starts.
 pub const SUMMARY_HEADER: &str = "[Compressed conversation section]";
 
+/// Whether a text opens as a summary does. (Asked of every message of every view: the first
+/// byte settles it for almost all.)
+pub fn is_summary_text(text: &str) -> bool {
+    text.as_bytes().first() == Some(&b'[') && text.starts_with(SUMMARY_HEADER)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Role {
     User,
@@ -129,14 +135,20 @@ pub struct Core<'a> {
     pub chars: u32,
     /// A tool result whose text already holds the truncation marker (looked for once).
     pub marked: bool,
+    /// Calls and results: a number for the call id, equal for equal ids ([`NO_PAIR`] for a
+    /// result no call has the id of, and for any other message).
+    pub pair: u32,
 }
+
+/// The [`Core::pair`] of a message no call pairs with.
+pub const NO_PAIR: u32 = u32::MAX;
 
 impl Core<'_> {
     pub fn is_summary(&self) -> bool {
         matches!(self.origin, Origin::Summary { .. })
             && self.role == Role::User
             && self.kind == Kind::Text
-            && self.text.starts_with(SUMMARY_HEADER)
+            && is_summary_text(&self.text)
     }
 
     pub fn is_synthetic(&self) -> bool {
@@ -171,6 +183,7 @@ impl Core<'_> {
             tokens,
             chars,
             marked: false,
+            pair: NO_PAIR,
         }
     }
 }
@@ -440,6 +453,15 @@ struct Known {
     /// A tool result's call (message, block), when found: its tool name without a lookup.
     call_at: Option<(u32, u32)>,
     marked: bool,
+    pair: u32,
+}
+
+/// A tool call id's call: where the call naming its results is (message, block), and the
+/// id's number (in order of first appearance).
+#[derive(Debug, Clone, Copy)]
+struct CallAt {
+    at: (u32, u32),
+    seq: u32,
 }
 
 /// What a projection keeps so that the projection of the same messages plus appended ones
@@ -458,14 +480,14 @@ pub struct ProjectionMemo {
     /// Call ids of tool results whose call was not found (a later call would rename them).
     unnamed: FastSet<String>,
     /// Where each tool call is (message, block), by call id: a result's tool name.
-    calls: FastMap<String, (u32, u32)>,
+    calls: FastMap<String, CallAt>,
     /// Messages whose calls are in `calls`.
     calls_seen: usize,
 }
 
 /// The tool calls of `msgs[from..]` into `calls`; `false` when a call id repeats one already
 /// there (the later call would rename earlier results: the memo no longer applies).
-fn add_calls(calls: &mut FastMap<String, (u32, u32)>, msgs: &[&Message], from: usize) -> bool {
+fn add_calls(calls: &mut FastMap<String, CallAt>, msgs: &[&Message], from: usize) -> bool {
     for (mi, m) in msgs.iter().enumerate().skip(from) {
         for (bi, c) in m.content.iter().enumerate() {
             let id = match c {
@@ -473,10 +495,11 @@ fn add_calls(calls: &mut FastMap<String, (u32, u32)>, msgs: &[&Message], from: u
                 Content::Other(v) if str_field(v, "type") == "tool_use" => str_field(v, "id"),
                 _ => continue,
             };
-            if calls
-                .insert(id.to_string(), (mi as u32, bi as u32))
-                .is_some()
-            {
+            let call = CallAt {
+                at: (mi as u32, bi as u32),
+                seq: calls.len() as u32,
+            };
+            if calls.insert(id.to_string(), call).is_some() {
                 return false;
             }
         }
@@ -532,13 +555,20 @@ impl ProjectionMemo {
                         }
                         _ => continue,
                     };
-                    self.calls.insert(id.to_string(), (mi as u32, bi as u32));
+                    let seq = self.calls.len() as u32;
+                    self.calls
+                        .entry(id.to_string())
+                        .and_modify(|c| c.at = (mi as u32, bi as u32))
+                        .or_insert(CallAt {
+                            at: (mi as u32, bi as u32),
+                            seq,
+                        });
                 }
             }
         }
         self.calls_seen = msgs.len();
         let calls = std::mem::take(&mut self.calls);
-        let names = |call: &str| calls.get(call).map_or("", |&at| call_name(msgs, at));
+        let names = |call: &str| calls.get(call).map_or("", |c| call_name(msgs, c.at));
         let from = self.msgs.max(start);
         let mut out = Vec::with_capacity(tail.len() * 2);
         let mut k = 0;
@@ -576,6 +606,7 @@ impl ProjectionMemo {
                         tokens: kn.tokens,
                         chars: kn.chars,
                         marked: kn.marked,
+                        pair: kn.pair,
                     });
                     k += 1;
                     continue;
@@ -590,17 +621,19 @@ impl ProjectionMemo {
                 let plain = matches!(text, Cow::Borrowed(_));
                 let (tokens, chars) = measure(&text);
                 let marked = is_marked(kind, &text);
-                let call_at = if kind == Kind::ToolResult {
-                    calls.get(call).copied()
-                } else {
-                    None
+                let found = match kind {
+                    Kind::ToolCall | Kind::ToolResult => calls.get(call).copied(),
+                    _ => None,
                 };
+                let call_at = found.filter(|_| kind == Kind::ToolResult).map(|c| c.at);
+                let pair = found.map_or(NO_PAIR, |c| c.seq);
                 self.known.push(Known {
                     tokens,
                     chars,
                     plain,
                     call_at,
                     marked,
+                    pair,
                 });
                 let id: Arc<str> =
                     Arc::from(self.repeats.next(id_digest(role, kind, call, tool, &text)));
@@ -616,6 +649,7 @@ impl ProjectionMemo {
                     tokens,
                     chars,
                     marked,
+                    pair,
                 });
             }
         }

@@ -2,6 +2,7 @@
 //! change since the previous version (after an append almost all of them): a line is written
 //! only when its [`LineKey`](super::assemble::LineKey) is new.
 
+use std::cell::Cell;
 use std::sync::Arc;
 
 use super::assemble::{self, LineKey};
@@ -36,7 +37,8 @@ struct Writer {
     /// Lines in `cur` not yet given a piece: (index in `out`, key, start, end).
     open: Vec<(usize, LineKey, usize, usize)>,
     out: Vec<Option<Piece>>,
-    next: LineCache,
+    /// Lines written for this version, for the cache.
+    added: Vec<(LineKey, Piece)>,
 }
 
 impl Writer {
@@ -50,54 +52,69 @@ impl Writer {
         let buf = Arc::new(buf);
         for (i, key, start, end) in self.open.drain(..) {
             let piece = Piece::new(buf.clone(), start, end);
-            self.next.lines.insert(key, piece.clone());
+            self.added.push((key, piece.clone()));
             self.out[i] = Some(piece);
         }
     }
 }
 
-/// The JSON lines of a turn's view (`tags`: ref tags on, as `view.jsonl`), reusing `prev`'s
-/// lines (a line `prev` has is not even built); also the cache for the next version.
+/// The JSON lines of a turn's view (`tags`: ref tags on, as `view.jsonl`). A line `cache`
+/// holds is taken from it, not built; the lines built are added to it, and lines no longer
+/// used are dropped from it once they outnumber the used ones.
 pub fn view_lines(
     t: &Turn<'_, '_>,
     msgs: &[&Message],
     state: &State,
     tags: bool,
-    prev: Option<&LineCache>,
-) -> (Bytes, LineCache) {
+    cache: &mut LineCache,
+) -> Bytes {
     let mut w = Writer {
         cur: Vec::with_capacity(CHUNK),
         open: Vec::new(),
         out: Vec::with_capacity(t.items.len()),
-        next: LineCache {
-            lines: FastMap::with_capacity_and_hasher(
-                prev.map_or(0, LineCache::len),
-                Default::default(),
-            ),
-        },
+        added: Vec::new(),
     };
-    let known = |key: LineKey| prev.is_some_and(|p| p.lines.contains_key(&key));
-    assemble::each_wanted(t, msgs, state, tags, &|key| !known(key), &mut |m, key| {
-        let cached = prev
-            .and_then(|p| p.lines.get(&key))
-            .or_else(|| w.next.lines.get(&key));
-        if let Some(piece) = cached.cloned() {
-            w.next.lines.insert(key, piece.clone());
-            w.out.push(Some(piece));
-            return;
+    let mut used: Vec<LineKey> = Vec::with_capacity(t.items.len());
+    let lines = &cache.lines;
+    // The line `want` found, for the sink that follows: one lookup per line.
+    let found: Cell<Option<Piece>> = Cell::new(None);
+    let want = |key| match lines.get(&key) {
+        Some(piece) => {
+            found.set(Some(piece.clone()));
+            false
         }
-        // Not cached, so wanted: built.
-        let Some(m) = m else { return };
-        let start = w.cur.len();
-        m.write_line(&mut w.cur);
-        let end = w.cur.len();
-        w.open.push((w.out.len(), key, start, end));
-        w.out.push(None);
-        if w.cur.len() >= CHUNK {
-            w.seal();
+        None => true,
+    };
+    assemble::each_wanted(t, msgs, state, tags, &want, &mut |m, key| {
+        used.push(key);
+        match m {
+            Some(m) => {
+                let start = w.cur.len();
+                m.write_line(&mut w.cur);
+                let end = w.cur.len();
+                w.open.push((w.out.len(), key, start, end));
+                w.out.push(None);
+                if w.cur.len() >= CHUNK {
+                    w.seal();
+                }
+            }
+            // Not wanted: the cache has it.
+            None => w.out.push(found.take()),
         }
     });
     w.seal();
-    let bytes = Bytes::from_pieces(w.out.into_iter().flatten());
-    (bytes, w.next)
+    cache.lines.extend(w.added);
+    if cache.lines.len() > 2 * used.len() + STALE_SLACK {
+        let mut kept = FastMap::with_capacity_and_hasher(used.len(), Default::default());
+        for key in used {
+            if let Some(piece) = cache.lines.remove(&key) {
+                kept.insert(key, piece);
+            }
+        }
+        cache.lines = kept;
+    }
+    Bytes::from_pieces(w.out.into_iter().flatten())
 }
+
+/// Unused lines a cache may hold beyond as many as the used ones.
+const STALE_SLACK: usize = 4096;

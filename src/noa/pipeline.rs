@@ -12,7 +12,6 @@ use serde_json::Value;
 use super::content::{
     Core, Kind, Origin, Role, Slot, COMPRESS_TOOL, NUDGE_ID, SUMMARY_HEADER, SUMMARY_ID_PREFIX,
 };
-use super::fasthash::FastMap;
 use super::{nudge, protect, refs, tokens, turns};
 use crate::config::NoaConfig;
 use crate::format::state::{Block, State};
@@ -46,6 +45,47 @@ impl Edit {
     }
 }
 
+/// The edits of a turn, by projection index (looked up for nearly every message of a view,
+/// many times over).
+#[derive(Debug, Clone, Default)]
+pub struct Edits {
+    /// Per projection index, its edit's place in `list` (`u32::MAX`: none); empty while
+    /// there is no edit.
+    at: Vec<u32>,
+    list: Vec<Edit>,
+}
+
+impl Edits {
+    #[inline]
+    pub fn get(&self, i: u32) -> Option<&Edit> {
+        let k = *self.at.get(i as usize)?;
+        self.list.get(k as usize)
+    }
+
+    /// Set the edit of index `i` of a projection of `len` messages.
+    pub fn insert(&mut self, i: u32, edit: Edit, len: usize) {
+        let i = i as usize;
+        if self.at.len() <= i {
+            self.at.resize(len.max(i + 1), u32::MAX);
+        }
+        match self.list.get_mut(self.at[i] as usize) {
+            Some(slot) => *slot = edit,
+            None => {
+                self.at[i] = self.list.len() as u32;
+                self.list.push(edit);
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+}
+
 /// What the token count of a turn is taken from.
 #[derive(Debug, Clone, Copy)]
 pub enum Count {
@@ -67,7 +107,7 @@ pub struct Turn<'p, 'a> {
     pub active: Vec<bool>,
     /// Summaries (and the nudge, when one is injected).
     pub synth: Vec<Core<'a>>,
-    pub edits: FastMap<u32, Edit>,
+    pub edits: Edits,
     /// The view, in order.
     pub items: Vec<Pos>,
     /// Tokens of the view after Compress-call hiding, before truncation (step 5).
@@ -83,11 +123,7 @@ impl<'p, 'a> Turn<'p, 'a> {
     /// The edit of a projected message (most views have none).
     #[inline]
     pub fn edit(&self, i: u32) -> Option<&Edit> {
-        if self.edits.is_empty() {
-            None
-        } else {
-            self.edits.get(&i)
-        }
+        self.edits.get(i)
     }
 
     pub fn core(&self, p: Pos) -> &Core<'a> {
@@ -173,7 +209,7 @@ impl<'p, 'a> Turn<'p, 'a> {
     }
 
     /// The view's messages with their texts, in order.
-    pub fn view(&self) -> impl Iterator<Item = (Pos, &Core<'a>, &str)> + '_ {
+    pub fn view(&self) -> impl DoubleEndedIterator<Item = (Pos, &Core<'a>, &str)> + '_ {
         self.items.iter().map(|&p| (p, self.core(p), self.text(p)))
     }
 
@@ -324,7 +360,7 @@ fn sized<'p, 'a>(
         new_refs,
         active: Vec::new(),
         synth: Vec::new(),
-        edits: FastMap::default(),
+        edits: Edits::default(),
         items: (0..proj.len() as u32).map(Pos::Core).collect(),
         measure: 0,
         count: 0,
@@ -611,7 +647,7 @@ fn hide_compress_calls(t: &mut Turn<'_, '_>, state: &State) {
     }
     t.items = items;
     for (i, text) in edits {
-        t.edits.insert(i, Edit::new(text, false));
+        t.edits.insert(i, Edit::new(text, false), t.proj.len());
     }
 }
 
@@ -707,32 +743,57 @@ fn truncate(t: &mut Turn<'_, '_>, cfg: &NoaConfig) {
         if t.count as i64 - saved <= target as i64 {
             break;
         }
-        let original = t.text(Pos::Core(i));
-        let Some((head, tail)) = head_and_tail(original, TRUNCATE_KEEP_CHARS) else {
+        let Some(edit) = cut(t.text(Pos::Core(i)), n) else {
             continue;
         };
-        let mut cut = String::with_capacity(head.len() + tail.len() + 64);
-        cut.push_str(head);
-        let _ = write!(
-            cut,
-            "\n\n...{TRUNCATION_MARKER} — original ~{n} tokens]...\n\n"
-        );
-        cut.push_str(tail);
-        let edit = Edit::new(cut, true);
         saved += n as i64 - edit.tokens as i64;
-        t.edits.insert(i, edit);
+        t.edits.insert(i, edit, t.proj.len());
         t.truncated += 1;
     }
 }
 
-/// The first and last `keep` characters of a text longer than `2 * keep` characters.
-fn head_and_tail(text: &str, keep: usize) -> Option<(&str, &str)> {
-    if text.len() <= 2 * keep {
+/// A tool result of `n` tokens cut to its first and last [`TRUNCATE_KEEP_CHARS`] characters
+/// around the marker; `None` when it is not longer than both.
+fn cut(text: &str, n: u64) -> Option<Edit> {
+    let (head, tail, mut tally) = head_and_tail(text, TRUNCATE_KEEP_CHARS)?;
+    let mut cut = String::with_capacity(head.len() + tail.len() + 64);
+    cut.push_str(head);
+    let _ = write!(
+        cut,
+        "\n\n...{TRUNCATION_MARKER} — original ~{n} tokens]...\n\n"
+    );
+    tally.add_str(&cut[head.len()..]);
+    cut.push_str(tail);
+    Some(Edit {
+        text: cut,
+        truncated: true,
+        tokens: tally.tokens(),
+        chars: tally.chars(),
+    })
+}
+
+/// The first and last `keep` characters of a text longer than `2 * keep` characters, with
+/// their tally (taken on the way: these texts are cut again at every view).
+fn head_and_tail(text: &str, keep: usize) -> Option<(&str, &str, tokens::Tally)> {
+    if text.len() <= 2 * keep || keep == 0 {
         return None; // no more characters than bytes
     }
-    let head_end = text.char_indices().nth(keep).map(|(at, _)| at)?;
-    let tail_start = text.char_indices().rev().nth(keep - 1).map(|(at, _)| at)?;
-    (head_end < tail_start).then(|| (&text[..head_end], &text[tail_start..]))
+    let mut tally = tokens::Tally::default();
+    let mut head_end = None;
+    for (k, (at, c)) in text.char_indices().enumerate() {
+        if k == keep {
+            head_end = Some(at);
+            break;
+        }
+        tally.add(c);
+    }
+    let mut tail_start = None;
+    for (at, c) in text.char_indices().rev().take(keep) {
+        tally.add(c);
+        tail_start = Some(at);
+    }
+    let (head_end, tail_start) = (head_end?, tail_start?);
+    (head_end < tail_start).then(|| (&text[..head_end], &text[tail_start..], tally))
 }
 
 /// The nudge message appended to the view (SPEC 4.7): its own id, no ref.
@@ -742,14 +803,33 @@ pub fn nudge_core(text: String) -> Core<'static> {
 
 #[cfg(test)]
 mod tests {
-    use super::head_and_tail;
+    use super::{cut, head_and_tail, TRUNCATE_KEEP_CHARS};
+    use crate::noa::tokens;
+
+    fn ends(text: &str, keep: usize) -> Option<(&str, &str)> {
+        head_and_tail(text, keep).map(|(h, t, _)| (h, t))
+    }
 
     #[test]
     fn head_and_tail_count_characters_not_bytes() {
-        assert_eq!(head_and_tail("abcd", 2), None);
-        assert_eq!(head_and_tail("abcde", 2), Some(("ab", "de")));
-        assert_eq!(head_and_tail("日本語ab", 2), Some(("日本", "ab")));
-        assert_eq!(head_and_tail("日本語a", 2), None);
-        assert_eq!(head_and_tail("é😀xyé", 2), Some(("é😀", "yé")));
+        assert_eq!(ends("abcd", 2), None);
+        assert_eq!(ends("abcde", 2), Some(("ab", "de")));
+        assert_eq!(ends("日本語ab", 2), Some(("日本", "ab")));
+        assert_eq!(ends("日本語a", 2), None);
+        assert_eq!(ends("é😀xyé", 2), Some(("é😀", "yé")));
+    }
+
+    #[test]
+    fn a_cut_is_measured_as_its_text_is() {
+        let long = |unit: &str| unit.repeat(2 * TRUNCATE_KEEP_CHARS / unit.chars().count() + 7);
+        for text in [long("abc "), long("한국어 "), long("x😀日")] {
+            let edit = cut(&text, 1234).expect("long enough to cut");
+            assert!(edit.text.contains("original ~1234 tokens"));
+            assert_eq!(
+                (edit.tokens, edit.chars),
+                tokens::count_and_chars(&edit.text)
+            );
+        }
+        assert!(cut(&"a".repeat(2 * TRUNCATE_KEEP_CHARS), 9).is_none());
     }
 }

@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 
-use super::content::{Core, Role, Slot, COMPRESS_TOOL, SUMMARY_HEADER};
+use super::content::{is_summary_text, Core, Role, Slot, COMPRESS_TOOL};
 use crate::config::NoaConfig;
 
 /// Tools whose output is bulky and can be fetched again: they take no place in the recency
@@ -66,50 +66,40 @@ pub fn is_hard_paired(c: &Core<'_>, cfg: &NoaConfig, calls: &HashSet<&str>) -> b
 /// The soft protected zone over a view: among the visible, uncovered, addressable,
 /// non-summary messages (bulky re-obtainable tools aside), the last
 /// `protect_recent_messages`, the suffix reaching `protect_recent_tokens`, and the last user
-/// text. `items` yields each message with its slot and whether a live block covers it.
+/// text. `from_last` yields each message, the last first, with its slot and whether a live
+/// block covers it; it is read only as far back as the zone reaches.
 pub fn soft_zone<'s, 'a: 's>(
-    items: impl IntoIterator<Item = (&'s Core<'a>, &'s str, &'s Slot, bool, u64)>,
+    from_last: impl IntoIterator<Item = (&'s Core<'a>, &'s str, &'s Slot, bool, u64)>,
     cfg: &NoaConfig,
 ) -> HashSet<Slot> {
-    struct Visible<'s> {
-        slot: &'s Slot,
-        tokens: u64,
-        user: bool,
-    }
-    let mut visible = Vec::new();
-    for (c, text, slot, covered, tokens) in items {
-        if covered || c.is_summary() || text.starts_with(SUMMARY_HEADER) || !slot.is_ref() {
+    let mut out = HashSet::new();
+    let n = cfg.protect_recent_messages;
+    let want_tokens = cfg.protect_recent_tokens;
+    let (mut seen, mut acc) = (0usize, 0u64);
+    // The last user text is looked for only with a message count configured.
+    let mut user_found = n == 0;
+    for (c, text, slot, covered, tokens) in from_last {
+        if covered || c.is_summary() || is_summary_text(text) || !slot.is_ref() {
             continue;
         }
         if never_preserve_recent(c) {
             continue;
         }
-        visible.push(Visible {
-            slot,
-            tokens,
-            user: c.role == Role::User,
-        });
-    }
-    let mut out = HashSet::new();
-    let n = cfg.protect_recent_messages;
-    if n > 0 {
-        for v in &visible[visible.len().saturating_sub(n)..] {
-            out.insert(v.slot.clone());
+        let by_count = seen < n;
+        let by_tokens = want_tokens > 0 && acc < want_tokens;
+        if by_count || by_tokens {
+            out.insert(slot.clone());
         }
-    }
-    if cfg.protect_recent_tokens > 0 {
-        let mut acc = 0u64;
-        for v in visible.iter().rev() {
-            if acc >= cfg.protect_recent_tokens {
-                break;
-            }
-            out.insert(v.slot.clone());
-            acc += v.tokens;
+        if by_tokens {
+            acc += tokens;
         }
-    }
-    if n > 0 {
-        if let Some(v) = visible.iter().rev().find(|v| v.user) {
-            out.insert(v.slot.clone());
+        if !user_found && c.role == Role::User {
+            out.insert(slot.clone());
+            user_found = true;
+        }
+        seen += 1;
+        if seen >= n && !(want_tokens > 0 && acc < want_tokens) && user_found {
+            break;
         }
     }
     out
@@ -130,5 +120,85 @@ mod tests {
         assert!(tool_matches("BASH*", "bash"));
         assert!(!tool_matches("Bashes", "Bash"));
         assert!(tool_matches("ÉCRIRE", "écrire"));
+    }
+
+    /// The zone as first written: every visible message listed, then each rule applied.
+    fn zone_by_rules(items: &[(Core<'_>, Slot, bool)], cfg: &NoaConfig) -> HashSet<Slot> {
+        let visible: Vec<&(Core<'_>, Slot, bool)> = items
+            .iter()
+            .filter(|(c, slot, covered)| {
+                !*covered && slot.is_ref() && !c.is_summary() && !never_preserve_recent(c)
+            })
+            .collect();
+        let mut out = HashSet::new();
+        let n = cfg.protect_recent_messages;
+        for v in &visible[visible.len().saturating_sub(n)..] {
+            out.insert(v.1.clone());
+        }
+        let mut acc = 0;
+        for v in visible.iter().rev() {
+            if cfg.protect_recent_tokens == 0 || acc >= cfg.protect_recent_tokens {
+                break;
+            }
+            out.insert(v.1.clone());
+            acc += v.0.tokens();
+        }
+        if n > 0 {
+            if let Some(v) = visible.iter().rev().find(|v| v.0.role == Role::User) {
+                out.insert(v.1.clone());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_zone_read_from_the_end_is_the_zone_by_its_rules() {
+        let mut seed = 7u64;
+        let mut next = move |m: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % m
+        };
+        for round in 0..300 {
+            let len = next(30) as usize;
+            let items: Vec<(Core<'static>, Slot, bool)> = (0..len)
+                .map(|i| {
+                    let text = "x".repeat(next(400) as usize);
+                    let mut c = Core::synthetic("h_0", text, crate::noa::content::Origin::Nudge);
+                    match next(4) {
+                        0 => c.role = Role::User,
+                        1 => {
+                            c.role = Role::Tool;
+                            c.tool = "Bash";
+                        }
+                        2 => {
+                            c.role = Role::Tool;
+                            c.tool = "Edit";
+                        }
+                        _ => c.role = Role::Assistant,
+                    }
+                    let slot = if next(8) == 0 {
+                        Slot::None
+                    } else {
+                        Slot::Num(i as u32 + 1)
+                    };
+                    (c, slot, next(6) == 0)
+                })
+                .collect();
+            let cfg = NoaConfig {
+                protect_recent_messages: next(5) as usize,
+                protect_recent_tokens: [0, 50, 300, 5000][next(4) as usize],
+                ..NoaConfig::default()
+            };
+            let zone = soft_zone(
+                items
+                    .iter()
+                    .rev()
+                    .map(|(c, slot, covered)| (c, c.text.as_ref(), slot, *covered, c.tokens())),
+                &cfg,
+            );
+            assert_eq!(zone, zone_by_rules(&items, &cfg), "round {round}");
+        }
     }
 }

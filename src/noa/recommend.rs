@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use super::content::{Kind, Role, Slot, SUMMARY_HEADER};
+use super::content::{is_summary_text, Kind, Role, Slot};
 use super::pipeline::Turn;
 use super::{protect, tokens};
 use crate::config::NoaConfig;
@@ -46,7 +46,7 @@ pub struct Recommendation {
 pub fn soft_zone(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> HashSet<Slot> {
     let covered = t.covered(state);
     protect::soft_zone(
-        t.view().map(|(p, c, text)| {
+        t.view().rev().map(|(p, c, text)| {
             (
                 c,
                 text,
@@ -81,7 +81,7 @@ pub fn recommend(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Recommenda
         if !slot.is_ref() {
             continue;
         }
-        if covered.contains(c.id.as_ref()) || c.is_summary() || text.starts_with(SUMMARY_HEADER) {
+        if covered.contains(c.id.as_ref()) || c.is_summary() || is_summary_text(text) {
             gap = true;
             protected.extend(run.take());
         } else if protect::is_hard_paired(c, cfg, &calls) {

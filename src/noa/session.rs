@@ -55,36 +55,31 @@ pub struct ViewMemo {
     pub materialized: LineCache,
 }
 
-/// `view.jsonl`'s bytes (reusing the memo's lines) and the memo's new lines.
+/// `view.jsonl`'s bytes, reusing the lines `cache` has and adding the new ones to it.
 pub fn view_bytes(
     p: &Projection<'_>,
     state: &State,
     cfg: &NoaConfig,
     path: ArchivePath<'_>,
-    prev: Option<&LineCache>,
-) -> (Bytes, LineCache) {
+    cache: &mut LineCache,
+) -> Bytes {
     let t = turn(p, state, cfg, path);
-    let (bytes, lines) = lines::view_lines(&t, &p.msgs, state, true, prev);
-    (bytes, lines)
+    lines::view_lines(&t, &p.msgs, state, true, cache)
 }
 
-/// `materialized.jsonl`'s bytes (reusing the memo's lines) and the memo's new lines.
+/// `materialized.jsonl`'s bytes, reusing the lines `cache` has and adding the new ones to it.
 pub fn materialized_bytes(
     p: &Projection<'_>,
     state: &State,
     cfg: &NoaConfig,
     path: ArchivePath<'_>,
-    prev: Option<&LineCache>,
-) -> (Bytes, LineCache) {
+    cache: &mut LineCache,
+) -> Bytes {
     if !state.blocks().iter().any(|b| b.active) {
-        return (
-            materialize(p, state, cfg, path).to_jsonl().into(),
-            LineCache::default(),
-        );
+        return materialize(p, state, cfg, path).to_jsonl().into();
     }
     let t = pipeline::prune_only(&p.cores, state, cfg, path);
-    let (bytes, lines) = lines::view_lines(&t, &p.msgs, state, false, prev);
-    (bytes, lines)
+    lines::view_lines(&t, &p.msgs, state, false, cache)
 }
 
 /// How a summary names its archive.

@@ -27,15 +27,42 @@ pub fn count_and_chars(text: &str) -> (u64, usize) {
     if text.is_ascii() {
         return ((text.len() as u64).div_ceil(4), text.len());
     }
-    let (mut cjk, mut other) = (0u64, 0u64);
-    for c in text.chars() {
+    let mut tally = Tally::default();
+    tally.add_str(text);
+    (tally.tokens(), tally.chars())
+}
+
+/// Characters counted as [`count`] counts them, for a text seen in pieces.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Tally {
+    cjk: u64,
+    other: u64,
+}
+
+impl Tally {
+    pub fn add(&mut self, c: char) {
         if is_cjk(c) {
-            cjk += 1;
+            self.cjk += 1;
         } else {
-            other += 1;
+            self.other += 1;
         }
     }
-    (cjk + other.div_ceil(4), (cjk + other) as usize)
+
+    pub fn add_str(&mut self, text: &str) {
+        if text.is_ascii() {
+            self.other += text.len() as u64;
+        } else {
+            text.chars().for_each(|c| self.add(c));
+        }
+    }
+
+    pub fn tokens(&self) -> u64 {
+        self.cjk + self.other.div_ceil(4)
+    }
+
+    pub fn chars(&self) -> usize {
+        (self.cjk + self.other) as usize
+    }
 }
 
 /// Characters (Unicode scalar values): how the runtime measures summaries and ranges.
