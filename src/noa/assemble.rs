@@ -512,9 +512,7 @@ pub fn each_wanted<'a>(
             // A cut is made from the block's own text alone (which its place names): its
             // flag stands for it. Any other edit is hashed whole.
             let edited = match q {
-                Pos::Core(k) => t
-                    .edit(k)
-                    .map(|e| if e.truncated { "" } else { e.text.as_str() }),
+                Pos::Core(k) => t.edit(k).map(|e| if e.truncated { "" } else { &*e.text }),
                 Pos::Synth(_) => None,
             };
             let tagged_kind =

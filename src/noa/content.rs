@@ -138,6 +138,17 @@ pub struct Core<'a> {
     /// Calls and results: a number for the call id, equal for equal ids ([`NO_PAIR`] for a
     /// result no call has the id of, and for any other message).
     pub pair: u32,
+    /// A tool result long enough to be cut: where its cut is kept once made (shared with
+    /// the projection's memo, so that the next view does not cut it again).
+    pub cut: Option<CutCell>,
+}
+
+/// A tool result's cut (`None`: too short to cut), made the first time a view needs it.
+pub type CutCell = Arc<OnceLock<Option<super::pipeline::Edit>>>;
+
+/// Whether a message may be cut by a view (and gets a [`CutCell`]).
+fn cuttable(kind: Kind, tokens: u32, marked: bool) -> bool {
+    kind == Kind::ToolResult && !marked && u64::from(tokens) >= super::pipeline::TRUNCATE_MIN_TOKENS
 }
 
 /// The [`Core::pair`] of a message no call pairs with.
@@ -184,6 +195,7 @@ impl Core<'_> {
             chars,
             marked: false,
             pair: NO_PAIR,
+            cut: None,
         }
     }
 }
@@ -443,7 +455,7 @@ pub fn block_core<'a>(
 }
 
 /// What is known of a projected content message beyond its block.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Known {
     tokens: u32,
     chars: u32,
@@ -454,6 +466,7 @@ struct Known {
     call_at: Option<(u32, u32)>,
     marked: bool,
     pair: u32,
+    cut: Option<CutCell>,
 }
 
 /// A tool call id's call: where the call naming its results is (message, block), and the
@@ -580,7 +593,7 @@ impl ProjectionMemo {
                 };
                 if mi < from {
                     // Known: the id, the measures, and whether the text is the block's own.
-                    let (Some(id), Some(kn)) = (self.ids.get(k), self.known.get(k).copied()) else {
+                    let (Some(id), Some(kn)) = (self.ids.get(k), self.known.get(k)) else {
                         break;
                     };
                     let known_name = |call: &str| match kn.call_at {
@@ -607,6 +620,7 @@ impl ProjectionMemo {
                         chars: kn.chars,
                         marked: kn.marked,
                         pair: kn.pair,
+                        cut: kn.cut.clone(),
                     });
                     k += 1;
                     continue;
@@ -627,6 +641,7 @@ impl ProjectionMemo {
                 };
                 let call_at = found.filter(|_| kind == Kind::ToolResult).map(|c| c.at);
                 let pair = found.map_or(NO_PAIR, |c| c.seq);
+                let cut = cuttable(kind, tokens, marked).then(CutCell::default);
                 self.known.push(Known {
                     tokens,
                     chars,
@@ -634,6 +649,7 @@ impl ProjectionMemo {
                     call_at,
                     marked,
                     pair,
+                    cut: cut.clone(),
                 });
                 let id: Arc<str> =
                     Arc::from(self.repeats.next(id_digest(role, kind, call, tool, &text)));
@@ -650,6 +666,7 @@ impl ProjectionMemo {
                     chars,
                     marked,
                     pair,
+                    cut,
                 });
             }
         }

@@ -6,6 +6,7 @@
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -26,7 +27,8 @@ pub enum Pos {
 /// A rewritten body: a Compress call's stubbed arguments, or a cut tool result.
 #[derive(Debug, Clone)]
 pub struct Edit {
-    pub text: String,
+    /// Shared: a cut is kept for the next view of the same messages.
+    pub text: Arc<str>,
     pub truncated: bool,
     /// The text's measures, taken once: a turn asks for them many times.
     tokens: u64,
@@ -37,7 +39,7 @@ impl Edit {
     pub fn new(text: String, truncated: bool) -> Edit {
         let (tokens, chars) = tokens::count_and_chars(&text);
         Edit {
-            text,
+            text: Arc::from(text),
             truncated,
             tokens,
             chars,
@@ -147,7 +149,7 @@ impl<'p, 'a> Turn<'p, 'a> {
     pub fn text_ref(&self, p: Pos) -> Cow<'a, str> {
         match p {
             Pos::Core(i) => match self.edit(i) {
-                Some(e) => Cow::Owned(e.text.clone()),
+                Some(e) => Cow::Owned(e.text.to_string()),
                 None => self.proj[i as usize].text.clone(),
             },
             Pos::Synth(i) => self.synth[i as usize].text.clone(),
@@ -696,7 +698,7 @@ pub fn stub_compress_arguments(text: &str) -> Option<String> {
 
 /// The marker a cut tool result carries (detected by substring).
 pub const TRUNCATION_MARKER: &str = "[truncated for context space";
-const TRUNCATE_MIN_TOKENS: u64 = 1000;
+pub const TRUNCATE_MIN_TOKENS: u64 = 1000;
 const TRUNCATE_KEEP_CHARS: usize = 2000;
 
 /// The truncation threshold in tokens: `truncate_ratio × window`, truncated.
@@ -743,7 +745,13 @@ fn truncate(t: &mut Turn<'_, '_>, cfg: &NoaConfig) {
         if t.count as i64 - saved <= target as i64 {
             break;
         }
-        let Some(edit) = cut(t.text(Pos::Core(i)), n) else {
+        let text = t.text(Pos::Core(i));
+        // Cut once per message while the projection's memo lasts.
+        let edit = match &t.proj[i as usize].cut {
+            Some(cell) => cell.get_or_init(|| cut(text, n)).clone(),
+            None => cut(text, n),
+        };
+        let Some(edit) = edit else {
             continue;
         };
         saved += n as i64 - edit.tokens as i64;
@@ -765,7 +773,7 @@ fn cut(text: &str, n: u64) -> Option<Edit> {
     tally.add_str(&cut[head.len()..]);
     cut.push_str(tail);
     Some(Edit {
-        text: cut,
+        text: Arc::from(cut),
         truncated: true,
         tokens: tally.tokens(),
         chars: tally.chars(),
