@@ -276,7 +276,7 @@ fn trailing_tag() -> &'static Regex {
 
 /// The body without the ref tag the runtime appends (only the trailing form, one separator).
 pub fn strip_ref_tag(s: &str) -> Cow<'_, str> {
-    if !s.contains("<noa-ref") {
+    if memchr::memmem::find(s.as_bytes(), b"<noa-ref").is_none() {
         return Cow::Borrowed(s);
     }
     match trailing_tag().find(s) {

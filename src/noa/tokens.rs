@@ -8,18 +8,7 @@ fn is_cjk(c: char) -> bool {
 /// Tokens of a text: one per CJK character plus a quarter (rounded up) of the others, counted
 /// in Unicode scalar values.
 pub fn count(text: &str) -> u64 {
-    if text.is_ascii() {
-        return (text.len() as u64).div_ceil(4);
-    }
-    let (mut cjk, mut other) = (0u64, 0u64);
-    for c in text.chars() {
-        if is_cjk(c) {
-            cjk += 1;
-        } else {
-            other += 1;
-        }
-    }
-    cjk + other.div_ceil(4)
+    count_and_chars(text).0
 }
 
 /// Tokens and characters of a text in one pass over it.
@@ -49,10 +38,38 @@ impl Tally {
     }
 
     pub fn add_str(&mut self, text: &str) {
-        if text.is_ascii() {
-            self.other += text.len() as u64;
-        } else {
-            text.chars().for_each(|c| self.add(c));
+        // By bytes, eight ASCII ones at a time: the text is valid UTF-8, so a lead byte
+        // tells a character's length, and every CJK character counted is three bytes long.
+        let b = text.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            if let Some(chunk) = b.get(i..i + 8) {
+                let mut word = [0u8; 8];
+                word.copy_from_slice(chunk);
+                if u64::from_le_bytes(word) & 0x8080_8080_8080_8080 == 0 {
+                    self.other += 8;
+                    i += 8;
+                    continue;
+                }
+            }
+            let lead = b[i];
+            let len = match lead {
+                0x00..=0x7f => 1,
+                0xc0..=0xdf => 2,
+                0xe0..=0xef => 3,
+                _ => 4,
+            };
+            if len == 3 {
+                let at = |k: usize| u32::from(b.get(i + k).copied().unwrap_or(0) & 0x3f);
+                let code = (u32::from(lead & 0x0f) << 12) | (at(1) << 6) | at(2);
+                match char::from_u32(code) {
+                    Some(c) if is_cjk(c) => self.cjk += 1,
+                    _ => self.other += 1,
+                }
+            } else {
+                self.other += 1;
+            }
+            i += len;
         }
     }
 
@@ -110,8 +127,27 @@ mod tests {
         assert_eq!(count("é"), 1);
         assert_eq!(count("한국"), 2);
         assert_eq!(count("😀😀😀😀😀"), 2);
-        for text in ["", "abcde", "日本語ab", "é😀x"] {
-            assert_eq!(count_and_chars(text), (count(text), chars(text)));
+        for text in [
+            "",
+            "abcde",
+            "日本語ab",
+            "é😀x",
+            "a long ascii run, then 한국어 주석은 그대로 두세요 and カタカナ — done ✓ 𝄞",
+            "丁\u{9fff}\u{a000}\u{3040}\u{30ff}\u{3100}\u{ac00}\u{d7af}\u{d7b0}\u{4dff}",
+        ] {
+            assert_eq!(
+                count_and_chars(text),
+                (count(text), chars(text)),
+                "{text:?}"
+            );
+            let by_chars = text.chars().fold((0u64, 0u64), |(k, o), c| {
+                if is_cjk(c) {
+                    (k + 1, o)
+                } else {
+                    (k, o + 1)
+                }
+            });
+            assert_eq!(count(text), by_chars.0 + by_chars.1.div_ceil(4), "{text:?}");
         }
     }
 
