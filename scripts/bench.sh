@@ -173,8 +173,27 @@ drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 ROWS=()
 # row ID WHAT FIGURE TARGET
 row() {
-    ROWS+=("$(printf '%-4s %-66s %-24s %s' "$1" "$2" "$3" "$4")")
-    echo "  $1 $2: $3 (target $4)" >&2
+    local mark
+    mark=$(verdict "$3" "$4")
+    ROWS+=("$(printf '%-4s %-66s %-26s %s %s' "$1" "$2" "$3" "$mark" "$4")")
+    echo "  $1 $2: $3 $mark (target $4)" >&2
+}
+
+# verdict FIGURE TARGET: ✓ when the figure meets the target's bound, else ✗ ("?" when the
+# figure has no number in the target's unit). The bound is the target's first "≤N×" or
+# "≤N MB"; the figure's number is its first one in that unit.
+verdict() {
+    local bound unit limit value
+    bound=$(grep -oE '≤[0-9]+(\.[0-9]+)? ?(×|MB)' <<<"$2" | head -n 1)
+    case "$bound" in
+        *×) unit='×' ;;
+        *MB) unit='MB' ;;
+        *) echo '?'; return ;;
+    esac
+    limit=$(grep -oE '[0-9]+(\.[0-9]+)?' <<<"$bound" | head -n 1)
+    value=$(grep -oE "[0-9]+(\.[0-9]+)? ?$unit" <<<"$1" | head -n 1 | grep -oE '[0-9]+(\.[0-9]+)?')
+    [ -n "$value" ] || { echo '?'; return; }
+    awk -v v="$value" -v l="$limit" 'BEGIN { print (v <= l) ? "✓" : "✗" }'
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f×", a / b; else print "n/a" }'; }
@@ -380,5 +399,5 @@ fi
 
 echo
 echo "normafs bench ($([ "$QUICK" = 1 ] && echo quick || echo full); $(uname -r); $(nproc) cores): median time through normafs / median time of the baseline"
-printf '%-4s %-66s %-24s %s\n' id what figure target
+printf '%-4s %-66s %-26s %s %s\n' id what figure ok target
 for r in "${ROWS[@]}"; do echo "$r"; done
