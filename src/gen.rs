@@ -638,12 +638,12 @@ impl<'a> Session<'a> {
         let ts = self.tick();
         let sidechain = self.agent.is_some();
         Record {
-            uuid: self.rng.uuid(),
+            uuid: self.rng.uuid().into(),
             parent_uuid: self.records.last().map(|r| r.uuid.clone()),
             session_id: Some(self.sid.as_str().into()),
             agent_id: self.agent.clone(),
             is_sidechain: sidechain.then_some(true),
-            timestamp: Some(ts),
+            timestamp: Some(ts.into()),
             kind: kind.to_string().into(),
             message: None,
             usage: None,
@@ -1054,7 +1054,7 @@ fn consolidation(rng: &mut Rng, t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig
     let blocks = state.blocks();
     let live: Vec<usize> = t
         .view()
-        .filter_map(|(_, c, _)| match c.origin {
+        .filter_map(|(_, c)| match c.origin {
             Origin::Summary { block } if c.is_summary() => Some(block as usize),
             _ => None,
         })

@@ -34,6 +34,7 @@ use std::sync::Arc;
 
 use serde::de::IgnoredAny;
 
+use super::short::ShortStr;
 use super::transcript::{
     parse_line, Content, Message, Record, ToolResultContent, ToolUsePart, Usage,
 };
@@ -284,8 +285,8 @@ struct Undo {
     usage: Usage,
     messages_len: usize,
     found_len: usize,
-    uuid_inserted: Option<String>,
-    prev: Option<(String, u64)>,
+    uuid_inserted: Option<ShortStr>,
+    prev: Option<(ShortStr, u64)>,
     seen_inserted: Vec<String>,
     /// Changes to `open`, in order: `(id, value before the change)`.
     open_changes: Vec<(String, Option<OpenUse>)>,
@@ -347,7 +348,7 @@ pub struct Parser {
     /// First line of each uuid.
     uuids: UuidIndex,
     /// Uuid and line of the previous parsed record.
-    prev: Option<(String, u64)>,
+    prev: Option<(ShortStr, u64)>,
     /// Bytes of complete lines so far.
     committed: u64,
     /// Number of complete lines so far.
@@ -698,10 +699,10 @@ fn bad_shape(msg: &Message) -> Option<String> {
 }
 
 /// The parent-chain finding for a record, given the previous parsed record.
-fn parent_chain_problem(parent: Option<&str>, prev: &Option<(String, u64)>) -> Option<String> {
+fn parent_chain_problem(parent: Option<&str>, prev: &Option<(ShortStr, u64)>) -> Option<String> {
     match (parent, prev) {
         (None, None) => None,
-        (Some(p), Some((u, _))) if p == u => None,
+        (Some(p), Some((u, _))) if *u == p => None,
         (Some(p), None) => Some(format!("first record has parent_uuid {p}")),
         (None, Some((u, l))) => Some(format!(
             "parent_uuid is absent; the previous record (line {l}) has uuid {u}"

@@ -13,6 +13,7 @@ pub mod archive;
 pub mod gojson;
 pub mod loader;
 pub mod memory;
+pub mod short;
 pub mod state;
 pub mod transcript;
 

@@ -14,6 +14,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use super::short::ShortStr;
+
 /// A JSON value kept as its exact text (a tool call's `input`, a boundary's payload).
 #[derive(Clone)]
 pub struct RawJson(Box<RawValue>);
@@ -139,9 +141,9 @@ impl<'de> Deserialize<'de> for Extra {
 /// written back.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Record {
-    pub uuid: String,
+    pub uuid: ShortStr,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub parent_uuid: Option<String>,
+    pub parent_uuid: Option<ShortStr>,
     #[serde(skip_serializing_if = "Option::is_none")]
     /// Shared: records of one file mostly repeat it (the loader gives them one string).
     #[serde(serialize_with = "shared_str")]
@@ -151,7 +153,7 @@ pub struct Record {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub is_sidechain: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub timestamp: Option<String>,
+    pub timestamp: Option<ShortStr>,
     /// `"message"` or `"boundary"`; any other value is kept as written.
     #[serde(rename = "type")]
     /// Shared, not allocated, when it is one of the known kinds.

@@ -183,7 +183,7 @@ fn ctl_batch(s: &mut Session<'_>) -> Option<(String, Applied)> {
     }
     let mut extra = Map::new();
     if let Some(last) = s.records.iter().rev().find(|r| r.as_message().is_some()) {
-        extra.insert("after".into(), Value::String(last.uuid.clone()));
+        extra.insert("after".into(), Value::String(last.uuid.to_string()));
     }
     let entry = JournalEntry {
         at,
@@ -319,7 +319,7 @@ fn inject(code: &'static str, s: &mut Session<'_>) -> Option<Vec<Damage>> {
         }
         "transcript.parent-chain" => {
             let other = s.rng.uuid();
-            s.records.get_mut(n - 2)?.parent_uuid = Some(other);
+            s.records.get_mut(n - 2)?.parent_uuid = Some(other.into());
             one(
                 tp,
                 Some(n - 1),

@@ -467,7 +467,7 @@ pub fn each_wanted<'a>(
             };
             let text = t.text(p);
             let mut h = key_hasher();
-            (1u8, text, format!("{meta:?}")).hash(&mut h);
+            (1u8, &*text, format!("{meta:?}")).hash(&mut h);
             let key = h.finish();
             let m = want(key).then(|| Out {
                 role: Cow::Borrowed("user"),
@@ -512,7 +512,7 @@ pub fn each_wanted<'a>(
             // A cut is made from the block's own text alone (which its place names): its
             // flag stands for it. Any other edit is hashed whole.
             let edited = match q {
-                Pos::Core(k) => t.edit(k).map(|e| if e.truncated { "" } else { &*e.text }),
+                Pos::Core(k) => t.edit(k).map(|e| e.own_text().unwrap_or("")),
                 Pos::Synth(_) => None,
             };
             let tagged_kind =

@@ -27,7 +27,9 @@ const TOOL_PAIR_MAX_SCAN: usize = 20;
 /// One message of the view the batch is resolved against.
 struct M<'t, 'a> {
     core: &'t Core<'a>,
-    text: &'t str,
+    /// The text's beginning (see [`Turn::lead`]).
+    lead: &'t str,
+    chars: usize,
     slot: &'t Slot,
     tokens: u64,
 }
@@ -320,7 +322,8 @@ pub fn apply(
         .iter()
         .map(|&p| M {
             core: t.core(p),
-            text: t.text(p),
+            lead: t.lead(p),
+            chars: t.chars(p),
             slot: t.slot(p),
             tokens: t.tokens(p),
         })
@@ -501,7 +504,7 @@ fn size_gate(
         }
         for id in &rr.ids {
             if let Some(&i) = ctx.index.get(id.as_str()) {
-                total += tokens::chars(ctx.msgs[i].text);
+                total += ctx.msgs[i].chars;
             }
         }
     }
@@ -729,7 +732,7 @@ fn build(
         msgs.iter().rev().map(|m| {
             (
                 m.core,
-                m.text,
+                m.lead,
                 m.slot,
                 covered_now.contains(m.id()),
                 m.tokens,

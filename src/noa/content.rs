@@ -457,6 +457,7 @@ pub fn block_core<'a>(
 /// What is known of a projected content message beyond its block.
 #[derive(Debug, Clone)]
 struct Known {
+    id: Arc<str>,
     tokens: u32,
     chars: u32,
     /// Its text is its block's own text as stored (no tag stripped, one text): taken without
@@ -486,8 +487,7 @@ pub struct ProjectionMemo {
     start: usize,
     /// Messages projected.
     msgs: usize,
-    /// The id of each content message, in order.
-    ids: Vec<Arc<str>>,
+    /// Each content message, in order.
     known: Vec<Known>,
     repeats: Repeats,
     /// Call ids of tool results whose call was not found (a later call would rename them).
@@ -546,7 +546,6 @@ impl ProjectionMemo {
         let tail = &msgs[start..];
         let usable = self.start == start
             && self.msgs <= msgs.len()
-            && self.ids.len() == self.known.len()
             && add_calls(&mut self.calls, msgs, self.calls_seen.max(start))
             && self
                 .unnamed
@@ -583,7 +582,12 @@ impl ProjectionMemo {
         let calls = std::mem::take(&mut self.calls);
         let names = |call: &str| calls.get(call).map_or("", |c| call_name(msgs, c.at));
         let from = self.msgs.max(start);
-        let mut out = Vec::with_capacity(tail.len() * 2);
+        // As many as the blocks, at most: a projection is kept while its transcript lasts.
+        let blocks: usize = tail.iter().map(|m| m.content.len()).sum();
+        let mut out = Vec::with_capacity(blocks);
+        if self.known.is_empty() {
+            self.known.reserve_exact(blocks);
+        }
         let mut k = 0;
         for (mi, m) in msgs.iter().enumerate().skip(start) {
             for (bi, c) in m.content.iter().enumerate() {
@@ -593,7 +597,7 @@ impl ProjectionMemo {
                 };
                 if mi < from {
                     // Known: the id, the measures, and whether the text is the block's own.
-                    let (Some(id), Some(kn)) = (self.ids.get(k), self.known.get(k)) else {
+                    let Some(kn) = self.known.get(k) else {
                         break;
                     };
                     let known_name = |call: &str| match kn.call_at {
@@ -609,7 +613,7 @@ impl ProjectionMemo {
                         continue;
                     };
                     out.push(Core {
-                        id: id.clone(),
+                        id: kn.id.clone(),
                         role,
                         kind,
                         text,
@@ -642,7 +646,10 @@ impl ProjectionMemo {
                 let call_at = found.filter(|_| kind == Kind::ToolResult).map(|c| c.at);
                 let pair = found.map_or(NO_PAIR, |c| c.seq);
                 let cut = cuttable(kind, tokens, marked).then(CutCell::default);
+                let id: Arc<str> =
+                    Arc::from(self.repeats.next(id_digest(role, kind, call, tool, &text)));
                 self.known.push(Known {
+                    id: id.clone(),
                     tokens,
                     chars,
                     plain,
@@ -651,9 +658,6 @@ impl ProjectionMemo {
                     pair,
                     cut: cut.clone(),
                 });
-                let id: Arc<str> =
-                    Arc::from(self.repeats.next(id_digest(role, kind, call, tool, &text)));
-                self.ids.push(id.clone());
                 out.push(Core {
                     id,
                     role,

@@ -2,7 +2,7 @@
 //! change since the previous version (after an append almost all of them): a line is written
 //! only when its [`LineKey`](super::assemble::LineKey) is new.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 use super::assemble::{self, LineKey};
@@ -32,16 +32,16 @@ impl LineCache {
 }
 
 /// Buffers lines, handing out pieces once a buffer is full (or at the end).
-struct Writer {
+struct Writer<'c> {
     cur: Vec<u8>,
     /// Lines in `cur` not yet given a piece: (index in `out`, key, start, end).
     open: Vec<(usize, LineKey, usize, usize)>,
     out: Vec<Option<Piece>>,
-    /// Lines written for this version, for the cache.
-    added: Vec<(LineKey, Piece)>,
+    /// The cache's lines, which the lines written for this version join.
+    lines: &'c RefCell<FastMap<LineKey, Piece>>,
 }
 
-impl Writer {
+impl Writer<'_> {
     fn seal(&mut self) {
         if self.open.is_empty() {
             return;
@@ -50,9 +50,10 @@ impl Writer {
         // A line that crossed the chunk's end doubled the buffer: give the spare back.
         buf.shrink_to_fit();
         let buf = Arc::new(buf);
+        let mut lines = self.lines.borrow_mut();
         for (i, key, start, end) in self.open.drain(..) {
             let piece = Piece::new(buf.clone(), start, end);
-            self.added.push((key, piece.clone()));
+            lines.insert(key, piece.clone());
             self.out[i] = Some(piece);
         }
     }
@@ -68,17 +69,17 @@ pub fn view_lines(
     tags: bool,
     cache: &mut LineCache,
 ) -> Bytes {
+    let lines = RefCell::new(std::mem::take(&mut cache.lines));
     let mut w = Writer {
         cur: Vec::with_capacity(CHUNK),
         open: Vec::new(),
         out: Vec::with_capacity(t.items.len()),
-        added: Vec::new(),
+        lines: &lines,
     };
     let mut used: Vec<LineKey> = Vec::with_capacity(t.items.len());
-    let lines = &cache.lines;
     // The line `want` found, for the sink that follows: one lookup per line.
     let found: Cell<Option<Piece>> = Cell::new(None);
-    let want = |key| match lines.get(&key) {
+    let want = |key| match lines.borrow().get(&key) {
         Some(piece) => {
             found.set(Some(piece.clone()));
             false
@@ -103,7 +104,9 @@ pub fn view_lines(
         }
     });
     w.seal();
-    cache.lines.extend(w.added);
+    let out = std::mem::take(&mut w.out);
+    drop(w);
+    cache.lines = lines.into_inner();
     if cache.lines.len() > 2 * used.len() + STALE_SLACK {
         let mut kept = FastMap::with_capacity_and_hasher(used.len(), Default::default());
         for key in used {
@@ -113,7 +116,7 @@ pub fn view_lines(
         }
         cache.lines = kept;
     }
-    Bytes::from_pieces(w.out.into_iter().flatten())
+    Bytes::from_pieces(out.into_iter().flatten())
 }
 
 /// Unused lines a cache may hold beyond as many as the used ones.

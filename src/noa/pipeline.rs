@@ -27,24 +27,78 @@ pub enum Pos {
 /// A rewritten body: a Compress call's stubbed arguments, or a cut tool result.
 #[derive(Debug, Clone)]
 pub struct Edit {
-    /// Shared: a cut is kept for the next view of the same messages.
-    pub text: Arc<str>,
-    pub truncated: bool,
+    body: Body,
     /// The text's measures, taken once: a turn asks for them many times.
     tokens: u64,
     chars: usize,
 }
 
+#[derive(Debug, Clone)]
+enum Body {
+    /// A text of its own.
+    Text(Arc<str>),
+    /// The message's own text kept up to byte `head` and from byte `tail`, the truncation
+    /// marker for its `n` tokens between: only where to cut is kept (a view of a large
+    /// session holds thousands of cuts, each as long as two texts of
+    /// [`TRUNCATE_KEEP_CHARS`]), the text is made when a line is written.
+    Cut { head: usize, tail: usize, n: u64 },
+}
+
 impl Edit {
-    pub fn new(text: String, truncated: bool) -> Edit {
+    pub fn new(text: String) -> Edit {
         let (tokens, chars) = tokens::count_and_chars(&text);
         Edit {
-            text: Arc::from(text),
-            truncated,
+            body: Body::Text(Arc::from(text)),
             tokens,
             chars,
         }
     }
+
+    /// A cut tool result.
+    pub fn truncated(&self) -> bool {
+        matches!(self.body, Body::Cut { .. })
+    }
+
+    /// The text this edit gives a message whose own text is `own`.
+    pub fn text<'t>(&'t self, own: &'t str) -> Cow<'t, str> {
+        match &self.body {
+            Body::Text(t) => Cow::Borrowed(t),
+            &Body::Cut { head, tail, n } => {
+                let (head, tail) = (own.get(..head).unwrap_or(""), own.get(tail..).unwrap_or(""));
+                let mut text = String::with_capacity(head.len() + tail.len() + 80);
+                text.push_str(head);
+                push_marker(&mut text, n);
+                text.push_str(tail);
+                Cow::Owned(text)
+            }
+        }
+    }
+
+    /// The beginning of [`Edit::text`] without making it: all of it, or a cut's head (at
+    /// least [`TRUNCATE_KEEP_CHARS`] characters, enough to tell a summary's header).
+    pub fn lead<'t>(&'t self, own: &'t str) -> &'t str {
+        match &self.body {
+            Body::Text(t) => t,
+            &Body::Cut { head, .. } => own.get(..head).unwrap_or(""),
+        }
+    }
+
+    /// The text of an edit that is not a cut (a cut's text is its message's own, so its
+    /// place stands for it).
+    pub fn own_text(&self) -> Option<&str> {
+        match &self.body {
+            Body::Text(t) => Some(t),
+            Body::Cut { .. } => None,
+        }
+    }
+}
+
+/// The truncation marker between a cut's head and tail.
+fn push_marker(text: &mut String, n: u64) {
+    let _ = write!(
+        text,
+        "\n\n...{TRUNCATION_MARKER} — original ~{n} tokens]...\n\n"
+    );
 }
 
 /// The edits of a turn, by projection index (looked up for nearly every message of a view,
@@ -135,21 +189,41 @@ impl<'p, 'a> Turn<'p, 'a> {
         }
     }
 
-    pub fn text(&self, p: Pos) -> &str {
+    /// A message's text as the view holds it (a cut's is made on each call: see
+    /// [`Turn::lead`]).
+    pub fn text(&self, p: Pos) -> Cow<'_, str> {
         match p {
-            Pos::Core(i) => match self.edit(i) {
-                Some(e) => &e.text,
-                None => &self.proj[i as usize].text,
-            },
+            Pos::Core(i) => {
+                let own = &self.proj[i as usize].text;
+                match self.edit(i) {
+                    Some(e) => e.text(own),
+                    None => Cow::Borrowed(own),
+                }
+            }
+            Pos::Synth(i) => Cow::Borrowed(&self.synth[i as usize].text),
+        }
+    }
+
+    /// The beginning of [`Turn::text`], without making a cut's text: enough to tell a
+    /// summary's header or a marker at the start.
+    pub fn lead(&self, p: Pos) -> &str {
+        match p {
+            Pos::Core(i) => {
+                let own = &self.proj[i as usize].text;
+                match self.edit(i) {
+                    Some(e) => e.lead(own),
+                    None => own,
+                }
+            }
             Pos::Synth(i) => &self.synth[i as usize].text,
         }
     }
 
-    /// The text as a value that lives as long as the transcript (a clone of an edit).
+    /// The text as a value that lives as long as the transcript (an edit's is a copy).
     pub fn text_ref(&self, p: Pos) -> Cow<'a, str> {
         match p {
             Pos::Core(i) => match self.edit(i) {
-                Some(e) => Cow::Owned(e.text.to_string()),
+                Some(e) => Cow::Owned(e.text(&self.proj[i as usize].text).into_owned()),
                 None => self.proj[i as usize].text.clone(),
             },
             Pos::Synth(i) => self.synth[i as usize].text.clone(),
@@ -187,7 +261,7 @@ impl<'p, 'a> Turn<'p, 'a> {
     }
 
     pub fn is_truncated(&self, p: Pos) -> bool {
-        matches!(p, Pos::Core(i) if self.edit(i).is_some_and(|e| e.truncated))
+        matches!(p, Pos::Core(i) if self.edit(i).is_some_and(Edit::truncated))
     }
 
     /// Append the nudge to the view when the decision injects one (what the runtime sends;
@@ -197,6 +271,8 @@ impl<'p, 'a> Turn<'p, 'a> {
             return;
         };
         self.synth.push(nudge_core(nudge::render(d)));
+        // One more: a projection's worth of positions is not doubled for it.
+        self.items.reserve_exact(1);
         self.items.push(Pos::Synth(self.synth.len() as u32 - 1));
     }
 
@@ -210,9 +286,9 @@ impl<'p, 'a> Turn<'p, 'a> {
         covered(state, &self.active)
     }
 
-    /// The view's messages with their texts, in order.
-    pub fn view(&self) -> impl DoubleEndedIterator<Item = (Pos, &Core<'a>, &str)> + '_ {
-        self.items.iter().map(|&p| (p, self.core(p), self.text(p)))
+    /// The view's messages, in order.
+    pub fn view(&self) -> impl DoubleEndedIterator<Item = (Pos, &Core<'a>)> + '_ {
+        self.items.iter().map(|&p| (p, self.core(p)))
     }
 
     /// The ref → raw id map of the state extended by this turn's refs.
@@ -649,7 +725,7 @@ fn hide_compress_calls(t: &mut Turn<'_, '_>, state: &State) {
     }
     t.items = items;
     for (i, text) in edits {
-        t.edits.insert(i, Edit::new(text, false), t.proj.len());
+        t.edits.insert(i, Edit::new(text), t.proj.len());
     }
 }
 
@@ -727,7 +803,7 @@ fn truncate(t: &mut Turn<'_, '_>, cfg: &NoaConfig) {
         let text = t.text(p);
         // An edited text is not the core's own: look at it again.
         let marked = match t.edit(i) {
-            Some(_) => super::content::is_marked(c.kind, text),
+            Some(_) => super::content::is_marked(c.kind, &text),
             None => c.marked,
         };
         if c.kind != Kind::ToolResult || text.is_empty() || marked {
@@ -745,11 +821,15 @@ fn truncate(t: &mut Turn<'_, '_>, cfg: &NoaConfig) {
         if t.count as i64 - saved <= target as i64 {
             break;
         }
-        let text = t.text(Pos::Core(i));
+        // A cut is made of the core's own text (a tool result has no other edit).
+        if t.edit(i).is_some() {
+            continue;
+        }
+        let core = &t.proj[i as usize];
         // Cut once per message while the projection's memo lasts.
-        let edit = match &t.proj[i as usize].cut {
-            Some(cell) => cell.get_or_init(|| cut(text, n)).clone(),
-            None => cut(text, n),
+        let edit = match &core.cut {
+            Some(cell) => cell.get_or_init(|| cut(&core.text, n)).clone(),
+            None => cut(&core.text, n),
         };
         let Some(edit) = edit else {
             continue;
@@ -764,17 +844,15 @@ fn truncate(t: &mut Turn<'_, '_>, cfg: &NoaConfig) {
 /// around the marker; `None` when it is not longer than both.
 fn cut(text: &str, n: u64) -> Option<Edit> {
     let (head, tail, mut tally) = head_and_tail(text, TRUNCATE_KEEP_CHARS)?;
-    let mut cut = String::with_capacity(head.len() + tail.len() + 64);
-    cut.push_str(head);
-    let _ = write!(
-        cut,
-        "\n\n...{TRUNCATION_MARKER} — original ~{n} tokens]...\n\n"
-    );
-    tally.add_str(&cut[head.len()..]);
-    cut.push_str(tail);
+    let mut marker = String::with_capacity(80);
+    push_marker(&mut marker, n);
+    tally.add_str(&marker);
     Some(Edit {
-        text: Arc::from(cut),
-        truncated: true,
+        body: Body::Cut {
+            head: head.len(),
+            tail: text.len() - tail.len(),
+            n,
+        },
         tokens: tally.tokens(),
         chars: tally.chars(),
     })
@@ -832,11 +910,12 @@ mod tests {
         let long = |unit: &str| unit.repeat(2 * TRUNCATE_KEEP_CHARS / unit.chars().count() + 7);
         for text in [long("abc "), long("한국어 "), long("x😀日")] {
             let edit = cut(&text, 1234).expect("long enough to cut");
-            assert!(edit.text.contains("original ~1234 tokens"));
-            assert_eq!(
-                (edit.tokens, edit.chars),
-                tokens::count_and_chars(&edit.text)
-            );
+            let made = edit.text(&text);
+            assert!(made.contains("original ~1234 tokens"));
+            assert_eq!((edit.tokens, edit.chars), tokens::count_and_chars(&made));
+            let (head, tail) = ends(&text, TRUNCATE_KEEP_CHARS).expect("cut");
+            assert!(made.starts_with(head) && made.ends_with(tail));
+            assert_eq!(edit.lead(&text), head);
         }
         assert!(cut(&"a".repeat(2 * TRUNCATE_KEEP_CHARS), 9).is_none());
     }

@@ -46,10 +46,10 @@ pub struct Recommendation {
 pub fn soft_zone(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> HashSet<Slot> {
     let covered = t.covered(state);
     protect::soft_zone(
-        t.view().rev().map(|(p, c, text)| {
+        t.view().rev().map(|(p, c)| {
             (
                 c,
-                text,
+                t.lead(p),
                 t.slot(p),
                 covered.contains(c.id.as_ref()),
                 t.tokens(p),
@@ -71,12 +71,13 @@ struct Scanned {
 pub fn recommend(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Recommendation {
     let soft = soft_zone(t, state, cfg);
     let covered = t.covered(state);
-    let calls = protect::protected_calls(t.view().map(|(_, c, _)| c), cfg);
+    let calls = protect::protected_calls(t.view().map(|(_, c)| c), cfg);
     let mut scanned = Vec::new();
     let mut protected = Vec::new();
     let mut run: Option<ProtectedRange> = None;
     let mut gap = false;
-    for (p, c, text) in t.view() {
+    for (p, c) in t.view() {
+        let text = t.lead(p);
         let slot = t.slot(p);
         if !slot.is_ref() {
             continue;

@@ -144,7 +144,7 @@ impl Session {
             .iter()
             .filter(|r| r.as_message().is_some())
             .nth(n)
-            .map(|r| r.uuid.clone())
+            .map(|r| r.uuid.to_string())
             .expect("message")
     }
 
