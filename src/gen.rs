@@ -641,7 +641,7 @@ impl<'a> Session<'a> {
             uuid: self.rng.uuid().into(),
             parent_uuid: self.records.last().map(|r| r.uuid.clone()),
             session_id: Some(self.sid.as_str().into()),
-            agent_id: self.agent.clone(),
+            agent_id: self.agent.as_deref().map(Box::from),
             is_sidechain: sidechain.then_some(true),
             timestamp: Some(ts.into()),
             kind: kind.to_string().into(),

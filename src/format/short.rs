@@ -1,6 +1,6 @@
-//! [`ShortStr`]: a string held in place when it is short, as a record's uuid, parent and
-//! timestamp are. A transcript of 100,000 records would otherwise make three small heap
-//! strings per record (a quarter of a large session's memory besides its texts).
+//! [`InlineStr`]: a string held in place when it is short, as a record's uuid, parent and
+//! timestamp are, and a content message's raw id. A session of 100,000 records would
+//! otherwise make several small heap strings per record.
 
 use std::borrow::Borrow;
 use std::fmt;
@@ -10,24 +10,25 @@ use std::ops::Deref;
 use serde::de::{self, Deserialize, Deserializer, Visitor};
 use serde::{Serialize, Serializer};
 
-/// Bytes a [`ShortStr`] holds in place (a uuid with dashes is 36).
-const INLINE: usize = 38;
+/// A record's uuid (32 hex digits as the runtime writes them, 36 with dashes) or timestamp
+/// (30 bytes with nanoseconds) in place: 40 bytes.
+pub type ShortStr = InlineStr<38>;
 
-/// An immutable string, in place up to [`INLINE`] bytes, on the heap beyond.
+/// An immutable string, in place up to `N` bytes (at most 255), on the heap beyond.
 #[derive(Clone)]
-pub struct ShortStr(Repr);
+pub struct InlineStr<const N: usize>(Repr<N>);
 
 #[derive(Clone)]
-enum Repr {
+enum Repr<const N: usize> {
     /// `buf[..len]` is valid UTF-8 (made only from a `&str`).
     Inline {
         len: u8,
-        buf: [u8; INLINE],
+        buf: [u8; N],
     },
     Heap(Box<str>),
 }
 
-impl ShortStr {
+impl<const N: usize> InlineStr<N> {
     pub fn as_str(&self) -> &str {
         match &self.0 {
             // Valid by construction; an empty string would be a bug, not a panic.
@@ -37,32 +38,32 @@ impl ShortStr {
     }
 }
 
-impl From<&str> for ShortStr {
-    fn from(s: &str) -> ShortStr {
-        if s.len() <= INLINE {
-            let mut buf = [0u8; INLINE];
+impl<const N: usize> From<&str> for InlineStr<N> {
+    fn from(s: &str) -> InlineStr<N> {
+        if s.len() <= N && s.len() <= usize::from(u8::MAX) {
+            let mut buf = [0u8; N];
             buf[..s.len()].copy_from_slice(s.as_bytes());
-            ShortStr(Repr::Inline {
+            InlineStr(Repr::Inline {
                 len: s.len() as u8,
                 buf,
             })
         } else {
-            ShortStr(Repr::Heap(s.into()))
+            InlineStr(Repr::Heap(s.into()))
         }
     }
 }
 
-impl From<String> for ShortStr {
-    fn from(s: String) -> ShortStr {
-        if s.len() <= INLINE {
-            ShortStr::from(s.as_str())
+impl<const N: usize> From<String> for InlineStr<N> {
+    fn from(s: String) -> InlineStr<N> {
+        if s.len() <= N {
+            InlineStr::from(s.as_str())
         } else {
-            ShortStr(Repr::Heap(s.into_boxed_str()))
+            InlineStr(Repr::Heap(s.into_boxed_str()))
         }
     }
 }
 
-impl Deref for ShortStr {
+impl<const N: usize> Deref for InlineStr<N> {
     type Target = str;
 
     fn deref(&self) -> &str {
@@ -70,90 +71,90 @@ impl Deref for ShortStr {
     }
 }
 
-impl AsRef<str> for ShortStr {
+impl<const N: usize> AsRef<str> for InlineStr<N> {
     fn as_ref(&self) -> &str {
         self.as_str()
     }
 }
 
-impl Borrow<str> for ShortStr {
+impl<const N: usize> Borrow<str> for InlineStr<N> {
     fn borrow(&self) -> &str {
         self.as_str()
     }
 }
 
-impl PartialEq for ShortStr {
-    fn eq(&self, other: &ShortStr) -> bool {
+impl<const N: usize> PartialEq for InlineStr<N> {
+    fn eq(&self, other: &InlineStr<N>) -> bool {
         self.as_str() == other.as_str()
     }
 }
 
-impl Eq for ShortStr {}
+impl<const N: usize> Eq for InlineStr<N> {}
 
-impl PartialEq<str> for ShortStr {
+impl<const N: usize> PartialEq<str> for InlineStr<N> {
     fn eq(&self, other: &str) -> bool {
         self.as_str() == other
     }
 }
 
-impl PartialEq<&str> for ShortStr {
+impl<const N: usize> PartialEq<&str> for InlineStr<N> {
     fn eq(&self, other: &&str) -> bool {
         self.as_str() == *other
     }
 }
 
-impl Hash for ShortStr {
+impl<const N: usize> Hash for InlineStr<N> {
     fn hash<H: Hasher>(&self, h: &mut H) {
         self.as_str().hash(h);
     }
 }
 
-impl fmt::Debug for ShortStr {
+impl<const N: usize> fmt::Debug for InlineStr<N> {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         fmt::Debug::fmt(self.as_str(), f)
     }
 }
 
-impl fmt::Display for ShortStr {
+impl<const N: usize> fmt::Display for InlineStr<N> {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str(self.as_str())
     }
 }
 
-impl Serialize for ShortStr {
+impl<const N: usize> Serialize for InlineStr<N> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.as_str())
     }
 }
 
-impl<'de> Deserialize<'de> for ShortStr {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ShortStr, D::Error> {
-        d.deserialize_str(ShortVisitor)
+impl<'de, const N: usize> Deserialize<'de> for InlineStr<N> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<InlineStr<N>, D::Error> {
+        d.deserialize_str(InlineVisitor::<N>)
     }
 }
 
-struct ShortVisitor;
+struct InlineVisitor<const N: usize>;
 
-impl Visitor<'_> for ShortVisitor {
-    type Value = ShortStr;
+impl<const N: usize> Visitor<'_> for InlineVisitor<N> {
+    type Value = InlineStr<N>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a string")
     }
 
     // A short string is copied in place from the parser's buffer: no allocation.
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<ShortStr, E> {
-        Ok(ShortStr::from(v))
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<InlineStr<N>, E> {
+        Ok(InlineStr::from(v))
     }
 
-    fn visit_string<E: de::Error>(self, v: String) -> Result<ShortStr, E> {
-        Ok(ShortStr::from(v))
+    fn visit_string<E: de::Error>(self, v: String) -> Result<InlineStr<N>, E> {
+        Ok(InlineStr::from(v))
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::ShortStr;
+    use super::{InlineStr, ShortStr};
 
     #[test]
     fn short_and_long_strings_read_and_compare_as_written() {
@@ -176,6 +177,9 @@ mod tests {
         let escaped: ShortStr = serde_json::from_str(r#""a\"b\u00e9""#).expect("reads");
         assert_eq!(escaped, "a\"bé");
         assert!(serde_json::from_str::<ShortStr>("17").is_err());
-        assert!(std::mem::size_of::<Option<ShortStr>>() <= 40);
+        assert_eq!(std::mem::size_of::<Option<ShortStr>>(), 40);
+        assert_eq!(std::mem::size_of::<InlineStr<22>>(), 24);
+        let long = "z".repeat(300);
+        assert_eq!(InlineStr::<255>::from(long.as_str()).as_str(), long);
     }
 }

@@ -14,7 +14,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::short::ShortStr;
+use super::short::{InlineStr, ShortStr};
 
 /// A JSON value kept as its exact text (a tool call's `input`, a boundary's payload).
 #[derive(Clone)]
@@ -149,15 +149,14 @@ pub struct Record {
     #[serde(serialize_with = "shared_str")]
     pub session_id: Option<Arc<str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub agent_id: Option<String>,
+    pub agent_id: Option<Box<str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub is_sidechain: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timestamp: Option<ShortStr>,
     /// `"message"` or `"boundary"`; any other value is kept as written.
     #[serde(rename = "type")]
-    /// Shared, not allocated, when it is one of the known kinds.
-    pub kind: Cow<'static, str>,
+    pub kind: Word,
     /// `None`: absent. `Some(None)`: present and `null` (kept so the line round-trips).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<Option<Message>>,
@@ -201,7 +200,7 @@ impl<'de> Visitor<'de> for RecordVisitor {
         while let Some(Key(key)) = map.next_key()? {
             match &*key {
                 "uuid" => once(&mut uuid, "uuid", map.next_value()?)?,
-                "type" => once(&mut kind, "type", known(map.next_value()?, &KINDS))?,
+                "type" => once(&mut kind, "type", map.next_value::<Word>()?)?,
                 "parent_uuid" => optional(&mut parent_uuid, &mut extra, &key, map.next_value()?)?,
                 "session_id" => optional(
                     &mut session_id,
@@ -269,17 +268,8 @@ impl<'de> Visitor<'de> for KeyVisitor {
     }
 }
 
-/// Record kinds and message roles: one string each, not one per record.
-const KINDS: [&str; 2] = ["message", "boundary"];
-const ROLES: [&str; 3] = ["user", "assistant", "system"];
-
-/// A string value, shared when it is one of `known`.
-fn known(Key(s): Key<'_>, known: &[&'static str]) -> Cow<'static, str> {
-    match known.iter().find(|k| **k == s) {
-        Some(k) => Cow::Borrowed(k),
-        None => Cow::Owned(s.into_owned()),
-    }
-}
+/// A record's kind or a message's role: a short word, in place (16 bytes).
+pub type Word = InlineStr<14>;
 
 /// The fields of an object, in order, each key once.
 type Fields<'k> = Vec<(Cow<'k, str>, Value)>;
@@ -352,8 +342,7 @@ impl Record {
 /// `{role, content[]}` of an LLM message (deserialized by hand, like [`Record`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Message {
-    /// Shared, not allocated, when it is one of the known roles.
-    pub role: Cow<'static, str>,
+    pub role: Word,
     pub content: Vec<Content>,
     #[serde(flatten)]
     pub extra: Extra,
@@ -380,7 +369,7 @@ impl<'de> Visitor<'de> for MessageVisitor {
         let mut extra = Map::new();
         while let Some(Key(key)) = map.next_key()? {
             match &*key {
-                "role" => once(&mut role, "role", known(map.next_value()?, &ROLES))?,
+                "role" => once(&mut role, "role", map.next_value::<Word>()?)?,
                 "content" => optional(&mut content, &mut extra, &key, map.next_value()?)?,
                 _ => {
                     let value = map.next_value()?;
@@ -402,7 +391,7 @@ impl<'de> Visitor<'de> for MessageVisitor {
 impl Message {
     pub fn new(role: &str, content: Vec<Content>) -> Message {
         Message {
-            role: Cow::Owned(role.to_string()),
+            role: role.into(),
             content,
             extra: Extra::default(),
         }

@@ -85,8 +85,9 @@ pub enum Slot {
     None,
     Blocked,
     Num(u32),
-    /// A ref recorded in the state that is not `m` + five digits (kept as written).
-    Other(Box<str>),
+    /// A ref recorded in the state that is not `m` + five digits (kept as written; rare, so
+    /// behind one pointer: a slot is 16 bytes).
+    Other(Box<String>),
 }
 
 impl Slot {
@@ -114,12 +115,15 @@ impl Slot {
     }
 }
 
+/// A content message's id, in place: `h_`, 16 hex digits and a short `_N` take 24 bytes.
+pub type RawId = crate::format::short::InlineStr<22>;
+
 /// One content message (the runtime's "core message").
 #[derive(Debug, Clone)]
 pub struct Core<'a> {
     /// `h_` + 16 hex digits (+ `_N` for a repeat), or a summary's / the nudge's id (shared
     /// with the projection's memo).
-    pub id: Arc<str>,
+    pub id: RawId,
     pub role: Role,
     pub kind: Kind,
     /// The body with any trailing ref tag stripped (a tool call: its input as stored).
@@ -150,6 +154,9 @@ pub type CutCell = Arc<OnceLock<Option<super::pipeline::Edit>>>;
 fn cuttable(kind: Kind, tokens: u32, marked: bool) -> bool {
     kind == Kind::ToolResult && !marked && u64::from(tokens) >= super::pipeline::TRUNCATE_MIN_TOKENS
 }
+
+/// A [`Known::call_at`] of a message with no call found.
+const NO_CALL: (u32, u32) = (u32::MAX, u32::MAX);
 
 /// The [`Core::pair`] of a message no call pairs with.
 pub const NO_PAIR: u32 = u32::MAX;
@@ -184,7 +191,7 @@ impl Core<'_> {
     pub fn synthetic(id: &str, text: String, origin: Origin) -> Core<'static> {
         let (tokens, chars) = measure(&text);
         Core {
-            id: Arc::from(id),
+            id: RawId::from(id),
             role: Role::User,
             kind: Kind::Text,
             text: Cow::Owned(text),
@@ -457,14 +464,15 @@ pub fn block_core<'a>(
 /// What is known of a projected content message beyond its block.
 #[derive(Debug, Clone)]
 struct Known {
-    id: Arc<str>,
+    id: RawId,
     tokens: u32,
     chars: u32,
     /// Its text is its block's own text as stored (no tag stripped, one text): taken without
     /// looking at it again.
     plain: bool,
     /// A tool result's call (message, block), when found: its tool name without a lookup.
-    call_at: Option<(u32, u32)>,
+    /// ([`NO_CALL`] when not found: a memo holds one per content message.)
+    call_at: (u32, u32),
     marked: bool,
     pair: u32,
     cut: Option<CutCell>,
@@ -601,8 +609,8 @@ impl ProjectionMemo {
                         break;
                     };
                     let known_name = |call: &str| match kn.call_at {
-                        Some(at) => call_name(msgs, at),
-                        None => names(call),
+                        NO_CALL => names(call),
+                        at => call_name(msgs, at),
                     };
                     let core = if kn.plain {
                         plain_core(&m.role, c, &known_name)
@@ -643,11 +651,12 @@ impl ProjectionMemo {
                     Kind::ToolCall | Kind::ToolResult => calls.get(call).copied(),
                     _ => None,
                 };
-                let call_at = found.filter(|_| kind == Kind::ToolResult).map(|c| c.at);
+                let call_at = found
+                    .filter(|_| kind == Kind::ToolResult)
+                    .map_or(NO_CALL, |c| c.at);
                 let pair = found.map_or(NO_PAIR, |c| c.seq);
                 let cut = cuttable(kind, tokens, marked).then(CutCell::default);
-                let id: Arc<str> =
-                    Arc::from(self.repeats.next(id_digest(role, kind, call, tool, &text)));
+                let id = RawId::from(self.repeats.next(id_digest(role, kind, call, tool, &text)));
                 self.known.push(Known {
                     id: id.clone(),
                     tokens,

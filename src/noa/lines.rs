@@ -46,7 +46,8 @@ impl Writer<'_> {
         if self.open.is_empty() {
             return;
         }
-        let mut buf = std::mem::replace(&mut self.cur, Vec::with_capacity(CHUNK));
+        // The next buffer is made when a line needs it (after the last, none is).
+        let mut buf = std::mem::take(&mut self.cur);
         // A line that crossed the chunk's end doubled the buffer: give the spare back.
         buf.shrink_to_fit();
         let buf = Arc::new(buf);
@@ -71,7 +72,7 @@ pub fn view_lines(
 ) -> Bytes {
     let lines = RefCell::new(std::mem::take(&mut cache.lines));
     let mut w = Writer {
-        cur: Vec::with_capacity(CHUNK),
+        cur: Vec::new(),
         open: Vec::new(),
         out: Vec::with_capacity(t.items.len()),
         lines: &lines,
@@ -90,6 +91,9 @@ pub fn view_lines(
         used.push(key);
         match m {
             Some(m) => {
+                if w.cur.capacity() == 0 {
+                    w.cur.reserve(CHUNK);
+                }
                 let start = w.cur.len();
                 m.write_line(&mut w.cur);
                 let end = w.cur.len();

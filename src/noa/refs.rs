@@ -77,7 +77,7 @@ pub fn slot_of(recorded: &str) -> Slot {
         && recorded[1..].bytes().all(|b| b.is_ascii_digit());
     match recorded.get(1..).unwrap_or("").parse::<u32>() {
         Ok(n) if canonical && (1..=MAX_REF).contains(&n) => Slot::Num(n),
-        _ => Slot::Other(recorded.into()),
+        _ => Slot::Other(Box::new(recorded.to_string())),
     }
 }
 
@@ -179,7 +179,8 @@ mod tests {
     fn recorded_refs_are_slots() {
         assert_eq!(slot_of("m00012"), Slot::Num(12));
         assert_eq!(slot_of("BLOCKED"), Slot::Blocked);
-        assert_eq!(slot_of("m12"), Slot::Other("m12".into()));
-        assert_eq!(slot_of(""), Slot::Other("".into()));
+        assert_eq!(slot_of("m12"), Slot::Other(Box::new("m12".into())));
+        assert_eq!(slot_of(""), Slot::Other(Box::default()));
+        assert_eq!(std::mem::size_of::<Slot>(), 16);
     }
 }
