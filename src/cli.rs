@@ -650,7 +650,20 @@ fn run(cli: Cli) -> Result<i32, CliError> {
 }
 
 /// Run the CLI; returns the process exit code.
+/// Allocations of 128 KiB and more (view buffers, a large session's tables) get pages of
+/// their own, given back when freed. glibc otherwise raises that threshold as such blocks are
+/// freed and serves later ones from its heap, where freed pages stay resident: a large
+/// session's first view then costs more memory than it holds.
+fn map_large_allocations() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets a tunable; it is called before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10);
+    }
+}
+
 pub fn main() -> i32 {
+    map_large_allocations();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
