@@ -2,6 +2,8 @@
 
 use std::io;
 
+use crate::store::ctl::CtlErrorKind;
+
 /// Why a filesystem operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FsError {
@@ -66,6 +68,16 @@ impl FsError {
         }
     }
 
+    /// A failed ctl command as the write that ran it fails: `EINVAL`, `EBUSY`, `EIO`, `EROFS`.
+    pub fn of_ctl(kind: &CtlErrorKind, message: &str) -> FsError {
+        match kind {
+            CtlErrorKind::Invalid => FsError::Invalid(message.to_string()),
+            CtlErrorKind::Busy => FsError::Busy(message.to_string()),
+            CtlErrorKind::Io => FsError::Io(message.to_string()),
+            CtlErrorKind::ReadOnly => FsError::ReadOnly,
+        }
+    }
+
     /// An expected error (logged at debug, not warn).
     pub fn is_expected(&self) -> bool {
         matches!(
@@ -92,5 +104,27 @@ impl From<io::Error> for FsError {
             Some(n) => FsError::Os(n),
             None => FsError::Io(e.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FsError;
+    use crate::store::ctl::CtlErrorKind;
+
+    #[test]
+    fn a_failed_ctl_command_fails_its_write_with_the_errno_of_its_kind() {
+        for (kind, errno) in [
+            (CtlErrorKind::Invalid, libc::EINVAL),
+            (CtlErrorKind::Busy, libc::EBUSY),
+            (CtlErrorKind::Io, libc::EIO),
+            (CtlErrorKind::ReadOnly, libc::EROFS),
+        ] {
+            assert_eq!(FsError::of_ctl(&kind, "why").errno(), errno, "{kind:?}");
+        }
+        assert_eq!(
+            FsError::of_ctl(&CtlErrorKind::Busy, "live"),
+            FsError::Busy("live".into())
+        );
     }
 }

@@ -1176,14 +1176,7 @@ impl NormaFs {
                 *snapshot = None;
             }
             if let Some(kind) = &rec.error {
-                failure = Some(match kind {
-                    crate::store::ctl::CtlErrorKind::Invalid => {
-                        FsError::Invalid(rec.message.clone())
-                    }
-                    crate::store::ctl::CtlErrorKind::Busy => FsError::Busy(rec.message.clone()),
-                    crate::store::ctl::CtlErrorKind::Io => FsError::Io(rec.message.clone()),
-                    crate::store::ctl::CtlErrorKind::ReadOnly => FsError::ReadOnly,
-                });
+                failure = Some(FsError::of_ctl(kind, &rec.message));
                 break;
             }
         }

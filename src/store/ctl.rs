@@ -35,7 +35,7 @@ impl Command {
     }
 }
 
-/// Why a command failed, by the errno the mount answers.
+/// Why a command failed (the mount answers it as [`crate::fs::error::FsError::of_ctl`] says).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CtlErrorKind {
     /// `EINVAL`: parse or validation.
@@ -46,17 +46,6 @@ pub enum CtlErrorKind {
     Io,
     /// `EROFS`: a mutating command under `--read-only`.
     ReadOnly,
-}
-
-impl CtlErrorKind {
-    pub fn errno(&self) -> i32 {
-        match self {
-            CtlErrorKind::Invalid => libc::EINVAL,
-            CtlErrorKind::Busy => libc::EBUSY,
-            CtlErrorKind::Io => libc::EIO,
-            CtlErrorKind::ReadOnly => libc::EROFS,
-        }
-    }
 }
 
 pub const SESSION_HELP: &str = "commands (one per line):
