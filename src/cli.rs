@@ -650,23 +650,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
 }
 
 /// Run the CLI; returns the process exit code.
-/// Allocations of 1 MiB and more (view buffers, a large session's tables) get pages of their
-/// own, given back when freed. glibc otherwise raises that threshold as such blocks are freed
-/// and serves later ones from its heap, where freed pages stay resident: a large session's
-/// first view then costs more memory than it holds. Fixing the threshold would also make glibc
-/// trim its heap at every 128 KiB free at the top (page faults that cost `audit` 15%), so the
-/// trim threshold is raised with it; the mount still trims after large evictions.
-fn map_large_allocations() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets tunables; it is called before any other thread exists.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
-    }
-}
-
 pub fn main() -> i32 {
-    map_large_allocations();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
