@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::content::{
     Core, Kind, Origin, Role, Slot, COMPRESS_TOOL, NUDGE_ID, SUMMARY_HEADER, SUMMARY_ID_PREFIX,
 };
+use super::fasthash::FastSet;
 use super::{nudge, protect, refs, tokens, turns};
 use crate::config::NoaConfig;
 use crate::format::state::{Block, State};
@@ -608,7 +609,7 @@ fn keep_compress_pairs_whole(msgs: &[&Core<'_>], covered: &mut HashSet<&str>) {
 /// Tool calls without results (Compress aside), results without calls, and reasoning runs
 /// not followed by an act go.
 fn strip_orphans(t: &mut Turn<'_, '_>) {
-    let results: HashSet<&str> = t
+    let results: FastSet<&str> = t
         .items
         .iter()
         .map(|&p| t.core(p))
@@ -627,7 +628,7 @@ fn strip_orphans(t: &mut Turn<'_, '_>) {
                 || results.contains(c.call)
         })
         .collect();
-    let calls: HashSet<&str> = items
+    let calls: FastSet<&str> = items
         .iter()
         .map(|&p| t.core(p))
         .filter(|c| c.kind == Kind::ToolCall && !c.call.is_empty())
