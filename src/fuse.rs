@@ -323,7 +323,7 @@ impl Filesystem for NormaFuse {
         let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
         // Directories opened by the kernel itself, their listings checked against their
         // mtime (see `opendir`); not under `--ttl-ms 0`, which asks for no caching at all.
-        if self.fs.options().real_ttl > Duration::ZERO
+        if self.fs.options().kernel_caching()
             && config
                 .capabilities()
                 .contains(InitFlags::FUSE_NO_OPENDIR_SUPPORT)
@@ -337,7 +337,7 @@ impl Filesystem for NormaFuse {
         }
         // Links' targets kept by the kernel (`ls -l` reads every session's `memory` link);
         // not under `--ttl-ms 0`.
-        if self.fs.options().real_ttl > Duration::ZERO
+        if self.fs.options().kernel_caching()
             && config
                 .add_capabilities(InitFlags::FUSE_CACHE_SYMLINKS)
                 .is_ok()
@@ -347,7 +347,7 @@ impl Filesystem for NormaFuse {
         // Attributes with the listing, in the kernel's auto mode (the first pass over a
         // directory, and passes after lookups in it): a cold `grep -r` or `ls -l` then sends
         // no `LOOKUP` per real name (see `readdirplus`); not under `--ttl-ms 0`.
-        if self.fs.options().real_ttl > Duration::ZERO {
+        if self.fs.options().kernel_caching() {
             let _ = config.add_capabilities(
                 InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO,
             );
@@ -804,11 +804,7 @@ impl Filesystem for NormaFuse {
 impl NormaFuse {
     /// mkdir, rmdir, mknod, symlink and link: the namespace has no place for them.
     fn no_namespace_change(&self) -> Errno {
-        if self.fs.options().read_only {
-            Errno::EROFS
-        } else {
-            Errno::EPERM
-        }
+        Errno::from_i32(self.fs.options().namespace_change().errno())
     }
 }
 

@@ -155,12 +155,39 @@ impl FsOptions {
             gid,
             max_write: 1 << 20,
             real_ttl: Duration::from_millis(cfg.ttl_ms),
-            // `--ttl-ms 0` asks for no caching at all: it holds for watched nodes too.
-            watched_ttl: if cfg.ttl_ms == 0 {
-                Duration::ZERO
-            } else {
-                WATCHED_TTL.max(Duration::from_millis(cfg.ttl_ms))
-            },
+            watched_ttl: WATCHED_TTL.max(Duration::from_millis(cfg.ttl_ms)),
+        }
+        .with_caching_decided()
+    }
+
+    /// `--ttl-ms 0` asks for no caching at all: no TTL (watched nodes' neither), and none of
+    /// the kernel's own caches (`init` asks for them only when this holds).
+    pub fn kernel_caching(&self) -> bool {
+        self.real_ttl > Duration::ZERO
+    }
+
+    fn with_caching_decided(mut self) -> FsOptions {
+        if !self.kernel_caching() {
+            self.watched_ttl = Duration::ZERO;
+        }
+        self
+    }
+
+    /// An operation that would change a file: refused under `--read-only`.
+    pub fn writable(&self) -> Result<(), FsError> {
+        if self.read_only {
+            Err(FsError::ReadOnly)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// mkdir, rmdir, mknod, symlink and link: the namespace has no place for them
+    /// (`EROFS` under `--read-only`, where every change is refused alike, else `EPERM`).
+    pub fn namespace_change(&self) -> FsError {
+        match self.writable() {
+            Err(e) => e,
+            Ok(()) => FsError::Perm,
         }
     }
 }
@@ -1013,8 +1040,8 @@ impl NormaFs {
                 })
             }
             Node::Real(b, rel) => {
-                if self.opts.read_only && Self::writes(flags) {
-                    return Err(FsError::ReadOnly);
+                if Self::writes(flags) {
+                    self.opts.writable()?;
                 }
                 let keep_cache = self.covered(&node, false);
                 let f = Arc::new(self.backing.open(
@@ -1114,9 +1141,7 @@ impl NormaFs {
             }
         }?;
         if let Some(f) = target {
-            if self.opts.read_only {
-                return Err(FsError::ReadOnly);
-            }
+            self.opts.writable()?;
             f.write_all_at(data, offset)?;
             return Ok(data.len() as u32);
         }
@@ -1292,9 +1317,7 @@ impl NormaFs {
     ) -> Result<(Entry, Opened), FsError> {
         let p = self.node(parent)?;
         let (b, dir) = self.mutable_dir(&p)?;
-        if self.opts.read_only {
-            return Err(FsError::ReadOnly);
-        }
+        self.opts.writable()?;
         if !real::valid_component(name) {
             return Err(FsError::Invalid("bad name".into()));
         }
@@ -1329,9 +1352,7 @@ impl NormaFs {
         let p = self.node(parent)?;
         let child = self.child(&p, name)?;
         let (b, _) = self.mutable_dir(&p)?;
-        if self.opts.read_only {
-            return Err(FsError::ReadOnly);
-        }
+        self.opts.writable()?;
         let Node::Real(_, rel) = &child else {
             return Err(FsError::Access);
         };
@@ -1352,9 +1373,7 @@ impl NormaFs {
         let np = self.node(newparent)?;
         let (b, _) = self.mutable_dir(&p)?;
         let (nb, _) = self.mutable_dir(&np)?;
-        if self.opts.read_only {
-            return Err(FsError::ReadOnly);
-        }
+        self.opts.writable()?;
         if b != nb {
             return Err(FsError::CrossDevice);
         }
@@ -1386,9 +1405,7 @@ impl NormaFs {
                 self.attr_of(&node, ino)
             }
             Node::Real(b, rel) => {
-                if self.opts.read_only {
-                    return Err(FsError::ReadOnly);
-                }
+                self.opts.writable()?;
                 if let Some(size) = set.size {
                     let handle_file = fh.and_then(|fh| match self.handles.lock().get(&fh) {
                         Some(Handle::Real(f)) => Some(f.clone()),
@@ -1415,15 +1432,11 @@ impl NormaFs {
                 self.attr_of(&node, ino)
             }
             Node::MemoryDir => {
-                if self.opts.read_only {
-                    return Err(FsError::ReadOnly);
-                }
+                self.opts.writable()?;
                 Err(FsError::Perm)
             }
             _ => {
-                if self.opts.read_only {
-                    return Err(FsError::ReadOnly);
-                }
+                self.opts.writable()?;
                 Err(FsError::Perm)
             }
         }
@@ -1469,4 +1482,46 @@ pub fn window(data: &[u8], offset: u64, size: u32) -> &[u8] {
         .min(data.len());
     let end = start.saturating_add(size as usize).min(data.len());
     data.get(start..end).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{FsError, FsOptions, WATCHED_TTL};
+    use crate::config::Config;
+
+    fn options(ttl_ms: u64, read_only: bool) -> FsOptions {
+        let cfg = Config {
+            ttl_ms,
+            ..Config::default()
+        };
+        FsOptions::new(&cfg, read_only)
+    }
+
+    #[test]
+    fn ttl_zero_turns_off_every_cache_and_others_keep_watched_nodes_long() {
+        let none = options(0, false);
+        assert!(!none.kernel_caching());
+        assert_eq!(
+            (none.real_ttl, none.watched_ttl),
+            (Duration::ZERO, Duration::ZERO)
+        );
+        let some = options(500, false);
+        assert!(some.kernel_caching());
+        assert_eq!(some.real_ttl, Duration::from_millis(500));
+        assert_eq!(some.watched_ttl, WATCHED_TTL);
+        let long = options(2 * WATCHED_TTL.as_millis() as u64, false);
+        assert_eq!(long.watched_ttl, long.real_ttl);
+    }
+
+    #[test]
+    fn read_only_refuses_changes_with_erofs_and_the_namespace_with_eperm_otherwise() {
+        let ro = options(1000, true);
+        assert_eq!(ro.writable(), Err(FsError::ReadOnly));
+        assert_eq!(ro.namespace_change().errno(), libc::EROFS);
+        let rw = options(1000, false);
+        assert_eq!(rw.writable(), Ok(()));
+        assert_eq!(rw.namespace_change().errno(), libc::EPERM);
+    }
 }
