@@ -1,10 +1,12 @@
-//! The filesystem without fuser: nodes, inodes, attributes, handles with snapshots, the ctl
-//! protocol and errors. `fuse.rs` only translates kernel requests into these calls.
+//! The filesystem without fuser: the session layout ([`layout`], the one table of what a
+//! session directory shows), nodes, inodes, attributes, handles with snapshots, the ctl
+//! protocol and errors. `fuse.rs` translates kernel requests into these calls.
 //!
 //! Every method returns plain structs or an [`FsError`]; tests drive this layer with no mount.
 
 pub mod error;
 pub mod inode;
+pub mod layout;
 pub mod node;
 pub mod real;
 pub mod synth;
@@ -566,16 +568,12 @@ impl NormaFs {
             (Node::Sessions, Some(sid)) if self.session_exists(sid) => {
                 Node::Session(sid.to_string())
             }
-            (Node::Session(sid), Some(n)) => match n {
-                "view.jsonl" => Node::Synth(sid.clone(), SynthKind::View),
-                "view.md" => Node::Synth(sid.clone(), SynthKind::ViewMd),
-                "materialized.jsonl" => Node::Synth(sid.clone(), SynthKind::Materialized),
-                "audit.txt" => Node::Synth(sid.clone(), SynthKind::Audit),
-                "status.json" => Node::Synth(sid.clone(), SynthKind::Status),
-                "raw" => Node::RawDir(sid.clone()),
-                "memory" => Node::MemoryLink(sid.clone()),
-                "ctl" => Node::Ctl(Some(sid.clone())),
-                other => match node::session_real(sid, other) {
+            (Node::Session(sid), Some(n)) => match layout::find(n) {
+                Some(layout::Entry::Computed(kind, _)) => Node::Synth(sid.clone(), kind),
+                Some(layout::Entry::RawDir) => Node::RawDir(sid.clone()),
+                Some(layout::Entry::MemoryLink) => Node::MemoryLink(sid.clone()),
+                Some(layout::Entry::Ctl) => Node::Ctl(Some(sid.clone())),
+                Some(layout::Entry::Real(..)) | None => match node::session_real(sid, n) {
                     Some((b, rel)) => {
                         self.backing.lstat(b, &rel)?;
                         Node::Real(b, rel)
@@ -780,10 +778,15 @@ impl NormaFs {
                 if !self.session_exists(sid) {
                     return Err(FsError::NotFound);
                 }
-                for name in ["transcript.jsonl", "subagents", "state.json", "ctl.jsonl"] {
-                    if let Some((b, rel)) = node::session_real(sid, name) {
+                // The table's real names, then the archive tiers found on disk, then the rest of
+                // the table.
+                for slot in &layout::SESSION {
+                    if !matches!(slot.entry, layout::Entry::Real(..)) {
+                        continue;
+                    }
+                    if let Some((b, rel)) = node::session_real(sid, slot.name) {
                         if let Ok(st) = self.backing.lstat(b, &rel) {
-                            add(Node::Real(b, rel), kind_of(&st), OsStr::new(name));
+                            add(Node::Real(b, rel), kind_of(&st), OsStr::new(slot.name));
                         }
                     }
                 }
@@ -799,24 +802,20 @@ impl NormaFs {
                         }
                     }
                 }
-                for k in SynthKind::ALL {
-                    add(
-                        Node::Synth(sid.clone(), k),
-                        FileKind::File,
-                        OsStr::new(k.name()),
-                    );
+                for slot in &layout::SESSION {
+                    let (n, kind) = match slot.entry {
+                        layout::Entry::Real(..) => continue,
+                        layout::Entry::Computed(k, _) => {
+                            (Node::Synth(sid.clone(), k), FileKind::File)
+                        }
+                        layout::Entry::RawDir => (Node::RawDir(sid.clone()), FileKind::Dir),
+                        layout::Entry::MemoryLink => {
+                            (Node::MemoryLink(sid.clone()), FileKind::Symlink)
+                        }
+                        layout::Entry::Ctl => (Node::Ctl(Some(sid.clone())), FileKind::File),
+                    };
+                    add(n, kind, OsStr::new(slot.name));
                 }
-                add(Node::RawDir(sid.clone()), FileKind::Dir, OsStr::new("raw"));
-                add(
-                    Node::MemoryLink(sid.clone()),
-                    FileKind::Symlink,
-                    OsStr::new("memory"),
-                );
-                add(
-                    Node::Ctl(Some(sid.clone())),
-                    FileKind::File,
-                    OsStr::new("ctl"),
-                );
             }
             Node::RawDir(sid) => {
                 for n in self.synth.raw_names(sid) {
@@ -1253,7 +1252,7 @@ impl NormaFs {
         push(Node::RootAudit);
         match c {
             watch::Computed::Session(sid) => {
-                for k in SynthKind::ALL {
+                for (_, k, _) in layout::computed_files() {
                     push(Node::Synth(sid.clone(), k));
                 }
                 let dir = self.inodes.get(&Node::RawDir(sid.clone()));

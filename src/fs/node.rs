@@ -21,14 +21,14 @@ pub enum SynthKind {
 }
 
 impl SynthKind {
+    /// Its name in a session directory ([`super::layout::SESSION`]).
     pub fn name(self) -> &'static str {
-        match self {
-            SynthKind::View => "view.jsonl",
-            SynthKind::ViewMd => "view.md",
-            SynthKind::Materialized => "materialized.jsonl",
-            SynthKind::Audit => "audit.txt",
-            SynthKind::Status => "status.json",
-        }
+        super::layout::of_kind(self).0
+    }
+
+    /// What it is made from, besides the transcript and the states.
+    pub fn inputs(self) -> super::layout::Inputs {
+        super::layout::of_kind(self).1
     }
 
     pub const ALL: [SynthKind; 5] = [
@@ -94,16 +94,21 @@ pub fn parse_raw_name(name: &str) -> Option<(&str, &str)> {
     Some(stem.split_once('-').unwrap_or((stem, stem)))
 }
 
-/// Where the real files of a session are: its name in the session directory, and its backing
-/// path. Directories `tier<N>` are matched separately.
+/// Where a real name of a session directory is backed: a name of the layout's table, or an
+/// archive tier `tier<N>`.
 pub fn session_real(sid: &str, name: &str) -> Option<(Base, PathBuf)> {
-    match name {
-        "transcript.jsonl" => Some((Base::Transcripts, PathBuf::from(format!("{sid}.jsonl")))),
-        "subagents" => Some((Base::Transcripts, PathBuf::from(sid).join("subagents"))),
-        "state.json" | "ctl.jsonl" => Some((Base::Archives, PathBuf::from(sid).join(name))),
-        n if crate::store::session::is_tier_dir(n) => {
-            Some((Base::Archives, PathBuf::from(sid).join(n)))
+    use super::layout::{self, Backing, Entry};
+    match layout::find(name) {
+        Some(Entry::Real(base, Backing::SessionFile)) => {
+            Some((base, PathBuf::from(format!("{sid}.jsonl"))))
         }
-        _ => None,
+        Some(Entry::Real(base, Backing::InSessionDir(leaf))) => {
+            Some((base, PathBuf::from(sid).join(leaf)))
+        }
+        Some(_) => None,
+        None if crate::store::session::is_tier_dir(name) => {
+            Some((Base::Archives, PathBuf::from(sid).join(name)))
+        }
+        None => None,
     }
 }

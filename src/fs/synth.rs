@@ -345,20 +345,19 @@ impl Synth {
                         inp.file(&p.state_path(parent));
                     }
                 }
-                match kind {
-                    SynthKind::View | SynthKind::ViewMd | SynthKind::Materialized => {}
-                    SynthKind::Status => {
-                        inp.tree(&p.subagents_dir(sid), 1);
-                        // Whether the session looks live changes with time alone.
-                        let cfg = self.cfg.for_session(sid);
-                        crate::store::ctl::live_reason(p, sid, &cfg, chrono::Utc::now())
-                            .is_some()
-                            .hash(&mut inp.hasher);
-                    }
-                    SynthKind::Audit => {
-                        inp.tree(&p.subagents_dir(sid), 1);
-                        inp.tree(&p.archive_root(sid), 2);
-                    }
+                // What else the layout says the file is made from.
+                let more = kind.inputs();
+                if more.subagents {
+                    inp.tree(&p.subagents_dir(sid), 1);
+                }
+                if more.archives {
+                    inp.tree(&p.archive_root(sid), 2);
+                }
+                if more.liveness {
+                    let cfg = self.cfg.for_session(sid);
+                    crate::store::ctl::live_reason(p, sid, &cfg, chrono::Utc::now())
+                        .is_some()
+                        .hash(&mut inp.hasher);
                 }
             }
             Node::Raw(sid, _, _) => {

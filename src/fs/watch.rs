@@ -28,6 +28,7 @@ use std::path::PathBuf;
 
 use parking_lot::Mutex;
 
+use super::layout;
 use super::node::{Base, Node};
 use crate::store::root::{valid_session_name, RootPaths};
 use crate::store::session::is_tier_dir;
@@ -158,7 +159,7 @@ pub fn plan(dir: &Dir, name: &OsStr, mask: u32, watched: &dyn Fn(&str) -> bool) 
                     p.invals.push(inode(Node::Sessions, true));
                     p.invals.push(entry(
                         Node::Session(sid.to_string()),
-                        OsStr::new("transcript.jsonl"),
+                        OsStr::new(layout::TRANSCRIPT),
                     ));
                 }
             } else if is_session(s) && new_dir && watched(s) {
@@ -166,7 +167,7 @@ pub fn plan(dir: &Dir, name: &OsStr, mask: u32, watched: &dyn Fn(&str) -> bool) 
             }
         }
         Dir::SessionTranscripts(sid) => {
-            if s == "subagents" {
+            if s == layout::SUBAGENTS {
                 let rel = PathBuf::from(sid).join(s);
                 p.invals
                     .push(inode(Node::Real(Base::Transcripts, rel), false));
@@ -180,7 +181,7 @@ pub fn plan(dir: &Dir, name: &OsStr, mask: u32, watched: &dyn Fn(&str) -> bool) 
             }
         }
         Dir::Subagents(sid) => {
-            let dir_rel = PathBuf::from(sid).join("subagents");
+            let dir_rel = PathBuf::from(sid).join(layout::SUBAGENTS);
             p.invals.push(inode(
                 Node::Real(Base::Transcripts, dir_rel.join(name)),
                 data,
@@ -205,7 +206,8 @@ pub fn plan(dir: &Dir, name: &OsStr, mask: u32, watched: &dyn Fn(&str) -> bool) 
             }
         }
         Dir::ArchiveRoot(sid) => {
-            let is_file = matches!(s, "state.json" | "ctl.jsonl");
+            // The archive root's real files (its other names are tiers or debris).
+            let is_file = layout::shown_in_session_dir(Base::Archives, s).is_some();
             let is_tier = is_tier_dir(s);
             if is_file || is_tier {
                 let rel = PathBuf::from(sid).join(s);
@@ -218,7 +220,7 @@ pub fn plan(dir: &Dir, name: &OsStr, mask: u32, watched: &dyn Fn(&str) -> bool) 
                     p.watch.push(Dir::Tier(sid.clone(), s.to_string()));
                 }
             }
-            if s == "state.json" {
+            if s == layout::STATE {
                 // raw/ lists the block ranges of the state; its mtime is the state's.
                 p.invals.push(inode(Node::RawDir(sid.clone()), true));
             }
@@ -279,7 +281,7 @@ fn dir_node(dir: &Dir) -> Option<Node> {
         Dir::SessionTranscripts(_) => None,
         Dir::Subagents(sid) => Some(Node::Real(
             Base::Transcripts,
-            PathBuf::from(sid).join("subagents"),
+            PathBuf::from(sid).join(layout::SUBAGENTS),
         )),
         Dir::ArchiveRoot(sid) => Some(Node::Session(sid.clone())),
         Dir::Tier(sid, t) => Some(Node::Real(Base::Archives, PathBuf::from(sid).join(t))),
@@ -462,12 +464,12 @@ impl Watcher {
             Node::Real(Base::Memory, rel) => has(Dir::Memory) && rel.iter().count() == 1 && !dir,
             Node::Real(Base::Transcripts, rel) => match parts(rel).as_slice() {
                 [_] => has(Dir::Transcripts) && !dir,
-                [sid, sub] if sub == "subagents" => {
+                [sid, sub] if sub == layout::SUBAGENTS => {
                     session(sid)
                         && has(Dir::SessionTranscripts(sid.clone()))
                         && (!dir || has(Dir::Subagents(sid.clone())))
                 }
-                [sid, sub, _] if sub == "subagents" => {
+                [sid, sub, _] if sub == layout::SUBAGENTS => {
                     session(sid) && has(Dir::Subagents(sid.clone())) && !dir
                 }
                 _ => false,

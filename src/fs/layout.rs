@@ -1,0 +1,216 @@
+//! A session directory's layout (SPEC 5) in one table: every name it shows, what it is, where
+//! a real one is backed, and what a computed one is made from. The namespace (`child`,
+//! `list`), the backing paths of real names, the names of computed files and their input
+//! fingerprints all read it: a new computed file is one [`SESSION`] entry, a [`SynthKind`]
+//! and its compute function in `synth.rs`.
+
+use super::node::{Base, SynthKind};
+
+/// What a name of a session directory is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    /// A real file or directory, backed in `base` at `backing`.
+    Real(Base, Backing),
+    /// A computed file, made from its transcript and state (and its ancestors' states) and
+    /// what `Inputs` adds.
+    Computed(SynthKind, Inputs),
+    /// `raw/`: the archived ranges' originals.
+    RawDir,
+    /// `memory`, a link to the root's `memory/`.
+    MemoryLink,
+    /// The session's `ctl` file.
+    Ctl,
+}
+
+/// Where a real name of session `sid` is backed, relative to its base directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backing {
+    /// `<sid>.jsonl`.
+    SessionFile,
+    /// `<sid>/<name>`.
+    InSessionDir(&'static str),
+}
+
+/// What a computed file is made from besides the transcript and states: the inputs its
+/// fingerprint (and so its mtime and its staleness) covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Inputs {
+    /// The session's `subagents/` transcripts.
+    pub subagents: bool,
+    /// The session's archive directory, tiers included.
+    pub archives: bool,
+    /// Whether the session looks live (which changes with time alone).
+    pub liveness: bool,
+}
+
+/// One name of a session directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    pub name: &'static str,
+    pub entry: Entry,
+}
+
+const fn real(name: &'static str, base: Base, backing: Backing) -> Slot {
+    Slot {
+        name,
+        entry: Entry::Real(base, backing),
+    }
+}
+
+const fn computed(name: &'static str, kind: SynthKind, inputs: Inputs) -> Slot {
+    Slot {
+        name,
+        entry: Entry::Computed(kind, inputs),
+    }
+}
+
+/// Only the transcript and the states.
+const VIEW_INPUTS: Inputs = Inputs {
+    subagents: false,
+    archives: false,
+    liveness: false,
+};
+
+/// The real names, which the watcher also maps its backing events to.
+pub const TRANSCRIPT: &str = "transcript.jsonl";
+pub const SUBAGENTS: &str = "subagents";
+pub const STATE: &str = "state.json";
+pub const CTL_LOG: &str = "ctl.jsonl";
+
+/// A session directory, in listing order. Its archive tiers (`tier<N>/`) are listed after the
+/// real names: their names are found on disk, not here.
+pub const SESSION: [Slot; 12] = [
+    real(TRANSCRIPT, Base::Transcripts, Backing::SessionFile),
+    real(
+        SUBAGENTS,
+        Base::Transcripts,
+        Backing::InSessionDir(SUBAGENTS),
+    ),
+    real(STATE, Base::Archives, Backing::InSessionDir(STATE)),
+    real(CTL_LOG, Base::Archives, Backing::InSessionDir(CTL_LOG)),
+    computed("view.jsonl", SynthKind::View, VIEW_INPUTS),
+    computed("view.md", SynthKind::ViewMd, VIEW_INPUTS),
+    computed("materialized.jsonl", SynthKind::Materialized, VIEW_INPUTS),
+    computed(
+        "audit.txt",
+        SynthKind::Audit,
+        Inputs {
+            subagents: true,
+            archives: true,
+            liveness: false,
+        },
+    ),
+    computed(
+        "status.json",
+        SynthKind::Status,
+        Inputs {
+            subagents: true,
+            archives: false,
+            liveness: true,
+        },
+    ),
+    Slot {
+        name: "raw",
+        entry: Entry::RawDir,
+    },
+    Slot {
+        name: "memory",
+        entry: Entry::MemoryLink,
+    },
+    Slot {
+        name: "ctl",
+        entry: Entry::Ctl,
+    },
+];
+
+/// The entry named `name` in a session directory.
+pub fn find(name: &str) -> Option<Entry> {
+    SESSION.iter().find(|s| s.name == name).map(|s| s.entry)
+}
+
+/// The session-directory name of `<sid>/<leaf>` in `base`, when the table shows it.
+pub fn shown_in_session_dir(base: Base, leaf: &str) -> Option<&'static str> {
+    SESSION
+        .iter()
+        .find(|s| matches!(s.entry, Entry::Real(b, Backing::InSessionDir(l)) if b == base && l == leaf))
+        .map(|s| s.name)
+}
+
+/// The computed files of a session, in listing order.
+pub fn computed_files() -> impl Iterator<Item = (&'static str, SynthKind, Inputs)> {
+    SESSION.iter().filter_map(|s| match s.entry {
+        Entry::Computed(kind, inputs) => Some((s.name, kind, inputs)),
+        _ => None,
+    })
+}
+
+/// The name and inputs of a computed file.
+pub fn of_kind(kind: SynthKind) -> (&'static str, Inputs) {
+    computed_files()
+        .find(|(_, k, _)| *k == kind)
+        .map(|(name, _, inputs)| (name, inputs))
+        // Every kind has its entry (a test checks it).
+        .unwrap_or(("", VIEW_INPUTS))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{computed_files, find, of_kind, shown_in_session_dir, Entry, SESSION};
+    use crate::fs::node::{session_real, Base, SynthKind};
+    use std::path::PathBuf;
+
+    #[test]
+    fn every_kind_has_one_entry_and_names_are_unique() {
+        for kind in SynthKind::ALL {
+            assert_eq!(
+                computed_files().filter(|(_, k, _)| *k == kind).count(),
+                1,
+                "{kind:?}"
+            );
+            assert!(!of_kind(kind).0.is_empty());
+            assert_eq!(
+                find(kind.name()),
+                Some(Entry::Computed(kind, of_kind(kind).1))
+            );
+        }
+        assert_eq!(computed_files().count(), SynthKind::ALL.len());
+        let mut names: Vec<&str> = SESSION.iter().map(|s| s.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), SESSION.len());
+    }
+
+    #[test]
+    fn real_names_are_backed_where_the_runtime_writes_them() {
+        let at = |b, p: &str| Some((b, PathBuf::from(p)));
+        assert_eq!(
+            session_real("s1", "transcript.jsonl"),
+            at(Base::Transcripts, "s1.jsonl")
+        );
+        assert_eq!(
+            session_real("s1", "subagents"),
+            at(Base::Transcripts, "s1/subagents")
+        );
+        assert_eq!(
+            session_real("s1", "state.json"),
+            at(Base::Archives, "s1/state.json")
+        );
+        assert_eq!(
+            session_real("s1", "ctl.jsonl"),
+            at(Base::Archives, "s1/ctl.jsonl")
+        );
+        assert_eq!(session_real("s1", "tier2"), at(Base::Archives, "s1/tier2"));
+        assert_eq!(session_real("s1", "view.jsonl"), None);
+        assert_eq!(
+            shown_in_session_dir(Base::Archives, "state.json"),
+            Some("state.json")
+        );
+        assert_eq!(
+            shown_in_session_dir(Base::Archives, "ctl.jsonl"),
+            Some("ctl.jsonl")
+        );
+        assert_eq!(shown_in_session_dir(Base::Transcripts, "state.json"), None);
+        assert_eq!(shown_in_session_dir(Base::Archives, "tier1"), None);
+        assert_eq!(session_real("s1", "nothing"), None);
+    }
+}
