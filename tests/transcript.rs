@@ -120,6 +120,8 @@ const HAND_WRITTEN: &[&str] = &[
     r#"{"uuid":"u13","type":"message","message":{"role":"user","content":[{"type":"thinking","thinking":"t","signature":null},{"type":"tool_result","tool_use_id":"t5","content":null,"is_error":null}]}}"#,
     // an unknown record type
     r#"{"uuid":"u10","type":"checkpoint","payload":{"k":[1,2,3]}}"#,
+    // an `input` on kinds that have none of their own, kept in `extra` as written
+    r#"{"uuid":"u5b","type":"message","message":{"role":"assistant","content":[{"type":"thinking","thinking":"","input":true},{"type":"text","text":"t","input":{"a":[1]}},{"type":"tool_result","tool_use_id":"t1","content":"r","input":"s"}]}}"#,
 ];
 
 /// Value-equal after a round trip, not byte-equal.

@@ -600,7 +600,7 @@ impl Content {
     ///
     /// `raw` is the `input` field's text when the reader kept it (its slot in `fields` then
     /// holds a `null` placeholder).
-    fn from_fields(mut fields: Fields<'_>, raw: Option<Box<RawValue>>) -> Content {
+    fn from_fields(mut fields: Fields<'_>, mut raw: Option<Box<RawValue>>) -> Content {
         let kind = match get(&fields, "type") {
             Some(Value::String(s)) => s.as_str(),
             _ => return Content::Other(Value::Object(to_map(restore_input(fields, raw)))),
@@ -636,6 +636,10 @@ impl Content {
             Some(Value::String(k)) => k,
             _ => String::new(),
         };
+        // An `input` of a kind that has none of its own is kept in `extra` as written.
+        if !matches!(kind.as_str(), "tool_use" | "compact_boundary") {
+            fields = restore_input(fields, raw.take());
+        }
         let f = &mut fields;
         let c = match kind.as_str() {
             "text" => Content::Text(TextPart {
