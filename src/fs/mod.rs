@@ -8,6 +8,7 @@ pub mod error;
 pub mod inode;
 pub mod layout;
 pub mod node;
+pub mod open;
 pub mod real;
 pub mod synth;
 pub mod testhook;

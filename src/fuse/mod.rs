@@ -33,6 +33,7 @@ use fuser::{
 };
 use parking_lot::Mutex;
 
+use crate::fs::open::{self, Access, ReadPath, Share};
 use crate::fs::watch::Watcher;
 use crate::fs::{Attr, DirEntry, FileKind, FsError, Node, NormaFs, Opened, PlusEntry, SetAttr};
 
@@ -83,29 +84,6 @@ struct Shared {
     expire: OnceLock<Mutex<std::sync::mpsc::Sender<(std::time::Instant, u64)>>>,
     /// Real files are opened with passthrough (decided once, at mount).
     passthrough: AtomicBool,
-}
-
-/// How a backing file was opened: a passthrough backing id serves only opens it can serve.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Access {
-    read: bool,
-    write: bool,
-    append: bool,
-}
-
-impl Access {
-    fn of(flags: i32) -> Access {
-        let acc = flags & libc::O_ACCMODE;
-        Access {
-            read: acc == libc::O_RDONLY || acc == libc::O_RDWR,
-            write: acc == libc::O_WRONLY || acc == libc::O_RDWR,
-            append: flags & libc::O_APPEND != 0,
-        }
-    }
-
-    fn serves(self, need: Access) -> bool {
-        (!need.read || self.read) && (!need.write || self.write) && self.append == need.append
-    }
 }
 
 /// Passthrough backing ids: one per inode while any handle of it is open (the kernel requires
@@ -254,37 +232,26 @@ impl NormaFuse {
         o: &Opened,
         open_backing: &dyn Fn(&File) -> io::Result<BackingId>,
     ) -> OpenAs {
-        if o.direct_io {
-            return OpenAs::Plain(FopenFlags::FOPEN_DIRECT_IO);
-        }
-        // Through the page cache: kept across opens when every change is reported.
-        let cached = if o.keep_cache {
-            FopenFlags::FOPEN_KEEP_CACHE
-        } else {
-            FopenFlags::empty()
+        let passthrough = self.shared.passthrough.load(Ordering::Relaxed);
+        let file = match (open::read_path(o, passthrough), &o.backing) {
+            (ReadPath::DirectIo, _) => return OpenAs::Plain(FopenFlags::FOPEN_DIRECT_IO),
+            (ReadPath::PageCache { keep: true }, _) => {
+                return OpenAs::Plain(FopenFlags::FOPEN_KEEP_CACHE)
+            }
+            (ReadPath::PageCache { keep: false }, _) => return OpenAs::Plain(FopenFlags::empty()),
+            (ReadPath::Passthrough, Some(file)) => file,
+            (ReadPath::Passthrough, None) => return OpenAs::Plain(FopenFlags::FOPEN_DIRECT_IO),
         };
-        let Some(file) = &o.backing else {
-            return OpenAs::Plain(cached);
-        };
-        if !self.shared.passthrough.load(Ordering::Relaxed) {
-            // pread/pwrite, never the page cache: reads there stop at the size the kernel cached
-            // for the path, which cuts short a file replaced by rename since (the runtime's
-            // state.json, an edited memory) until the attributes expire. Like passthrough.
-            return OpenAs::Plain(FopenFlags::FOPEN_DIRECT_IO);
-        }
         let need = Access::of(flags);
         let mut b = self.backings.lock();
         let existing = b
             .by_inode
             .get(&ino)
             .and_then(|(w, has)| w.upgrade().map(|id| (id, *has)));
-        let id = match existing {
-            Some((id, has)) if has.serves(need) => id,
-            // Another open of this inode passes through with another access mode: serve this
-            // one with direct I/O (never the page cache, which the kernel refuses to mix
-            // with passthrough on one inode).
-            Some(_) => return OpenAs::Plain(FopenFlags::FOPEN_DIRECT_IO),
-            None => match open_backing(file) {
+        let id = match (open::share(existing.as_ref().map(|e| e.1), need), existing) {
+            (Share::Reuse, Some((id, _))) => id,
+            (Share::DirectIo, _) => return OpenAs::Plain(FopenFlags::FOPEN_DIRECT_IO),
+            (Share::Register | Share::Reuse, _) => match open_backing(file) {
                 Ok(id) => {
                     let id = Arc::new(id);
                     if b.by_inode.len() > 2 * b.by_handle.len() + 64 {

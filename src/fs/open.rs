@@ -1,0 +1,146 @@
+//! How the kernel serves an open file: through passthrough, the page cache, or direct I/O.
+//! Pure decisions, taken from what [`super::NormaFs::open`] answered and what the mount was
+//! granted; the adapter carries them out (`fuse/mod.rs`, `open_as`).
+
+use super::Opened;
+
+/// How an open is served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadPath {
+    /// Every read and write goes to normafs (computed files, `ctl`, real files without
+    /// passthrough).
+    DirectIo,
+    /// Through the page cache; `keep`: kept across opens (every change is reported).
+    PageCache { keep: bool },
+    /// Kernel passthrough to the backing file.
+    Passthrough,
+}
+
+/// The read path of an open.
+///
+/// Computed files and `ctl` ask for direct I/O. A real file with no backing descriptor goes
+/// through the page cache. A real file is never served from the page cache when passthrough is
+/// off: reads there stop at the size the kernel cached for the path, which would cut short a
+/// file replaced by rename since (the runtime's `state.json`, an edited memory).
+pub fn read_path(o: &Opened, passthrough: bool) -> ReadPath {
+    if o.direct_io {
+        return ReadPath::DirectIo;
+    }
+    if o.backing.is_none() {
+        return ReadPath::PageCache { keep: o.keep_cache };
+    }
+    if passthrough {
+        ReadPath::Passthrough
+    } else {
+        ReadPath::DirectIo
+    }
+}
+
+/// How a backing file is opened: a passthrough backing id serves only opens it can serve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Access {
+    read: bool,
+    write: bool,
+    append: bool,
+}
+
+impl Access {
+    /// The access an `open(2)` with `flags` needs.
+    pub fn of(flags: i32) -> Access {
+        let acc = flags & libc::O_ACCMODE;
+        Access {
+            read: acc == libc::O_RDONLY || acc == libc::O_RDWR,
+            write: acc == libc::O_WRONLY || acc == libc::O_RDWR,
+            append: flags & libc::O_APPEND != 0,
+        }
+    }
+
+    /// Whether a backing file opened with this access serves an open needing `need`.
+    pub fn serves(self, need: Access) -> bool {
+        (!need.read || self.read) && (!need.write || self.write) && self.append == need.append
+    }
+}
+
+/// A passthrough open of an inode, given the backing id its other open handles share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Share {
+    /// The inode's backing id serves this open too.
+    Reuse,
+    /// No handle of the inode passes through: register its backing file.
+    Register,
+    /// Another open of the inode passes through with an access that does not serve this one:
+    /// direct I/O (the kernel wants one backing id per inode, and refuses to mix passthrough
+    /// with the page cache on it).
+    DirectIo,
+}
+
+/// How a passthrough open shares the inode's backing id (`existing`: the access of the live
+/// one, if any).
+pub fn share(existing: Option<Access>, need: Access) -> Share {
+    match existing {
+        Some(has) if has.serves(need) => Share::Reuse,
+        Some(_) => Share::DirectIo,
+        None => Share::Register,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs::File;
+    use std::sync::Arc;
+
+    use super::{read_path, share, Access, ReadPath, Share};
+    use crate::fs::Opened;
+
+    fn opened(direct_io: bool, keep_cache: bool, backing: bool) -> Opened {
+        Opened {
+            fh: 1,
+            direct_io,
+            keep_cache,
+            backing: backing.then(|| Arc::new(File::open("/dev/null").expect("/dev/null"))),
+            stale_attr: false,
+        }
+    }
+
+    #[test]
+    fn computed_files_use_direct_io_and_real_files_pass_through_or_never_the_page_cache() {
+        for pt in [false, true] {
+            assert_eq!(
+                read_path(&opened(true, false, false), pt),
+                ReadPath::DirectIo
+            );
+            assert_eq!(read_path(&opened(true, true, true), pt), ReadPath::DirectIo);
+            assert_eq!(
+                read_path(&opened(false, true, false), pt),
+                ReadPath::PageCache { keep: true }
+            );
+            assert_eq!(
+                read_path(&opened(false, false, false), pt),
+                ReadPath::PageCache { keep: false }
+            );
+        }
+        assert_eq!(
+            read_path(&opened(false, true, true), true),
+            ReadPath::Passthrough
+        );
+        assert_eq!(
+            read_path(&opened(false, true, true), false),
+            ReadPath::DirectIo
+        );
+    }
+
+    #[test]
+    fn one_backing_id_per_inode_serves_only_the_opens_its_access_covers() {
+        let r = Access::of(libc::O_RDONLY);
+        let w = Access::of(libc::O_WRONLY);
+        let rw = Access::of(libc::O_RDWR);
+        let ra = Access::of(libc::O_RDWR | libc::O_APPEND);
+        assert_eq!(share(None, r), Share::Register);
+        assert_eq!(share(Some(rw), r), Share::Reuse);
+        assert_eq!(share(Some(rw), w), Share::Reuse);
+        assert_eq!(share(Some(r), w), Share::DirectIo);
+        assert_eq!(share(Some(r), rw), Share::DirectIo);
+        assert_eq!(share(Some(rw), ra), Share::DirectIo);
+        assert_eq!(share(Some(ra), ra), Share::Reuse);
+    }
+}
