@@ -176,6 +176,13 @@ impl FsOptions {
         self
     }
 
+    /// When the kernel's copy of a link's target must be dropped: never when the kernel keeps
+    /// no copies (`kernel_keeps_links` false) or when the watches report every change of it
+    /// (`kept`), else after the real files' TTL, as an attribute would expire.
+    pub fn link_expiry(&self, kept: bool, kernel_keeps_links: bool) -> Option<Duration> {
+        (!kept && kernel_keeps_links).then_some(self.real_ttl)
+    }
+
     /// An operation that would change a file: refused under `--read-only`.
     pub fn writable(&self) -> Result<(), FsError> {
         if self.read_only {
@@ -1513,6 +1520,15 @@ mod tests {
         assert_eq!(some.watched_ttl, WATCHED_TTL);
         let long = options(2 * WATCHED_TTL.as_millis() as u64, false);
         assert_eq!(long.watched_ttl, long.real_ttl);
+    }
+
+    #[test]
+    fn a_link_target_the_kernel_keeps_expires_after_the_ttl_unless_watched() {
+        let o = options(700, false);
+        assert_eq!(o.link_expiry(false, true), Some(Duration::from_millis(700)));
+        assert_eq!(o.link_expiry(true, true), None);
+        assert_eq!(o.link_expiry(false, false), None);
+        assert_eq!(o.link_expiry(true, false), None);
     }
 
     #[test]

@@ -403,10 +403,10 @@ impl Filesystem for NormaFuse {
         }) {
             Ok((d, kept)) => {
                 reply.data(&d);
-                if !kept && self.shared.cache_symlinks.load(Ordering::Relaxed) {
+                let keeps = self.shared.cache_symlinks.load(Ordering::Relaxed);
+                if let Some(after) = self.fs.options().link_expiry(kept, keeps) {
                     if let Some(x) = self.shared.expire.get() {
-                        let at = std::time::Instant::now() + self.fs.options().real_ttl;
-                        let _ = x.lock().send((at, ino.0));
+                        let _ = x.lock().send((std::time::Instant::now() + after, ino.0));
                     }
                 }
             }
