@@ -15,33 +15,78 @@ use crate::format::transcript::Message;
 /// Lines are written into buffers of about this size.
 const CHUNK: usize = 1 << 20;
 
-/// The lines of one version, by key.
+/// The lines of the last version, in order.
 #[derive(Debug, Default, Clone)]
 pub struct LineCache {
-    lines: FastMap<LineKey, Piece>,
+    order: Vec<(LineKey, Piece)>,
 }
 
 impl LineCache {
     pub fn len(&self) -> usize {
-        self.lines.len()
+        self.order.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.lines.is_empty()
+        self.order.is_empty()
+    }
+}
+
+/// How far past its place a line of the last version is looked for (a message cut or tagged
+/// anew changes its line in place; a few lines may go).
+const WINDOW: usize = 8;
+
+/// Lines not found near their place before the last version is indexed whole (an append
+/// makes a few new lines at the end; a compression drops a long run).
+const MISSES_BEFORE_INDEX: usize = 64;
+
+/// Finds the last version's lines for the next version, which mostly repeats it in order:
+/// a line is looked for at the cursor, then a little ahead, and only after many misses in an
+/// index of all of them.
+struct Finder<'p> {
+    prev: &'p [(LineKey, Piece)],
+    at: usize,
+    misses: usize,
+    index: Option<FastMap<LineKey, usize>>,
+}
+
+impl Finder<'_> {
+    fn find(&mut self, key: LineKey) -> Option<Piece> {
+        let ahead = self.prev.get(self.at..).unwrap_or_default();
+        if let Some(d) = ahead.iter().take(WINDOW + 1).position(|(k, _)| *k == key) {
+            self.at += d + 1;
+            return ahead.get(d).map(|(_, p)| p.clone());
+        }
+        if self.index.is_none() {
+            // Past the last version's end, the rest is new.
+            if ahead.is_empty() {
+                return None;
+            }
+            self.misses += 1;
+            if self.misses <= MISSES_BEFORE_INDEX {
+                return None;
+            }
+            let mut index = FastMap::with_capacity_and_hasher(self.prev.len(), Default::default());
+            for (i, (k, _)) in self.prev.iter().enumerate() {
+                index.entry(*k).or_insert(i);
+            }
+            self.index = Some(index);
+        }
+        let i = *self.index.as_ref()?.get(&key)?;
+        self.at = i + 1;
+        self.prev.get(i).map(|(_, p)| p.clone())
     }
 }
 
 /// Buffers lines, handing out pieces once a buffer is full (or at the end).
-struct Writer<'c> {
+struct Writer {
     cur: Vec<u8>,
-    /// Lines in `cur` not yet given a piece: (index in `out`, key, start, end).
-    open: Vec<(usize, LineKey, usize, usize)>,
-    out: Vec<Option<Piece>>,
-    /// The cache's lines, which the lines written for this version join.
-    lines: &'c RefCell<FastMap<LineKey, Piece>>,
+    /// Lines in `cur` not yet given a piece: (index in `out`, start, end).
+    open: Vec<(usize, usize, usize)>,
+    /// The version's lines in order (a written one gets its piece when its buffer is sealed).
+    out: Vec<(LineKey, Option<Piece>)>,
 }
 
-impl Writer<'_> {
+impl Writer {
     fn seal(&mut self) {
         if self.open.is_empty() {
             return;
@@ -51,18 +96,16 @@ impl Writer<'_> {
         // A line that crossed the chunk's end doubled the buffer: give the spare back.
         buf.shrink_to_fit();
         let buf = Arc::new(buf);
-        let mut lines = self.lines.borrow_mut();
-        for (i, key, start, end) in self.open.drain(..) {
-            let piece = Piece::new(buf.clone(), start, end);
-            lines.insert(key, piece.clone());
-            self.out[i] = Some(piece);
+        for (i, start, end) in self.open.drain(..) {
+            if let Some(slot) = self.out.get_mut(i) {
+                slot.1 = Some(Piece::new(buf.clone(), start, end));
+            }
         }
     }
 }
 
-/// The JSON lines of a turn's view (`tags`: ref tags on, as `view.jsonl`). A line `cache`
-/// holds is taken from it, not built; the lines built are added to it, and lines no longer
-/// used are dropped from it once they outnumber the used ones.
+/// The JSON lines of a turn's view (`tags`: ref tags on, as `view.jsonl`). A line the last
+/// version in `cache` has is taken from it, not built; the cache then holds this version.
 pub fn view_lines(
     t: &Turn<'_, '_>,
     msgs: &[&Message],
@@ -70,58 +113,53 @@ pub fn view_lines(
     tags: bool,
     cache: &mut LineCache,
 ) -> Bytes {
-    let lines = RefCell::new(std::mem::take(&mut cache.lines));
+    let prev = std::mem::take(&mut cache.order);
+    let finder = RefCell::new(Finder {
+        prev: &prev,
+        at: 0,
+        misses: 0,
+        index: None,
+    });
     let mut w = Writer {
         cur: Vec::new(),
         open: Vec::new(),
         out: Vec::with_capacity(t.items.len()),
-        lines: &lines,
     };
-    let mut used: Vec<LineKey> = Vec::with_capacity(t.items.len());
     // The line `want` found, for the sink that follows: one lookup per line.
     let found: Cell<Option<Piece>> = Cell::new(None);
-    let want = |key| match lines.borrow().get(&key) {
+    let want = |key| match finder.borrow_mut().find(key) {
         Some(piece) => {
-            found.set(Some(piece.clone()));
+            found.set(Some(piece));
             false
         }
         None => true,
     };
-    assemble::each_wanted(t, msgs, state, tags, &want, &mut |m, key| {
-        used.push(key);
-        match m {
-            Some(m) => {
-                if w.cur.capacity() == 0 {
-                    w.cur.reserve(CHUNK);
-                }
-                let start = w.cur.len();
-                m.write_line(&mut w.cur);
-                let end = w.cur.len();
-                w.open.push((w.out.len(), key, start, end));
-                w.out.push(None);
-                if w.cur.len() >= CHUNK {
-                    w.seal();
-                }
+    assemble::each_wanted(t, msgs, state, tags, &want, &mut |m, key| match m {
+        Some(m) => {
+            if w.cur.capacity() == 0 {
+                w.cur.reserve(CHUNK);
             }
-            // Not wanted: the cache has it.
-            None => w.out.push(found.take()),
+            let start = w.cur.len();
+            m.write_line(&mut w.cur);
+            let end = w.cur.len();
+            w.open.push((w.out.len(), start, end));
+            w.out.push((key, None));
+            if w.cur.len() >= CHUNK {
+                w.seal();
+            }
         }
+        // Not wanted: the last version has it.
+        None => w.out.push((key, found.take())),
     });
     w.seal();
-    let out = std::mem::take(&mut w.out);
-    drop(w);
-    cache.lines = lines.into_inner();
-    if cache.lines.len() > 2 * used.len() + STALE_SLACK {
-        let mut kept = FastMap::with_capacity_and_hasher(used.len(), Default::default());
-        for key in used {
-            if let Some(piece) = cache.lines.remove(&key) {
-                kept.insert(key, piece);
-            }
-        }
-        cache.lines = kept;
-    }
-    Bytes::from_pieces(out.into_iter().flatten())
+    drop(finder);
+    drop(prev);
+    let order: Vec<(LineKey, Piece)> = w
+        .out
+        .into_iter()
+        .filter_map(|(k, p)| p.map(|p| (k, p)))
+        .collect();
+    let bytes = Bytes::from_pieces(order.iter().map(|(_, p)| p.clone()));
+    cache.order = order;
+    bytes
 }
-
-/// Unused lines a cache may hold beyond as many as the used ones.
-const STALE_SLACK: usize = 4096;
