@@ -60,7 +60,7 @@ pub fn protected_calls<'c, 'a: 'c>(
 }
 
 pub fn is_hard_paired(c: &Core<'_>, cfg: &NoaConfig, calls: &HashSet<&str>) -> bool {
-    is_hard(c, cfg) || (!c.call.is_empty() && calls.contains(c.call))
+    is_hard(c, cfg) || (!c.call.is_empty() && !calls.is_empty() && calls.contains(c.call))
 }
 
 /// The soft protected zone over a view: among the visible, uncovered, addressable,

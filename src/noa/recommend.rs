@@ -51,7 +51,7 @@ pub fn soft_zone(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> HashSet<Sl
                 c,
                 t.lead(p),
                 t.slot(p),
-                covered.contains(c.id.as_ref()),
+                !covered.is_empty() && covered.contains(c.id.as_ref()),
                 t.tokens(p),
             )
         }),
@@ -82,7 +82,9 @@ pub fn recommend(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Recommenda
         if !slot.is_ref() {
             continue;
         }
-        if covered.contains(c.id.as_ref()) || c.is_summary() || is_summary_text(text) {
+        // (An empty set is not asked: a session without blocks would hash every id.)
+        let is_covered = !covered.is_empty() && covered.contains(c.id.as_ref());
+        if is_covered || c.is_summary() || is_summary_text(text) {
             gap = true;
             protected.extend(run.take());
         } else if protect::is_hard_paired(c, cfg, &calls) {
