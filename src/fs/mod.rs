@@ -5,6 +5,7 @@
 //! Every method returns plain structs or an [`FsError`]; tests drive this layer with no mount.
 
 pub mod error;
+mod handles;
 pub mod inode;
 pub mod layout;
 pub mod node;
@@ -32,6 +33,7 @@ use crate::store::ctl::{CtlRecord, Runner, Scope};
 use crate::store::root::{self, RootPaths};
 
 pub use error::FsError;
+use handles::{Handle, HandleTable};
 pub use inode::ROOT_INO;
 pub use node::{Base, Node, SynthKind};
 use real::{Backing, Stat};
@@ -202,19 +204,6 @@ impl FsOptions {
     }
 }
 
-enum Handle {
-    /// A snapshot of a computed file and the fingerprint of its inputs.
-    Synth(Bytes, u64),
-    Real(Arc<File>),
-    Ctl {
-        scope: Scope,
-        own: Vec<CtlRecord>,
-        wrote: bool,
-        snapshot: Option<Arc<Vec<u8>>>,
-    },
-    Dir(Vec<DirEntry>),
-}
-
 /// The open handles of one computed file, and the fingerprint of the bytes each holds.
 ///
 /// A computed file whose inputs are all watched has its attributes kept for long, like a real
@@ -248,8 +237,7 @@ pub struct NormaFs {
     opts: FsOptions,
     inodes: inode::InodeTable,
     synth: Synth,
-    handles: Mutex<HashMap<u64, Handle>>,
-    next_fh: AtomicU64,
+    handles: HandleTable,
     ctl_log: Mutex<HashMap<Option<String>, CtlLog>>,
     /// Open synthetic handles: handle → (inode, thread id of the opener). FUSE sends the
     /// GETATTR of `fstat` without a file handle, so a getattr from the thread that opened a
@@ -302,8 +290,7 @@ impl NormaFs {
             cfg,
             opts,
             inodes: inode::InodeTable::new(),
-            handles: Mutex::new(HashMap::new()),
-            next_fh: AtomicU64::new(1),
+            handles: HandleTable::new(),
             ctl_log: Mutex::new(HashMap::new()),
             synth_openers: Mutex::new(HashMap::new()),
             open_synth: Mutex::new(HashMap::new()),
@@ -910,7 +897,7 @@ impl NormaFs {
     }
 
     pub fn releasedir(&self, fh: u64) {
-        self.handles.lock().remove(&fh);
+        self.handles.close(fh);
     }
 
     /// `readdir` of a directory the kernel opened without asking (the mount answers `opendir`
@@ -975,9 +962,7 @@ impl NormaFs {
     // ---- files -----------------------------------------------------------------------------
 
     fn new_handle(&self, h: Handle) -> u64 {
-        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-        self.handles.lock().insert(fh, h);
-        fh
+        self.handles.open(h)
     }
 
     fn writes(flags: i32) -> bool {
@@ -1219,7 +1204,7 @@ impl NormaFs {
     }
 
     pub fn release(&self, fh: u64) {
-        let h = self.handles.lock().remove(&fh);
+        let h = self.handles.close(fh);
         let ino = self.synth_openers.lock().remove(&fh).map(|(ino, _)| ino);
         let Some(Handle::Synth(..)) = h else { return };
         let mut all = self.open_synth.lock();

@@ -1,0 +1,77 @@
+//! The open handles of the mount: what each open holds (a computed file's snapshot, a real
+//! file's descriptor, a ctl handle's own results, a directory's listing), by handle number.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard};
+
+use super::DirEntry;
+use crate::bytes::Bytes;
+use crate::store::ctl::{CtlRecord, Scope};
+
+/// What an open handle holds.
+pub(super) enum Handle {
+    /// A snapshot of a computed file and the fingerprint of its inputs.
+    Synth(Bytes, u64),
+    Real(Arc<File>),
+    Ctl {
+        scope: Scope,
+        own: Vec<CtlRecord>,
+        wrote: bool,
+        snapshot: Option<Arc<Vec<u8>>>,
+    },
+    Dir(Vec<DirEntry>),
+}
+
+/// The handles, numbered from 1 (0 is never a handle), each number used once.
+pub(super) struct HandleTable {
+    map: Mutex<HashMap<u64, Handle>>,
+    next: AtomicU64,
+}
+
+impl HandleTable {
+    pub(super) fn new() -> HandleTable {
+        HandleTable {
+            map: Mutex::new(HashMap::new()),
+            next: AtomicU64::new(1),
+        }
+    }
+
+    /// Register `h` under a new number.
+    pub(super) fn open(&self, h: Handle) -> u64 {
+        let fh = self.next.fetch_add(1, Ordering::Relaxed);
+        self.map.lock().insert(fh, h);
+        fh
+    }
+
+    /// The table, locked (held briefly: no I/O under it).
+    pub(super) fn lock(&self) -> MutexGuard<'_, HashMap<u64, Handle>> {
+        self.map.lock()
+    }
+
+    /// Take handle `fh` out (its release).
+    pub(super) fn close(&self, fh: u64) -> Option<Handle> {
+        self.map.lock().remove(&fh)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Handle, HandleTable};
+
+    #[test]
+    fn handles_get_distinct_nonzero_numbers_and_close_once() {
+        let t = HandleTable::new();
+        let a = t.open(Handle::Dir(Vec::new()));
+        let b = t.open(Handle::Dir(Vec::new()));
+        assert!(a != 0 && b != 0 && a != b);
+        assert!(t.close(a).is_some());
+        assert!(t.close(a).is_none());
+        assert!(t.lock().contains_key(&b));
+        let c = t.open(Handle::Dir(Vec::new()));
+        assert!(c != a && c != b, "a number is not used again");
+    }
+}
