@@ -496,9 +496,6 @@ pub fn each_wanted<'a>(
                 break;
             }
             j += 1;
-            if block as usize >= orig.content.len() {
-                continue;
-            }
             // Pairing: a call no result answers, or a result no call asked for, goes.
             let paired = match cq.kind {
                 Kind::ToolCall => has(&results, cq.pair),
@@ -532,7 +529,9 @@ pub fn each_wanted<'a>(
             kept.push(q);
         }
         i = j;
-        if kept.is_empty() || (orig.role == "assistant" && !acts && text_chars == 0) {
+        // (The message itself is looked at last: a pass over a large view misses the cache
+        // on each.)
+        if kept.is_empty() || (!acts && text_chars == 0 && orig.role == "assistant") {
             // Nothing left, or an assistant message the runtime drops as empty.
             continue;
         }

@@ -10,7 +10,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::args::Range;
-use super::content::{Core, Kind, Origin, Slot};
+use super::content::{is_summary_text, Core, Kind, Origin, Slot};
 use super::pipeline::Turn;
 use super::protect;
 use super::refs::{self, format_ref, parse_block_id, parse_ref};
@@ -732,7 +732,7 @@ fn build(
         msgs.iter().rev().map(|m| {
             (
                 m.core,
-                m.lead,
+                is_summary_text(m.lead),
                 m.slot,
                 covered_now.contains(m.id()),
                 m.tokens,

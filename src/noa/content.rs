@@ -139,6 +139,9 @@ pub struct Core<'a> {
     pub chars: u32,
     /// A tool result whose text already holds the truncation marker (looked for once).
     pub marked: bool,
+    /// Its text begins with the summary header (looked at once: the first byte of every
+    /// text, read again by each pass over a view, is a cache miss per message).
+    pub headed: bool,
     /// Calls and results: a number for the call id, equal for equal ids ([`NO_PAIR`] for a
     /// result no call has the id of, and for any other message).
     pub pair: u32,
@@ -166,7 +169,7 @@ impl Core<'_> {
         matches!(self.origin, Origin::Summary { .. })
             && self.role == Role::User
             && self.kind == Kind::Text
-            && is_summary_text(&self.text)
+            && self.headed
     }
 
     pub fn is_synthetic(&self) -> bool {
@@ -190,6 +193,7 @@ impl Core<'_> {
     /// A content message noa writes itself (a summary, the nudge).
     pub fn synthetic(id: &str, text: String, origin: Origin) -> Core<'static> {
         let (tokens, chars) = measure(&text);
+        let headed = is_summary_text(&text);
         Core {
             id: RawId::from(id),
             role: Role::User,
@@ -201,6 +205,7 @@ impl Core<'_> {
             tokens,
             chars,
             marked: false,
+            headed,
             pair: NO_PAIR,
             cut: None,
         }
@@ -474,6 +479,7 @@ struct Known {
     /// ([`NO_CALL`] when not found: a memo holds one per content message.)
     call_at: (u32, u32),
     marked: bool,
+    headed: bool,
     pair: u32,
     cut: Option<CutCell>,
 }
@@ -631,6 +637,7 @@ impl ProjectionMemo {
                         tokens: kn.tokens,
                         chars: kn.chars,
                         marked: kn.marked,
+                        headed: kn.headed,
                         pair: kn.pair,
                         cut: kn.cut.clone(),
                     });
@@ -647,6 +654,7 @@ impl ProjectionMemo {
                 let plain = matches!(text, Cow::Borrowed(_));
                 let (tokens, chars) = measure(&text);
                 let marked = is_marked(kind, &text);
+                let headed = is_summary_text(&text);
                 let found = match kind {
                     Kind::ToolCall | Kind::ToolResult => calls.get(call).copied(),
                     _ => None,
@@ -664,6 +672,7 @@ impl ProjectionMemo {
                     plain,
                     call_at,
                     marked,
+                    headed,
                     pair,
                     cut: cut.clone(),
                 });
@@ -678,6 +687,7 @@ impl ProjectionMemo {
                     tokens,
                     chars,
                     marked,
+                    headed,
                     pair,
                     cut,
                 });

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::content::{
-    Core, Kind, Origin, Role, Slot, COMPRESS_TOOL, NUDGE_ID, SUMMARY_HEADER, SUMMARY_ID_PREFIX,
+    is_summary_text, Core, Kind, Origin, Role, Slot, COMPRESS_TOOL, NUDGE_ID, SUMMARY_HEADER,
+    SUMMARY_ID_PREFIX,
 };
 use super::fasthash::FastSet;
 use super::{nudge, protect, refs, tokens, turns};
@@ -228,6 +229,18 @@ impl<'p, 'a> Turn<'p, 'a> {
                 None => self.proj[i as usize].text.clone(),
             },
             Pos::Synth(i) => self.synth[i as usize].text.clone(),
+        }
+    }
+
+    /// Whether [`Turn::text`] begins with the summary header (from the message's flag
+    /// unless an edit gave it a text of its own).
+    pub fn headed(&self, p: Pos) -> bool {
+        match p {
+            Pos::Core(i) => match self.edit(i) {
+                Some(e) => is_summary_text(e.lead(&self.proj[i as usize].text)),
+                None => self.proj[i as usize].headed,
+            },
+            Pos::Synth(i) => self.synth[i as usize].headed,
         }
     }
 

@@ -2,7 +2,8 @@
 
 use std::collections::HashSet;
 
-use super::content::{is_summary_text, Core, Role, Slot, COMPRESS_TOOL};
+use super::content::{Core, Role, Slot, COMPRESS_TOOL};
+use super::fasthash::FastSet;
 use crate::config::NoaConfig;
 
 /// Tools whose output is bulky and can be fetched again: they take no place in the recency
@@ -66,20 +67,21 @@ pub fn is_hard_paired(c: &Core<'_>, cfg: &NoaConfig, calls: &HashSet<&str>) -> b
 /// The soft protected zone over a view: among the visible, uncovered, addressable,
 /// non-summary messages (bulky re-obtainable tools aside), the last
 /// `protect_recent_messages`, the suffix reaching `protect_recent_tokens`, and the last user
-/// text. `from_last` yields each message, the last first, with its slot and whether a live
-/// block covers it; it is read only as far back as the zone reaches.
+/// text. `from_last` yields each message, the last first, with whether its text begins with
+/// the summary header, its slot, whether a live block covers it and its tokens; it is read
+/// only as far back as the zone reaches.
 pub fn soft_zone<'s, 'a: 's>(
-    from_last: impl IntoIterator<Item = (&'s Core<'a>, &'s str, &'s Slot, bool, u64)>,
+    from_last: impl IntoIterator<Item = (&'s Core<'a>, bool, &'s Slot, bool, u64)>,
     cfg: &NoaConfig,
-) -> HashSet<Slot> {
-    let mut out = HashSet::new();
+) -> FastSet<Slot> {
+    let mut out = FastSet::default();
     let n = cfg.protect_recent_messages;
     let want_tokens = cfg.protect_recent_tokens;
     let (mut seen, mut acc) = (0usize, 0u64);
     // The last user text is looked for only with a message count configured.
     let mut user_found = n == 0;
-    for (c, text, slot, covered, tokens) in from_last {
-        if covered || c.is_summary() || is_summary_text(text) || !slot.is_ref() {
+    for (c, headed, slot, covered, tokens) in from_last {
+        if covered || c.is_summary() || headed || !slot.is_ref() {
             continue;
         }
         if never_preserve_recent(c) {
@@ -123,14 +125,14 @@ mod tests {
     }
 
     /// The zone as first written: every visible message listed, then each rule applied.
-    fn zone_by_rules(items: &[(Core<'_>, Slot, bool)], cfg: &NoaConfig) -> HashSet<Slot> {
+    fn zone_by_rules(items: &[(Core<'_>, Slot, bool)], cfg: &NoaConfig) -> FastSet<Slot> {
         let visible: Vec<&(Core<'_>, Slot, bool)> = items
             .iter()
             .filter(|(c, slot, covered)| {
                 !*covered && slot.is_ref() && !c.is_summary() && !never_preserve_recent(c)
             })
             .collect();
-        let mut out = HashSet::new();
+        let mut out = FastSet::default();
         let n = cfg.protect_recent_messages;
         for v in &visible[visible.len().saturating_sub(n)..] {
             out.insert(v.1.clone());
@@ -195,7 +197,7 @@ mod tests {
                 items
                     .iter()
                     .rev()
-                    .map(|(c, slot, covered)| (c, c.text.as_ref(), slot, *covered, c.tokens())),
+                    .map(|(c, slot, covered)| (c, c.headed, slot, *covered, c.tokens())),
                 &cfg,
             );
             assert_eq!(zone, zone_by_rules(&items, &cfg), "round {round}");

@@ -2,9 +2,8 @@
 //! messages between live blocks, protected content and the protected tail, merged until each
 //! clears the batch minimum.
 
-use std::collections::HashSet;
-
-use super::content::{is_summary_text, Kind, Role, Slot};
+use super::content::{Kind, Role, Slot};
+use super::fasthash::FastSet;
 use super::pipeline::Turn;
 use super::{protect, tokens};
 use crate::config::NoaConfig;
@@ -43,13 +42,13 @@ pub struct Recommendation {
 }
 
 /// The soft protected zone of a turn's view.
-pub fn soft_zone(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> HashSet<Slot> {
+pub fn soft_zone(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> FastSet<Slot> {
     let covered = t.covered(state);
     protect::soft_zone(
         t.view().rev().map(|(p, c)| {
             (
                 c,
-                t.lead(p),
+                t.headed(p),
                 t.slot(p),
                 !covered.is_empty() && covered.contains(c.id.as_ref()),
                 t.tokens(p),
@@ -59,6 +58,7 @@ pub fn soft_zone(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> HashSet<Sl
     )
 }
 
+/// A compressible message as the scan meets it.
 struct Scanned {
     slot: Slot,
     tokens: u64,
@@ -72,19 +72,18 @@ pub fn recommend(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Recommenda
     let soft = soft_zone(t, state, cfg);
     let covered = t.covered(state);
     let calls = protect::protected_calls(t.view().map(|(_, c)| c), cfg);
-    let mut scanned = Vec::new();
+    let mut groups = Grouper::default();
     let mut protected = Vec::new();
     let mut run: Option<ProtectedRange> = None;
     let mut gap = false;
     for (p, c) in t.view() {
-        let text = t.lead(p);
         let slot = t.slot(p);
         if !slot.is_ref() {
             continue;
         }
         // (An empty set is not asked: a session without blocks would hash every id.)
         let is_covered = !covered.is_empty() && covered.contains(c.id.as_ref());
-        if is_covered || c.is_summary() || is_summary_text(text) {
+        if is_covered || c.is_summary() || t.headed(p) {
             gap = true;
             protected.extend(run.take());
         } else if protect::is_hard_paired(c, cfg, &calls) {
@@ -108,7 +107,7 @@ pub fn recommend(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Recommenda
             protected.extend(run.take());
         } else {
             protected.extend(run.take());
-            scanned.push(Scanned {
+            groups.push(Scanned {
                 slot: slot.clone(),
                 tokens: t.tokens(p),
                 chars: t.chars(p),
@@ -120,7 +119,7 @@ pub fn recommend(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Recommenda
         }
     }
     protected.extend(run.take());
-    let ranges = merge_to_threshold(group(scanned), cfg.min_range_chars);
+    let ranges = merge_to_threshold(groups.finish(), cfg.min_range_chars);
     Recommendation {
         ranges: ranges
             .into_iter()
@@ -134,26 +133,33 @@ fn pct(part: f64, whole: usize) -> i64 {
     tokens::round_half_up(part / whole as f64)
 }
 
-/// Cut the scanned run into ranges at gaps, and at a user message once a range holds three.
-fn group(items: Vec<Scanned>) -> Vec<RangeInfo> {
-    let mut out: Vec<RangeInfo> = Vec::new();
-    let mut cur: Option<(RangeInfo, usize)> = None;
-    let flush = |cur: &mut Option<(RangeInfo, usize)>, out: &mut Vec<RangeInfo>| {
-        if let Some((mut r, tools)) = cur.take() {
+/// Cuts the scanned run into ranges at gaps, and at a user message once a range holds
+/// three, as the scan goes (a large view's messages are not listed first).
+#[derive(Default)]
+struct Grouper {
+    out: Vec<RangeInfo>,
+    /// The open range and its tool messages.
+    cur: Option<(RangeInfo, usize)>,
+}
+
+impl Grouper {
+    fn flush(&mut self) {
+        if let Some((mut r, tools)) = self.cur.take() {
             if r.count > 0 {
                 r.tool_pct = pct(tools as f64 * 100.0, r.count);
                 r.text_pct = 100 - r.tool_pct;
             }
-            out.push(r);
+            self.out.push(r);
         }
-    };
-    for it in items {
-        if let Some((r, _)) = &cur {
+    }
+
+    fn push(&mut self, it: Scanned) {
+        if let Some((r, _)) = &self.cur {
             if it.gap_before || (it.user && r.count >= 3) {
-                flush(&mut cur, &mut out);
+                self.flush();
             }
         }
-        let (r, tools) = cur.get_or_insert_with(|| {
+        let (r, tools) = self.cur.get_or_insert_with(|| {
             (
                 RangeInfo {
                     start: it.slot.clone(),
@@ -175,8 +181,11 @@ fn group(items: Vec<Scanned>) -> Vec<RangeInfo> {
         *tools += usize::from(it.tool);
         r.user_msgs += usize::from(it.user);
     }
-    flush(&mut cur, &mut out);
-    out
+
+    fn finish(mut self) -> Vec<RangeInfo> {
+        self.flush();
+        self.out
+    }
 }
 
 /// Coalesce adjacent ranges until each clears `min_chars`.
