@@ -519,7 +519,11 @@ pub fn each_wanted<'a>(
             } else {
                 None
             };
-            (block, slot, edited, number.map(|n| n.0), cq.tool).hash(&mut h);
+            // The tool by its place, not its bytes (a miss per message): a text of the
+            // transcript never moves or changes while its lines are kept (a line cache lives
+            // with its transcript's parse), and another call naming a result is another place.
+            let tool = (cq.tool.as_ptr() as usize, cq.tool.len());
+            (block, slot, edited, number.map(|n| n.0), tool).hash(&mut h);
             match cq.kind {
                 Kind::ToolCall | Kind::Reasoning => acts = true,
                 Kind::Text => text_chars += t.text(q).len(),
@@ -529,9 +533,7 @@ pub fn each_wanted<'a>(
             kept.push(q);
         }
         i = j;
-        // (The message itself is looked at last: a pass over a large view misses the cache
-        // on each.)
-        if kept.is_empty() || (!acts && text_chars == 0 && orig.role == "assistant") {
+        if kept.is_empty() || (!acts && text_chars == 0 && c.by_assistant) {
             // Nothing left, or an assistant message the runtime drops as empty.
             continue;
         }

@@ -142,6 +142,9 @@ pub struct Core<'a> {
     /// Its text begins with the summary header (looked at once: the first byte of every
     /// text, read again by each pass over a view, is a cache miss per message).
     pub headed: bool,
+    /// Its transcript message's role is `assistant` (kept here: a pass over a large view
+    /// that looks at each message misses the cache on each).
+    pub by_assistant: bool,
     /// Calls and results: a number for the call id, equal for equal ids ([`NO_PAIR`] for a
     /// result no call has the id of, and for any other message).
     pub pair: u32,
@@ -206,6 +209,7 @@ impl Core<'_> {
             chars,
             marked: false,
             headed,
+            by_assistant: false,
             pair: NO_PAIR,
             cut: None,
         }
@@ -556,7 +560,14 @@ impl ProjectionMemo {
     /// Project `msgs` (the messages this memo was made from, plus appended ones, or any
     /// messages when the memo is empty), and remember the new ones.
     pub fn project<'a>(&mut self, msgs: &[&'a Message]) -> Vec<Core<'a>> {
-        let start = last_marker(msgs).map_or(0, |i| i + 1);
+        // The messages projected before are looked at again only when they are not known
+        // (a marker among them is where `start` is).
+        let start = match msgs.get(self.msgs..) {
+            Some(new) if self.msgs > 0 => {
+                last_marker(new).map_or(self.start, |i| self.msgs + i + 1)
+            }
+            _ => last_marker(msgs).map_or(0, |i| i + 1),
+        };
         let tail = &msgs[start..];
         let usable = self.start == start
             && self.msgs <= msgs.len()
@@ -638,6 +649,7 @@ impl ProjectionMemo {
                         chars: kn.chars,
                         marked: kn.marked,
                         headed: kn.headed,
+                        by_assistant: m.role == "assistant",
                         pair: kn.pair,
                         cut: kn.cut.clone(),
                     });
@@ -688,6 +700,7 @@ impl ProjectionMemo {
                     chars,
                     marked,
                     headed,
+                    by_assistant: m.role == "assistant",
                     pair,
                     cut,
                 });
