@@ -8,8 +8,9 @@
 //! - [`audit`]: the findings catalogue (SPEC 9).
 //! - [`config`]: noa and mount settings.
 //! - [`gen`]: synthetic session roots for tests, demos and benchmarks.
-//! - [`fs`]: the filesystem without fuser: the session layout (one table, `fs/layout.rs`),
-//!   nodes, inodes, handles, ctl, freshness decisions.
+//! - [`fs`]: the filesystem without fuser: `NormaFs`, a façade over owners (the session
+//!   layout table, the namespace, attributes, directory passes, handles and snapshots, the
+//!   ctl log, changes), and freshness decisions.
 //! - [`fuse`]: the fuser adapter and the mount.
 //! - [`cli`]: the command line.
 

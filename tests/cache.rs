@@ -59,9 +59,9 @@ fn long_ttls_and_kept_caches_only_where_inotify_covers() {
     assert_eq!(ttl(&fs, &format!("{s}/transcript.jsonl")), short);
     assert_eq!(ttl(&fs, "memory/ci-dashboard.md"), short);
     let (t, _) = lookup(&fs, &format!("{s}/transcript.jsonl"));
-    assert!(!fs.open(t, libc::O_RDONLY).expect("open").keep_cache);
+    assert!(!fs.open(t, libc::O_RDONLY, 0).expect("open").keep_cache);
     let (dir, _) = lookup(&fs, "memory");
-    assert!(!fs.opendir_cached(dir).expect("opendir").1);
+    assert!(!fs.opendir(dir).expect("opendir").1);
 
     let mut fs = NormaFs::new(paths.clone(), cfg.clone(), FsOptions::new(&cfg, false));
     let w = Arc::new(Watcher::new(&paths).expect("inotify"));
@@ -106,12 +106,12 @@ fn long_ttls_and_kept_caches_only_where_inotify_covers() {
     assert_eq!(ttl(&fs, "audit.txt"), WATCHED_TTL);
     assert!(w.watches_all());
     let (t, _) = lookup(&fs, &format!("{s}/transcript.jsonl"));
-    let o = fs.open(t, libc::O_RDONLY).expect("open");
+    let o = fs.open(t, libc::O_RDONLY, 0).expect("open");
     assert!(o.keep_cache && !o.direct_io);
     // A computed file is read with direct I/O from its handle's snapshot, and each open has
     // the kernel drop the size it keeps (fstat on the handle reports the snapshot's).
     let (v, _) = lookup(&fs, &format!("{s}/view.jsonl"));
-    let o = fs.open(v, libc::O_RDONLY).expect("open");
+    let o = fs.open(v, libc::O_RDONLY, 0).expect("open");
     assert!(o.direct_io && !o.keep_cache && o.stale_attr);
     fs.release(o.fh);
     for p in [
@@ -122,7 +122,7 @@ fn long_ttls_and_kept_caches_only_where_inotify_covers() {
         "memory",
     ] {
         let (dir, _) = lookup(&fs, p);
-        assert!(fs.opendir_cached(dir).expect("opendir").1, "{p}");
+        assert!(fs.opendir(dir).expect("opendir").1, "{p}");
     }
 
     // `--ttl-ms 0` asks for no caching at all.
@@ -273,13 +273,13 @@ fn a_computed_size_is_kept_only_while_every_handle_holds_its_bytes() {
     fs.set_watcher(w.clone());
     w.watch_session(SID);
     let (v, _) = lookup(&fs, &format!("sessions/{SID}/view.jsonl"));
-    let first = fs.open(v, libc::O_RDONLY).expect("open");
+    let first = fs.open(v, libc::O_RDONLY, 0).expect("open");
     let old = fs.read(first.fh, 0, 1 << 20).expect("read");
-    assert_eq!(fs.getattr(v, None).expect("getattr").ttl, WATCHED_TTL);
+    assert_eq!(fs.getattr(v, None, 0).expect("getattr").ttl, WATCHED_TTL);
 
     // The transcript grows while the first handle is open.
     append_record(&d.path().join(format!("transcripts/{SID}.jsonl")));
-    let e = fs.getattr(v, None).expect("getattr");
+    let e = fs.getattr(v, None, 0).expect("getattr");
     assert!(e.attr.size > old.len() as u64, "the new size");
     assert_eq!(
         e.ttl,
@@ -287,11 +287,11 @@ fn a_computed_size_is_kept_only_while_every_handle_holds_its_bytes() {
         "not kept while a handle of other bytes is open"
     );
     assert_eq!(
-        fs.getattr(v, Some(first.fh)).expect("fstat").attr.size,
+        fs.getattr(v, Some(first.fh), 0).expect("fstat").attr.size,
         old.len() as u64,
         "fstat on the first handle: its snapshot's size"
     );
-    let o = fs.open(v, libc::O_RDONLY).expect("open");
+    let o = fs.open(v, libc::O_RDONLY, 0).expect("open");
     assert!(o.direct_io && o.stale_attr);
     let fresh = fs.read(o.fh, 0, 1 << 20).expect("read");
     assert!(String::from_utf8_lossy(&fresh).contains("Appended."));
@@ -301,7 +301,7 @@ fn a_computed_size_is_kept_only_while_every_handle_holds_its_bytes() {
         "snapshot kept"
     );
     fs.release(first.fh);
-    assert_eq!(fs.getattr(v, None).expect("getattr").ttl, WATCHED_TTL);
+    assert_eq!(fs.getattr(v, None, 0).expect("getattr").ttl, WATCHED_TTL);
     fs.release(o.fh);
 
     // The watcher reports a change of an input: the session's computed files are dropped.

@@ -32,7 +32,7 @@ fn lookup_path(fs: &NormaFs, path: &str) -> Result<u64, FsError> {
 }
 
 fn read_all(fs: &NormaFs, ino: u64) -> Vec<u8> {
-    let o = fs.open(ino, libc::O_RDONLY).expect("open");
+    let o = fs.open(ino, libc::O_RDONLY, 0).expect("open");
     let mut out = Vec::new();
     loop {
         let chunk = fs.read(o.fh, out.len() as u64, 7).expect("read");
@@ -46,7 +46,7 @@ fn read_all(fs: &NormaFs, ino: u64) -> Vec<u8> {
 }
 
 fn names(fs: &NormaFs, ino: u64) -> Vec<String> {
-    let fh = fs.opendir(ino).expect("opendir");
+    let (fh, _) = fs.opendir(ino).expect("opendir");
     let e = fs.readdir(ino, fh, 0).expect("readdir");
     fs.releasedir(fh);
     e.into_iter()
@@ -127,7 +127,7 @@ fn namespace_matches_the_spec_layout() {
     );
     let link = lookup_path(&fs, "sessions/s2-tier1/memory").expect("link");
     assert_eq!(
-        fs.getattr(link, None).expect("attr").attr.kind,
+        fs.getattr(link, None, 0).expect("attr").attr.kind,
         FileKind::Symlink
     );
     assert_eq!(fs.readlink(link).expect("readlink"), b"../../memory");
@@ -167,12 +167,12 @@ fn errors_are_errno_values() {
         libc::ENOENT
     );
     assert_eq!(
-        fs.getattr(999_999, None).expect_err("stale").errno(),
+        fs.getattr(999_999, None, 0).expect_err("stale").errno(),
         libc::ENOENT
     );
     let view = lookup_path(&fs, "sessions/s2-tier1/view.jsonl").expect("view");
     assert_eq!(
-        fs.open(view, libc::O_WRONLY)
+        fs.open(view, libc::O_WRONLY, 0)
             .expect_err("synthetic write")
             .errno(),
         libc::EACCES
@@ -226,14 +226,14 @@ fn synthetic_sizes_are_exact_and_snapshots_consistent() {
         "audit.txt",
     ] {
         let ino = lookup_path(&fs, p).expect(p);
-        let size = fs.getattr(ino, None).expect("attr").attr.size;
+        let size = fs.getattr(ino, None, 0).expect("attr").attr.size;
         let bytes = read_all(&fs, ino);
         assert_eq!(size, bytes.len() as u64, "{p}");
         assert!(!bytes.is_empty(), "{p}");
     }
     // One open = one snapshot, even while the transcript grows.
     let view = lookup_path(&fs, "sessions/s2-tier1/view.jsonl").expect("view");
-    let o = fs.open(view, libc::O_RDONLY).expect("open");
+    let o = fs.open(view, libc::O_RDONLY, 0).expect("open");
     let first = fs.read(o.fh, 0, 1 << 20).expect("read");
     let tpath = d.path().join("transcripts/s2-tier1.jsonl");
     common::append_user_message(&tpath, SID, "one more");
@@ -243,7 +243,7 @@ fn synthetic_sizes_are_exact_and_snapshots_consistent() {
         "the handle keeps its snapshot"
     );
     assert_eq!(
-        fs.getattr(view, Some(o.fh)).expect("attr").attr.size,
+        fs.getattr(view, Some(o.fh), 0).expect("attr").attr.size,
         first.len() as u64
     );
     fs.release(o.fh);
@@ -253,7 +253,7 @@ fn synthetic_sizes_are_exact_and_snapshots_consistent() {
     assert!(String::from_utf8_lossy(&after)
         .contains("{\"refs\":[\"m00183\"],\"message\":{\"role\":\"user\""));
     assert_eq!(
-        fs.getattr(view, None).expect("attr").attr.size,
+        fs.getattr(view, None, 0).expect("attr").attr.size,
         after.len() as u64
     );
 }
@@ -263,7 +263,7 @@ fn readdir_offsets_resume_where_they_stopped() {
     let d = example_root();
     let fs = fs_for(d.path(), false);
     let s = lookup_path(&fs, "sessions/s2-tier1").expect("session");
-    let fh = fs.opendir(s).expect("opendir");
+    let (fh, _) = fs.opendir(s).expect("opendir");
     let all = fs.readdir(s, fh, 0).expect("all");
     for (i, e) in all.iter().enumerate() {
         let rest = fs.readdir(s, fh, e.offset).expect("rest");
@@ -303,7 +303,7 @@ fn real_files_pass_through_with_real_attributes() {
     let d = example_root();
     let fs = fs_for(d.path(), false);
     let t = lookup_path(&fs, "sessions/s2-tier1/transcript.jsonl").expect("t");
-    let attr = fs.getattr(t, None).expect("attr").attr;
+    let attr = fs.getattr(t, None, 0).expect("attr").attr;
     let meta = std::fs::metadata(d.path().join("transcripts/s2-tier1.jsonl")).expect("meta");
     assert_eq!(attr.size, meta.len());
     assert_eq!(
@@ -370,13 +370,13 @@ fn memory_edits_create_rename_unlink_setattr() {
     fs.rename(mem, OsStr::new("sedXYZ"), mem, OsStr::new("new-note.md"), 0)
         .expect("rename");
     assert_eq!(
-        fs.getattr(e.attr.ino, None)
+        fs.getattr(e.attr.ino, None, 0)
             .expect_err("replaced inode is gone")
             .errno(),
         libc::ENOENT
     );
     let renamed = lookup_path(&fs, "memory/new-note.md").expect("renamed");
-    assert_eq!(fs.getattr(renamed, None).expect("attr").attr.perm, 0o644);
+    assert_eq!(fs.getattr(renamed, None, 0).expect("attr").attr.perm, 0o644);
     assert!(String::from_utf8_lossy(&read_all(&fs, idx)).contains("— edited"));
     // truncate and utimes
     let t0 = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
@@ -418,7 +418,7 @@ fn read_only_refuses_every_change() {
     );
     let f = lookup_path(&fs, "memory/build-system.md").expect("file");
     assert_eq!(
-        fs.open(f, libc::O_WRONLY).expect_err("open").errno(),
+        fs.open(f, libc::O_WRONLY, 0).expect_err("open").errno(),
         libc::EROFS
     );
     assert_eq!(
@@ -442,7 +442,7 @@ fn read_only_refuses_every_change() {
     );
     let ctl = lookup_path(&fs, "sessions/s2-tier1/ctl").expect("ctl");
     let o = fs
-        .open(ctl, libc::O_WRONLY | libc::O_TRUNC)
+        .open(ctl, libc::O_WRONLY | libc::O_TRUNC, 0)
         .expect("open ctl");
     assert_eq!(
         fs.write(o.fh, 0, b"rebuild\n")
@@ -459,9 +459,11 @@ fn ctl_runs_commands_and_reports_results() {
     let d = example_root();
     let fs = fs_for(d.path(), false);
     let ctl = lookup_path(&fs, "sessions/s2-tier1/ctl").expect("ctl");
-    assert_eq!(fs.getattr(ctl, None).expect("attr").attr.perm, 0o600);
+    assert_eq!(fs.getattr(ctl, None, 0).expect("attr").attr.perm, 0o600);
     // `echo … > ctl`: open with O_TRUNC and the size-0 setattr are accepted.
-    let o = fs.open(ctl, libc::O_WRONLY | libc::O_TRUNC).expect("open");
+    let o = fs
+        .open(ctl, libc::O_WRONLY | libc::O_TRUNC, 0)
+        .expect("open");
     fs.setattr(
         ctl,
         Some(o.fh),
@@ -508,12 +510,12 @@ fn ctl_runs_commands_and_reports_results() {
     let view = lookup_path(&fs, "sessions/s2-tier1/view.jsonl").expect("view");
     assert!(String::from_utf8_lossy(&read_all(&fs, view)).contains("\"block\":\"b16\""));
     // A fresh handle reads the session's latest results.
-    let o = fs.open(ctl, libc::O_RDONLY).expect("open");
+    let o = fs.open(ctl, libc::O_RDONLY, 0).expect("open");
     let text = String::from_utf8(fs.read(o.fh, 0, 1 << 20).expect("read")).expect("utf8");
     assert_eq!(text.lines().count(), 3);
     fs.release(o.fh);
     // A write at max_write is refused: it may be a split command.
-    let o = fs.open(ctl, libc::O_WRONLY).expect("open");
+    let o = fs.open(ctl, libc::O_WRONLY, 0).expect("open");
     let big = vec![b'x'; fs.options().max_write as usize];
     assert_eq!(
         fs.write(o.fh, 0, &big).expect_err("too big").errno(),
@@ -521,7 +523,7 @@ fn ctl_runs_commands_and_reports_results() {
     );
     // Root ctl.
     let rctl = lookup_path(&fs, "ctl").expect("root ctl");
-    let o = fs.open(rctl, libc::O_WRONLY).expect("open");
+    let o = fs.open(rctl, libc::O_WRONLY, 0).expect("open");
     assert!(fs.write(o.fh, 0, b"reindex-memory").is_ok());
     assert_eq!(
         fs.write(o.fh, 0, b"rebuild").expect_err("not here").errno(),
@@ -538,7 +540,7 @@ fn listing_attributes_compute_only_files_the_kernel_holds() {
     let d = example_root();
     let fs = fs_for(d.path(), false);
     let dir = lookup_path(&fs, &format!("sessions/{SID}")).expect("session");
-    let fh = fs.opendir(dir).expect("opendir");
+    let (fh, _) = fs.opendir(dir).expect("opendir");
     let entries = fs.readdir(dir, fh, 0).expect("readdir");
     fs.releasedir(fh);
     let entry = |n: &str| {
@@ -562,7 +564,7 @@ fn listing_attributes_compute_only_files_the_kernel_holds() {
         .len();
     let a = linked(&t);
     assert_eq!((a.attr.ino, a.attr.size), (t.ino, len));
-    assert_eq!(a, fs.getattr(t.ino, None).expect("getattr"));
+    assert_eq!(a, fs.getattr(t.ino, None, 0).expect("getattr"));
     // A computed file the kernel does not hold: a placeholder, kept for no time.
     let v = entry("view.jsonl");
     let p = linked(&v);
@@ -587,7 +589,7 @@ fn listing_attributes_compute_only_files_the_kernel_holds() {
     let t_path = d.path().join(format!("transcripts/{SID}.jsonl"));
     common::append_user_message(&t_path, SID, "Appended.");
     assert_eq!(linked(&v).attr, told, "a listing computes nothing");
-    let now = fs.getattr(ino, None).expect("getattr").attr;
+    let now = fs.getattr(ino, None, 0).expect("getattr").attr;
     assert!(now.size > told.size, "the new view is longer");
     assert_eq!(linked(&v).attr, now);
     fs.forget(ino, 1);
@@ -598,7 +600,7 @@ fn listing_attributes_compute_only_files_the_kernel_holds() {
     fs.forget(t.ino, 1);
     // Gone since the listing: left out.
     let mem = lookup_path(&fs, "memory").expect("memory");
-    let fh = fs.opendir(mem).expect("opendir");
+    let (fh, _) = fs.opendir(mem).expect("opendir");
     let listed = fs.readdir(mem, fh, 0).expect("readdir");
     fs.releasedir(fh);
     let gone = listed

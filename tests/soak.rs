@@ -1343,32 +1343,26 @@ fn a_getattr_from_the_opener_reports_its_snapshot() {
             .ino;
     }
     let (opener, other) = (4242, 4343);
-    let o = fs.open_for(ino, libc::O_RDONLY, opener).expect("open");
+    let o = fs.open(ino, libc::O_RDONLY, opener).expect("open");
     let snapshot = fs.read(o.fh, 0, 1 << 20).expect("read").len() as u64;
     app.append_many(3);
-    let fresh = fs.getattr_for(ino, None, other).expect("getattr").attr.size;
+    let fresh = fs.getattr(ino, None, other).expect("getattr").attr.size;
     assert!(fresh > snapshot, "the view grew: {fresh} > {snapshot}");
     assert_eq!(
-        fs.getattr_for(ino, None, opener)
-            .expect("getattr")
-            .attr
-            .size,
+        fs.getattr(ino, None, opener).expect("getattr").attr.size,
         snapshot
     );
     assert_eq!(
-        fs.getattr_for(ino, Some(o.fh), other)
+        fs.getattr(ino, Some(o.fh), other)
             .expect("getattr")
             .attr
             .size,
         snapshot
     );
-    assert_eq!(fs.getattr(ino, None).expect("getattr").attr.size, fresh);
+    assert_eq!(fs.getattr(ino, None, 0).expect("getattr").attr.size, fresh);
     fs.release(o.fh);
     assert_eq!(
-        fs.getattr_for(ino, None, opener)
-            .expect("getattr")
-            .attr
-            .size,
+        fs.getattr(ino, None, opener).expect("getattr").attr.size,
         fresh
     );
 }

@@ -351,7 +351,7 @@ impl Filesystem for NormaFuse {
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.run("getattr", || {
-            self.fs.getattr_for(ino.0, fh.map(|f| f.0), req.pid())
+            self.fs.getattr(ino.0, fh.map(|f| f.0), req.pid())
         }) {
             Ok(e) => reply.attr(&e.ttl, &file_attr(&e.attr)),
             Err(e) => reply.error(e),
@@ -493,7 +493,7 @@ impl Filesystem for NormaFuse {
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match self.run("open", || {
-            let o = self.fs.open_for(ino.0, flags.0, req.pid())?;
+            let o = self.fs.open(ino.0, flags.0, req.pid())?;
             if o.stale_attr {
                 // Attributes only (no pages, no lock the kernel may hold): the next `fstat`
                 // on this handle asks for the snapshot's size.
@@ -612,7 +612,7 @@ impl Filesystem for NormaFuse {
             reply.error(Errno::ENOSYS);
             return;
         }
-        match self.run("opendir", || self.fs.opendir_cached(ino.0)) {
+        match self.run("opendir", || self.fs.opendir(ino.0)) {
             Ok((fh, true)) => reply.opened(
                 FileHandle(fh),
                 FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,

@@ -1,0 +1,156 @@
+//! Changes through the mount: creating, removing and renaming files in `memory/`, and
+//! attribute changes of real files (the ctl file accepts a truncation and nothing else).
+
+use std::ffi::OsStr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use super::handles::Handle;
+use super::reply::to_timespec;
+use super::{real, Base, Entry, FsError, Node, NormaFs, Opened, SetAttr};
+
+impl NormaFs {
+    /// The backing directory where a child of `parent` may be created, removed or renamed:
+    /// only `memory/` accepts new names.
+    fn mutable_dir(&self, parent: &Node) -> Result<(Base, PathBuf), FsError> {
+        match parent {
+            Node::MemoryDir => Ok((Base::Memory, PathBuf::new())),
+            _ => Err(FsError::Access),
+        }
+    }
+
+    pub fn create(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        flags: i32,
+    ) -> Result<(Entry, Opened), FsError> {
+        let p = self.node(parent)?;
+        let (b, dir) = self.mutable_dir(&p)?;
+        self.opts.writable()?;
+        if !real::valid_component(name) {
+            return Err(FsError::Invalid("bad name".into()));
+        }
+        if name == "MEMORY.md" {
+            return Err(FsError::Access);
+        }
+        let rel = dir.join(name);
+        let node = Node::Real(b, rel.clone());
+        let keep_cache = self.covered(&node, false);
+        let f = Arc::new(self.backing.create(
+            b,
+            &rel,
+            (flags & !libc::O_NOFOLLOW) | libc::O_CREAT,
+            mode & 0o7777,
+        )?);
+        let ino = self.inodes.lookup(&node);
+        let e = self.attr_of(&node, ino)?;
+        let fh = self.new_handle(Handle::Real(f.clone()));
+        Ok((
+            e,
+            Opened {
+                fh,
+                direct_io: false,
+                keep_cache,
+                backing: Some(f),
+                stale_attr: false,
+            },
+        ))
+    }
+
+    pub fn unlink(&self, parent: u64, name: &OsStr) -> Result<(), FsError> {
+        let p = self.node(parent)?;
+        let child = self.child(&p, name)?;
+        let (b, _) = self.mutable_dir(&p)?;
+        self.opts.writable()?;
+        let Node::Real(_, rel) = &child else {
+            return Err(FsError::Access);
+        };
+        self.backing.unlink(b, rel)?;
+        self.inodes.remove(&child);
+        Ok(())
+    }
+
+    pub fn rename(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        flags: u32,
+    ) -> Result<(), FsError> {
+        let p = self.node(parent)?;
+        let np = self.node(newparent)?;
+        let (b, _) = self.mutable_dir(&p)?;
+        let (nb, _) = self.mutable_dir(&np)?;
+        self.opts.writable()?;
+        if b != nb {
+            return Err(FsError::CrossDevice);
+        }
+        if !real::valid_component(newname) {
+            return Err(FsError::Invalid("bad name".into()));
+        }
+        if name == "MEMORY.md" || newname == "MEMORY.md" {
+            return Err(FsError::Access);
+        }
+        let from = PathBuf::from(name);
+        let to = PathBuf::from(newname);
+        self.backing.rename(b, &from, &to, flags)?;
+        self.inodes.rename(&Node::Real(b, from), &Node::Real(b, to));
+        Ok(())
+    }
+
+    pub fn setattr(&self, ino: u64, fh: Option<u64>, set: &SetAttr) -> Result<Entry, FsError> {
+        let node = self.node(ino)?;
+        match &node {
+            Node::Ctl(_) => {
+                // `echo … > ctl` truncates first: accepted and ignored.
+                if set.size.is_some_and(|s| s != 0)
+                    || set.mode.is_some()
+                    || set.uid.is_some()
+                    || set.gid.is_some()
+                {
+                    return Err(FsError::Perm);
+                }
+                self.attr_of(&node, ino)
+            }
+            Node::Real(b, rel) => {
+                self.opts.writable()?;
+                if let Some(size) = set.size {
+                    let handle_file = fh.and_then(|fh| match self.handles.lock().get(&fh) {
+                        Some(Handle::Real(f)) => Some(f.clone()),
+                        _ => None,
+                    });
+                    match handle_file {
+                        Some(f) => f.set_len(size)?,
+                        None => self.backing.truncate(*b, rel, size)?,
+                    }
+                }
+                if let Some(mode) = set.mode {
+                    self.backing.chmod(*b, rel, mode & 0o7777)?;
+                }
+                if set.uid.is_some() || set.gid.is_some() {
+                    self.backing.chown(*b, rel, set.uid, set.gid)?;
+                }
+                let now = SystemTime::now();
+                let at = if set.atime_now { Some(now) } else { set.atime };
+                let mt = if set.mtime_now { Some(now) } else { set.mtime };
+                if at.is_some() || mt.is_some() {
+                    self.backing
+                        .utimes(*b, rel, at.map(to_timespec), mt.map(to_timespec))?;
+                }
+                self.attr_of(&node, ino)
+            }
+            Node::MemoryDir => {
+                self.opts.writable()?;
+                Err(FsError::Perm)
+            }
+            _ => {
+                self.opts.writable()?;
+                Err(FsError::Perm)
+            }
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! Directory passes: opened directories read from their snapshot, directories read without
+//! an open (numbered passes, see [`Listings`]), and what `readdirplus` hands the kernel.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use super::handles::Handle;
+use super::{DirEntry, Entry, FsError, Node, NormaFs, PlusEntry};
+
+/// The listings of passes over directories read without an open. A pass from offset 0 lists
+/// the directory afresh and keeps the listing until the pass reaches its end; offsets carry
+/// the pass's generation in their high 32 bits, so a pass that goes on while another one
+/// started reads its own listing (a few are kept per directory). An offset whose listing is
+/// gone continues in a fresh one.
+#[derive(Default)]
+pub(super) struct Listings {
+    by_dir: Mutex<HashMap<u64, Vec<Pass>>>,
+    next: AtomicU64,
+}
+
+/// A pass's generation and listing.
+type Pass = (u32, Arc<Vec<DirEntry>>);
+
+/// Passes kept per directory, and directories with passes kept (passes that never ended, of
+/// readers that stopped early, are dropped beyond them).
+const KEPT_PER_DIR: usize = 4;
+const KEPT_DIRS: usize = 4096;
+
+impl Listings {
+    /// An offset's generation and the place in its pass's listing.
+    pub(super) fn split(offset: i64) -> (u32, usize) {
+        (
+            ((offset >> 32) & 0x7fff_ffff) as u32,
+            (offset & 0xffff_ffff) as usize,
+        )
+    }
+
+    /// The listing of pass `gen` over `dir`, while it is kept.
+    pub(super) fn get(&self, dir: u64, gen: u32) -> Option<Arc<Vec<DirEntry>>> {
+        let all = self.by_dir.lock();
+        let passes = all.get(&dir)?;
+        passes
+            .iter()
+            .find(|(g, _)| *g == gen)
+            .map(|(_, l)| l.clone())
+    }
+
+    /// A new pass over `dir` with `entries` (their offsets then carry its generation): its
+    /// generation and listing.
+    pub(super) fn start(&self, dir: u64, entries: Vec<DirEntry>) -> (u32, Arc<Vec<DirEntry>>) {
+        let g = (self.next.fetch_add(1, Ordering::Relaxed).wrapping_add(1) & 0x7fff_ffff) as u32;
+        let list: Arc<Vec<DirEntry>> = Arc::new(
+            entries
+                .into_iter()
+                .map(|mut e| {
+                    e.offset |= i64::from(g) << 32;
+                    e
+                })
+                .collect(),
+        );
+        let mut all = self.by_dir.lock();
+        if all.len() >= KEPT_DIRS {
+            all.clear();
+        }
+        let v = all.entry(dir).or_default();
+        if v.len() >= KEPT_PER_DIR {
+            v.remove(0);
+        }
+        v.push((g, list.clone()));
+        (g, list)
+    }
+
+    /// Pass `gen` over `dir` reached its end.
+    pub(super) fn finished(&self, dir: u64, gen: u32) {
+        let mut all = self.by_dir.lock();
+        if let Some(v) = all.get_mut(&dir) {
+            v.retain(|(g, _)| *g != gen);
+            if v.is_empty() {
+                all.remove(&dir);
+            }
+        }
+    }
+}
+
+impl NormaFs {
+    /// `opendir`: the handle, and whether the kernel may keep the listing across opens
+    /// (every change of it is reported by the watches).
+    pub fn opendir(&self, ino: u64) -> Result<(u64, bool), FsError> {
+        let node = self.node(ino)?;
+        let cache = match &node {
+            Node::Root
+            | Node::Sessions
+            | Node::Session(_)
+            | Node::RawDir(_)
+            | Node::MemoryDir
+            | Node::Real(..) => self.covered(&node, true),
+            _ => false,
+        };
+        let entries = self.list(ino)?;
+        Ok((self.new_handle(Handle::Dir(entries)), cache))
+    }
+
+    /// Entries after `offset` (0 = from the start), from the handle's snapshot.
+    pub fn readdir(&self, ino: u64, fh: u64, offset: i64) -> Result<Vec<DirEntry>, FsError> {
+        let snapshot = match self.handles.lock().get(&fh) {
+            Some(Handle::Dir(e)) => Some(e.clone()),
+            _ => None,
+        };
+        let entries = match snapshot {
+            Some(e) => e,
+            None => self.list(ino)?,
+        };
+        Ok(entries.into_iter().filter(|e| e.offset > offset).collect())
+    }
+
+    pub fn releasedir(&self, fh: u64) {
+        self.handles.close(fh);
+    }
+
+    /// `readdir` of a directory the kernel opened without asking (the mount answers `opendir`
+    /// with `ENOSYS`, which saves two round trips per directory): the entries after `offset`
+    /// (passes and their offsets: `Listings`).
+    pub fn readdir_unopened(&self, ino: u64, offset: i64) -> Result<Vec<DirEntry>, FsError> {
+        let (gen, at) = Listings::split(offset);
+        let (gen, list) = match (offset > 0).then(|| self.listings.get(ino, gen)).flatten() {
+            Some(l) => (gen, l),
+            None => self.listings.start(ino, self.list(ino)?),
+        };
+        let rest = list.get(at..).unwrap_or_default().to_vec();
+        if rest.is_empty() {
+            self.listings.finished(ino, gen);
+        }
+        Ok(rest)
+    }
+
+    /// What `readdirplus` hands the kernel for entry `e` of a listing. The kernel links every
+    /// entry but `.` and `..` like a `lookup` answer and forgets it later, so the caller
+    /// counts one lookup per linked entry it sends ([`NormaFs::count_lookup`]).
+    ///
+    /// The attributes a `lookup` would answer, except for computed files, which a listing
+    /// never computes (computing every view of a session to list its directory would cost
+    /// far more than the lookups saved): one the kernel does not hold gets placeholder
+    /// attributes (size 0), one it holds the attributes last sent for it (the kernel applies
+    /// what it is given to the inode it has, and a reader of it must never see a placeholder
+    /// size); both kept for no time at all, name included, so the kernel asks again
+    /// (`lookup`, `getattr`) before it uses them.
+    pub fn entry_plus(&self, e: &DirEntry) -> PlusEntry {
+        let placeholder = || Entry {
+            attr: self.synthetic_attr(e.ino, e.kind, 0o444, 0, self.started),
+            ttl: Duration::ZERO,
+            entry_ttl: Duration::ZERO,
+        };
+        if e.name == "." || e.name == ".." {
+            return PlusEntry::Unlinked(placeholder());
+        }
+        let Ok(node) = self.node(e.ino) else {
+            return PlusEntry::Gone;
+        };
+        if node.is_synthetic_file() {
+            if self.inodes.lookups(e.ino) == 0 {
+                return PlusEntry::Linked(placeholder());
+            }
+            if let Some(attr) = self.snapshots.told(e.ino) {
+                return PlusEntry::Linked(Entry {
+                    attr,
+                    ttl: Duration::ZERO,
+                    entry_ttl: Duration::ZERO,
+                });
+            }
+        }
+        match self.attr_of(&node, e.ino) {
+            Ok(a) => PlusEntry::Linked(a),
+            // Gone since the listing: left out, as a listing a moment later would.
+            Err(FsError::NotFound) => PlusEntry::Gone,
+            // The `lookup` that the placeholder's zero TTL brings reports the error.
+            Err(_) => PlusEntry::Linked(placeholder()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+
+    use super::{Listings, KEPT_PER_DIR};
+    use crate::fs::{DirEntry, FileKind};
+
+    fn entries(names: &[&str]) -> Vec<DirEntry> {
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| DirEntry {
+                ino: i as u64 + 1,
+                offset: i as i64 + 1,
+                kind: FileKind::File,
+                name: OsString::from(n),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_pass_reads_its_own_listing_while_another_starts_and_ends_at_its_end() {
+        let l = Listings::default();
+        let (g1, first) = l.start(9, entries(&["a", "b"]));
+        let (g2, second) = l.start(9, entries(&["a", "b", "c"]));
+        assert_ne!(g1, g2);
+        // An offset handed out by the first pass finds the first listing.
+        let (g, at) = Listings::split(first[0].offset);
+        assert_eq!((g, at), (g1, 1));
+        assert_eq!(l.get(9, g).expect("kept").len(), 2);
+        assert_eq!(Listings::split(second[2].offset), (g2, 3));
+        l.finished(9, g1);
+        assert!(l.get(9, g1).is_none());
+        assert!(l.get(9, g2).is_some());
+        l.finished(9, g2);
+        assert!(l.by_dir.lock().is_empty());
+    }
+
+    #[test]
+    fn only_the_last_few_passes_of_a_directory_are_kept() {
+        let l = Listings::default();
+        let gens: Vec<u32> = (0..KEPT_PER_DIR + 1)
+            .map(|_| l.start(1, entries(&["x"])).0)
+            .collect();
+        assert!(l.get(1, gens[0]).is_none(), "the oldest is dropped");
+        assert!(gens[1..].iter().all(|&g| l.get(1, g).is_some()));
+    }
+}

@@ -1,0 +1,204 @@
+//! Files: opening nodes (computed files as snapshots, real files on their backing
+//! descriptor, ctl), reading and writing handles, releasing and syncing them.
+
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::handles::Handle;
+use super::{Base, FsError, Node, NormaFs, Opened};
+use crate::bytes::Bytes;
+use crate::store::ctl::Scope;
+
+impl NormaFs {
+    pub(super) fn new_handle(&self, h: Handle) -> u64 {
+        self.handles.open(h)
+    }
+
+    fn writes(flags: i32) -> bool {
+        let acc = flags & libc::O_ACCMODE;
+        acc == libc::O_WRONLY || acc == libc::O_RDWR || flags & libc::O_TRUNC != 0
+    }
+
+    /// `open` by thread `pid` (0: unknown; see [`NormaFs::getattr`]).
+    pub fn open(&self, ino: u64, flags: i32, pid: u32) -> Result<Opened, FsError> {
+        let node = self.node(ino)?;
+        match &node {
+            Node::Ctl(sid) => {
+                if let Some(sid) = sid {
+                    if !self.session_exists(sid) {
+                        return Err(FsError::NotFound);
+                    }
+                }
+                let scope = match sid {
+                    Some(s) => Scope::Session(s.clone()),
+                    None => Scope::Root,
+                };
+                let fh = self.new_handle(Handle::Ctl {
+                    scope,
+                    own: Vec::new(),
+                    wrote: false,
+                    snapshot: None,
+                });
+                Ok(Opened {
+                    fh,
+                    direct_io: true,
+                    keep_cache: false,
+                    backing: None,
+                    stale_attr: false,
+                })
+            }
+            n if n.is_synthetic_file() => {
+                if Self::writes(flags) {
+                    return Err(FsError::Access);
+                }
+                if let Node::Synth(sid, _) | Node::Raw(sid, _, _) = n {
+                    if !self.session_exists(sid) {
+                        return Err(FsError::NotFound);
+                    }
+                }
+                self.before_computing(n);
+                let c = self.synth.content(n)?;
+                let fh = self.new_handle(Handle::Synth(c.data, c.fp));
+                self.snapshots.opened(fh, ino, pid, c.fp);
+                Ok(Opened {
+                    fh,
+                    direct_io: true,
+                    keep_cache: false,
+                    backing: None,
+                    stale_attr: true,
+                })
+            }
+            Node::Real(b, rel) => {
+                if Self::writes(flags) {
+                    self.opts.writable()?;
+                }
+                let keep_cache = self.covered(&node, false);
+                let f = Arc::new(self.backing.open(
+                    *b,
+                    rel,
+                    flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW),
+                )?);
+                let fh = self.new_handle(Handle::Real(f.clone()));
+                Ok(Opened {
+                    fh,
+                    direct_io: false,
+                    keep_cache,
+                    backing: Some(f),
+                    stale_attr: false,
+                })
+            }
+            Node::MemoryLink(_) => Err(FsError::Loop),
+            _ => Err(FsError::IsDir),
+        }
+    }
+
+    /// The snapshot of a computed file's handle, for reads served without a copy.
+    pub fn synth_snapshot(&self, fh: u64) -> Option<Bytes> {
+        match self.handles.lock().get(&fh) {
+            Some(Handle::Synth(data, _)) => Some(data.clone()),
+            _ => None,
+        }
+    }
+
+    pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, FsError> {
+        let mut handles = self.handles.lock();
+        match handles.get_mut(&fh) {
+            Some(Handle::Synth(data, _)) => {
+                // Copy outside the handles' lock: other readers go on meanwhile.
+                let data = data.clone();
+                drop(handles);
+                Ok(data.window(offset, size).into_owned())
+            }
+            Some(Handle::Real(f)) => {
+                let f = f.clone();
+                drop(handles);
+                let mut buf = vec![0u8; size as usize];
+                let mut got = 0;
+                while got < buf.len() {
+                    let n = f.read_at(&mut buf[got..], offset + got as u64)?;
+                    if n == 0 {
+                        break;
+                    }
+                    got += n;
+                }
+                buf.truncate(got);
+                Ok(buf)
+            }
+            Some(Handle::Ctl {
+                scope,
+                own,
+                wrote,
+                snapshot,
+            }) => Ok(self
+                .ctl_log
+                .read(scope, own, *wrote, snapshot, offset, size)),
+            Some(Handle::Dir(_)) => Err(FsError::IsDir),
+            None => Err(FsError::BadHandle),
+        }
+    }
+
+    pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32, FsError> {
+        let target = {
+            let handles = self.handles.lock();
+            match handles.get(&fh) {
+                Some(Handle::Real(f)) => Ok(Some(f.clone())),
+                Some(Handle::Ctl { .. }) => Ok(None),
+                Some(Handle::Synth(..)) => Err(FsError::Access),
+                Some(Handle::Dir(_)) => Err(FsError::IsDir),
+                None => Err(FsError::BadHandle),
+            }
+        }?;
+        if let Some(f) = target {
+            self.opts.writable()?;
+            f.write_all_at(data, offset)?;
+            return Ok(data.len() as u32);
+        }
+        self.write_ctl(fh, data)
+    }
+
+    pub fn release(&self, fh: u64) {
+        if let Some(Handle::Synth(..)) = self.handles.close(fh) {
+            self.snapshots.closed(fh);
+        }
+    }
+
+    /// `fsync` of a real file reaches the backing file; synthetic files have nothing to sync.
+    pub fn fsync(&self, fh: u64, datasync: bool) -> Result<(), FsError> {
+        let f = match self.handles.lock().get(&fh) {
+            Some(Handle::Real(f)) => f.clone(),
+            Some(_) => return Ok(()),
+            None => return Err(FsError::BadHandle),
+        };
+        if datasync {
+            f.sync_data()?;
+        } else {
+            f.sync_all()?;
+        }
+        Ok(())
+    }
+
+    /// `fsyncdir` reaches the backing directory.
+    pub fn fsyncdir(&self, ino: u64) -> Result<(), FsError> {
+        let (b, rel) = match self.node(ino)? {
+            Node::Real(b, rel) => (b, rel),
+            Node::MemoryDir => (Base::Memory, PathBuf::new()),
+            _ => return Ok(()),
+        };
+        let d = self.backing.open_dir(b, &rel)?;
+        // SAFETY: a valid open descriptor.
+        if unsafe { libc::fsync(d.raw()) } < 0 {
+            return Err(FsError::from(std::io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+}
+
+/// The bytes of `data` a read of `size` bytes at `offset` returns.
+pub fn window(data: &[u8], offset: u64, size: u32) -> &[u8] {
+    let start = usize::try_from(offset)
+        .unwrap_or(usize::MAX)
+        .min(data.len());
+    let end = start.saturating_add(size as usize).min(data.len());
+    data.get(start..end).unwrap_or_default()
+}

@@ -1,0 +1,231 @@
+//! The namespace: which node a name is in a directory, and every entry of a directory.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+use super::reply::kind_of;
+use super::{layout, node, real, testhook};
+use super::{Base, DirEntry, Entry, FileKind, FsError, Node, NormaFs, MEMORY_LINK, ROOT_INO};
+use crate::store::root;
+
+impl NormaFs {
+    /// The child `name` of `parent`, if it exists.
+    pub fn child(&self, parent: &Node, name: &OsStr) -> Result<Node, FsError> {
+        if name.len() > 255 {
+            return Err(FsError::NameTooLong);
+        }
+        if !real::valid_component(name) {
+            return Err(FsError::NotFound);
+        }
+        let s = name.to_str();
+        let node = match (parent, s) {
+            (Node::Root, Some("sessions")) => Node::Sessions,
+            (Node::Root, Some("memory")) => Node::MemoryDir,
+            (Node::Root, Some("audit.txt")) => Node::RootAudit,
+            (Node::Root, Some("ctl")) => Node::Ctl(None),
+            (Node::Sessions, Some(sid)) if self.session_exists(sid) => {
+                Node::Session(sid.to_string())
+            }
+            (Node::Session(sid), Some(n)) => match layout::find(n) {
+                Some(layout::Entry::Computed(kind, _)) => Node::Synth(sid.clone(), kind),
+                Some(layout::Entry::RawDir) => Node::RawDir(sid.clone()),
+                Some(layout::Entry::MemoryLink) => Node::MemoryLink(sid.clone()),
+                Some(layout::Entry::Ctl) => Node::Ctl(Some(sid.clone())),
+                Some(layout::Entry::Real(..)) | None => match node::session_real(sid, n) {
+                    Some((b, rel)) => {
+                        self.backing.lstat(b, &rel)?;
+                        Node::Real(b, rel)
+                    }
+                    None => return Err(FsError::NotFound),
+                },
+            },
+            (Node::RawDir(sid), Some(n)) => {
+                let Some((start, end)) = node::parse_raw_name(n) else {
+                    return Err(FsError::NotFound);
+                };
+                if !self.synth.raw_range_exists(sid, start, end)? {
+                    return Err(FsError::NotFound);
+                }
+                Node::Raw(sid.clone(), start.to_string(), end.to_string())
+            }
+            (Node::MemoryDir, Some("MEMORY.md")) => Node::MemoryIndex,
+            (Node::MemoryDir, _) => {
+                let rel = PathBuf::from(name);
+                self.backing.lstat(Base::Memory, &rel)?;
+                Node::Real(Base::Memory, rel)
+            }
+            (Node::Real(b, rel), _) => {
+                let rel = rel.join(name);
+                self.backing.lstat(*b, &rel)?;
+                Node::Real(*b, rel)
+            }
+            _ => return Err(FsError::NotFound),
+        };
+        Ok(node)
+    }
+
+    /// `lookup`: the child's attributes; counts one kernel reference.
+    pub fn lookup(&self, parent: u64, name: &OsStr) -> Result<Entry, FsError> {
+        testhook::on_lookup(name);
+        let p = self.node(parent)?;
+        let child = self.child(&p, name)?;
+        let ino = self.inodes.ino(&child);
+        let e = self.attr_of(&child, ino)?;
+        self.inodes.lookup(&child);
+        self.tell(&child, &e);
+        Ok(e)
+    }
+
+    /// The kernel linked `ino` from a `readdirplus` answer: one more lookup to forget.
+    pub fn count_lookup(&self, ino: u64) {
+        self.inodes.lookup_ino(ino);
+    }
+
+    pub fn forget(&self, ino: u64, n: u64) {
+        self.inodes.forget(ino, n);
+        if self.inodes.lookups(ino) == 0 {
+            self.snapshots.forget(ino);
+        }
+    }
+
+    /// Whether the kernel may keep the target of symbolic link `ino` until the watcher tells
+    /// it otherwise: the session's `memory` link never changes, and a real link is replaced
+    /// (never changed in place) in a watched directory. Asked before reading the target.
+    pub fn link_kept(&self, ino: u64) -> bool {
+        match self.node(ino) {
+            Ok(Node::MemoryLink(_)) => true,
+            Ok(n @ Node::Real(..)) => self.covered(&n, false),
+            _ => false,
+        }
+    }
+
+    pub fn readlink(&self, ino: u64) -> Result<Vec<u8>, FsError> {
+        match self.node(ino)? {
+            Node::MemoryLink(_) => Ok(MEMORY_LINK.as_bytes().to_vec()),
+            Node::Real(b, rel) => self.backing.readlink(b, &rel),
+            _ => Err(FsError::Invalid("not a symbolic link".into())),
+        }
+    }
+
+    /// Every entry of a directory, `.` and `..` first.
+    pub fn list(&self, ino: u64) -> Result<Vec<DirEntry>, FsError> {
+        let node = self.node(ino)?;
+        let parent_ino = match &node {
+            Node::Root | Node::Sessions | Node::MemoryDir | Node::RootAudit => ROOT_INO,
+            Node::Session(_) => self.inodes.ino(&Node::Sessions),
+            Node::RawDir(sid) => self.inodes.ino(&Node::Session(sid.clone())),
+            _ => ROOT_INO,
+        };
+        let mut out: Vec<(u64, FileKind, OsString)> = vec![
+            (ino, FileKind::Dir, ".".into()),
+            (parent_ino, FileKind::Dir, "..".into()),
+        ];
+        let mut add = |n: Node, kind: FileKind, name: &OsStr| {
+            out.push((self.inodes.ino(&n), kind, name.to_os_string()));
+        };
+        match &node {
+            Node::Root => {
+                add(Node::Sessions, FileKind::Dir, OsStr::new("sessions"));
+                add(Node::MemoryDir, FileKind::Dir, OsStr::new("memory"));
+                add(Node::RootAudit, FileKind::File, OsStr::new("audit.txt"));
+                add(Node::Ctl(None), FileKind::File, OsStr::new("ctl"));
+            }
+            Node::Sessions => {
+                let d = root::discover(&self.paths).map_err(FsError::from)?;
+                for sid in d.sessions {
+                    add(Node::Session(sid.clone()), FileKind::Dir, OsStr::new(&sid));
+                }
+            }
+            Node::Session(sid) => {
+                if !self.session_exists(sid) {
+                    return Err(FsError::NotFound);
+                }
+                // The table's real names, then the archive tiers found on disk, then the rest of
+                // the table.
+                for slot in &layout::SESSION {
+                    if !matches!(slot.entry, layout::Entry::Real(..)) {
+                        continue;
+                    }
+                    if let Some((b, rel)) = node::session_real(sid, slot.name) {
+                        if let Ok(st) = self.backing.lstat(b, &rel) {
+                            add(Node::Real(b, rel), kind_of(&st), OsStr::new(slot.name));
+                        }
+                    }
+                }
+                if let Ok(names) = self.backing.list(Base::Archives, Path::new(sid)) {
+                    for n in names {
+                        if let Some(s) =
+                            n.to_str().filter(|s| crate::store::session::is_tier_dir(s))
+                        {
+                            let rel = PathBuf::from(sid).join(s);
+                            if let Ok(st) = self.backing.lstat(Base::Archives, &rel) {
+                                add(Node::Real(Base::Archives, rel), kind_of(&st), &n);
+                            }
+                        }
+                    }
+                }
+                for slot in &layout::SESSION {
+                    let (n, kind) = match slot.entry {
+                        layout::Entry::Real(..) => continue,
+                        layout::Entry::Computed(k, _) => {
+                            (Node::Synth(sid.clone(), k), FileKind::File)
+                        }
+                        layout::Entry::RawDir => (Node::RawDir(sid.clone()), FileKind::Dir),
+                        layout::Entry::MemoryLink => {
+                            (Node::MemoryLink(sid.clone()), FileKind::Symlink)
+                        }
+                        layout::Entry::Ctl => (Node::Ctl(Some(sid.clone())), FileKind::File),
+                    };
+                    add(n, kind, OsStr::new(slot.name));
+                }
+            }
+            Node::RawDir(sid) => {
+                for n in self.synth.raw_names(sid) {
+                    if let Some((s, e)) = node::parse_raw_name(&n) {
+                        add(
+                            Node::Raw(sid.clone(), s.to_string(), e.to_string()),
+                            FileKind::File,
+                            OsStr::new(&n),
+                        );
+                    }
+                }
+            }
+            Node::MemoryDir => {
+                let names = match self.backing.list(Base::Memory, Path::new("")) {
+                    Ok(n) => n,
+                    Err(FsError::NotFound) => Vec::new(),
+                    Err(e) => return Err(e),
+                };
+                add(Node::MemoryIndex, FileKind::File, OsStr::new("MEMORY.md"));
+                for n in names {
+                    if n == "MEMORY.md" {
+                        continue;
+                    }
+                    let rel = PathBuf::from(&n);
+                    if let Ok(st) = self.backing.lstat(Base::Memory, &rel) {
+                        add(Node::Real(Base::Memory, rel), kind_of(&st), &n);
+                    }
+                }
+            }
+            Node::Real(b, rel) => {
+                for n in self.backing.list(*b, rel)? {
+                    let crel = rel.join(&n);
+                    if let Ok(st) = self.backing.lstat(*b, &crel) {
+                        add(Node::Real(*b, crel), kind_of(&st), &n);
+                    }
+                }
+            }
+            _ => return Err(FsError::NotDir),
+        }
+        Ok(out
+            .into_iter()
+            .enumerate()
+            .map(|(i, (ino, kind, name))| DirEntry {
+                ino,
+                offset: i as i64 + 1,
+                kind,
+                name,
+            })
+            .collect())
+    }
+}
