@@ -13,7 +13,7 @@ use std::time::Duration;
 use common::{example_root, fuse_available, tool, within, Mounted};
 use normafs::config::Config;
 use normafs::fs::watch::Watcher;
-use normafs::fs::{FsOptions, NormaFs, ROOT_INO, WATCHED_TTL};
+use normafs::fs::{FsOptions, Node, NormaFs, ROOT_INO, WATCHED_TTL};
 use normafs::fuse::MountOptions;
 use normafs::store::root::RootPaths;
 
@@ -68,12 +68,18 @@ fn long_ttls_and_kept_caches_only_where_inotify_covers() {
     fs.set_watcher(w.clone());
     assert_eq!(ttl(&fs, "sessions"), WATCHED_TTL);
     assert_eq!(ttl(&fs, "memory/ci-dashboard.md"), WATCHED_TTL);
-    // A session is covered once its own directories are watched (the adapter does it when
-    // the kernel looks the session up; the reply that did so gets the short TTL).
+    // A session is covered once its own directories are watched: the lookup that has the
+    // kernel hold it starts the watches (its own reply gets the short TTL), and from the
+    // next request on it is covered.
+    let session = |sid: &str| Node::Session(sid.to_string());
+    assert!(!w.covers(&session(SID), true));
     assert_eq!(ttl(&fs, &s), short);
-    assert_eq!(ttl(&fs, &format!("{s}/state.json")), short);
-    w.watch_session(SID);
-    w.watch_session(SUB);
+    assert!(w.covers(&session(SID), true));
+    assert_eq!(ttl(&fs, &format!("{s}/state.json")), WATCHED_TTL);
+    // A session the kernel links from a readdirplus answer is watched alike.
+    assert!(!w.covers(&session(SUB), true));
+    fs.count_lookup(fs.ino_of(&session(SUB)));
+    assert!(w.covers(&session(SUB), true));
     for p in [
         s.clone(),
         format!("{s}/transcript.jsonl"),
@@ -344,22 +350,20 @@ fn unopened_listing_passes_keep_their_snapshot() {
             .map(|e| e.name.to_string_lossy().into_owned())
             .collect()
     };
-    let a = fs.readdir_unopened(mem, 0).expect("pass a");
+    let a = fs.readdir(mem, 0, 0).expect("pass a");
     assert!(a.len() > 4, "{:?}", names(&a));
     // Pass a stops after three entries; the directory changes; pass b starts.
     std::fs::write(d.path().join("memory/zz-new.md"), "x").expect("write");
-    let b = fs.readdir_unopened(mem, 0).expect("pass b");
+    let b = fs.readdir(mem, 0, 0).expect("pass b");
     assert!(names(&b).contains(&"zz-new.md".to_string()));
-    let rest = fs
-        .readdir_unopened(mem, a[2].offset)
-        .expect("pass a goes on");
+    let rest = fs.readdir(mem, 0, a[2].offset).expect("pass a goes on");
     assert_eq!(
         names(&rest),
         names(&a[3..]),
         "pass a reads its own snapshot"
     );
     let last = a.last().expect("an entry").offset;
-    assert!(fs.readdir_unopened(mem, last).expect("end").is_empty());
+    assert!(fs.readdir(mem, 0, last).expect("end").is_empty());
     // Offsets are increasing within a pass, and never 0.
     assert!(b.windows(2).all(|w| w[0].offset < w[1].offset) && b[0].offset > 0);
 }

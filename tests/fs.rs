@@ -610,3 +610,74 @@ fn listing_attributes_compute_only_files_the_kernel_holds() {
     std::fs::remove_file(d.path().join("memory/build-system.md")).expect("rm");
     assert!(matches!(fs.entry_plus(gone), PlusEntry::Gone));
 }
+
+/// A `readdirplus` answer with room for `room` entries.
+struct Answer {
+    room: usize,
+    got: Vec<(String, u64, Duration)>,
+}
+
+impl normafs::fs::PlusReplier for Answer {
+    fn add(&mut self, e: &normafs::fs::DirEntry, attr: &normafs::fs::Attr, ttl: Duration) -> bool {
+        if self.got.len() == self.room {
+            return true;
+        }
+        self.got
+            .push((e.name.to_string_lossy().into_owned(), attr.ino, ttl));
+        false
+    }
+}
+
+#[test]
+fn readdirplus_counts_a_lookup_for_each_linked_entry_the_answer_holds() {
+    let d = example_root();
+    let fs = fs_for(d.path(), false);
+    let dir = lookup_path(&fs, "sessions").expect("sessions");
+    let (fh, _) = fs.opendir(dir).expect("opendir");
+    let all = fs.readdir(dir, fh, 0).expect("readdir");
+    assert!(all.len() > 4, "sessions listed");
+    let before: Vec<u64> = all.iter().map(|e| fs.lookup_count(e.ino)).collect();
+    let counted = |i: usize| fs.lookup_count(all[i].ino) - before[i];
+    // Room for four: `.` and `..` (never linked), then two sessions; the rest does not fit.
+    let mut a = Answer {
+        room: 4,
+        got: Vec::new(),
+    };
+    fs.readdirplus(dir, fh, 0, &mut a).expect("readdirplus");
+    let names: Vec<&str> = a.got.iter().map(|g| g.0.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            ".",
+            "..",
+            &*all[2].name.to_string_lossy(),
+            &*all[3].name.to_string_lossy()
+        ]
+    );
+    for (i, e) in all.iter().enumerate() {
+        let want = u64::from((2..4).contains(&i));
+        assert_eq!(counted(i), want, "{:?}: linked only once sent", e.name);
+    }
+    // The next answer goes on after the last entry sent, from the same snapshot.
+    let mut b = Answer {
+        room: 100,
+        got: Vec::new(),
+    };
+    fs.readdirplus(dir, fh, all[3].offset, &mut b)
+        .expect("readdirplus");
+    assert_eq!(b.got.len(), all.len() - 4);
+    fs.releasedir(fh);
+    // Without an open (handle 0): a pass of its own, the same entries.
+    let mut c = Answer {
+        room: 100,
+        got: Vec::new(),
+    };
+    fs.readdirplus(dir, 0, 0, &mut c)
+        .expect("readdirplus unopened");
+    let unopened: Vec<&str> = c.got.iter().map(|g| g.0.as_str()).collect();
+    let listed: Vec<String> = all
+        .iter()
+        .map(|e| e.name.to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(unopened, listed);
+}

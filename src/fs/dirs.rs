@@ -9,7 +9,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::handles::Handle;
-use super::{DirEntry, Entry, FsError, Node, NormaFs, PlusEntry};
+use super::{Attr, DirEntry, Entry, FsError, Node, NormaFs, PlusEntry};
 
 /// The listings of passes over directories read without an open. A pass from offset 0 lists
 /// the directory afresh and keeps the listing until the pass reaches its end; offsets carry
@@ -86,7 +86,40 @@ impl Listings {
     }
 }
 
+/// Where a `readdirplus` answer goes (the kernel's reply buffer; a list in a test).
+pub trait PlusReplier {
+    /// Add entry `e` with its attributes, kept for `ttl`; `true` when the answer is full and
+    /// `e` was not added.
+    fn add(&mut self, e: &DirEntry, attr: &Attr, ttl: Duration) -> bool;
+}
+
 impl NormaFs {
+    /// `readdirplus`: the entries after `offset` (as [`NormaFs::readdir`]) with what
+    /// [`NormaFs::entry_plus`] gives each, into `reply` until it is full. An entry the
+    /// kernel links counts one lookup, only once it is in the answer.
+    pub fn readdirplus(
+        &self,
+        ino: u64,
+        fh: u64,
+        offset: i64,
+        reply: &mut dyn PlusReplier,
+    ) -> Result<(), FsError> {
+        for e in self.readdir(ino, fh, offset)? {
+            let (en, linked) = match self.entry_plus(&e) {
+                PlusEntry::Linked(en) => (en, true),
+                PlusEntry::Unlinked(en) => (en, false),
+                PlusEntry::Gone => continue,
+            };
+            if reply.add(&e, &en.attr, en.ttl.min(en.entry_ttl)) {
+                break;
+            }
+            if linked {
+                self.count_lookup(e.ino);
+            }
+        }
+        Ok(())
+    }
+
     /// `opendir`: the handle, and whether the kernel may keep the listing across opens
     /// (every change of it is reported by the watches).
     pub fn opendir(&self, ino: u64) -> Result<(u64, bool), FsError> {
@@ -104,8 +137,12 @@ impl NormaFs {
         Ok((self.new_handle(Handle::Dir(entries)), cache))
     }
 
-    /// Entries after `offset` (0 = from the start), from the handle's snapshot.
+    /// Entries after `offset` (0 = from the start): from handle `fh`'s snapshot, or for `fh`
+    /// 0 from a pass over a directory the kernel opened itself (see `readdir_unopened`).
     pub fn readdir(&self, ino: u64, fh: u64, offset: i64) -> Result<Vec<DirEntry>, FsError> {
+        if fh == 0 {
+            return self.readdir_unopened(ino, offset);
+        }
         let snapshot = match self.handles.lock().get(&fh) {
             Some(Handle::Dir(e)) => Some(e.clone()),
             _ => None,
@@ -124,7 +161,7 @@ impl NormaFs {
     /// `readdir` of a directory the kernel opened without asking (the mount answers `opendir`
     /// with `ENOSYS`, which saves two round trips per directory): the entries after `offset`
     /// (passes and their offsets: `Listings`).
-    pub fn readdir_unopened(&self, ino: u64, offset: i64) -> Result<Vec<DirEntry>, FsError> {
+    fn readdir_unopened(&self, ino: u64, offset: i64) -> Result<Vec<DirEntry>, FsError> {
         let (gen, at) = Listings::split(offset);
         let (gen, list) = match (offset > 0).then(|| self.listings.get(ino, gen)).flatten() {
             Some(l) => (gen, l),

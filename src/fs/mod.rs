@@ -40,6 +40,7 @@ use crate::store::root::{self, RootPaths};
 use ctl::CtlLog;
 pub use ctl::CTL_HISTORY;
 use dirs::Listings;
+pub use dirs::PlusReplier;
 pub use error::FsError;
 pub use files::window;
 use handles::HandleTable;

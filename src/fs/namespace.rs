@@ -73,12 +73,24 @@ impl NormaFs {
         let e = self.attr_of(&child, ino)?;
         self.inodes.lookup(&child);
         self.tell(&child, &e);
+        self.known_to_kernel(&child);
         Ok(e)
     }
 
     /// The kernel linked `ino` from a `readdirplus` answer: one more lookup to forget.
     pub fn count_lookup(&self, ino: u64) {
         self.inodes.lookup_ino(ino);
+        if let Ok(n) = self.node(ino) {
+            self.known_to_kernel(&n);
+        }
+    }
+
+    /// The kernel now holds `node`: a session is watched from then on (its directories'
+    /// changes are reported, so its nodes are covered from their next request).
+    fn known_to_kernel(&self, node: &Node) {
+        if let (Some(w), Node::Session(_)) = (&self.watcher, node) {
+            w.seen(node);
+        }
     }
 
     pub fn forget(&self, ino: u64, n: u64) {

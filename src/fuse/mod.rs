@@ -34,8 +34,7 @@ use fuser::{
 use parking_lot::Mutex;
 
 use crate::fs::open::{self, Access, ReadPath, Share};
-use crate::fs::watch::Watcher;
-use crate::fs::{Attr, DirEntry, FileKind, FsError, Node, NormaFs, Opened, PlusEntry, SetAttr};
+use crate::fs::{Attr, DirEntry, FileKind, FsError, NormaFs, Opened, PlusReplier, SetAttr};
 
 mod mount;
 mod signals;
@@ -100,13 +99,29 @@ enum OpenAs {
     Plain(FopenFlags),
 }
 
+/// The kernel's `readdirplus` buffer as the filesystem fills it.
+struct PlusReply<'r>(&'r mut ReplyDirectoryPlus);
+
+impl PlusReplier for PlusReply<'_> {
+    fn add(&mut self, e: &DirEntry, attr: &Attr, ttl: std::time::Duration) -> bool {
+        let next = u64::try_from(e.offset).unwrap_or(0);
+        self.0.add(
+            INodeNo(e.ino),
+            next,
+            &e.name,
+            &ttl,
+            &file_attr(attr),
+            Generation(0),
+        )
+    }
+}
+
 /// The fuser [`Filesystem`] of normafs.
 pub struct NormaFuse {
     fs: Arc<NormaFs>,
     want_passthrough: bool,
     shared: Arc<Shared>,
     backings: Mutex<Backings>,
-    watcher: Option<Arc<Watcher>>,
 }
 
 fn file_type(k: FileKind) -> FileType {
@@ -203,24 +218,9 @@ impl NormaFuse {
         }
     }
 
-    /// The entries of directory `ino` after `offset`: from handle `fh`'s snapshot, or from a
-    /// pass of a directory the kernel opened itself (`fh` 0, see `opendir`).
-    fn entries(&self, ino: INodeNo, fh: FileHandle, offset: u64) -> Result<Vec<DirEntry>, FsError> {
-        let offset = i64::try_from(offset).unwrap_or(i64::MAX);
-        if fh.0 == 0 {
-            self.fs.readdir_unopened(ino.0, offset)
-        } else {
-            self.fs.readdir(ino.0, fh.0, offset)
-        }
-    }
-
-    /// The kernel now knows `ino`: watch its session's directories if it is a session.
-    fn seen(&self, ino: u64) {
-        if let Some(w) = &self.watcher {
-            if let Ok(n @ Node::Session(_)) = self.fs.node(ino) {
-                w.seen(&n);
-            }
-        }
+    /// The kernel's directory offset as the filesystem's.
+    fn dir_offset(offset: u64) -> i64 {
+        i64::try_from(offset).unwrap_or(i64::MAX)
     }
 
     /// How to answer the open of `ino` (handle `o`, open `flags`). `open_backing` registers a
@@ -330,11 +330,7 @@ impl Filesystem for NormaFuse {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match self.run("lookup", || {
-            let e = self.fs.lookup(parent.0, name)?;
-            self.seen(e.attr.ino);
-            Ok(e)
-        }) {
+        match self.run("lookup", || self.fs.lookup(parent.0, name)) {
             Ok(e) => {
                 reply.entry_with_ttls(&e.ttl, &e.entry_ttl, &file_attr(&e.attr), Generation(0))
             }
@@ -630,7 +626,9 @@ impl Filesystem for NormaFuse {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        match self.run("readdir", || self.entries(ino, fh, offset)) {
+        match self.run("readdir", || {
+            self.fs.readdir(ino.0, fh.0, Self::dir_offset(offset))
+        }) {
             Ok(entries) => {
                 for e in entries {
                     let next = u64::try_from(e.offset).unwrap_or(0);
@@ -655,30 +653,12 @@ impl Filesystem for NormaFuse {
         mut reply: ReplyDirectoryPlus,
     ) {
         let r = self.run("readdirplus", || {
-            for e in self.entries(ino, fh, offset)? {
-                let (en, linked) = match self.fs.entry_plus(&e) {
-                    PlusEntry::Linked(en) => (en, true),
-                    PlusEntry::Unlinked(en) => (en, false),
-                    PlusEntry::Gone => continue,
-                };
-                let next = u64::try_from(e.offset).unwrap_or(0);
-                let ttl = en.ttl.min(en.entry_ttl);
-                if reply.add(
-                    INodeNo(e.ino),
-                    next,
-                    &e.name,
-                    &ttl,
-                    &file_attr(&en.attr),
-                    Generation(0),
-                ) {
-                    break;
-                }
-                if linked {
-                    self.fs.count_lookup(e.ino);
-                    self.seen(e.ino);
-                }
-            }
-            Ok(())
+            self.fs.readdirplus(
+                ino.0,
+                fh.0,
+                Self::dir_offset(offset),
+                &mut PlusReply(&mut reply),
+            )
         });
         match r {
             Ok(()) => reply.ok(),

@@ -325,7 +325,6 @@ pub fn mount_background(
         want_passthrough: opts.passthrough,
         shared: shared.clone(),
         backings: Mutex::new(Backings::default()),
-        watcher: watcher.clone(),
     };
     let mut config = fuser::Config::default();
     config.mount_options = vec![
