@@ -9,7 +9,7 @@ use normafs::audit::{self, PathStyle};
 use normafs::config::{Config, NoaConfig};
 use normafs::format::state::{parse_state, State};
 use normafs::noa::session as view;
-use normafs::store::ctl::{CtlErrorKind, Runner, Scope};
+use normafs::store::ctl::{Runner, Scope};
 use normafs::store::failpoint::{self, Action};
 use normafs::store::journal;
 use normafs::store::root::{discover, RootPaths};
@@ -457,7 +457,11 @@ fn a_held_lock_answers_busy() {
     };
     let rec = runner.run(&Scope::Session("s1".into()), "rebuild", 1, now());
     assert!(!rec.ok);
-    assert_eq!(rec.error, Some(CtlErrorKind::Busy));
+    assert!(
+        matches!(rec.error, Some(TxnError::Busy(_))),
+        "{:?}",
+        rec.error
+    );
     assert!(rec.message.contains("holds the lock"), "{}", rec.message);
 }
 
@@ -495,38 +499,35 @@ fn ctl_lines_parse_and_report() {
     assert!(rec.ok, "{}", rec.message);
     assert_eq!(rec.result["blocks"][0]["tier"], 2);
     let rec = runner.run(&s1, "nonsense", 8, now());
-    assert_eq!(
-        (rec.ok, rec.error.clone()),
-        (false, Some(CtlErrorKind::Invalid))
-    );
+    assert!(!rec.ok && matches!(rec.error, Some(TxnError::Invalid(_))));
     assert_eq!(rec.message, "unknown command `nonsense` (try `help`)");
     assert!(runner
         .run(&s1, "help", 9, now())
         .message
         .contains("compress START END SUMMARY"));
-    assert_eq!(
+    assert!(matches!(
         runner.run(&s1, "compress m00001", 9, now()).error,
-        Some(CtlErrorKind::Invalid)
-    );
-    assert_eq!(
+        Some(TxnError::Invalid(_))
+    ));
+    assert!(matches!(
         runner.run(&Scope::Root, "rebuild", 9, now()).error,
-        Some(CtlErrorKind::Invalid)
-    );
-    assert_eq!(
+        Some(TxnError::Invalid(_))
+    ));
+    assert!(matches!(
         runner.run(&s1, "help!", 9, now()).error,
-        Some(CtlErrorKind::Invalid)
-    );
+        Some(TxnError::Invalid(_))
+    ));
     let ro = Runner {
         read_only: true,
         ..runner.clone()
     };
     assert_eq!(
         ro.run(&s1, "rebuild", 10, now()).error,
-        Some(CtlErrorKind::ReadOnly)
+        Some(TxnError::ReadOnly)
     );
     assert_eq!(
         ro.run(&s1, "compress! m00007 m00008 x", 10, now()).error,
-        Some(CtlErrorKind::ReadOnly)
+        Some(TxnError::ReadOnly)
     );
     assert!(ro.run(&s1, "help", 10, now()).ok);
 }
@@ -553,7 +554,7 @@ fn a_live_session_is_busy_unless_forced() {
         "rebuild".into(),
     ] {
         let rec = runner.run(&s1, &line, 1, Utc::now());
-        assert_eq!(rec.error, Some(CtlErrorKind::Busy), "{line}");
+        assert!(matches!(rec.error, Some(TxnError::Live(_))), "{line}");
         assert!(rec.message.contains("looks live"), "{}", rec.message);
         assert!(rec.message.contains("compress!"), "{}", rec.message);
     }

@@ -131,7 +131,7 @@ impl NormaFs {
                 *snapshot = None;
             }
             if let Some(kind) = &rec.error {
-                failure = Some(FsError::of_ctl(kind, &rec.message));
+                failure = Some(FsError::from(kind));
                 break;
             }
         }

@@ -2,7 +2,7 @@
 
 use std::io;
 
-use crate::store::ctl::CtlErrorKind;
+use crate::store::txn::TxnError;
 
 /// Why a filesystem operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -68,22 +68,28 @@ impl FsError {
         }
     }
 
-    /// A failed ctl command as the write that ran it fails: `EINVAL`, `EBUSY`, `EIO`, `EROFS`.
-    pub fn of_ctl(kind: &CtlErrorKind, message: &str) -> FsError {
-        match kind {
-            CtlErrorKind::Invalid => FsError::Invalid(message.to_string()),
-            CtlErrorKind::Busy => FsError::Busy(message.to_string()),
-            CtlErrorKind::Io => FsError::Io(message.to_string()),
-            CtlErrorKind::ReadOnly => FsError::ReadOnly,
+    /// The level a failed request is logged at: expected answers (a name not there) at
+    /// debug, the backing filesystem's failures at warn, the rest (a refused request) at info.
+    pub fn level(&self) -> tracing::Level {
+        match self {
+            FsError::NotFound | FsError::Exists | FsError::NotEmpty => tracing::Level::DEBUG,
+            FsError::Io(_) | FsError::Os(_) | FsError::BadHandle => tracing::Level::WARN,
+            _ => tracing::Level::INFO,
         }
     }
+}
 
-    /// An expected error (logged at debug, not warn).
-    pub fn is_expected(&self) -> bool {
-        matches!(
-            self,
-            FsError::NotFound | FsError::Exists | FsError::NotEmpty
-        )
+/// A failed ctl command as the write that ran it fails: `EINVAL`, `EBUSY` (the lock held, or
+/// the session live), `EIO`, `EROFS`; its message is the command's.
+impl From<&TxnError> for FsError {
+    fn from(e: &TxnError) -> FsError {
+        let message = e.to_string();
+        match e {
+            TxnError::Invalid(_) => FsError::Invalid(message),
+            TxnError::Busy(_) | TxnError::Live(_) => FsError::Busy(message),
+            TxnError::Io(_) => FsError::Io(message),
+            TxnError::ReadOnly => FsError::ReadOnly,
+        }
     }
 }
 
@@ -110,21 +116,32 @@ impl From<io::Error> for FsError {
 #[cfg(test)]
 mod tests {
     use super::FsError;
-    use crate::store::ctl::CtlErrorKind;
+    use crate::store::txn::TxnError;
 
     #[test]
     fn a_failed_ctl_command_fails_its_write_with_the_errno_of_its_kind() {
-        for (kind, errno) in [
-            (CtlErrorKind::Invalid, libc::EINVAL),
-            (CtlErrorKind::Busy, libc::EBUSY),
-            (CtlErrorKind::Io, libc::EIO),
-            (CtlErrorKind::ReadOnly, libc::EROFS),
+        for (e, errno) in [
+            (TxnError::Invalid("bad".into()), libc::EINVAL),
+            (TxnError::Busy("s1".into()), libc::EBUSY),
+            (TxnError::Live("live".into()), libc::EBUSY),
+            (TxnError::Io("disk".into()), libc::EIO),
+            (TxnError::ReadOnly, libc::EROFS),
         ] {
-            assert_eq!(FsError::of_ctl(&kind, "why").errno(), errno, "{kind:?}");
+            assert_eq!(FsError::from(&e).errno(), errno, "{e:?}");
         }
         assert_eq!(
-            FsError::of_ctl(&CtlErrorKind::Busy, "live"),
-            FsError::Busy("live".into())
+            FsError::from(&TxnError::Live("it looks live".into())),
+            FsError::Busy("it looks live".into())
         );
+    }
+
+    #[test]
+    fn failures_of_the_backing_files_are_logged_louder_than_refusals() {
+        use tracing::Level;
+        assert_eq!(FsError::NotFound.level(), Level::DEBUG);
+        assert_eq!(FsError::Access.level(), Level::INFO);
+        assert_eq!(FsError::ReadOnly.level(), Level::INFO);
+        assert_eq!(FsError::Io("x".into()).level(), Level::WARN);
+        assert_eq!(FsError::Os(libc::ENOSPC).level(), Level::WARN);
     }
 }

@@ -171,12 +171,12 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
         .unwrap_or("(no message)")
 }
 
-/// Log a failed request at the level its cause deserves.
+/// Log a failed request at the level its error carries.
 fn log_error(op: &str, e: &FsError) {
-    match e {
-        e if e.is_expected() => tracing::debug!("{op}: {e}"),
-        FsError::Io(_) | FsError::Os(_) | FsError::BadHandle => tracing::warn!("{op}: {e}"),
-        e => tracing::info!("{op}: {e}"),
+    match e.level() {
+        tracing::Level::DEBUG => tracing::debug!("{op}: {e}"),
+        tracing::Level::WARN => tracing::warn!("{op}: {e}"),
+        _ => tracing::info!("{op}: {e}"),
     }
 }
 

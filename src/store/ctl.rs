@@ -35,19 +35,6 @@ impl Command {
     }
 }
 
-/// Why a command failed (the mount answers it as [`crate::fs::error::FsError::of_ctl`] says).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CtlErrorKind {
-    /// `EINVAL`: parse or validation.
-    Invalid,
-    /// `EBUSY`: the session lock is held, or the session looks live.
-    Busy,
-    /// `EIO`: backing I/O.
-    Io,
-    /// `EROFS`: a mutating command under `--read-only`.
-    ReadOnly,
-}
-
 pub const SESSION_HELP: &str = "commands (one per line):
   compress {\"content\":[{\"startId\":\"m00010\",\"endId\":\"m00042\",\"topic\":\"…\",\"summary\":\"…\"}]}
                                   the runtime's Compress input; endpoints are refs or block ids
@@ -148,8 +135,8 @@ pub struct CtlRecord {
     pub ok: bool,
     pub message: String,
     pub result: Value,
-    /// Set when `ok` is false.
-    pub error: Option<CtlErrorKind>,
+    /// Why, when `ok` is false.
+    pub error: Option<TxnError>,
 }
 
 impl CtlRecord {
@@ -179,30 +166,27 @@ impl Runner<'_> {
     pub fn run(&self, scope: &Scope, line: &str, seq: u64, now: DateTime<Utc>) -> CtlRecord {
         let at = txn::timestamp(now);
         let command = line.trim().to_string();
-        let fail = |kind: CtlErrorKind, message: String| CtlRecord {
+        let fail = |e: TxnError| CtlRecord {
             seq,
             at: at.clone(),
             command: command.clone(),
             ok: false,
-            message,
+            message: e.to_string(),
             result: Value::Null,
-            error: Some(kind),
+            error: Some(e),
         };
         let cmd = match parse(line, scope) {
             Ok(c) => c,
-            Err(m) => return fail(CtlErrorKind::Invalid, m),
+            Err(m) => return fail(TxnError::Invalid(m)),
         };
         if self.read_only && cmd.mutates() {
-            return fail(
-                CtlErrorKind::ReadOnly,
-                "read-only mount: commands that change files are refused".into(),
-            );
+            return fail(TxnError::ReadOnly);
         }
         if let (Command::Compress(_, false) | Command::Rebuild(false), Scope::Session(sid)) =
             (&cmd, scope)
         {
             if let Some(why) = live_reason(self.paths, sid, self.cfg, now) {
-                return fail(CtlErrorKind::Busy, why);
+                return fail(TxnError::Live(why));
             }
         }
         let outcome = match (&cmd, scope) {
@@ -233,14 +217,7 @@ impl Runner<'_> {
                 result: o.result,
                 error: None,
             },
-            Err(e) => {
-                let kind = match e {
-                    TxnError::Invalid(_) => CtlErrorKind::Invalid,
-                    TxnError::Busy(_) => CtlErrorKind::Busy,
-                    TxnError::Io(_) => CtlErrorKind::Io,
-                };
-                fail(kind, e.to_string())
-            }
+            Err(e) => fail(e),
         }
     }
 }

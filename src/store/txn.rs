@@ -36,8 +36,9 @@ use crate::store::lock::{self, LockError, SessionLock};
 use crate::store::root::{is_escaping_link, RootPaths};
 use crate::store::session::{self, is_tier_dir};
 
-/// Why a command failed, by what the caller should answer (`EINVAL`, `EBUSY`, `EIO`).
-#[derive(Debug, thiserror::Error)]
+/// Why a command failed, by what the caller should answer (the mount: `EINVAL`, `EBUSY`,
+/// `EIO`, `EROFS`, as `From<&TxnError> for FsError` says).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TxnError {
     /// A bad request; nothing was changed.
     #[error("{0}")]
@@ -45,6 +46,12 @@ pub enum TxnError {
     /// Another command holds the session lock.
     #[error("another ctl command holds the lock of session {0} (waited 5 s)")]
     Busy(String),
+    /// The session looks live (its runtime may overwrite the result): why.
+    #[error("{0}")]
+    Live(String),
+    /// A command that changes files, on a read-only mount.
+    #[error("read-only mount: commands that change files are refused")]
+    ReadOnly,
 
     /// Reading or writing the backing files failed.
     #[error("{0}")]
