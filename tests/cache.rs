@@ -311,7 +311,7 @@ fn a_computed_size_is_kept_only_while_every_handle_holds_its_bytes() {
     fs.release(o.fh);
 
     // The watcher reports a change of an input: the session's computed files are dropped.
-    let gone = fs.invalidate_computed(&normafs::fs::watch::Computed::Session(SID.into()));
+    let gone = fs.invalidate_computed(&normafs::fs::watch::Affected::Session(SID.into()));
     assert!(gone.iter().any(|(ino, _)| *ino == v));
 }
 

@@ -1,4 +1,4 @@
-//! The computed files as the mount computes them (`fs::synth::Synth`, with its kept parsed
+//! The computed files as the mount computes them (`fs::computed::Computed`, with its kept parsed
 //! transcript refreshed by appends and its content cache) are byte for byte what the core
 //! computes from scratch over a fresh read of the files — across appends (complete lines,
 //! unterminated and torn last lines, repeated uuids, compaction markers, blocks that name
@@ -15,8 +15,8 @@ use std::path::Path;
 use normafs::config::{Config, NoaConfig};
 use normafs::format::loader::Transcript;
 use normafs::format::state::{load_state, State};
-use normafs::fs::node::{Node, SynthKind};
-use normafs::fs::synth::Synth;
+use normafs::fs::computed::Computed;
+use normafs::fs::node::{ComputedKind, Node};
 use normafs::noa::content::{derive_id, Kind, Role};
 use normafs::noa::{assemble, render, session as view};
 use normafs::store::root::RootPaths;
@@ -270,18 +270,22 @@ fn small_cfg(window: u64, recent: usize, recent_tokens: u64) -> NoaConfig {
 }
 
 /// The computed files the check compares.
-const KINDS: [SynthKind; 3] = [SynthKind::View, SynthKind::ViewMd, SynthKind::Materialized];
+const KINDS: [ComputedKind; 3] = [
+    ComputedKind::View,
+    ComputedKind::ViewMd,
+    ComputedKind::Materialized,
+];
 
 /// What the core computes for `kind` from a fresh read of the session's files.
-fn from_scratch(paths: &RootPaths, cfg: &NoaConfig, kind: SynthKind) -> Vec<u8> {
+fn from_scratch(paths: &RootPaths, cfg: &NoaConfig, kind: ComputedKind) -> Vec<u8> {
     let bytes = fs::read(paths.transcript_path(SID)).unwrap_or_default();
     let t = Transcript::parse(&bytes, Some(SID));
     let state: State = load_state(&paths.state_path(SID), SID).state;
     let p = view::Projection::new(session::messages(&t));
     let path = &view::runtime_path;
     match kind {
-        SynthKind::View => view::view(&p, &state, cfg, path).to_jsonl(),
-        SynthKind::Materialized => view::materialize(&p, &state, cfg, path).to_jsonl(),
+        ComputedKind::View => view::view(&p, &state, cfg, path).to_jsonl(),
+        ComputedKind::Materialized => view::materialize(&p, &state, cfg, path).to_jsonl(),
         _ => {
             let turn = view::turn(&p, &state, cfg, path);
             let msgs = assemble::assemble(&turn, &p.msgs, &state, true);
@@ -300,7 +304,7 @@ fn check(ops: &[Op], reads: &[u8], cfg: &NoaConfig) -> Result<(), TestCaseError>
     fs::create_dir_all(paths.archive_root(SID)).expect("mkdir");
     let tpath = paths.transcript_path(SID);
     fs::write(&tpath, b"").expect("create");
-    let synth = Synth::new(
+    let computed = Computed::new(
         paths.clone(),
         Config {
             noa: cfg.clone(),
@@ -342,8 +346,8 @@ fn check(ops: &[Op], reads: &[u8], cfg: &NoaConfig) -> Result<(), TestCaseError>
             if pick & (1 << k) == 0 && pick != 0 {
                 continue;
             }
-            let got = synth
-                .content(&Node::Synth(SID.to_string(), *kind))
+            let got = computed
+                .content(&Node::Computed(SID.to_string(), *kind))
                 .expect("computed")
                 .data
                 .to_vec();

@@ -3,14 +3,16 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
+use super::computed::systime;
 use super::handles::Handle;
 use super::real::Stat;
 use super::reply::kind_of;
-use super::synth::systime;
 use super::{Attr, Base, Entry, FileKind, FsError, Node, NormaFs, MEMORY_LINK};
 
 impl NormaFs {
-    pub(super) fn synthetic_attr(
+    /// Attributes of a node normafs makes (a directory of its own, a link, a computed file):
+    /// no backing file has them.
+    pub(super) fn made_attr(
         &self,
         ino: u64,
         kind: FileKind,
@@ -61,14 +63,14 @@ impl NormaFs {
         // Decided before reading: a change from now on is reported and invalidated.
         let ttl = self.ttl_of(node, true);
         let attr = match node {
-            Node::Root => self.synthetic_attr(ino, FileKind::Dir, 0o755, 0, self.started),
+            Node::Root => self.made_attr(ino, FileKind::Dir, 0o755, 0, self.started),
             Node::Sessions => {
                 let m = [&self.paths.transcripts, &self.paths.archives]
                     .iter()
                     .filter_map(|p| Self::mtime_of(p))
                     .max()
                     .unwrap_or(self.started);
-                self.synthetic_attr(ino, FileKind::Dir, 0o755, 0, m)
+                self.made_attr(ino, FileKind::Dir, 0o755, 0, m)
             }
             Node::Session(sid) => {
                 if !self.session_exists(sid) {
@@ -85,16 +87,16 @@ impl NormaFs {
                 .filter_map(|p| Self::mtime_of(p))
                 .max()
                 .unwrap_or(self.started);
-                self.synthetic_attr(ino, FileKind::Dir, 0o755, 0, m)
+                self.made_attr(ino, FileKind::Dir, 0o755, 0, m)
             }
             Node::RawDir(sid) => {
                 if !self.session_exists(sid) {
                     return Err(FsError::NotFound);
                 }
                 let m = Self::mtime_of(&self.paths.state_path(sid)).unwrap_or(self.started);
-                self.synthetic_attr(ino, FileKind::Dir, 0o555, 0, m)
+                self.made_attr(ino, FileKind::Dir, 0o555, 0, m)
             }
-            Node::MemoryLink(_) => self.synthetic_attr(
+            Node::MemoryLink(_) => self.made_attr(
                 ino,
                 FileKind::Symlink,
                 0o777,
@@ -110,7 +112,7 @@ impl NormaFs {
                 // Constant attributes: kept as long as the session's existence is.
                 let ttl = self.ttl_of(node, false);
                 return Ok(Entry {
-                    attr: self.synthetic_attr(ino, FileKind::File, 0o600, 0, self.started),
+                    attr: self.made_attr(ino, FileKind::File, 0o600, 0, self.started),
                     ttl,
                     entry_ttl: ttl,
                 });
@@ -121,10 +123,10 @@ impl NormaFs {
                     a.kind = FileKind::Dir;
                     a
                 }
-                Err(_) => self.synthetic_attr(ino, FileKind::Dir, 0o755, 0, self.started),
+                Err(_) => self.made_attr(ino, FileKind::Dir, 0o755, 0, self.started),
             },
-            n if n.is_synthetic_file() => {
-                if let Node::Synth(sid, _) | Node::Raw(sid, _, _) = n {
+            n if n.is_computed_file() => {
+                if let Node::Computed(sid, _) | Node::Raw(sid, _, _) = n {
                     if !self.session_exists(sid) {
                         return Err(FsError::NotFound);
                     }
@@ -136,13 +138,13 @@ impl NormaFs {
                 // invalidated (`invalidate_computed`).
                 let covered = self.covered(n, false);
                 let entry_ttl = match n {
-                    Node::Synth(sid, _) => self.ttl_of(&Node::Session(sid.clone()), true),
+                    Node::Computed(sid, _) => self.ttl_of(&Node::Session(sid.clone()), true),
                     Node::MemoryIndex => self.ttl_of(&Node::MemoryDir, true),
                     Node::RootAudit => self.ttl_of(&Node::Root, true),
                     Node::Raw(..) if covered => self.opts.watched_ttl,
                     _ => zero,
                 };
-                let c = self.synth.content(n)?;
+                let c = self.computed.content(n)?;
                 // Not while a handle of other bytes is open: `fstat` on it must reach us.
                 let ttl = if covered && self.snapshots.all_hold(ino, c.fp) {
                     self.opts.watched_ttl
@@ -150,7 +152,7 @@ impl NormaFs {
                     zero
                 };
                 return Ok(Entry {
-                    attr: self.synthetic_attr(ino, FileKind::File, c.perm, c.data.len(), c.mtime),
+                    attr: self.made_attr(ino, FileKind::File, c.perm, c.data.len(), c.mtime),
                     ttl,
                     entry_ttl: entry_ttl.max(ttl),
                 });
@@ -186,11 +188,11 @@ impl NormaFs {
         let node = self.node(ino)?;
         let fh = match fh {
             Some(fh) => Some(fh),
-            None if node.is_synthetic_file() => self.snapshots.opened_by(ino, pid),
+            None if node.is_computed_file() => self.snapshots.opened_by(ino, pid),
             None => None,
         };
         let snapshot = fh.and_then(|fh| match self.handles.lock().get(&fh) {
-            Some(Handle::Synth(data, fp)) => Some((data.len(), *fp)),
+            Some(Handle::Computed(data, fp)) => Some((data.len(), *fp)),
             _ => None,
         });
         let mut e = self.attr_of(&node, ino)?;
@@ -209,7 +211,7 @@ impl NormaFs {
 
     /// Note the attributes a reply gives the kernel for a computed file.
     pub(super) fn tell(&self, node: &Node, e: &Entry) {
-        if node.is_synthetic_file() {
+        if node.is_computed_file() {
             self.snapshots.tell(e.attr.ino, &e.attr);
         }
     }

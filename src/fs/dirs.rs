@@ -187,7 +187,7 @@ impl NormaFs {
     /// (`lookup`, `getattr`) before it uses them.
     pub fn entry_plus(&self, e: &DirEntry) -> PlusEntry {
         let placeholder = || Entry {
-            attr: self.synthetic_attr(e.ino, e.kind, 0o444, 0, self.started),
+            attr: self.made_attr(e.ino, e.kind, 0o444, 0, self.started),
             ttl: Duration::ZERO,
             entry_ttl: Duration::ZERO,
         };
@@ -197,7 +197,7 @@ impl NormaFs {
         let Ok(node) = self.node(e.ino) else {
             return PlusEntry::Gone;
         };
-        if node.is_synthetic_file() {
+        if node.is_computed_file() {
             if self.inodes.lookups(e.ino) == 0 {
                 return PlusEntry::Linked(placeholder());
             }

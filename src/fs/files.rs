@@ -48,18 +48,18 @@ impl NormaFs {
                     stale_attr: false,
                 })
             }
-            n if n.is_synthetic_file() => {
+            n if n.is_computed_file() => {
                 if Self::writes(flags) {
                     return Err(FsError::Access);
                 }
-                if let Node::Synth(sid, _) | Node::Raw(sid, _, _) = n {
+                if let Node::Computed(sid, _) | Node::Raw(sid, _, _) = n {
                     if !self.session_exists(sid) {
                         return Err(FsError::NotFound);
                     }
                 }
                 self.before_computing(n);
-                let c = self.synth.content(n)?;
-                let fh = self.new_handle(Handle::Synth(c.data, c.fp));
+                let c = self.computed.content(n)?;
+                let fh = self.new_handle(Handle::Computed(c.data, c.fp));
                 self.snapshots.opened(fh, ino, pid, c.fp);
                 Ok(Opened {
                     fh,
@@ -94,9 +94,9 @@ impl NormaFs {
     }
 
     /// The snapshot of a computed file's handle, for reads served without a copy.
-    pub fn synth_snapshot(&self, fh: u64) -> Option<Bytes> {
+    pub fn computed_snapshot(&self, fh: u64) -> Option<Bytes> {
         match self.handles.lock().get(&fh) {
-            Some(Handle::Synth(data, _)) => Some(data.clone()),
+            Some(Handle::Computed(data, _)) => Some(data.clone()),
             _ => None,
         }
     }
@@ -104,7 +104,7 @@ impl NormaFs {
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, FsError> {
         let mut handles = self.handles.lock();
         match handles.get_mut(&fh) {
-            Some(Handle::Synth(data, _)) => {
+            Some(Handle::Computed(data, _)) => {
                 // Copy outside the handles' lock: other readers go on meanwhile.
                 let data = data.clone();
                 drop(handles);
@@ -144,7 +144,7 @@ impl NormaFs {
             match handles.get(&fh) {
                 Some(Handle::Real(f)) => Ok(Some(f.clone())),
                 Some(Handle::Ctl { .. }) => Ok(None),
-                Some(Handle::Synth(..)) => Err(FsError::Access),
+                Some(Handle::Computed(..)) => Err(FsError::Access),
                 Some(Handle::Dir(_)) => Err(FsError::IsDir),
                 None => Err(FsError::BadHandle),
             }
@@ -158,12 +158,12 @@ impl NormaFs {
     }
 
     pub fn release(&self, fh: u64) {
-        if let Some(Handle::Synth(..)) = self.handles.close(fh) {
+        if let Some(Handle::Computed(..)) = self.handles.close(fh) {
             self.snapshots.closed(fh);
         }
     }
 
-    /// `fsync` of a real file reaches the backing file; synthetic files have nothing to sync.
+    /// `fsync` of a real file reaches the backing file; computed files have nothing to sync.
     pub fn fsync(&self, fh: u64, datasync: bool) -> Result<(), FsError> {
         let f = match self.handles.lock().get(&fh) {
             Some(Handle::Real(f)) => f.clone(),

@@ -15,7 +15,7 @@ use crate::store::ctl::{CtlRecord, Scope};
 /// What an open handle holds.
 pub(super) enum Handle {
     /// A snapshot of a computed file and the fingerprint of its inputs.
-    Synth(Bytes, u64),
+    Computed(Bytes, u64),
     Real(Arc<File>),
     Ctl {
         scope: Scope,

@@ -1,10 +1,10 @@
 //! A session directory's layout (SPEC 5) in one table: every name it shows, what it is, where
 //! a real one is backed, and what a computed one is made from. The namespace (`child`,
 //! `list`), the backing paths of real names, the names of computed files and their input
-//! fingerprints all read it: a new computed file is one [`SESSION`] entry, a [`SynthKind`]
-//! and its compute function in `synth.rs`.
+//! fingerprints all read it: a new computed file is one [`SESSION`] entry, a [`ComputedKind`]
+//! and its compute function in `computed.rs`.
 
-use super::node::{Base, SynthKind};
+use super::node::{Base, ComputedKind};
 
 /// What a name of a session directory is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,7 +13,7 @@ pub enum Entry {
     Real(Base, Backing),
     /// A computed file, made from its transcript and state (and its ancestors' states) and
     /// what `Inputs` adds.
-    Computed(SynthKind, Inputs),
+    Computed(ComputedKind, Inputs),
     /// `raw/`: the archived ranges' originals.
     RawDir,
     /// `memory`, a link to the root's `memory/`.
@@ -57,7 +57,7 @@ const fn real(name: &'static str, base: Base, backing: Backing) -> Slot {
     }
 }
 
-const fn computed(name: &'static str, kind: SynthKind, inputs: Inputs) -> Slot {
+const fn computed(name: &'static str, kind: ComputedKind, inputs: Inputs) -> Slot {
     Slot {
         name,
         entry: Entry::Computed(kind, inputs),
@@ -88,12 +88,16 @@ pub const SESSION: [Slot; 12] = [
     ),
     real(STATE, Base::Archives, Backing::InSessionDir(STATE)),
     real(CTL_LOG, Base::Archives, Backing::InSessionDir(CTL_LOG)),
-    computed("view.jsonl", SynthKind::View, VIEW_INPUTS),
-    computed("view.md", SynthKind::ViewMd, VIEW_INPUTS),
-    computed("materialized.jsonl", SynthKind::Materialized, VIEW_INPUTS),
+    computed("view.jsonl", ComputedKind::View, VIEW_INPUTS),
+    computed("view.md", ComputedKind::ViewMd, VIEW_INPUTS),
+    computed(
+        "materialized.jsonl",
+        ComputedKind::Materialized,
+        VIEW_INPUTS,
+    ),
     computed(
         "audit.txt",
-        SynthKind::Audit,
+        ComputedKind::Audit,
         Inputs {
             subagents: true,
             archives: true,
@@ -102,7 +106,7 @@ pub const SESSION: [Slot; 12] = [
     ),
     computed(
         "status.json",
-        SynthKind::Status,
+        ComputedKind::Status,
         Inputs {
             subagents: true,
             archives: false,
@@ -137,7 +141,7 @@ pub fn shown_in_session_dir(base: Base, leaf: &str) -> Option<&'static str> {
 }
 
 /// The computed files of a session, in listing order.
-pub fn computed_files() -> impl Iterator<Item = (&'static str, SynthKind, Inputs)> {
+pub fn computed_files() -> impl Iterator<Item = (&'static str, ComputedKind, Inputs)> {
     SESSION.iter().filter_map(|s| match s.entry {
         Entry::Computed(kind, inputs) => Some((s.name, kind, inputs)),
         _ => None,
@@ -145,7 +149,7 @@ pub fn computed_files() -> impl Iterator<Item = (&'static str, SynthKind, Inputs
 }
 
 /// The name and inputs of a computed file.
-pub fn of_kind(kind: SynthKind) -> (&'static str, Inputs) {
+pub fn of_kind(kind: ComputedKind) -> (&'static str, Inputs) {
     computed_files()
         .find(|(_, k, _)| *k == kind)
         .map(|(name, _, inputs)| (name, inputs))
@@ -156,12 +160,12 @@ pub fn of_kind(kind: SynthKind) -> (&'static str, Inputs) {
 #[cfg(test)]
 mod tests {
     use super::{computed_files, find, of_kind, shown_in_session_dir, Entry, SESSION};
-    use crate::fs::node::{session_real, Base, SynthKind};
+    use crate::fs::node::{session_real, Base, ComputedKind};
     use std::path::PathBuf;
 
     #[test]
     fn every_kind_has_one_entry_and_names_are_unique() {
-        for kind in SynthKind::ALL {
+        for kind in ComputedKind::ALL {
             assert_eq!(
                 computed_files().filter(|(_, k, _)| *k == kind).count(),
                 1,
@@ -173,7 +177,7 @@ mod tests {
                 Some(Entry::Computed(kind, of_kind(kind).1))
             );
         }
-        assert_eq!(computed_files().count(), SynthKind::ALL.len());
+        assert_eq!(computed_files().count(), ComputedKind::ALL.len());
         let mut names: Vec<&str> = SESSION.iter().map(|s| s.name).collect();
         names.sort_unstable();
         names.dedup();

@@ -11,6 +11,7 @@
 
 mod attr;
 mod changes;
+pub mod computed;
 pub mod ctl;
 mod dirs;
 pub mod error;
@@ -25,7 +26,6 @@ mod options;
 pub mod real;
 mod reply;
 mod snapshots;
-pub mod synth;
 pub mod testhook;
 pub mod watch;
 
@@ -37,6 +37,7 @@ use std::time::{Duration, SystemTime};
 use crate::config::Config;
 use crate::store::root::{self, RootPaths};
 
+use computed::Computed;
 use ctl::CtlLog;
 pub use ctl::CTL_HISTORY;
 use dirs::Listings;
@@ -45,12 +46,11 @@ pub use error::FsError;
 pub use files::window;
 use handles::HandleTable;
 pub use inode::ROOT_INO;
-pub use node::{Base, Node, SynthKind};
+pub use node::{Base, ComputedKind, Node};
 pub use options::{FsOptions, WATCHED_TTL};
 use real::Backing;
 pub use reply::{Attr, DirEntry, Entry, FileKind, Opened, PlusEntry, SetAttr};
 use snapshots::Snapshots;
-use synth::Synth;
 pub use testhook::{set_panic_on_lookup, set_panic_on_request};
 
 /// The filesystem: the root's paths and settings, and the owners of its state.
@@ -61,7 +61,7 @@ pub struct NormaFs {
     opts: FsOptions,
     inodes: inode::InodeTable,
     /// Computed files' contents, cached.
-    synth: Synth,
+    computed: Computed,
     handles: HandleTable,
     /// Open computed files' snapshots and the attributes told of them.
     snapshots: Snapshots,
@@ -80,7 +80,7 @@ impl NormaFs {
             archives: paths.archives.clone(),
         };
         NormaFs {
-            synth: Synth::new(paths.clone(), cfg.clone()),
+            computed: Computed::new(paths.clone(), cfg.clone()),
             paths,
             backing,
             cfg,
@@ -174,7 +174,7 @@ impl NormaFs {
 
     /// The inodes of the computed files that read an input that changed, and for `raw/`
     /// ranges their directory and name: the caller drops the kernel's caches of them.
-    pub fn invalidate_computed(&self, c: &watch::Computed) -> Vec<(u64, Option<(u64, String)>)> {
+    pub fn invalidate_computed(&self, c: &watch::Affected) -> Vec<(u64, Option<(u64, String)>)> {
         let mut out: Vec<(u64, Option<(u64, String)>)> = Vec::new();
         let mut push = |n: Node| {
             if let Some(ino) = self.inodes.get(&n) {
@@ -183,17 +183,17 @@ impl NormaFs {
         };
         push(Node::RootAudit);
         match c {
-            watch::Computed::Session(sid) => {
+            watch::Affected::Session(sid) => {
                 for (_, k, _) in layout::computed_files() {
-                    push(Node::Synth(sid.clone(), k));
+                    push(Node::Computed(sid.clone(), k));
                 }
                 let dir = self.inodes.get(&Node::RawDir(sid.clone()));
                 for (ino, name) in self.inodes.raw_of(sid) {
                     out.push((ino, dir.map(|d| (d, name))));
                 }
             }
-            watch::Computed::Memory => push(Node::MemoryIndex),
-            watch::Computed::Root => {}
+            watch::Affected::Memory => push(Node::MemoryIndex),
+            watch::Affected::Root => {}
         }
         out
     }
@@ -211,9 +211,9 @@ impl NormaFs {
         Ok(s)
     }
 
-    /// Bytes held by the synthetic-content cache.
+    /// Bytes held by the computed-content cache.
     pub fn cached_bytes(&self) -> usize {
-        self.synth.cached_bytes()
+        self.computed.cached_bytes()
     }
 }
 

@@ -27,7 +27,7 @@ impl NormaFs {
                 Node::Session(sid.to_string())
             }
             (Node::Session(sid), Some(n)) => match layout::find(n) {
-                Some(layout::Entry::Computed(kind, _)) => Node::Synth(sid.clone(), kind),
+                Some(layout::Entry::Computed(kind, _)) => Node::Computed(sid.clone(), kind),
                 Some(layout::Entry::RawDir) => Node::RawDir(sid.clone()),
                 Some(layout::Entry::MemoryLink) => Node::MemoryLink(sid.clone()),
                 Some(layout::Entry::Ctl) => Node::Ctl(Some(sid.clone())),
@@ -43,7 +43,7 @@ impl NormaFs {
                 let Some((start, end)) = node::parse_raw_name(n) else {
                     return Err(FsError::NotFound);
                 };
-                if !self.synth.raw_range_exists(sid, start, end)? {
+                if !self.computed.raw_range_exists(sid, start, end)? {
                     return Err(FsError::NotFound);
                 }
                 Node::Raw(sid.clone(), start.to_string(), end.to_string())
@@ -180,7 +180,7 @@ impl NormaFs {
                     let (n, kind) = match slot.entry {
                         layout::Entry::Real(..) => continue,
                         layout::Entry::Computed(k, _) => {
-                            (Node::Synth(sid.clone(), k), FileKind::File)
+                            (Node::Computed(sid.clone(), k), FileKind::File)
                         }
                         layout::Entry::RawDir => (Node::RawDir(sid.clone()), FileKind::Dir),
                         layout::Entry::MemoryLink => {
@@ -192,7 +192,7 @@ impl NormaFs {
                 }
             }
             Node::RawDir(sid) => {
-                for n in self.synth.raw_names(sid) {
+                for n in self.computed.raw_names(sid) {
                     if let Some((s, e)) = node::parse_raw_name(&n) {
                         add(
                             Node::Raw(sid.clone(), s.to_string(), e.to_string()),

@@ -10,9 +10,9 @@ pub enum Base {
     Archives,
 }
 
-/// A synthetic file of a session.
+/// A computed file of a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SynthKind {
+pub enum ComputedKind {
     View,
     ViewMd,
     Materialized,
@@ -20,7 +20,7 @@ pub enum SynthKind {
     Status,
 }
 
-impl SynthKind {
+impl ComputedKind {
     /// Its name in a session directory ([`super::layout::SESSION`]).
     pub fn name(self) -> &'static str {
         super::layout::of_kind(self).0
@@ -31,12 +31,12 @@ impl SynthKind {
         super::layout::of_kind(self).1
     }
 
-    pub const ALL: [SynthKind; 5] = [
-        SynthKind::View,
-        SynthKind::ViewMd,
-        SynthKind::Materialized,
-        SynthKind::Audit,
-        SynthKind::Status,
+    pub const ALL: [ComputedKind; 5] = [
+        ComputedKind::View,
+        ComputedKind::ViewMd,
+        ComputedKind::Materialized,
+        ComputedKind::Audit,
+        ComputedKind::Status,
     ];
 }
 
@@ -54,7 +54,7 @@ pub enum Node {
     /// `/sessions/<sid>/raw/<start>-<end>.md`
     Raw(String, String, String),
     /// `/sessions/<sid>/{view.jsonl,view.md,audit.txt,status.json}`
-    Synth(String, SynthKind),
+    Computed(String, ComputedKind),
     /// `/sessions/<sid>/memory -> ../../memory`
     MemoryLink(String),
     /// `/sessions/<sid>/ctl` (`Some`) or `/ctl` (`None`)
@@ -63,18 +63,18 @@ pub enum Node {
     RootAudit,
     /// `/memory`
     MemoryDir,
-    /// `/memory/MEMORY.md` (synthetic)
+    /// `/memory/MEMORY.md` (computed)
     MemoryIndex,
     /// A real file or directory: a path relative to a backing directory.
     Real(Base, PathBuf),
 }
 
 impl Node {
-    /// Synthetic files are computed on read (ctl excluded).
-    pub fn is_synthetic_file(&self) -> bool {
+    /// Computed files, made on read (ctl excluded).
+    pub fn is_computed_file(&self) -> bool {
         matches!(
             self,
-            Node::Raw(..) | Node::Synth(..) | Node::RootAudit | Node::MemoryIndex
+            Node::Raw(..) | Node::Computed(..) | Node::RootAudit | Node::MemoryIndex
         )
     }
 }

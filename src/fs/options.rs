@@ -10,7 +10,7 @@ use crate::config::Config;
 #[derive(Debug, Clone)]
 pub struct FsOptions {
     pub read_only: bool,
-    /// Owner of synthetic nodes.
+    /// Owner of computed nodes.
     pub uid: u32,
     pub gid: u32,
     /// Largest write the kernel sends; a ctl write of this size may be a split command.

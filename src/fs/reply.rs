@@ -72,7 +72,7 @@ pub struct DirEntry {
 #[derive(Debug, Clone)]
 pub struct Opened {
     pub fh: u64,
-    /// Bypass the page cache (synthetic files and ctl).
+    /// Bypass the page cache (computed files and ctl).
     pub direct_io: bool,
     /// The kernel may keep the file's cached pages from earlier opens: every change of the
     /// backing file is reported (a real file covered by the watches).

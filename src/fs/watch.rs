@@ -77,12 +77,12 @@ pub enum Inval {
     /// The computed files whose inputs include what changed, with their pages (and the entries
     /// of `raw/` ranges, which come and go with the session's files). The root's `audit.txt`
     /// reads everything: it is in every set.
-    Computed(Computed),
+    Computed(Affected),
 }
 
 /// Which computed files an input belongs to (each set includes the root's `audit.txt`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Computed {
+pub enum Affected {
     /// A session's `view.jsonl`, `view.md`, `audit.txt`, `status.json` and `raw/` ranges.
     Session(String),
     /// `memory/MEMORY.md`.
@@ -251,10 +251,10 @@ fn is_session(s: &str) -> bool {
 }
 
 /// The computed files that read `name` in `dir` (or `dir` itself, for an empty name).
-fn computed_of(dir: &Dir, name: &OsStr) -> Computed {
-    let session = |s: &str| Computed::Session(s.to_string());
+fn computed_of(dir: &Dir, name: &OsStr) -> Affected {
+    let session = |s: &str| Affected::Session(s.to_string());
     match dir {
-        Dir::Memory => Computed::Memory,
+        Dir::Memory => Affected::Memory,
         Dir::SessionTranscripts(sid)
         | Dir::Subagents(sid)
         | Dir::ArchiveRoot(sid)
@@ -262,13 +262,13 @@ fn computed_of(dir: &Dir, name: &OsStr) -> Computed {
         Dir::Transcripts => match name.to_str() {
             Some(s) => match s.strip_suffix(".jsonl").unwrap_or(s) {
                 sid if is_session(sid) => session(sid),
-                _ => Computed::Root,
+                _ => Affected::Root,
             },
-            None => Computed::Root,
+            None => Affected::Root,
         },
         Dir::Archives => match name.to_str() {
             Some(sid) if is_session(sid) => session(sid),
-            _ => Computed::Root,
+            _ => Affected::Root,
         },
     }
 }
@@ -432,8 +432,9 @@ impl Watcher {
 
     /// Whether every change that can make the kernel's cache of `node` stale is reported: its
     /// attributes and entry; its pages for a file; its listing for a directory (`dir`: the
-    /// node is one). Synthetic files are never covered: their sizes follow inputs this module
-    /// does not map to them, and an open handle's size is its own snapshot's. `ctl` is covered
+    /// node is one). A computed file is covered when every input of it is watched (a change
+    /// of one is reported as `Inval::Computed`; an open handle's size stays its own
+    /// snapshot's, see `fs/snapshots.rs`). `ctl` is covered
     /// with its session (its attributes never change; it is read with direct I/O). Ask before
     /// reading what the answer will be about.
     pub fn covers(&self, node: &Node, dir: bool) -> bool {
@@ -456,9 +457,9 @@ impl Watcher {
             Node::Sessions => base,
             Node::Session(sid) | Node::RawDir(sid) | Node::MemoryLink(sid) => session(sid),
             Node::MemoryDir => has(Dir::Memory),
-            // Computed files: covered when every input is (see `Synth::fingerprint`); a change
+            // Computed files: covered when every input is (see `Computed::fingerprint`); a change
             // of one is reported as `Inval::Computed`.
-            Node::Synth(sid, _) | Node::Raw(sid, _, _) => !dir && session(sid),
+            Node::Computed(sid, _) | Node::Raw(sid, _, _) => !dir && session(sid),
             Node::MemoryIndex => !dir && has(Dir::Memory),
             Node::RootAudit => !dir && st.all && base && has(Dir::Memory),
             Node::Real(Base::Memory, rel) => has(Dir::Memory) && rel.iter().count() == 1 && !dir,
@@ -700,14 +701,14 @@ mod tests {
 
     #[test]
     fn every_event_reaches_the_computed_files_that_read_it() {
-        let s = |sid: &str| Inval::Computed(Computed::Session(sid.into()));
+        let s = |sid: &str| Inval::Computed(Affected::Session(sid.into()));
         for (d, n, want) in [
             (Dir::Transcripts, "abc.jsonl", s("abc")),
             (Dir::Transcripts, "abc", s("abc")),
             (
                 Dir::Transcripts,
                 ".abc.jsonl.tmp-1",
-                Inval::Computed(Computed::Root),
+                Inval::Computed(Affected::Root),
             ),
             (Dir::Archives, "abc", s("abc")),
             (Dir::ArchiveRoot("abc".into()), "state.json", s("abc")),
@@ -723,8 +724,8 @@ mod tests {
             ),
             (Dir::Subagents("abc".into()), "agent-a.jsonl", s("abc")),
             (Dir::SessionTranscripts("abc".into()), "subagents", s("abc")),
-            (Dir::Memory, "a.md", Inval::Computed(Computed::Memory)),
-            (Dir::Memory, "MEMORY.md", Inval::Computed(Computed::Memory)),
+            (Dir::Memory, "a.md", Inval::Computed(Affected::Memory)),
+            (Dir::Memory, "MEMORY.md", Inval::Computed(Affected::Memory)),
             (Dir::ArchiveRoot("abc".into()), "", s("abc")),
         ] {
             for mask in [
@@ -1004,7 +1005,10 @@ mod tests {
         }
         for (n, dir) in [
             // Computed files of a watched session: every input is watched.
-            (Node::Synth("s".into(), crate::fs::SynthKind::View), false),
+            (
+                Node::Computed("s".into(), crate::fs::ComputedKind::View),
+                false,
+            ),
             (Node::Raw("s".into(), "m0001".into(), "m0002".into()), false),
             (Node::MemoryIndex, false),
         ] {
@@ -1012,7 +1016,7 @@ mod tests {
         }
         for (n, dir) in [
             (
-                Node::Synth("other".into(), crate::fs::SynthKind::View),
+                Node::Computed("other".into(), crate::fs::ComputedKind::View),
                 false,
             ),
             (
@@ -1035,7 +1039,7 @@ mod tests {
             "all sessions are watched"
         );
         assert!(w.covers(
-            &Node::Synth("other".into(), crate::fs::SynthKind::Audit),
+            &Node::Computed("other".into(), crate::fs::ComputedKind::Audit),
             false
         ));
         assert!(

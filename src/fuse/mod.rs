@@ -11,7 +11,7 @@
 //! the kernel straight to the backing file. Otherwise they go through `NormaFs::read`/`write`
 //! (pread/pwrite on the handle's backing file) with direct I/O: the page cache would cut a file
 //! replaced by rename (the runtime's `state.json`) at the size the kernel cached for the path.
-//! Synthetic files and `ctl` always use direct I/O. Nodes covered by inotify get a long
+//! Computed files and `ctl` always use direct I/O. Nodes covered by inotify get a long
 //! attribute and entry TTL and directory listings cached by the kernel; the watcher invalidates
 //! them on every change (`fs/watch.rs`).
 
@@ -522,7 +522,7 @@ impl Filesystem for NormaFuse {
         reply: ReplyData,
     ) {
         // A computed file's snapshot is sent as it is, without a copy.
-        match self.run("read", || match self.fs.synth_snapshot(fh.0) {
+        match self.run("read", || match self.fs.computed_snapshot(fh.0) {
             Some(data) => Ok(Ok(data)),
             None => self.fs.read(fh.0, offset, size).map(Err),
         }) {

@@ -1,4 +1,4 @@
-//! Synthetic file contents, computed by the noa core from the backing files, cached by an input
+//! The contents of computed files, made by the noa core from the backing files, cached by an input
 //! fingerprint (size, mtime, inode of each input) within a memory budget.
 //!
 //! Three caches share the budget (`--cache-mb`): computed contents (their bytes), parsed
@@ -30,9 +30,9 @@ use crate::store::session;
 use crate::store::transcripts::TranscriptFile;
 
 use super::error::FsError;
-use super::node::{Node, SynthKind};
+use super::node::{ComputedKind, Node};
 
-/// Computed bytes of a synthetic file, the newest mtime of its inputs, and its permission bits.
+/// Computed bytes of a computed file, the newest mtime of its inputs, and its permission bits.
 #[derive(Debug, Clone)]
 pub struct Content {
     pub data: Bytes,
@@ -283,7 +283,7 @@ impl Inputs {
 }
 
 /// The computations and their cache.
-pub struct Synth {
+pub struct Computed {
     paths: RootPaths,
     cfg: Config,
     caches: Mutex<Caches>,
@@ -291,9 +291,9 @@ pub struct Synth {
     freed: std::sync::atomic::AtomicBool,
 }
 
-impl Synth {
-    pub fn new(paths: RootPaths, cfg: Config) -> Synth {
-        Synth {
+impl Computed {
+    pub fn new(paths: RootPaths, cfg: Config) -> Computed {
+        Computed {
             paths,
             cfg,
             caches: Mutex::new(Caches::default()),
@@ -330,7 +330,7 @@ impl Synth {
         let mut inp = Inputs::default();
         let p = &self.paths;
         match node {
-            Node::Synth(sid, kind) => {
+            Node::Computed(sid, kind) => {
                 inp.file(&p.transcript_path(sid));
                 inp.file(&p.state_path(sid));
                 // A fork's view comes from its ancestors' states while it has no blocks.
@@ -472,7 +472,7 @@ impl Synth {
         st
     }
 
-    /// The content of a synthetic node, from the cache when its inputs are unchanged.
+    /// The content of a computed node, from the cache when its inputs are unchanged.
     pub fn content(&self, node: &Node) -> Result<Content, FsError> {
         let (fp, mtime, perm) = self.fingerprint(node);
         let key = || Key::Content(node.clone());
@@ -530,7 +530,7 @@ impl Synth {
     /// The bytes of a computed file (a view's are shared with its memo).
     fn compute(&self, node: &Node) -> Result<Bytes, FsError> {
         match node {
-            Node::Synth(sid, SynthKind::Audit) => {
+            Node::Computed(sid, ComputedKind::Audit) => {
                 let cfg = &self.cfg.for_session(sid);
                 let s = session::load(&self.paths, sid);
                 let mut a = Audit::default();
@@ -538,7 +538,7 @@ impl Synth {
                 a.sort();
                 Ok(Bytes::from(a.to_text().into_bytes()))
             }
-            Node::Synth(sid, kind) => {
+            Node::Computed(sid, kind) => {
                 let cfg = &self.cfg.for_session(sid);
                 let st = self.state(sid);
                 let (state, inherited) = session::opened_state(&self.paths, sid, &st.state, cfg);
@@ -550,11 +550,11 @@ impl Synth {
                 let p = Projection::with_memo(session::messages(tr), &mut memo.projection);
                 let path = &view::runtime_path;
                 let out: Bytes = match kind {
-                    SynthKind::View => view::view_bytes(&p, &state, cfg, path, &mut memo.view),
-                    SynthKind::Materialized => {
+                    ComputedKind::View => view::view_bytes(&p, &state, cfg, path, &mut memo.view),
+                    ComputedKind::Materialized => {
                         view::materialized_bytes(&p, &state, cfg, path, &mut memo.materialized)
                     }
-                    SynthKind::ViewMd => {
+                    ComputedKind::ViewMd => {
                         let turn = view::turn(&p, &state, cfg, path);
                         let msgs = assemble::assemble(&turn, &p.msgs, &state, true);
                         render::markdown(&msgs, &turn, &state, cfg, sid)
@@ -635,7 +635,7 @@ impl Synth {
                     audit::audit_root(&self.paths, &d, &self.cfg, PathStyle::Mount, &mut |_, _| {});
                 Ok(Bytes::from(a.to_text().into_bytes()))
             }
-            _ => Err(FsError::Invalid("not a synthetic file".into())),
+            _ => Err(FsError::Invalid("not a computed file".into())),
         }
     }
 
@@ -727,16 +727,16 @@ mod tests {
         (d, paths, r.clean_sessions)
     }
 
-    fn synth(paths: &RootPaths, cache_mb: u64) -> Synth {
+    fn computed(paths: &RootPaths, cache_mb: u64) -> Computed {
         let cfg = Config {
             cache_mb,
             ..Config::default()
         };
-        Synth::new(paths.clone(), cfg)
+        Computed::new(paths.clone(), cfg)
     }
 
     fn view(sid: &str) -> Node {
-        Node::Synth(sid.to_string(), SynthKind::View)
+        Node::Computed(sid.to_string(), ComputedKind::View)
     }
 
     #[test]
@@ -750,7 +750,7 @@ mod tests {
         let largest = sids.iter().map(|s| size(s)).max().expect("sessions");
         // A budget that holds about two parsed transcripts.
         let mb = (2 * largest * PARSED_PER_BYTE).div_ceil(1 << 20) as u64;
-        let s = synth(&paths, mb);
+        let s = computed(&paths, mb);
         let budget = s.budget();
         for sid in &sids {
             let v = s.content(&view(sid)).expect("view");
@@ -781,7 +781,7 @@ mod tests {
         let views: usize = sids
             .iter()
             .map(|sid| {
-                synth(&paths, 256)
+                computed(&paths, 256)
                     .content(&view(sid))
                     .expect("view")
                     .data
@@ -803,7 +803,7 @@ mod tests {
             (mb as usize) << 20 < parsed,
             "the parsed transcripts ({parsed} bytes) exceed {mb} MiB"
         );
-        let s = synth(&paths, mb);
+        let s = computed(&paths, mb);
         let first: Vec<Content> = sids
             .iter()
             .map(|sid| s.content(&view(sid)).expect("view"))
@@ -826,8 +826,8 @@ mod tests {
             .expect("meta")
             .len() as usize;
         assert!(len * PARSED_PER_BYTE > 1 << 20, "the transcript is large");
-        let small = synth(&paths, 1);
-        let big = synth(&paths, 1024);
+        let small = computed(&paths, 1);
+        let big = computed(&paths, 1024);
         let a = small.content(&view(sid)).expect("view");
         let b = big.content(&view(sid)).expect("view");
         assert!(a.data == b.data, "the same view either way");
@@ -839,7 +839,7 @@ mod tests {
     #[test]
     fn a_replaced_state_is_parsed_again() {
         let (_d, paths, sids) = root(3, 300);
-        let s = synth(&paths, 256);
+        let s = computed(&paths, 256);
         let sid = sids
             .iter()
             .find(|sid| paths.state_path(sid).is_file())
@@ -858,7 +858,7 @@ mod tests {
         std::fs::rename(&tmp, paths.state_path(sid)).expect("rename");
         let after = s.content(&view(sid)).expect("view");
         assert!(after.data != before.data, "the new state is used");
-        let fresh = synth(&paths, 256).content(&view(sid)).expect("view");
+        let fresh = computed(&paths, 256).content(&view(sid)).expect("view");
         assert!(after.data == fresh.data, "the same as a fresh computation");
     }
 }
