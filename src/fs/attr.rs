@@ -54,7 +54,7 @@ impl NormaFs {
     }
 
     fn mtime_of(p: &Path) -> Option<SystemTime> {
-        std::fs::metadata(p).and_then(|m| m.modified()).ok()
+        super::real::mtime(p)
     }
 
     /// Attributes of a node and their TTL.

@@ -8,10 +8,8 @@
 //! (`ls -lR`, `grep -r`) keeps what it serves instead of evicting it in a cycle. What does not
 //! fit is computed, served and dropped.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{Hash, Hasher};
-use std::path::{Path, PathBuf};
+use std::hash::Hash;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -25,6 +23,7 @@ use crate::format::state::{load_state, StateLoad};
 use crate::noa::render::{self, StatusInputs};
 use crate::noa::session::{self as view, Projection};
 use crate::noa::{assemble, protect, refs};
+use crate::store::inputs::Inputs;
 use crate::store::root::{self, RootPaths};
 use crate::store::session;
 use crate::store::transcripts::TranscriptFile;
@@ -205,83 +204,6 @@ pub const PARSED_PER_BYTE: usize = 2;
 /// Freed cache memory from which it is worth giving memory back to the system.
 const TRIM_AFTER_BYTES: usize = 16 << 20;
 
-/// Inputs of a computation, fingerprinted by stat.
-struct Inputs {
-    hasher: DefaultHasher,
-    newest: Option<SystemTime>,
-    /// Every input so far is readable by its group, and that group is the mounting user's.
-    group_reads: bool,
-    /// Every input so far is readable by others.
-    others_read: bool,
-    gid: u32,
-    /// Total size of the files seen.
-    size: u64,
-}
-
-impl Default for Inputs {
-    fn default() -> Self {
-        Inputs {
-            hasher: DefaultHasher::default(),
-            newest: None,
-            group_reads: true,
-            others_read: true,
-            // SAFETY: getegid cannot fail.
-            gid: unsafe { libc::getegid() },
-            size: 0,
-        }
-    }
-}
-
-impl Inputs {
-    fn file(&mut self, p: &Path) {
-        match std::fs::metadata(p) {
-            Ok(m) => {
-                use std::os::unix::fs::MetadataExt;
-                (m.len(), m.mtime(), m.mtime_nsec(), m.ino(), m.dev()).hash(&mut self.hasher);
-                self.size = self.size.saturating_add(m.len());
-                if let Ok(t) = m.modified() {
-                    self.newest = Some(self.newest.map_or(t, |n| n.max(t)));
-                }
-                self.others_read &= m.mode() & 0o004 != 0;
-                self.group_reads &= m.mode() & 0o040 != 0 && m.gid() == self.gid;
-            }
-            Err(_) => 0u8.hash(&mut self.hasher),
-        }
-    }
-
-    /// Permission bits of a file computed from these inputs (see [`Content::perm`]).
-    fn perm(&self) -> u16 {
-        0o400 | if self.group_reads { 0o040 } else { 0 } | if self.others_read { 0o004 } else { 0 }
-    }
-
-    /// A directory and, recursively up to `depth`, everything in it.
-    fn tree(&mut self, p: &Path, depth: usize) {
-        self.file(p);
-        if depth == 0 {
-            return;
-        }
-        let Ok(rd) = std::fs::read_dir(p) else { return };
-        let mut entries: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
-        entries.sort();
-        for e in entries {
-            e.hash(&mut self.hasher);
-            if e.is_dir() {
-                self.tree(&e, depth - 1);
-            } else {
-                self.file(&e);
-            }
-        }
-    }
-
-    fn finish(&self) -> (u64, SystemTime, u16) {
-        (
-            self.hasher.finish(),
-            self.newest.unwrap_or(UNIX_EPOCH),
-            self.perm(),
-        )
-    }
-}
-
 /// The computations and their cache.
 pub struct Computed {
     paths: RootPaths,
@@ -357,7 +279,7 @@ impl Computed {
                     let cfg = self.cfg.for_session(sid);
                     crate::store::ctl::live_reason(p, sid, &cfg, chrono::Utc::now())
                         .is_some()
-                        .hash(&mut inp.hasher);
+                        .hash(inp.hasher());
                 }
             }
             Node::Raw(sid, _, _) => {
@@ -563,17 +485,10 @@ impl Computed {
                     }
                     _ => {
                         let subs: Vec<(String, crate::format::transcript::Usage)> =
-                            crate::store::transcripts::sidechain_paths(
-                                &self.paths.transcripts,
-                                sid,
-                            )
-                            .unwrap_or_default()
-                            .into_iter()
-                            .map(|(aid, p)| {
-                                let (t, _) = session::load_transcript(&p, sid);
-                                (aid, t.usage)
-                            })
-                            .collect();
+                            session::sidechains(&self.paths, sid)
+                                .into_iter()
+                                .map(|(aid, _, t)| (aid, t.usage))
+                                .collect();
                         let problems = tr.problems();
                         let count = |s: crate::audit::Severity| {
                             problems.iter().filter(|p| p.severity() == s).count()

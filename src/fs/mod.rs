@@ -29,7 +29,7 @@ mod snapshots;
 pub mod testhook;
 pub mod watch;
 
-use std::ffi::{CString, OsStr};
+use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -156,8 +156,7 @@ impl NormaFs {
     }
 
     pub(super) fn session_exists(&self, sid: &str) -> bool {
-        root::valid_session_name(OsStr::new(sid)).is_ok()
-            && (self.paths.transcript_path(sid).is_file() || self.paths.archive_root(sid).is_dir())
+        crate::store::session::exists(&self.paths, sid)
     }
 
     /// Before computing `node`: the root's `audit.txt` reads every session, so every session

@@ -27,6 +27,22 @@ fn cstr(name: &OsStr) -> Result<CString, FsError> {
     CString::new(name.as_bytes()).map_err(|_| FsError::Invalid("NUL in a name".into()))
 }
 
+/// The mtime of a directory of the root (a session's, for its listing's attributes).
+pub fn mtime(p: &Path) -> Option<std::time::SystemTime> {
+    std::fs::metadata(p).and_then(|m| m.modified()).ok()
+}
+
+/// The names in a directory of the root and whether each is a directory (the watcher's
+/// look into a directory that appeared); empty when it cannot be read.
+pub fn entries(p: &Path) -> Vec<(OsString, bool)> {
+    let Ok(rd) = std::fs::read_dir(p) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .map(|e| (e.file_name(), e.file_type().is_ok_and(|t| t.is_dir())))
+        .collect()
+}
+
 /// A name that may appear as one path component.
 pub fn valid_component(name: &OsStr) -> bool {
     let b = name.as_bytes();

@@ -416,13 +416,9 @@ impl Watcher {
     /// had just been created (it may have been filled before the watch existed).
     fn add_new(&self, d: Dir, out: &mut Vec<Inval>) {
         self.add(d.clone());
-        let Ok(rd) = std::fs::read_dir(d.path(&self.paths)) else {
-            return;
-        };
-        for e in rd.flatten() {
-            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+        for (name, is_dir) in super::real::entries(&d.path(&self.paths)) {
             let mask = libc::IN_CREATE | if is_dir { libc::IN_ISDIR } else { 0 };
-            let p = plan(&d, &e.file_name(), mask, &|s| self.watched(s));
+            let p = plan(&d, &name, mask, &|s| self.watched(s));
             out.extend(p.invals);
             for w in p.watch {
                 self.add_new(w, out);
@@ -504,11 +500,9 @@ impl Watcher {
         // The archive root first, then its tiers: a tier created in between is reported by
         // the archive root's watch.
         self.add(Dir::ArchiveRoot(sid.to_string()));
-        if let Ok(rd) = std::fs::read_dir(self.paths.archive_root(sid)) {
-            for e in rd.flatten() {
-                if let Some(t) = e.file_name().to_str().filter(|t| is_tier_dir(t)) {
-                    self.add(Dir::Tier(sid.to_string(), t.to_string()));
-                }
+        for (name, _) in super::real::entries(&self.paths.archive_root(sid)) {
+            if let Some(t) = name.to_str().filter(|t| is_tier_dir(t)) {
+                self.add(Dir::Tier(sid.to_string(), t.to_string()));
             }
         }
     }

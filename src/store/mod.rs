@@ -3,6 +3,7 @@
 pub mod ctl;
 pub mod durable;
 pub mod failpoint;
+pub mod inputs;
 pub mod journal;
 pub mod lock;
 pub mod root;

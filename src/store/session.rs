@@ -111,19 +111,31 @@ pub fn load_transcript(path: &Path, sid: &str) -> (Transcript, Option<String>) {
     }
 }
 
-/// Load everything about session `sid`.
-pub fn load(paths: &RootPaths, sid: &str) -> SessionData {
-    let transcript_path = paths.transcript_path(sid);
-    let (transcript, error) = load_transcript(&transcript_path, sid);
-    let transcript_exists = error.is_none() && transcript_path.is_file();
-    let sidechains = sidechain_paths(&paths.transcripts, sid)
+/// A session's subagent transcripts (agent id, path, parsed), in the order of their names.
+pub fn sidechains(paths: &RootPaths, sid: &str) -> Vec<(String, PathBuf, Transcript)> {
+    sidechain_paths(&paths.transcripts, sid)
         .unwrap_or_default()
         .into_iter()
         .map(|(aid, p)| {
             let (t, _) = load_transcript(&p, sid);
             (aid, p, t)
         })
-        .collect();
+        .collect()
+}
+
+/// Whether `sid` names a session of the root: a valid name with a transcript or an archive
+/// root.
+pub fn exists(paths: &RootPaths, sid: &str) -> bool {
+    super::root::valid_session_name(std::ffi::OsStr::new(sid)).is_ok()
+        && (paths.transcript_path(sid).is_file() || paths.archive_root(sid).is_dir())
+}
+
+/// Load everything about session `sid`.
+pub fn load(paths: &RootPaths, sid: &str) -> SessionData {
+    let transcript_path = paths.transcript_path(sid);
+    let (transcript, error) = load_transcript(&transcript_path, sid);
+    let transcript_exists = error.is_none() && transcript_path.is_file();
+    let sidechains = sidechains(paths, sid);
     let archive_root = paths.archive_root(sid);
     // An archive root that is a symlink leading elsewhere is not followed (discovery reports
     // it as a bad name): the session then has no archive root.
