@@ -1,14 +1,8 @@
-//! The contents of computed files, made by the noa core from the backing files, cached by an input
-//! fingerprint (size, mtime, inode of each input) within a memory budget.
-//!
-//! Three caches share the budget (`--cache-mb`): computed contents (their bytes), parsed
-//! transcripts (kept for incremental refresh; counted as [`PARSED_PER_BYTE`] times the bytes
-//! parsed) and parsed `state.json` files (the same factor of the file size). Parse state is
-//! evicted first, least recently used first, then computed contents: a scan of many sessions
-//! (`ls -lR`, `grep -r`) keeps what it serves instead of evicting it in a cycle. What does not
-//! fit is computed, served and dropped.
+//! The contents of computed files, made by the noa core from the backing files, cached by an
+//! input fingerprint (size, mtime, inode of each input) within the `--cache-mb` budget that
+//! they share with the parsed transcripts and states they are made from
+//! (`store::cache::Cache`).
 
-use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -19,10 +13,11 @@ use crate::audit::{self, Audit, PathStyle};
 use crate::bytes::Bytes;
 use crate::config::Config;
 use crate::format::memory;
-use crate::format::state::{load_state, StateLoad};
+use crate::format::state::StateLoad;
 use crate::noa::render::{self, StatusInputs};
 use crate::noa::session::{self as view, Projection};
 use crate::noa::{assemble, protect, refs};
+use crate::store::cache::Cache;
 use crate::store::inputs::Inputs;
 use crate::store::root::{self, RootPaths};
 use crate::store::session;
@@ -46,204 +41,21 @@ pub struct Content {
     pub fp: u64,
 }
 
-/// What a cache entry is, for the shared LRU order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Key {
-    Content(Node),
-    Transcript(String),
-    State(String),
-}
-
-/// A kept value and what it counts against the budget.
-struct Kept<T> {
-    value: T,
-    /// The fingerprint of the inputs it was computed from (0 for transcripts, which refresh
-    /// themselves).
-    fp: u64,
-    bytes: usize,
-    tick: u64,
-}
-
-/// Which map of [`Caches`] a helper works on.
-type Pick<K, T> = fn(&mut Caches) -> &mut HashMap<K, Kept<T>>;
-
-/// The three caches and their shared accounting.
-#[derive(Default)]
-struct Caches {
-    content: HashMap<Node, Kept<Content>>,
-    transcripts: HashMap<String, Kept<Arc<Mutex<TranscriptFile>>>>,
-    states: HashMap<String, Kept<Arc<StateLoad>>>,
-    /// Computed contents by their last use.
-    lru_content: BTreeMap<u64, Key>,
-    /// Parsed transcripts and states by their last use (evicted first).
-    lru_parsed: BTreeMap<u64, Key>,
-    tick: u64,
-    /// Bytes counted for all entries.
-    bytes: usize,
-    /// Bytes counted for computed contents only.
-    content_bytes: usize,
-}
-
-impl Caches {
-    fn next_tick(&mut self) -> u64 {
-        self.tick += 1;
-        self.tick
-    }
-
-    /// The LRU order an entry is in.
-    fn lru_of(&mut self, key: &Key) -> &mut BTreeMap<u64, Key> {
-        match key {
-            Key::Content(_) => &mut self.lru_content,
-            Key::Transcript(_) | Key::State(_) => &mut self.lru_parsed,
-        }
-    }
-
-    /// A new entry, used now.
-    fn insert_lru(&mut self, key: Key) -> u64 {
-        let t = self.next_tick();
-        self.lru_of(&key).insert(t, key);
-        t
-    }
-
-    /// Mark an entry used now: move it to the end of its LRU order.
-    fn touch(&mut self, old_tick: u64, key: Key) -> u64 {
-        self.lru_of(&key).remove(&old_tick);
-        self.insert_lru(key)
-    }
-
-    /// Use a kept value: it when its fingerprint is `fp` (any, for `None`), moved to the end of
-    /// its LRU order.
-    fn hit<K: std::hash::Hash + Eq, T: Clone>(
-        &mut self,
-        pick: Pick<K, T>,
-        k: &K,
-        key: Key,
-        fp: Option<u64>,
-    ) -> Option<T> {
-        let (value, tick) = pick(self)
-            .get(k)
-            .filter(|e| fp.is_none_or(|fp| e.fp == fp))
-            .map(|e| (e.value.clone(), e.tick))?;
-        let new = self.touch(tick, key);
-        if let Some(e) = pick(self).get_mut(k) {
-            e.tick = new;
-        }
-        Some(value)
-    }
-
-    /// Keep a value (replacing any under the same key), used now.
-    fn keep<K: std::hash::Hash + Eq, T>(
-        &mut self,
-        pick: Pick<K, T>,
-        k: K,
-        key: Key,
-        value: T,
-        fp: u64,
-        bytes: usize,
-    ) {
-        self.remove(&key);
-        let tick = self.insert_lru(key);
-        pick(self).insert(
-            k,
-            Kept {
-                value,
-                fp,
-                bytes,
-                tick,
-            },
-        );
-        self.bytes += bytes;
-    }
-
-    /// Remove an entry; the bytes it counted.
-    fn remove(&mut self, key: &Key) -> usize {
-        let (tick, bytes) = match key {
-            Key::Content(n) => match self.content.remove(n) {
-                Some(k) => {
-                    self.content_bytes -= k.bytes;
-                    (k.tick, k.bytes)
-                }
-                None => return 0,
-            },
-            Key::Transcript(s) => match self.transcripts.remove(s) {
-                Some(k) => (k.tick, k.bytes),
-                None => return 0,
-            },
-            Key::State(s) => match self.states.remove(s) {
-                Some(k) => (k.tick, k.bytes),
-                None => return 0,
-            },
-        };
-        self.lru_of(key).remove(&tick);
-        self.bytes -= bytes;
-        bytes
-    }
-
-    /// Evict least recently used entries until within `budget`; the bytes freed.
-    fn trim(&mut self, budget: usize) -> usize {
-        let mut freed = 0;
-        while self.bytes > budget {
-            let Some((_, key)) = self
-                .lru_parsed
-                .pop_first()
-                .or_else(|| self.lru_content.pop_first())
-            else {
-                break;
-            };
-            freed += self.remove(&key);
-        }
-        freed
-    }
-}
-
-/// Parsed transcripts and states take about this many bytes of memory per byte of file
-/// (measured: a parsed transcript about 1.4×, with its view memo about 1.5×; a parsed
-/// `state.json` about 2×).
-pub const PARSED_PER_BYTE: usize = 2;
-
-/// Freed cache memory from which it is worth giving memory back to the system.
-const TRIM_AFTER_BYTES: usize = 16 << 20;
-
 /// The computations and their cache.
 pub struct Computed {
     paths: RootPaths,
     cfg: Config,
-    caches: Mutex<Caches>,
-    /// Cache memory was freed since memory was last given back to the system.
-    freed: std::sync::atomic::AtomicBool,
+    /// Contents by node, beside the parsed transcripts and states they are made from.
+    cache: Cache<Node, Content>,
 }
 
 impl Computed {
     pub fn new(paths: RootPaths, cfg: Config) -> Computed {
+        let budget = (cfg.cache_mb as usize).saturating_mul(1 << 20);
         Computed {
             paths,
             cfg,
-            caches: Mutex::new(Caches::default()),
-            freed: std::sync::atomic::AtomicBool::new(false),
-        }
-    }
-
-    fn budget(&self) -> usize {
-        (self.cfg.cache_mb as usize).saturating_mul(1 << 20)
-    }
-
-    /// Evict until within budget (under the caches' lock).
-    fn trim(&self, c: &mut Caches) {
-        if c.trim(self.budget()) >= TRIM_AFTER_BYTES {
-            self.freed.store(true, std::sync::atomic::Ordering::Relaxed);
-        }
-    }
-
-    /// Give freed heap memory back to the system after large evictions, so that the mount's
-    /// resident size follows the budget (glibc keeps freed memory otherwise). Called with no
-    /// lock held.
-    fn release_memory(&self) {
-        if self.freed.swap(false, std::sync::atomic::Ordering::Relaxed) {
-            #[cfg(all(target_os = "linux", target_env = "gnu"))]
-            // SAFETY: malloc_trim has no preconditions.
-            unsafe {
-                libc::malloc_trim(0);
-            }
+            cache: Cache::new(budget),
         }
     }
 
@@ -297,117 +109,15 @@ impl Computed {
         inp.finish()
     }
 
-    /// The parsed transcript of a session, refreshed (only new bytes are parsed). Kept for the
-    /// next read when it fits the budget.
-    fn transcript(&self, sid: &str) -> Result<Arc<Mutex<TranscriptFile>>, FsError> {
-        let key = || Key::Transcript(sid.to_string());
-        let known = self
-            .caches
-            .lock()
-            .hit(|c| &mut c.transcripts, &sid.to_string(), key(), None);
-        if let Some(t) = known {
-            let len = {
-                let mut tf = t.lock();
-                tf.refresh().map_err(FsError::from)?;
-                tf.len()
-            };
-            let bytes = parsed_bytes(len);
-            let mut c = self.caches.lock();
-            let mut grown = 0;
-            if let Some(k) = c.transcripts.get_mut(sid) {
-                if Arc::ptr_eq(&k.value, &t) {
-                    grown = bytes as isize - k.bytes as isize;
-                    k.bytes = bytes;
-                }
-            }
-            c.bytes = c.bytes.saturating_add_signed(grown);
-            if c.bytes > self.budget() {
-                // The transcript itself is the most recently used: others go first.
-                self.trim(&mut c);
-            }
-            return Ok(t);
-        }
-        // Parse outside the caches' lock: other sessions stay readable meanwhile. A transcript
-        // that is a symlink leading out of its directory is never followed.
-        let path = self.paths.transcript_path(sid);
-        if crate::store::root::is_escaping_link(
-            &self.paths.transcripts,
-            path.file_name().unwrap_or_default(),
-            false,
-        ) {
-            return Err(FsError::NotFound);
-        }
-        let tf = TranscriptFile::open(path, Some(sid)).map_err(FsError::from)?;
-        let bytes = parsed_bytes(tf.len());
-        let t = Arc::new(Mutex::new(tf));
-        let mut c = self.caches.lock();
-        if let Some(k) = c.transcripts.get(sid) {
-            // Parsed meanwhile by another reader: share theirs.
-            return Ok(k.value.clone());
-        }
-        if bytes > self.budget() {
-            self.freed.store(true, std::sync::atomic::Ordering::Relaxed);
-            return Ok(t);
-        }
-        c.keep(
-            |c| &mut c.transcripts,
-            sid.to_string(),
-            key(),
-            t.clone(),
-            0,
-            bytes,
-        );
-        self.trim(&mut c);
-        Ok(t)
-    }
-
-    /// The parsed `state.json` of a session, from the cache while the file is unchanged.
-    fn state(&self, sid: &str) -> Arc<StateLoad> {
-        let path = self.paths.state_path(sid);
-        // Fingerprint before reading: a change in between makes the next call read again.
-        let mut inp = Inputs::default();
-        inp.file(&path);
-        let (fp, _, _) = inp.finish();
-        let key = || Key::State(sid.to_string());
-        if let Some(st) =
-            self.caches
-                .lock()
-                .hit(|c| &mut c.states, &sid.to_string(), key(), Some(fp))
-        {
-            return st;
-        }
-        let st = Arc::new(load_state(&path, sid));
-        let bytes = parsed_bytes(inp.size);
-        let mut c = self.caches.lock();
-        c.remove(&key());
-        if bytes <= self.budget() {
-            c.keep(
-                |c| &mut c.states,
-                sid.to_string(),
-                key(),
-                st.clone(),
-                fp,
-                bytes,
-            );
-            self.trim(&mut c);
-        }
-        st
-    }
-
     /// The content of a computed node, from the cache when its inputs are unchanged.
     pub fn content(&self, node: &Node) -> Result<Content, FsError> {
         let (fp, mtime, perm) = self.fingerprint(node);
-        let key = || Key::Content(node.clone());
-        if let Some(hit) = self
-            .caches
-            .lock()
-            .hit(|c| &mut c.content, node, key(), Some(fp))
-        {
+        if let Some(hit) = self.cache.content(node, fp) {
             // A chmod does not change the fingerprint: the mode is always fresh.
             return Ok(Content { perm, ..hit });
         }
         let computed = self.compute(node);
-        self.release_memory();
+        self.cache.release_memory();
         let content = Content {
             data: computed?,
             mtime,
@@ -415,41 +125,39 @@ impl Computed {
             fp,
         };
         let len = content.data.len() as usize;
-        let mut c = self.caches.lock();
-        c.remove(&key());
-        if len <= self.budget() / 2 {
-            c.keep(
-                |c| &mut c.content,
-                node.clone(),
-                key(),
-                content.clone(),
-                fp,
-                len,
-            );
-            c.content_bytes += len;
-            self.trim(&mut c);
-        }
-        drop(c);
-        self.release_memory();
+        self.cache
+            .keep_content(node.clone(), content.clone(), fp, len);
+        self.cache.release_memory();
         Ok(content)
     }
 
     /// Bytes held by the cache of computed contents.
     pub fn cached_bytes(&self) -> usize {
-        self.caches.lock().content_bytes
+        self.cache.content_bytes()
     }
 
     /// Bytes counted against the budget: computed contents, parsed transcripts and states.
     pub fn budget_bytes(&self) -> usize {
-        self.caches.lock().bytes
+        self.cache.bytes()
     }
 
-    /// Sessions whose parsed transcript is kept.
+    /// Parsed transcripts kept.
     pub fn kept_transcripts(&self) -> usize {
-        self.caches.lock().transcripts.len()
+        self.cache.kept_transcripts()
     }
 
-    /// The bytes of a computed file (a view's are shared with its memo).
+    /// The parsed transcript of a session, refreshed.
+    fn transcript(&self, sid: &str) -> Result<Arc<Mutex<TranscriptFile>>, FsError> {
+        self.cache
+            .transcript(&self.paths, sid)
+            .map_err(FsError::from)
+    }
+
+    /// The parsed `state.json` of a session.
+    fn state(&self, sid: &str) -> Arc<StateLoad> {
+        self.cache.state(&self.paths, sid)
+    }
+
     fn compute(&self, node: &Node) -> Result<Bytes, FsError> {
         match node {
             Node::Computed(sid, ComputedKind::Audit) => {
@@ -605,13 +313,6 @@ fn raw_refs(start: &str, end: &str) -> Option<(u32, u32)> {
     Some((canonical(start)?, canonical(end)?))
 }
 
-/// What a parse of `len` bytes counts against the budget.
-fn parsed_bytes(len: u64) -> usize {
-    usize::try_from(len)
-        .unwrap_or(usize::MAX)
-        .saturating_mul(PARSED_PER_BYTE)
-}
-
 /// Time of a `stat` pair.
 pub fn systime(sec: i64, nsec: i64) -> SystemTime {
     if sec >= 0 {
@@ -625,6 +326,7 @@ pub fn systime(sec: i64, nsec: i64) -> SystemTime {
 mod tests {
     use super::*;
     use crate::gen::{generate, GenOptions};
+    use crate::store::cache::{parsed_bytes, PARSED_PER_BYTE};
 
     /// A generated root of `sessions` sessions, and its session ids.
     fn root(sessions: usize, messages: usize) -> (tempfile::TempDir, RootPaths, Vec<String>) {
@@ -666,7 +368,7 @@ mod tests {
         // A budget that holds about two parsed transcripts.
         let mb = (2 * largest * PARSED_PER_BYTE).div_ceil(1 << 20) as u64;
         let s = computed(&paths, mb);
-        let budget = s.budget();
+        let budget = s.cache.budget();
         for sid in &sids {
             let v = s.content(&view(sid)).expect("view");
             assert!(!v.data.is_empty());
@@ -683,7 +385,7 @@ mod tests {
         );
         let last = sids.last().expect("a session");
         assert!(
-            s.caches.lock().transcripts.contains_key(last),
+            s.cache.keeps_transcript(last),
             "the most recently used transcript stays"
         );
     }

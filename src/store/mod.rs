@@ -1,5 +1,6 @@
 //! The session root on disk: discovery, incremental loading, durable writes, lock, journal.
 
+pub mod cache;
 pub mod ctl;
 pub mod durable;
 pub mod failpoint;

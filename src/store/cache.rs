@@ -1,0 +1,391 @@
+//! Parsed transcripts and `state.json` files of a root, kept within a memory budget beside
+//! the contents a caller computes from them (a mount's computed files), which share it.
+//!
+//! Parsed transcripts are kept for incremental refresh and counted as [`PARSED_PER_BYTE`]
+//! times the bytes parsed; parsed states the same factor of the file size; contents their
+//! bytes. Parse state is evicted first, least recently used first, then contents: a scan of
+//! many sessions (`ls -lR`, `grep -r`) keeps what it serves instead of evicting it in a
+//! cycle. What does not fit is loaded (or computed), served and dropped.
+
+use std::collections::{BTreeMap, HashMap};
+use std::hash::Hash;
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::inputs::Inputs;
+use super::root::RootPaths;
+use super::transcripts::TranscriptFile;
+use crate::format::state::{load_state, StateLoad};
+
+/// What a cache entry is, for the shared LRU order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Key<K> {
+    Content(K),
+    Transcript(String),
+    State(String),
+}
+
+/// A kept value and what it counts against the budget.
+struct Kept<T> {
+    value: T,
+    /// The fingerprint of the inputs it was computed from (0 for transcripts, which refresh
+    /// themselves).
+    fp: u64,
+    bytes: usize,
+    tick: u64,
+}
+
+/// Which map of [`Caches`] a helper works on.
+type Pick<K, V, Q, T> = fn(&mut Caches<K, V>) -> &mut HashMap<Q, Kept<T>>;
+
+/// The three caches and their shared accounting.
+struct Caches<K, V> {
+    content: HashMap<K, Kept<V>>,
+    transcripts: HashMap<String, Kept<Arc<Mutex<TranscriptFile>>>>,
+    states: HashMap<String, Kept<Arc<StateLoad>>>,
+    /// Computed contents by their last use.
+    lru_content: BTreeMap<u64, Key<K>>,
+    /// Parsed transcripts and states by their last use (evicted first).
+    lru_parsed: BTreeMap<u64, Key<K>>,
+    tick: u64,
+    /// Bytes counted for all entries.
+    bytes: usize,
+    /// Bytes counted for computed contents only.
+    content_bytes: usize,
+}
+
+impl<K, V> Default for Caches<K, V> {
+    fn default() -> Self {
+        Caches {
+            content: HashMap::new(),
+            transcripts: HashMap::new(),
+            states: HashMap::new(),
+            lru_content: BTreeMap::new(),
+            lru_parsed: BTreeMap::new(),
+            tick: 0,
+            bytes: 0,
+            content_bytes: 0,
+        }
+    }
+}
+
+impl<K: Hash + Eq + Clone, V: Clone> Caches<K, V> {
+    fn next_tick(&mut self) -> u64 {
+        self.tick += 1;
+        self.tick
+    }
+
+    /// The LRU order an entry is in.
+    fn lru_of(&mut self, key: &Key<K>) -> &mut BTreeMap<u64, Key<K>> {
+        match key {
+            Key::Content(_) => &mut self.lru_content,
+            Key::Transcript(_) | Key::State(_) => &mut self.lru_parsed,
+        }
+    }
+
+    /// A new entry, used now.
+    fn insert_lru(&mut self, key: Key<K>) -> u64 {
+        let t = self.next_tick();
+        self.lru_of(&key).insert(t, key);
+        t
+    }
+
+    /// Mark an entry used now: move it to the end of its LRU order.
+    fn touch(&mut self, old_tick: u64, key: Key<K>) -> u64 {
+        self.lru_of(&key).remove(&old_tick);
+        self.insert_lru(key)
+    }
+
+    /// Use a kept value: it when its fingerprint is `fp` (any, for `None`), moved to the end of
+    /// its LRU order.
+    fn hit<Q: Hash + Eq, T: Clone>(
+        &mut self,
+        pick: Pick<K, V, Q, T>,
+        k: &Q,
+        key: Key<K>,
+        fp: Option<u64>,
+    ) -> Option<T> {
+        let (value, tick) = pick(self)
+            .get(k)
+            .filter(|e| fp.is_none_or(|fp| e.fp == fp))
+            .map(|e| (e.value.clone(), e.tick))?;
+        let new = self.touch(tick, key);
+        if let Some(e) = pick(self).get_mut(k) {
+            e.tick = new;
+        }
+        Some(value)
+    }
+
+    /// Keep a value (replacing any under the same key), used now.
+    fn keep<Q: Hash + Eq, T>(
+        &mut self,
+        pick: Pick<K, V, Q, T>,
+        k: Q,
+        key: Key<K>,
+        value: T,
+        fp: u64,
+        bytes: usize,
+    ) {
+        self.remove(&key);
+        let tick = self.insert_lru(key);
+        pick(self).insert(
+            k,
+            Kept {
+                value,
+                fp,
+                bytes,
+                tick,
+            },
+        );
+        self.bytes += bytes;
+    }
+
+    /// Remove an entry; the bytes it counted.
+    fn remove(&mut self, key: &Key<K>) -> usize {
+        let (tick, bytes) = match key {
+            Key::Content(n) => match self.content.remove(n) {
+                Some(k) => {
+                    self.content_bytes -= k.bytes;
+                    (k.tick, k.bytes)
+                }
+                None => return 0,
+            },
+            Key::Transcript(s) => match self.transcripts.remove(s) {
+                Some(k) => (k.tick, k.bytes),
+                None => return 0,
+            },
+            Key::State(s) => match self.states.remove(s) {
+                Some(k) => (k.tick, k.bytes),
+                None => return 0,
+            },
+        };
+        self.lru_of(key).remove(&tick);
+        self.bytes -= bytes;
+        bytes
+    }
+
+    /// Evict least recently used entries until within `budget`; the bytes freed.
+    fn trim(&mut self, budget: usize) -> usize {
+        let mut freed = 0;
+        while self.bytes > budget {
+            let Some((_, key)) = self
+                .lru_parsed
+                .pop_first()
+                .or_else(|| self.lru_content.pop_first())
+            else {
+                break;
+            };
+            freed += self.remove(&key);
+        }
+        freed
+    }
+}
+
+/// Parsed transcripts and states take about this many bytes of memory per byte of file
+/// (measured: a parsed transcript about 1.4×, with its view memo about 1.5×; a parsed
+/// `state.json` about 2×).
+pub const PARSED_PER_BYTE: usize = 2;
+
+/// Freed cache memory from which it is worth giving memory back to the system.
+const TRIM_AFTER_BYTES: usize = 16 << 20;
+
+/// The cache of a root's parsed files and of contents keyed by `K`.
+pub struct Cache<K, V> {
+    budget: usize,
+    caches: Mutex<Caches<K, V>>,
+    /// Cache memory was freed since memory was last given back to the system.
+    freed: AtomicBool,
+}
+
+impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
+    /// An empty cache of `budget` bytes.
+    pub fn new(budget: usize) -> Cache<K, V> {
+        Cache {
+            budget,
+            caches: Mutex::new(Caches::default()),
+            freed: AtomicBool::new(false),
+        }
+    }
+
+    /// The budget, in bytes.
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
+    /// Evict until within budget (under the caches' lock).
+    fn trim(&self, c: &mut Caches<K, V>) {
+        if c.trim(self.budget()) >= TRIM_AFTER_BYTES {
+            self.freed.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Give freed heap memory back to the system after large evictions, so that the mount's
+    /// resident size follows the budget (glibc keeps freed memory otherwise). Called with no
+    /// lock held.
+    pub fn release_memory(&self) {
+        if self.freed.swap(false, Ordering::Relaxed) {
+            #[cfg(all(target_os = "linux", target_env = "gnu"))]
+            // SAFETY: malloc_trim has no preconditions.
+            unsafe {
+                libc::malloc_trim(0);
+            }
+        }
+    }
+
+    /// The parsed transcript of a session, refreshed (only new bytes are parsed). Kept for the
+    /// next read when it fits the budget.
+    pub fn transcript(
+        &self,
+        paths: &RootPaths,
+        sid: &str,
+    ) -> io::Result<Arc<Mutex<TranscriptFile>>> {
+        let key = || Key::Transcript(sid.to_string());
+        let known = self
+            .caches
+            .lock()
+            .hit(|c| &mut c.transcripts, &sid.to_string(), key(), None);
+        if let Some(t) = known {
+            let len = {
+                let mut tf = t.lock();
+                tf.refresh()?;
+                tf.len()
+            };
+            let bytes = parsed_bytes(len);
+            let mut c = self.caches.lock();
+            let mut grown = 0;
+            if let Some(k) = c.transcripts.get_mut(sid) {
+                if Arc::ptr_eq(&k.value, &t) {
+                    grown = bytes as isize - k.bytes as isize;
+                    k.bytes = bytes;
+                }
+            }
+            c.bytes = c.bytes.saturating_add_signed(grown);
+            if c.bytes > self.budget() {
+                // The transcript itself is the most recently used: others go first.
+                self.trim(&mut c);
+            }
+            return Ok(t);
+        }
+        // Parse outside the caches' lock: other sessions stay readable meanwhile. A transcript
+        // that is a symlink leading out of its directory is never followed.
+        let path = paths.transcript_path(sid);
+        if super::root::is_escaping_link(
+            &paths.transcripts,
+            path.file_name().unwrap_or_default(),
+            false,
+        ) {
+            return Err(io::Error::from(io::ErrorKind::NotFound));
+        }
+        let tf = TranscriptFile::open(path, Some(sid))?;
+        let bytes = parsed_bytes(tf.len());
+        let t = Arc::new(Mutex::new(tf));
+        let mut c = self.caches.lock();
+        if let Some(k) = c.transcripts.get(sid) {
+            // Parsed meanwhile by another reader: share theirs.
+            return Ok(k.value.clone());
+        }
+        if bytes > self.budget() {
+            self.freed.store(true, Ordering::Relaxed);
+            return Ok(t);
+        }
+        c.keep(
+            |c| &mut c.transcripts,
+            sid.to_string(),
+            key(),
+            t.clone(),
+            0,
+            bytes,
+        );
+        self.trim(&mut c);
+        Ok(t)
+    }
+
+    /// The parsed `state.json` of a session, from the cache while the file is unchanged.
+    pub fn state(&self, paths: &RootPaths, sid: &str) -> Arc<StateLoad> {
+        let path = paths.state_path(sid);
+        // Fingerprint before reading: a change in between makes the next call read again.
+        let mut inp = Inputs::default();
+        inp.file(&path);
+        let (fp, _, _) = inp.finish();
+        let key = || Key::State(sid.to_string());
+        if let Some(st) =
+            self.caches
+                .lock()
+                .hit(|c| &mut c.states, &sid.to_string(), key(), Some(fp))
+        {
+            return st;
+        }
+        let st = Arc::new(load_state(&path, sid));
+        let bytes = parsed_bytes(inp.size);
+        let mut c = self.caches.lock();
+        c.remove(&key());
+        if bytes <= self.budget() {
+            c.keep(
+                |c| &mut c.states,
+                sid.to_string(),
+                key(),
+                st.clone(),
+                fp,
+                bytes,
+            );
+            self.trim(&mut c);
+        }
+        st
+    }
+
+    /// The content kept under `key` when it was computed from inputs of fingerprint `fp`.
+    pub fn content(&self, key: &K, fp: u64) -> Option<V> {
+        self.caches
+            .lock()
+            .hit(|c| &mut c.content, key, Key::Content(key.clone()), Some(fp))
+    }
+
+    /// Keep `value` (`bytes` long, computed from inputs of fingerprint `fp`) under `key`,
+    /// when it takes at most half the budget; any older content there goes.
+    pub fn keep_content(&self, key: K, value: V, fp: u64, bytes: usize) {
+        let mut c = self.caches.lock();
+        c.remove(&Key::Content(key.clone()));
+        if bytes <= self.budget() / 2 {
+            c.keep(
+                |c| &mut c.content,
+                key.clone(),
+                Key::Content(key),
+                value,
+                fp,
+                bytes,
+            );
+            c.content_bytes += bytes;
+            self.trim(&mut c);
+        }
+    }
+
+    /// Bytes held by kept contents.
+    pub fn content_bytes(&self) -> usize {
+        self.caches.lock().content_bytes
+    }
+
+    /// Bytes counted against the budget: contents, parsed transcripts and states.
+    pub fn bytes(&self) -> usize {
+        self.caches.lock().bytes
+    }
+
+    /// Parsed transcripts kept.
+    pub fn kept_transcripts(&self) -> usize {
+        self.caches.lock().transcripts.len()
+    }
+
+    /// Whether the parsed transcript of `sid` is kept.
+    pub fn keeps_transcript(&self, sid: &str) -> bool {
+        self.caches.lock().transcripts.contains_key(sid)
+    }
+}
+
+/// What a parse of `len` bytes counts against the budget.
+pub fn parsed_bytes(len: u64) -> usize {
+    usize::try_from(len)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(PARSED_PER_BYTE)
+}
