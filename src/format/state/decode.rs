@@ -1,0 +1,683 @@
+//! Reading state.json as the runtime's Go decoder does: the input it accepts that serde_json
+//! does not (invalid UTF-8, lone surrogates), and decoding into existing values (case-folded
+//! keys, wrong types reported by key path).
+
+use super::*;
+
+// ---- input accepted by Go but not by serde_json ----
+
+/// The text Go's decoder would see: inside strings, Go turns each byte of invalid UTF-8 and
+/// each lone surrogate escape into U+FFFD; serde_json refuses both. Copies only when needed.
+pub(super) fn go_tolerant(bytes: &[u8]) -> Cow<'_, [u8]> {
+    let mut text = match std::str::from_utf8(bytes) {
+        Ok(_) => Cow::Borrowed(bytes),
+        Err(_) => Cow::Owned(replace_invalid_utf8(bytes)),
+    };
+    let lone = lone_surrogate_escapes(&text);
+    if !lone.is_empty() {
+        let owned = text.to_mut();
+        for at in lone {
+            // `\uXXXX` and `\ufffd` have the same length.
+            if let Some(escape) = owned.get_mut(at..at + 6) {
+                escape.copy_from_slice(b"\\ufffd");
+            }
+        }
+    }
+    text
+}
+
+/// Each invalid byte becomes U+FFFD on its own, as Go's `utf8.DecodeRune` reads it. (Outside
+/// strings such a byte is a syntax error for Go, and U+FFFD is one for serde_json.)
+pub(super) fn replace_invalid_utf8(mut rest: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(rest.len() + 16);
+    loop {
+        match std::str::from_utf8(rest) {
+            Ok(valid) => {
+                out.extend_from_slice(valid.as_bytes());
+                return out;
+            }
+            Err(e) => {
+                let (valid, bad) = rest.split_at(e.valid_up_to());
+                out.extend_from_slice(valid);
+                out.extend_from_slice("\u{fffd}".as_bytes());
+                rest = bad.get(1..).unwrap_or_default();
+            }
+        }
+    }
+}
+
+/// Offsets of the `\uXXXX` escapes inside strings that are a surrogate without its partner.
+pub(super) fn lone_surrogate_escapes(b: &[u8]) -> Vec<usize> {
+    let is_high = |u: u32| (0xd800..0xdc00).contains(&u);
+    let is_low = |u: u32| (0xdc00..0xe000).contains(&u);
+    let mut found = Vec::new();
+    let mut i = 0;
+    'strings: while let Some(open) = b.get(i..).and_then(|rest| memchr::memchr(b'"', rest)) {
+        i += open + 1;
+        loop {
+            let Some(j) = b
+                .get(i..)
+                .and_then(|rest| memchr::memchr2(b'"', b'\\', rest))
+            else {
+                break 'strings;
+            };
+            i += j;
+            if b[i] == b'"' {
+                i += 1;
+                continue 'strings;
+            }
+            match unicode_escape(b, i) {
+                Some(u) if is_high(u) && unicode_escape(b, i + 6).is_some_and(is_low) => i += 12,
+                Some(u) if is_high(u) || is_low(u) => {
+                    found.push(i);
+                    i += 6;
+                }
+                Some(_) => i += 6,
+                None => i += 2,
+            }
+        }
+    }
+    found
+}
+
+/// The code unit of a `\uXXXX` escape starting at `at`.
+pub(super) fn unicode_escape(b: &[u8], at: usize) -> Option<u32> {
+    let escape = b.get(at..at + 6)?;
+    if &escape[..2] != b"\\u" {
+        return None;
+    }
+    let hex = std::str::from_utf8(&escape[2..]).ok()?;
+    u32::from_str_radix(hex, 16).ok()
+}
+
+// ---- decoding into existing values, as Go's decoder does ----
+
+/// Where a value sits in the file, for error messages: `blocks[2].tier`.
+#[derive(Clone, Copy)]
+pub(super) enum KeyPath<'a> {
+    Root,
+    Key(&'a KeyPath<'a>, &'a str),
+    Index(&'a KeyPath<'a>, usize),
+}
+
+impl fmt::Display for KeyPath<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyPath::Root => f.write_str("the top level"),
+            KeyPath::Key(KeyPath::Root, k) => f.write_str(k),
+            KeyPath::Key(parent, k) => write!(f, "{parent}.{k}"),
+            KeyPath::Index(parent, i) => write!(f, "{parent}[{i}]"),
+        }
+    }
+}
+
+/// A value that one JSON value decodes into, over what it already holds.
+pub(super) trait Slot {
+    fn decode<'de, D: Deserializer<'de>>(
+        &mut self,
+        d: D,
+        path: KeyPath<'_>,
+    ) -> Result<(), D::Error>;
+}
+
+pub(super) struct SlotSeed<'s, 'p, T> {
+    pub(super) slot: &'s mut T,
+    pub(super) path: KeyPath<'p>,
+}
+
+impl<'de, T: Slot> DeserializeSeed<'de> for SlotSeed<'_, '_, T> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        self.slot.decode(d, self.path)
+    }
+}
+
+/// Decodes the next map value into `slot`.
+pub(super) fn next_into<'de, A: MapAccess<'de>, T: Slot>(
+    map: &mut A,
+    slot: &mut T,
+    path: KeyPath<'_>,
+) -> Result<(), A::Error> {
+    map.next_value_seed(SlotSeed { slot, path })
+}
+
+/// A string value in an error message, cut short: the message stays one short line.
+pub(super) fn wrong_string<E: de::Error>(s: &str, expected: &dyn de::Expected) -> E {
+    pub(super) const SHOWN: usize = 40;
+    let mut shown: String = s.chars().take(SHOWN).collect();
+    if s.chars().nth(SHOWN).is_some() {
+        shown.push('…');
+    }
+    E::invalid_type(Unexpected::Str(&shown), expected)
+}
+
+pub(super) struct IntVisitor<'s, 'p> {
+    pub(super) slot: &'s mut i64,
+    pub(super) path: KeyPath<'p>,
+}
+
+impl<'de> Visitor<'de> for IntVisitor<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "a 64-bit integer for {}", self.path)
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<(), E> {
+        *self.slot = v;
+        Ok(())
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<(), E> {
+        match i64::try_from(v) {
+            Ok(v) => {
+                *self.slot = v;
+                Ok(())
+            }
+            Err(_) => Err(E::invalid_value(Unexpected::Unsigned(v), &self)),
+        }
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        Err(wrong_string(v, &self))
+    }
+}
+
+impl Slot for i64 {
+    fn decode<'de, D: Deserializer<'de>>(
+        &mut self,
+        d: D,
+        path: KeyPath<'_>,
+    ) -> Result<(), D::Error> {
+        d.deserialize_any(IntVisitor { slot: self, path })
+    }
+}
+
+pub(super) struct BoolVisitor<'s, 'p> {
+    pub(super) slot: &'s mut bool,
+    pub(super) path: KeyPath<'p>,
+}
+
+impl<'de> Visitor<'de> for BoolVisitor<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "true or false for {}", self.path)
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<(), E> {
+        *self.slot = v;
+        Ok(())
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        Err(wrong_string(v, &self))
+    }
+}
+
+impl Slot for bool {
+    fn decode<'de, D: Deserializer<'de>>(
+        &mut self,
+        d: D,
+        path: KeyPath<'_>,
+    ) -> Result<(), D::Error> {
+        d.deserialize_any(BoolVisitor { slot: self, path })
+    }
+}
+
+pub(super) struct StrVisitor<'s, 'p> {
+    pub(super) slot: &'s mut String,
+    pub(super) path: KeyPath<'p>,
+}
+
+impl<'de> Visitor<'de> for StrVisitor<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "a string for {}", self.path)
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        v.clone_into(self.slot);
+        Ok(())
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<(), E> {
+        *self.slot = v;
+        Ok(())
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+impl Slot for String {
+    fn decode<'de, D: Deserializer<'de>>(
+        &mut self,
+        d: D,
+        path: KeyPath<'_>,
+    ) -> Result<(), D::Error> {
+        d.deserialize_any(StrVisitor { slot: self, path })
+    }
+}
+
+/// A Go slice: `None` is nil. Elements decode over the ones already there; the list ends up
+/// as long as the JSON array.
+pub(super) struct ListVisitor<'s, 'p, T> {
+    pub(super) slot: &'s mut Option<Vec<T>>,
+    pub(super) path: KeyPath<'p>,
+}
+
+pub(super) struct ElementSeed<'s, 'p, T> {
+    pub(super) list: &'s mut Vec<T>,
+    pub(super) index: usize,
+    pub(super) path: KeyPath<'p>,
+}
+
+impl<'de, T: Slot + Default> DeserializeSeed<'de> for ElementSeed<'_, '_, T> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        if self.index >= self.list.len() {
+            self.list.push(T::default());
+        }
+        match self.list.get_mut(self.index) {
+            Some(element) => element.decode(d, self.path),
+            None => Err(de::Error::custom("list index out of step")),
+        }
+    }
+}
+
+impl<'de, T: Slot + Default> Visitor<'de> for ListVisitor<'_, '_, T> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "an array for {}", self.path)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        *self.slot = None;
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let list = self.slot.get_or_insert_with(Vec::new);
+        let mut index = 0;
+        loop {
+            let seed = ElementSeed {
+                list: &mut *list,
+                index,
+                path: KeyPath::Index(&self.path, index),
+            };
+            if seq.next_element_seed(seed)?.is_none() {
+                break;
+            }
+            index += 1;
+        }
+        list.truncate(index);
+        Ok(())
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        Err(wrong_string(v, &self))
+    }
+}
+
+impl<T: Slot + Default> Slot for Option<Vec<T>> {
+    fn decode<'de, D: Deserializer<'de>>(
+        &mut self,
+        d: D,
+        path: KeyPath<'_>,
+    ) -> Result<(), D::Error> {
+        d.deserialize_any(ListVisitor { slot: self, path })
+    }
+}
+
+/// Nil and empty mean the same for these lists (`omitempty` writes neither).
+impl<T: Slot + Default> Slot for Vec<T> {
+    fn decode<'de, D: Deserializer<'de>>(
+        &mut self,
+        d: D,
+        path: KeyPath<'_>,
+    ) -> Result<(), D::Error> {
+        let mut list = Some(std::mem::take(self));
+        list.decode(d, path)?;
+        *self = list.unwrap_or_default();
+        Ok(())
+    }
+}
+
+/// A Go map with string keys: `null` empties it; an object adds its entries, each value
+/// decoded from zero (a `null` value stores the zero value).
+pub(super) trait StrMap {
+    type V: Slot + Default;
+    fn clear(&mut self);
+    fn put(&mut self, key: String, value: Self::V);
+}
+
+impl<V: Slot + Default> StrMap for HashMap<String, V> {
+    type V = V;
+    fn clear(&mut self) {
+        HashMap::clear(self);
+    }
+    fn put(&mut self, key: String, value: V) {
+        self.insert(key, value);
+    }
+}
+
+impl<V: Slot + Default> StrMap for BTreeMap<String, V> {
+    type V = V;
+    fn clear(&mut self) {
+        BTreeMap::clear(self);
+    }
+    fn put(&mut self, key: String, value: V) {
+        self.insert(key, value);
+    }
+}
+
+pub(super) struct MapVisitor<'s, 'p, M> {
+    pub(super) slot: &'s mut M,
+    pub(super) path: KeyPath<'p>,
+}
+
+impl<'de, M: StrMap> Visitor<'de> for MapVisitor<'_, '_, M> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "an object for {}", self.path)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        self.slot.clear();
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            let mut value = M::V::default();
+            next_into(&mut map, &mut value, KeyPath::Key(&self.path, &key))?;
+            self.slot.put(key, value);
+        }
+        Ok(())
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        Err(wrong_string(v, &self))
+    }
+}
+
+impl<V: Slot + Default> Slot for HashMap<String, V> {
+    fn decode<'de, D: Deserializer<'de>>(
+        &mut self,
+        d: D,
+        path: KeyPath<'_>,
+    ) -> Result<(), D::Error> {
+        d.deserialize_any(MapVisitor { slot: self, path })
+    }
+}
+
+impl<V: Slot + Default> Slot for BTreeMap<String, V> {
+    fn decode<'de, D: Deserializer<'de>>(
+        &mut self,
+        d: D,
+        path: KeyPath<'_>,
+    ) -> Result<(), D::Error> {
+        d.deserialize_any(MapVisitor { slot: self, path })
+    }
+}
+
+/// A Go struct with JSON field names, plus the unknown keys normafs keeps.
+pub(super) trait Record {
+    /// The JSON names of the fields, in the struct's order.
+    const FIELDS: &'static [&'static str];
+    fn extra_mut(&mut self) -> &mut Map<String, Value>;
+    /// Decodes the next map value into the field named `field` (one of [`Record::FIELDS`]).
+    fn field<'de, A: MapAccess<'de>>(
+        &mut self,
+        field: &str,
+        map: &mut A,
+        path: KeyPath<'_>,
+    ) -> Result<(), A::Error>;
+}
+
+/// Whether Go's decoder matches the JSON key `key` to the field named `field` (ASCII): equal
+/// after folding case, where U+212A and U+017F fold to `K` and `S`.
+pub(super) fn go_fold_eq(key: &str, field: &str) -> bool {
+    let mut chars = key.chars();
+    for f in field.bytes() {
+        let folded = match chars.next() {
+            Some('\u{212a}') => b'K',
+            Some('\u{17f}') => b'S',
+            Some(c) if c.is_ascii() => (c as u8).to_ascii_uppercase(),
+            _ => return false,
+        };
+        if folded != f.to_ascii_uppercase() {
+            return false;
+        }
+    }
+    chars.next().is_none()
+}
+
+pub(super) struct RecordVisitor<'s, 'p, R> {
+    pub(super) slot: &'s mut R,
+    pub(super) path: KeyPath<'p>,
+    /// The top level refuses `null` (Go would read it as an empty file of version 0).
+    pub(super) top: bool,
+}
+
+impl<'de, R: Record> Visitor<'de> for RecordVisitor<'_, '_, R> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "an object for {}", self.path)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        if self.top {
+            Err(E::invalid_type(Unexpected::Unit, &self))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            match R::FIELDS.iter().find(|f| go_fold_eq(&key, f)) {
+                Some(field) => self
+                    .slot
+                    .field(field, &mut map, KeyPath::Key(&self.path, &key))?,
+                None => {
+                    let value: Value = map.next_value()?;
+                    self.slot.extra_mut().insert(key, value);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        Err(wrong_string(v, &self))
+    }
+}
+
+impl<R: Record> Slot for R {
+    fn decode<'de, D: Deserializer<'de>>(
+        &mut self,
+        d: D,
+        path: KeyPath<'_>,
+    ) -> Result<(), D::Error> {
+        d.deserialize_any(RecordVisitor {
+            slot: self,
+            path,
+            top: false,
+        })
+    }
+}
+
+impl Record for State {
+    const FIELDS: &'static [&'static str] = &[
+        "version",
+        "sessionId",
+        "nextBlockId",
+        "blocks",
+        "messageRefs",
+        "tokenSnapshot",
+        "nudge",
+        "stats",
+        "derivedFrom",
+    ];
+
+    fn extra_mut(&mut self) -> &mut Map<String, Value> {
+        &mut self.extra
+    }
+
+    fn field<'de, A: MapAccess<'de>>(
+        &mut self,
+        field: &str,
+        map: &mut A,
+        path: KeyPath<'_>,
+    ) -> Result<(), A::Error> {
+        match field {
+            "version" => next_into(map, &mut self.version, path),
+            "sessionId" => next_into(map, &mut self.session_id, path),
+            "nextBlockId" => next_into(map, &mut self.next_block_id, path),
+            "blocks" => next_into(map, &mut self.blocks, path),
+            "messageRefs" => next_into(map, &mut self.message_refs, path),
+            "tokenSnapshot" => next_into(map, &mut self.token_snapshot, path),
+            "nudge" => next_into(map, &mut self.nudge, path),
+            "stats" => next_into(map, &mut self.stats, path),
+            "derivedFrom" => next_into(map, &mut self.derived_from, path),
+            _ => map.next_value::<de::IgnoredAny>().map(drop),
+        }
+    }
+}
+
+impl Record for Block {
+    const FIELDS: &'static [&'static str] = &[
+        "blockId",
+        "tier",
+        "topic",
+        "summary",
+        "directMessageIds",
+        "effectiveMessageIds",
+        "directBlockIds",
+        "archivePath",
+        "archiveRel",
+        "compressedTokens",
+        "startRef",
+        "endRef",
+        "createdAt",
+        "active",
+        "compressCallId",
+    ];
+
+    fn extra_mut(&mut self) -> &mut Map<String, Value> {
+        &mut self.extra
+    }
+
+    fn field<'de, A: MapAccess<'de>>(
+        &mut self,
+        field: &str,
+        map: &mut A,
+        path: KeyPath<'_>,
+    ) -> Result<(), A::Error> {
+        match field {
+            "blockId" => next_into(map, &mut self.block_id, path),
+            "tier" => next_into(map, &mut self.tier, path),
+            "topic" => next_into(map, &mut self.topic, path),
+            "summary" => next_into(map, &mut self.summary, path),
+            "directMessageIds" => next_into(map, &mut self.direct_message_ids, path),
+            "effectiveMessageIds" => next_into(map, &mut self.effective_message_ids, path),
+            "directBlockIds" => next_into(map, &mut self.direct_block_ids, path),
+            "archivePath" => next_into(map, &mut self.archive_path, path),
+            "archiveRel" => next_into(map, &mut self.archive_rel, path),
+            "compressedTokens" => next_into(map, &mut self.compressed_tokens, path),
+            "startRef" => next_into(map, &mut self.start_ref, path),
+            "endRef" => next_into(map, &mut self.end_ref, path),
+            "createdAt" => next_into(map, &mut self.created_at, path),
+            "active" => next_into(map, &mut self.active, path),
+            "compressCallId" => next_into(map, &mut self.compress_call_id, path),
+            _ => map.next_value::<de::IgnoredAny>().map(drop),
+        }
+    }
+}
+
+impl Record for MessageRefs {
+    const FIELDS: &'static [&'static str] = &["byRaw", "byRef"];
+
+    fn extra_mut(&mut self) -> &mut Map<String, Value> {
+        &mut self.extra
+    }
+
+    fn field<'de, A: MapAccess<'de>>(
+        &mut self,
+        field: &str,
+        map: &mut A,
+        path: KeyPath<'_>,
+    ) -> Result<(), A::Error> {
+        match field {
+            "byRaw" => next_into(map, &mut self.by_raw, path),
+            "byRef" => next_into(map, &mut self.by_ref, path),
+            _ => map.next_value::<de::IgnoredAny>().map(drop),
+        }
+    }
+}
+
+impl Record for NudgeState {
+    const FIELDS: &'static [&'static str] = &[
+        "lastPerMessageNudgeTokens",
+        "lastNudgeShownTokens",
+        "lastShownByTier",
+    ];
+
+    fn extra_mut(&mut self) -> &mut Map<String, Value> {
+        &mut self.extra
+    }
+
+    fn field<'de, A: MapAccess<'de>>(
+        &mut self,
+        field: &str,
+        map: &mut A,
+        path: KeyPath<'_>,
+    ) -> Result<(), A::Error> {
+        match field {
+            "lastPerMessageNudgeTokens" => {
+                next_into(map, &mut self.last_per_message_nudge_tokens, path)
+            }
+            "lastNudgeShownTokens" => next_into(map, &mut self.last_nudge_shown_tokens, path),
+            "lastShownByTier" => next_into(map, &mut self.last_shown_by_tier, path),
+            _ => map.next_value::<de::IgnoredAny>().map(drop),
+        }
+    }
+}
+
+impl Record for Stats {
+    const FIELDS: &'static [&'static str] = &["tokensCompressed", "compressionCount"];
+
+    fn extra_mut(&mut self) -> &mut Map<String, Value> {
+        &mut self.extra
+    }
+
+    fn field<'de, A: MapAccess<'de>>(
+        &mut self,
+        field: &str,
+        map: &mut A,
+        path: KeyPath<'_>,
+    ) -> Result<(), A::Error> {
+        match field {
+            "tokensCompressed" => next_into(map, &mut self.tokens_compressed, path),
+            "compressionCount" => next_into(map, &mut self.compression_count, path),
+            _ => map.next_value::<de::IgnoredAny>().map(drop),
+        }
+    }
+}
