@@ -6,6 +6,9 @@
 //! the next ctl command), `transcript.unreadable` / `state.unreadable`-style I/O failures are
 //! reported under the nearest catalogue code with the OS message.
 
+mod root;
+pub use root::*;
+
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
@@ -807,132 +810,4 @@ pub fn audit_session_in(
     for d in &s.debris {
         a.push(Severity::Warn, "archive.temp-debris", style.archive(sid, d), None, "a leftover temp file of an interrupted write (normafs's or the runtime's); the next ctl command removes it".into());
     }
-}
-
-/// Audit the memory directory into `a` (the rules: [`memory::check`], [`memory::check_index`]).
-pub fn audit_memory(a: &mut Audit, dir: &Path) {
-    for p in memory::audit(dir) {
-        let path = if p.file_name.is_empty() {
-            "memory".to_string()
-        } else {
-            format!("memory/{}", p.file_name)
-        };
-        a.push(
-            p.kind.severity(),
-            p.kind.code(),
-            path,
-            p.line.map(|l| l as u64),
-            p.message,
-        );
-    }
-}
-
-/// Audit bad names found by discovery into `a`.
-pub fn audit_names(a: &mut Audit, d: &Discovery) {
-    for b in &d.bad_names {
-        a.push(
-            Severity::Warn,
-            "root.bad-name",
-            b.path_rel.clone(),
-            None,
-            b.reason.clone(),
-        );
-    }
-}
-
-/// Audit a whole root: every session, the memory directory, bad names. `progress` is called
-/// after each session. Sessions are loaded and audited on as many threads as there are cores;
-/// the result is the same as [`audit_root_with`] on one thread.
-pub fn audit_root(
-    paths: &RootPaths,
-    d: &Discovery,
-    cfg: &Config,
-    style: PathStyle,
-    progress: &mut dyn FnMut(usize, usize),
-) -> Audit {
-    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    audit_root_with(paths, d, cfg, style, threads, progress)
-}
-
-/// The stack of an audit helper thread: that of a main thread on Linux.
-const HELPER_STACK: usize = 8 << 20;
-
-/// [`audit_root`] on at most `threads` threads (1: all on the calling thread). The findings do
-/// not depend on `threads`: each session's are kept apart and joined in session order before
-/// the (stable) sort, as one thread would have pushed them. `progress` is called on the calling
-/// thread, after each session, with the number done so far.
-pub fn audit_root_with(
-    paths: &RootPaths,
-    d: &Discovery,
-    cfg: &Config,
-    style: PathStyle,
-    threads: usize,
-    progress: &mut dyn FnMut(usize, usize),
-) -> Audit {
-    let mut a = Audit::default();
-    audit_names(&mut a, d);
-    audit_memory(&mut a, &paths.memory);
-    let one = |sid: &str| {
-        let s = crate::store::session::load(paths, sid);
-        let mut a = Audit::default();
-        audit_session_in(&mut a, &s, &cfg.for_session(sid), style, Some(paths));
-        a.findings
-    };
-    let total = d.sessions.len();
-    let threads = threads.clamp(1, total.max(1));
-    if threads == 1 {
-        for (i, sid) in d.sessions.iter().enumerate() {
-            a.findings.extend(one(sid));
-            progress(i + 1, total);
-        }
-    } else {
-        let mut per_session: Vec<Vec<Finding>> = vec![Vec::new(); total];
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let take = || {
-            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            d.sessions.get(i).map(|sid| (i, sid))
-        };
-        std::thread::scope(|scope| {
-            let (tx, rx) = std::sync::mpsc::channel();
-            // `threads - 1` helpers; the calling thread is the last worker, so that it does
-            // not sit waiting for results on a core the helpers could use. A helper that
-            // cannot be started leaves its share to the others. Helpers get the stack a main
-            // thread has, so that no input that one thread can audit overflows theirs.
-            for _ in 1..threads {
-                let (tx, take, one) = (tx.clone(), &take, &one);
-                let helper = std::thread::Builder::new()
-                    .name("audit".into())
-                    .stack_size(HELPER_STACK);
-                let _ = helper.spawn_scoped(scope, move || {
-                    while let Some((i, sid)) = take() {
-                        if tx.send((i, one(sid))).is_err() {
-                            break;
-                        }
-                    }
-                });
-            }
-            // The helpers hold the only senders left: `rx` ends when they are done.
-            drop(tx);
-            let mut done = 0;
-            let mut record = |i: usize, findings: Vec<Finding>| {
-                if let Some(slot) = per_session.get_mut(i) {
-                    *slot = findings;
-                }
-                done += 1;
-                progress(done, total);
-            };
-            while let Some((i, sid)) = take() {
-                record(i, one(sid));
-                while let Ok((i, findings)) = rx.try_recv() {
-                    record(i, findings);
-                }
-            }
-            for (i, findings) in rx {
-                record(i, findings);
-            }
-        });
-        a.findings.extend(per_session.into_iter().flatten());
-    }
-    a.sort();
-    a
 }
