@@ -1,0 +1,131 @@
+//! `rebuild`: a session's state made again from its transcript's Compress calls and the
+//! journal, under the session lock.
+
+use super::*;
+
+/// Rebuild state from history (SPEC 4.8), durably.
+pub fn rebuild(
+    paths: &RootPaths,
+    sid: &str,
+    cfg: &NoaConfig,
+    now: DateTime<Utc>,
+) -> Result<Outcome, TxnError> {
+    let _lock = take_lock(paths, sid)?;
+    let notes = recover(paths, sid, cfg, now)?;
+    let t = command_transcript(paths, sid)?;
+    let root = paths.archive_root(sid);
+    let root_str = absolute(&root);
+    let jpath = paths.journal_path(sid);
+    let jr = journal::read(&jpath).map_err(|e| io_err("cannot read", &jpath, e))?;
+    let p = Projection::new(session::messages(&t));
+    let uuids = session::message_uuids(&t);
+    let batches: Vec<JournalBatch> = jr
+        .entries
+        .iter()
+        .map(|(_, e)| journal_batch(e, &p, &uuids, &t))
+        .collect();
+    let created = now.to_rfc3339_opts(SecondsFormat::Secs, true);
+    let place = Placement {
+        root: &root_str,
+        session: sid,
+        created: &created,
+        now: now.timestamp(),
+    };
+    let rep = rebuild::rebuild(&p, cfg, sid, &place, &batches, &noa_session::runtime_path);
+    let mut state = rep.state;
+
+    // Carry over what normafs does not interpret from a parsable old state, and the creation
+    // time of a block the old state holds with the same id and call.
+    let spath = paths.state_path(sid);
+    let old_bytes = crate::format::read_no_follow(&spath).ok();
+    let old = old_bytes.as_deref().map(parse_state);
+    let stamp = file_stamp(now);
+    let mut kept_state = None;
+    match &old {
+        Some(Ok(o)) => {
+            state.extra = o.extra.clone();
+            state.derived_from = o.derived_from.clone();
+            if let Some(blocks) = state.blocks.as_mut() {
+                for b in blocks.iter_mut() {
+                    if let Some(ob) = o.blocks().iter().find(|ob| {
+                        ob.block_id == b.block_id && ob.compress_call_id == b.compress_call_id
+                    }) {
+                        b.extra = ob.extra.clone();
+                        if ob.created_at != 0 {
+                            b.created_at = ob.created_at;
+                        }
+                    }
+                }
+            }
+            let reproduced: HashSet<(&str, &str)> = state
+                .blocks()
+                .iter()
+                .map(|b| (b.block_id.as_str(), b.compress_call_id.as_str()))
+                .collect();
+            let lost = o.blocks().iter().any(|ob| {
+                !reproduced.contains(&(ob.block_id.as_str(), ob.compress_call_id.as_str()))
+            });
+            if lost {
+                kept_state = Some(spath.with_file_name(format!("state.json.replaced-{stamp}")));
+            }
+        }
+        Some(Err(_)) => {
+            kept_state = Some(spath.with_file_name(format!("state.json.replaced-{stamp}")))
+        }
+        None => {}
+    }
+
+    // Archives: adopt matching ones, rewrite others keeping the old file beside.
+    let (mut adopted, mut written, mut replaced) = (Vec::new(), Vec::new(), Vec::new());
+    for a in &rep.archives {
+        let Some(b) = state.blocks().iter().find(|b| b.block_id == a.block_id) else {
+            continue;
+        };
+        match place_archive(&root, b, &archive_text(a), &stamp)? {
+            ArchivePlacement::Adopted => adopted.push(b.archive_rel.clone()),
+            ArchivePlacement::Written => written.push(b.archive_rel.clone()),
+            ArchivePlacement::Replaced(k) => replaced.push(json!({"archive": b.archive_rel, "kept": k.strip_prefix(&root).unwrap_or(&k).to_string_lossy()})),
+        }
+        failpoint::hit("rebuild.after-archive").map_err(|e| io_err("rebuild", &root, e))?;
+    }
+    if let Some(k) = &kept_state {
+        if let Some(bytes) = &old_bytes {
+            durable::create_dir_all_durable(&root)
+                .map_err(|e| io_err("cannot create", &root, e))?;
+            durable::create_new_durable(k, bytes).map_err(|e| io_err("cannot keep", k, e))?;
+            failpoint::hit("rebuild.after-keep-state").map_err(|e| io_err("cannot keep", k, e))?;
+        }
+    }
+    failpoint::hit("rebuild.before-state").map_err(|e| io_err("rebuild", &spath, e))?;
+    durable::create_dir_all_durable(&root).map_err(|e| io_err("cannot create", &root, e))?;
+    durable::atomic_replace(&spath, state.to_json().as_bytes())
+        .map_err(|e| io_err("cannot write", &spath, e))?;
+    failpoint::hit("rebuild.after-state").map_err(|e| io_err("rebuild", &spath, e))?;
+
+    let message = format!(
+        "rebuilt {} block(s) from {} call(s); {} archive(s) adopted, {} written, {} replaced{}",
+        state.blocks().len(),
+        rep.replayed,
+        adopted.len(),
+        written.len(),
+        replaced.len(),
+        if rep.skipped.is_empty() {
+            String::new()
+        } else {
+            format!("; {} call(s) skipped", rep.skipped.len())
+        }
+    );
+    Ok(Outcome {
+        message,
+        result: json!({
+            "blocks": state.blocks().len(),
+            "replayed": rep.replayed,
+            "adopted": adopted,
+            "written": written,
+            "replaced": replaced,
+            "skipped": rep.skipped,
+            "keptState": kept_state.map(|k| k.to_string_lossy().into_owned()),
+            "recovery": notes,
+        }),
+    })
+}
