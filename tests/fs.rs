@@ -450,6 +450,9 @@ fn read_only_refuses_every_change() {
             .errno(),
         libc::EROFS
     );
+    fs.release(o.fh);
+    // `help` still works (on a handle of its own: a failure is its handle's).
+    let o = fs.open(ctl, libc::O_WRONLY, 0).expect("open ctl");
     assert!(fs.write(o.fh, 0, b"help\n").is_ok());
     assert_eq!(snapshot(d.path()), before);
 }
@@ -481,38 +484,58 @@ fn ctl_runs_commands_and_reports_results() {
         before,
         "a failed command changes nothing"
     );
+    // The failure is the handle's: a later write on it (the next line a shell writes) is
+    // refused with the same errno and runs nothing.
+    assert_eq!(
+        fs.write(o.fh, 9, b"help\n").expect_err("sticky").errno(),
+        libc::EINVAL
+    );
+    fs.release(o.fh);
     // Two commands in one write; the second fails: the first stays done.
+    let o = fs.open(ctl, libc::O_RDWR, 0).expect("open");
     let cmd = b"compress m00170 m00175 The late part of the session: more files read, nothing decided.\ncompress m00001 m99999 a summary that is long enough to be taken as one\n";
     assert_eq!(
         fs.write(o.fh, 0, cmd).expect_err("second fails").errno(),
         libc::EINVAL
     );
-    let results: Vec<serde_json::Value> =
-        String::from_utf8(fs.read(o.fh, 0, 1 << 20).expect("read"))
-            .expect("utf8")
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("json"))
-            .collect();
-    assert_eq!(results.len(), 3, "own results of this handle: {results:?}");
-    assert_eq!(results[0]["ok"], false);
-    assert_eq!(results[1]["ok"], true);
-    assert_eq!(results[1]["result"]["blocks"][0]["blockId"], "b16");
-    assert_eq!(results[2]["ok"], false);
+    // Read where the write left the offset: the handle's own results, from their start.
+    let at = cmd.len() as u64;
+    let own = fs.read(o.fh, at, 1 << 20).expect("read");
+    let results: Vec<serde_json::Value> = String::from_utf8(own.clone())
+        .expect("utf8")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    assert_eq!(results.len(), 2, "own results of this handle: {results:?}");
+    assert_eq!(
+        fs.read(o.fh, at + 10, 1 << 20).expect("read on"),
+        own[10..],
+        "the reads after go on in the same results"
+    );
+    assert_eq!(results[0]["ok"], true);
+    assert_eq!(results[0]["result"]["blocks"][0]["blockId"], "b16");
+    assert_eq!(results[1]["ok"], false);
     assert!(
-        results[2]["message"]
+        results[1]["message"]
             .as_str()
             .is_some_and(|m| m.contains("m99999 does not exist in this session")),
         "{}",
-        results[2]
+        results[1]
     );
     fs.release(o.fh);
     // The view shows the block.
     let view = lookup_path(&fs, "sessions/s2-tier1/view.jsonl").expect("view");
     assert!(String::from_utf8_lossy(&read_all(&fs, view)).contains("\"block\":\"b16\""));
-    // A fresh handle reads the session's latest results.
+    // A fresh handle reads the session's latest results (the refused `help` never ran), and
+    // that is the file's size.
     let o = fs.open(ctl, libc::O_RDONLY, 0).expect("open");
     let text = String::from_utf8(fs.read(o.fh, 0, 1 << 20).expect("read")).expect("utf8");
-    assert_eq!(text.lines().count(), 3);
+    assert_eq!(text.lines().count(), 3, "{text}");
+    assert!(!text.contains("\"help\""), "{text}");
+    assert_eq!(
+        fs.getattr(ctl, None, 0).expect("attr").attr.size,
+        text.len() as u64
+    );
     fs.release(o.fh);
     // A write at max_write is refused: it may be a split command.
     let o = fs.open(ctl, libc::O_WRONLY, 0).expect("open");

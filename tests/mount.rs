@@ -598,6 +598,62 @@ fn ctl_through_the_shell() {
     ok(&sh(&format!("echo help > '{}'", m.at("ctl").display())));
 }
 
+/// The shell patterns of scripts on ctl (SPEC 6): a read-write descriptor reads its results
+/// from their start; a failure stops what the shell writes line by line after it; `st_size`
+/// is what a fresh open reads, so `tar` copies it whole.
+#[test]
+fn ctl_for_shell_scripts() {
+    if !fuse_available() {
+        return;
+    }
+    let (root, cfg) = compressible_root();
+    let m = Mounted::new(root, cfg, MountOptions::default());
+    let ctl = m.at("sessions/s1/ctl");
+    let c = ctl.display();
+
+    // `exec 3<>ctl; echo 'compress …' >&3; cat <&3`: the result whole, from its first byte.
+    let out = ok(&sh(&format!(
+        "exec 3<>'{c}'; echo 'compress m00003 m00010 The user asked eight questions about q and got answers.' >&3; cat <&3"
+    )));
+    let results = common::lines(out.as_bytes());
+    assert_eq!(results.len(), 1, "{out}");
+    assert_eq!(results[0]["ok"], true, "{out}");
+    assert_eq!(results[0]["result"]["blocks"][0]["blockId"], "b1", "{out}");
+
+    // One write of three lines stops at the bad one; so do three writes of one line each.
+    for script in [
+        format!("printf 'help\\nfrob\\nrebuild\\n' > '{c}'"),
+        format!("{{ echo help; echo frob; echo rebuild; }} > '{c}'"),
+    ] {
+        let before = snapshot(m.root());
+        let e = err(&sh(&script));
+        assert!(e.contains("Invalid argument"), "{script}: {e}");
+        let last: Vec<String> = common::lines(&cat(&ctl))
+            .iter()
+            .map(|r| r["command"].as_str().unwrap_or("").to_string())
+            .collect();
+        assert_eq!(
+            last[last.len() - 2..],
+            ["help", "frob"],
+            "{script}: {last:?}"
+        );
+        assert_eq!(snapshot(m.root()), before, "{script}: rebuild never ran");
+    }
+
+    // st_size is what a fresh open reads; tar copies that.
+    let fresh = cat(&ctl);
+    let size = ok(&tool(
+        "stat",
+        &[OsStr::new("-c"), OsStr::new("%s"), os(&ctl)],
+    ));
+    assert_eq!(size.trim(), fresh.len().to_string());
+    let copied = ok(&sh(&format!(
+        "tar -C '{}' -cf - ctl | tar -xOf -",
+        m.at("sessions/s1").display()
+    )));
+    assert_eq!(copied.as_bytes(), &fresh[..]);
+}
+
 #[test]
 fn synthetic_files_refuse_writes() {
     if !fuse_available() {

@@ -8,6 +8,7 @@ use super::handles::Handle;
 use super::real::Stat;
 use super::reply::kind_of;
 use super::{Attr, Base, Entry, FileKind, FsError, Node, NormaFs, MEMORY_LINK};
+use crate::store::ctl::Scope;
 
 impl NormaFs {
     /// Attributes of a node normafs makes (a directory of its own, a link, a computed file):
@@ -109,12 +110,18 @@ impl NormaFs {
                         return Err(FsError::NotFound);
                     }
                 }
-                // Constant attributes: kept as long as the session's existence is.
-                let ttl = self.ttl_of(node, false);
+                // The size is what a fresh open reads (the latest results), so `tar` and
+                // `rsync` copy them; it changes with every command, so it is never kept. The
+                // name is kept as long as the session's existence is.
+                let scope = match sid {
+                    Some(s) => Scope::Session(s.clone()),
+                    None => Scope::Root,
+                };
+                let size = self.ctl_size(&scope);
                 return Ok(Entry {
-                    attr: self.made_attr(ino, FileKind::File, 0o600, 0, self.started),
-                    ttl,
-                    entry_ttl: ttl,
+                    attr: self.made_attr(ino, FileKind::File, 0o600, size, self.started),
+                    ttl: Duration::ZERO,
+                    entry_ttl: self.ttl_of(node, false),
                 });
             }
             Node::MemoryDir => match self.backing.lstat(Base::Memory, Path::new("")) {

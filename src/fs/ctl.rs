@@ -31,6 +31,16 @@ fn scope_key(s: &Scope) -> Option<String> {
     }
 }
 
+/// Results as the ctl file reads them: one JSON line each.
+fn render(records: &[CtlRecord]) -> Vec<u8> {
+    let mut text = Vec::new();
+    for r in records {
+        text.extend_from_slice(r.to_json().to_string().as_bytes());
+        text.push(b'\n');
+    }
+    text
+}
+
 impl CtlLog {
     /// The sequence number of the next command in `scope`.
     pub(super) fn next_seq(&self, scope: &Scope) -> u64 {
@@ -60,33 +70,37 @@ impl CtlLog {
     }
 
     /// A read of a ctl handle: its own results once it wrote, else the scope's latest, as
-    /// JSON lines made at offset 0 (or at its first read) and kept for the reads after.
+    /// JSON lines. The first read after a write (or any read at or before where the last
+    /// snapshot started, as a read from 0 is) makes them and starts them at its offset: a
+    /// handle open for reading and writing, whose offset the writes moved, reads its results
+    /// from their start (SPEC 6). The reads after it go on in the same snapshot.
     pub(super) fn read(
         &self,
         scope: &Scope,
         own: &[CtlRecord],
         wrote: bool,
-        snapshot: &mut Option<Arc<Vec<u8>>>,
+        snapshot: &mut Option<(u64, Arc<Vec<u8>>)>,
         offset: u64,
         size: u32,
     ) -> Vec<u8> {
-        if offset == 0 || snapshot.is_none() {
+        let fresh = snapshot.as_ref().is_none_or(|(start, _)| offset <= *start);
+        if fresh {
             let records = if wrote {
                 own.to_vec()
             } else {
                 self.recent(scope)
             };
-            let mut text = Vec::new();
-            for r in records {
-                text.extend_from_slice(r.to_json().to_string().as_bytes());
-                text.push(b'\n');
-            }
-            *snapshot = Some(Arc::new(text));
+            *snapshot = Some((offset, Arc::new(render(&records))));
         }
         snapshot
             .as_ref()
-            .map(|d| super::window(d, offset, size).to_vec())
+            .map(|(start, d)| super::window(d, offset - start, size).to_vec())
             .unwrap_or_default()
+    }
+
+    /// The size of what a fresh handle of `scope` reads (`ctl`'s `st_size`).
+    pub(super) fn fresh_len(&self, scope: &Scope) -> u64 {
+        render(&self.recent(scope)).len() as u64
     }
 }
 
@@ -94,9 +108,24 @@ impl NormaFs {
     /// A write to `ctl`: one or more whole commands, run in order, stopping at the first failure.
     pub(super) fn write_ctl(&self, fh: u64, data: &[u8]) -> Result<u32, FsError> {
         let scope = match self.handles.lock().get(&fh) {
+            Some(Handle::Ctl {
+                failed: Some(e), ..
+            }) => return Err(e.clone()),
             Some(Handle::Ctl { scope, .. }) => scope.clone(),
             _ => return Err(FsError::BadHandle),
         };
+        let result = self.run_commands(fh, &scope, data);
+        if let Err(e) = &result {
+            // Sticky: the rest of what the writer meant to run is refused alike.
+            if let Some(Handle::Ctl { failed, .. }) = self.handles.lock().get_mut(&fh) {
+                *failed = Some(e.clone());
+            }
+        }
+        result
+    }
+
+    /// The commands of one write, in order, stopping at the first failure.
+    fn run_commands(&self, fh: u64, scope: &Scope, data: &[u8]) -> Result<u32, FsError> {
         if data.len() >= self.opts.max_write as usize {
             return Err(FsError::Invalid(format!(
                 "a ctl write must be shorter than {} bytes",
@@ -105,7 +134,7 @@ impl NormaFs {
         }
         let text = std::str::from_utf8(data)
             .map_err(|_| FsError::Invalid("ctl commands must be UTF-8".into()))?;
-        let noa = match &scope {
+        let noa = match scope {
             Scope::Session(sid) => self.cfg.for_session(sid),
             Scope::Root => self.cfg.noa.clone(),
         };
@@ -114,11 +143,10 @@ impl NormaFs {
             cfg: &noa,
             read_only: self.opts.read_only,
         };
-        let mut failure = None;
         for line in text.split('\n').map(str::trim).filter(|l| !l.is_empty()) {
-            let seq = self.ctl_log.next_seq(&scope);
-            let rec = runner.run(&scope, line, seq, chrono::Utc::now());
-            self.ctl_log.record(&scope, rec.clone());
+            let seq = self.ctl_log.next_seq(scope);
+            let rec = runner.run(scope, line, seq, chrono::Utc::now());
+            self.ctl_log.record(scope, rec.clone());
             if let Some(Handle::Ctl {
                 own,
                 wrote,
@@ -130,15 +158,16 @@ impl NormaFs {
                 *wrote = true;
                 *snapshot = None;
             }
-            if let Some(kind) = &rec.error {
-                failure = Some(FsError::from(kind));
-                break;
+            if let Some(e) = &rec.error {
+                return Err(FsError::from(e));
             }
         }
-        match failure {
-            Some(e) => Err(e),
-            None => Ok(data.len() as u32),
-        }
+        Ok(data.len() as u32)
+    }
+
+    /// The size of what a fresh open of the ctl file of `scope` reads.
+    pub(super) fn ctl_size(&self, scope: &Scope) -> u64 {
+        self.ctl_log.fresh_len(scope)
     }
 }
 

@@ -39,6 +39,7 @@ impl NormaFs {
                     own: Vec::new(),
                     wrote: false,
                     snapshot: None,
+                    failed: None,
                 });
                 Ok(Opened {
                     fh,
@@ -130,6 +131,7 @@ impl NormaFs {
                 own,
                 wrote,
                 snapshot,
+                ..
             }) => Ok(self
                 .ctl_log
                 .read(scope, own, *wrote, snapshot, offset, size)),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 
-use super::DirEntry;
+use super::{DirEntry, FsError};
 use crate::bytes::Bytes;
 use crate::store::ctl::{CtlRecord, Scope};
 
@@ -21,7 +21,13 @@ pub(super) enum Handle {
         scope: Scope,
         own: Vec<CtlRecord>,
         wrote: bool,
-        snapshot: Option<Arc<Vec<u8>>>,
+        /// The results as read, and the file offset they start at (the first read after
+        /// the last write: a handle open for reading and writing reads its results from
+        /// their start whatever it wrote, SPEC 6).
+        snapshot: Option<(u64, Arc<Vec<u8>>)>,
+        /// The error of the command that failed on this handle: every later write answers
+        /// it without running (a shell writes `printf 'a\nb\n'` line by line).
+        failed: Option<FsError>,
     },
     Dir(Vec<DirEntry>),
 }
