@@ -16,7 +16,8 @@ use crate::store::session;
 #[command(
     name = "normafs",
     version,
-    about = "AI-agent sessions as a filesystem: views, audits and control of Norma session roots"
+    about = "AI-agent sessions as a filesystem: views, audits and control of Norma session roots",
+    after_help = EXIT_CODES
 )]
 struct Cli {
     #[command(subcommand)]
@@ -151,12 +152,34 @@ pub struct CliError {
 }
 
 impl CliError {
+    /// A usage or I/O error: exit 2.
     fn new(message: impl Into<String>) -> CliError {
         CliError {
             message: message.into(),
-            code: 1,
+            code: 2,
         }
     }
+}
+
+/// The exit codes, as `--help` states them.
+const EXIT_CODES: &str = "Exit status: 0 ok; 1 findings (`audit` found errors) or a failed command (`ctl`); 2 usage or I/O (a bad argument, a directory that is no session root, an unreadable file).";
+
+/// A root that `view`, `audit` and `ctl` read must look like one: a transcripts, archive or
+/// memory directory (an empty root would silently report nothing).
+fn check_root(paths: &RootPaths, root: &Path) -> Result<(), CliError> {
+    if [&paths.transcripts, &paths.archives, &paths.memory]
+        .iter()
+        .any(|d| d.is_dir())
+    {
+        return Ok(());
+    }
+    Err(CliError::new(format!(
+        "{} is not a session root: it has none of {}, {} and {}",
+        root.display(),
+        paths.transcripts.display(),
+        paths.archives.display(),
+        paths.memory.display()
+    )))
 }
 
 fn resolve_root(root: &Path, dirs: &RootArgs) -> Result<RootPaths, CliError> {
@@ -532,6 +555,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             settings,
         } => {
             let paths = resolve_root(&root, &dirs)?;
+            check_root(&paths, &root)?;
             let cfg = config(&settings, Some(&sid))?;
             check_session(&paths, &sid)?;
             let noa = cfg.for_session(&sid);
@@ -564,6 +588,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             settings,
         } => {
             let paths = resolve_root(&root, &dirs)?;
+            check_root(&paths, &root)?;
             let cfg = config(&settings, sid.as_deref())?;
             let d = root::discover(&paths)
                 .map_err(|e| CliError::new(format!("cannot list the root: {e}")))?;
@@ -600,6 +625,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             settings,
         } => {
             let paths = resolve_root(&root, &dirs)?;
+            check_root(&paths, &root)?;
             let cfg = config(&settings, (sid != "-").then_some(sid.as_str()))?;
             let (scope, noa) = if sid == "-" {
                 (Scope::Root, cfg.noa.clone())
@@ -621,7 +647,10 @@ fn run(cli: Cli) -> Result<i32, CliError> {
                 write_stdout(s.as_bytes())?;
                 Ok(0)
             } else {
-                Err(CliError::new(rec.message.replace('\n', " ")))
+                Err(CliError {
+                    message: rec.message.replace('\n', " "),
+                    code: 1,
+                })
             }
         }
         Cmd::Gen {
@@ -649,6 +678,40 @@ fn run(cli: Cli) -> Result<i32, CliError> {
     }
 }
 
+/// A clap error on one line: its first line, with the arguments it lists after it (a missing
+/// argument is named), and the usage line's command for `--help`.
+fn one_line(text: &str) -> String {
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines
+        .next()
+        .unwrap_or("invalid arguments")
+        .trim_start_matches("error: ")
+        .to_string();
+    let rest: Vec<&str> = lines.collect();
+    let usage = rest
+        .iter()
+        .find_map(|l| l.strip_prefix("Usage: "))
+        .and_then(|u| {
+            let words: Vec<&str> = u
+                .split_whitespace()
+                .take_while(|w| !w.starts_with(['<', '[', '-']))
+                .collect();
+            (!words.is_empty()).then(|| words.join(" "))
+        })
+        .unwrap_or_else(|| "normafs".into());
+    let named: Vec<&str> = rest
+        .iter()
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more"))
+        .copied()
+        .collect();
+    let mut out = first;
+    if out.ends_with(':') && !named.is_empty() {
+        out.push(' ');
+        out.push_str(&named.join(" "));
+    }
+    format!("{out} (see `{usage} --help`)")
+}
+
 /// Run the CLI; returns the process exit code.
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
@@ -668,13 +731,7 @@ pub fn main() -> i32 {
                     0
                 };
             }
-            let text = e.render().to_string();
-            let first = text
-                .lines()
-                .next()
-                .unwrap_or("invalid arguments")
-                .trim_start_matches("error: ");
-            eprintln!("normafs: {first} (see --help)");
+            eprintln!("normafs: {}", one_line(&e.render().to_string()));
             return 2;
         }
     };

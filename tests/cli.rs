@@ -225,6 +225,7 @@ fn ctl_prints_its_result_line_or_one_error_line() {
         summary,
     ]);
     assert_one_line_error(&o, "looks live");
+    assert_eq!(o.status.code(), Some(1), "a command that failed: exit 1");
     let o = normafs(&[
         "ctl",
         root,
@@ -258,6 +259,39 @@ fn bad_input_is_one_line_and_non_zero() {
         &normafs(&["audit", root, "--config", "/nonexistent.toml"]),
         "cannot read config file /nonexistent.toml",
     );
+    // Usage and I/O errors exit 2 (1 is for findings and failed commands).
+    for args in [
+        vec!["view", "/nonexistent/root", "x"],
+        vec!["view", root, "nosuch"],
+        vec!["frobnicate"],
+    ] {
+        assert_eq!(normafs(&args).status.code(), Some(2), "{args:?}");
+    }
+    // A missing argument is named, with the command whose help tells more.
+    for (args, named, help) in [
+        (vec!["mount"], "<ROOT> <MNT>", "normafs mount --help"),
+        (vec!["view", root], "<SID>", "normafs view --help"),
+        (vec!["ctl", root], "<SID> <COMMAND>", "normafs ctl --help"),
+    ] {
+        let o = normafs(&args);
+        assert_one_line_error(&o, named);
+        assert!(stderr(&o).contains(help), "{}", stderr(&o));
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+    }
+    // A directory that is no session root is said to be none, and exits 2, for each command
+    // that reads one (an empty report would look like a healthy root).
+    let empty = tempfile::tempdir().expect("tempdir");
+    let e = empty.path().to_str().expect("utf8");
+    for args in [
+        vec!["audit", e],
+        vec!["view", e, "s1"],
+        vec!["ctl", e, "-", "help"],
+    ] {
+        let o = normafs(&args);
+        assert_one_line_error(&o, "is not a session root");
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+    }
+    assert!(stdout(&normafs(&["--help"])).contains("Exit status: 0 ok; 1 findings"));
     let o = normafs(&["view", root, "s2-tier1", "--floor-ratio", "7"]);
     assert!(o.status.success());
     assert!(
