@@ -196,7 +196,7 @@ fn errors_are_errno_values() {
     );
     // Creating outside memory/ is refused.
     assert_eq!(
-        fs.create(s, OsStr::new("x.md"), 0o644, libc::O_WRONLY)
+        fs.create(s, OsStr::new("x.md"), 0o644, 0, libc::O_WRONLY)
             .expect_err("create")
             .errno(),
         libc::EACCES
@@ -331,6 +331,7 @@ fn memory_edits_create_rename_unlink_setattr() {
             mem,
             OsStr::new("new-note.md"),
             0o644,
+            0o022,
             libc::O_WRONLY | libc::O_EXCL,
         )
         .expect("create");
@@ -349,7 +350,7 @@ fn memory_edits_create_rename_unlink_setattr() {
         .contains("- [New note](new-note.md) — made through the mount\n"));
     // sed -i style: write a temp file, rename it over.
     let (_, o) = fs
-        .create(mem, OsStr::new("sedXYZ"), 0o600, libc::O_WRONLY)
+        .create(mem, OsStr::new("sedXYZ"), 0o600, 0o022, libc::O_WRONLY)
         .expect("tmp");
     fs.write(
         o.fh,
@@ -411,7 +412,7 @@ fn read_only_refuses_every_change() {
     let fs = fs_for(d.path(), true);
     let mem = lookup_path(&fs, "memory").expect("memory");
     assert_eq!(
-        fs.create(mem, OsStr::new("x.md"), 0o644, libc::O_WRONLY)
+        fs.create(mem, OsStr::new("x.md"), 0o644, 0, libc::O_WRONLY)
             .expect_err("create")
             .errno(),
         libc::EROFS
@@ -703,4 +704,65 @@ fn readdirplus_counts_a_lookup_for_each_linked_entry_the_answer_holds() {
         .map(|e| e.name.to_string_lossy().into_owned())
         .collect();
     assert_eq!(unopened, listed);
+}
+
+#[test]
+fn a_created_file_gets_the_callers_mode_and_umask_not_the_mounts() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = example_root();
+    let fs = fs_for(d.path(), false);
+    let mem = lookup_path(&fs, "memory").expect("memory");
+    // (mode, the caller's umask, the file's mode): pjdfstest open/02 among them.
+    for (i, (mode, umask, want)) in [
+        (0o620, 0o000, 0o620),
+        (0o666, 0o022, 0o644),
+        (0o666, 0o027, 0o640),
+        (0o777, 0o000, 0o777),
+        (0o640, 0o077, 0o600),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let name = format!("made-{i}.md");
+        let (e, o) = fs
+            .create(mem, OsStr::new(&name), mode, umask, libc::O_WRONLY)
+            .expect("create");
+        fs.release(o.fh);
+        let on_disk = std::fs::metadata(d.path().join("memory").join(&name))
+            .expect("made")
+            .permissions()
+            .mode()
+            & 0o7777;
+        assert_eq!(on_disk, want, "{mode:o} under umask {umask:o}");
+        assert_eq!(u32::from(e.attr.perm), want, "the reply says so too");
+    }
+    // A file that is there already keeps its mode (O_CREAT without O_EXCL opens it).
+    let existing = d.path().join("memory/build-system.md");
+    let before = std::fs::metadata(&existing)
+        .expect("there")
+        .permissions()
+        .mode();
+    let (_, o) = fs
+        .create(mem, OsStr::new("build-system.md"), 0o600, 0, libc::O_WRONLY)
+        .expect("open existing");
+    fs.release(o.fh);
+    assert_eq!(
+        std::fs::metadata(&existing)
+            .expect("there")
+            .permissions()
+            .mode(),
+        before
+    );
+    assert_eq!(
+        fs.create(
+            mem,
+            OsStr::new("build-system.md"),
+            0o600,
+            0,
+            libc::O_WRONLY | libc::O_EXCL
+        )
+        .expect_err("exclusive")
+        .errno(),
+        libc::EEXIST
+    );
 }

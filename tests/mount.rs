@@ -654,6 +654,37 @@ fn ctl_for_shell_scripts() {
     assert_eq!(copied.as_bytes(), &fresh[..]);
 }
 
+/// A file created in `memory/` gets the caller's mode and umask (pjdfstest open/02), not the
+/// mount's.
+#[test]
+fn memory_files_are_created_with_the_callers_mode_and_umask() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mounted::new(example_root(), Config::default(), MountOptions::default());
+    let mem = m.at("memory");
+    for (umask, name, how, want) in [
+        (
+            "0",
+            "n1.md",
+            "python3 -c 'import os; os.close(os.open(\"n1.md\", os.O_CREAT|os.O_WRONLY, 0o620))'",
+            "620",
+        ),
+        ("027", "n2.md", "touch n2.md", "640"),
+        ("077", "n3.md", "echo hi > n3.md", "600"),
+        ("002", "n4.md", "touch n4.md", "664"),
+    ] {
+        let out = ok(&sh(&format!(
+            "cd '{}' && umask {umask} && {how} && stat -c %a {name}",
+            mem.display()
+        )));
+        assert_eq!(out.trim(), want, "umask {umask}: {how}");
+        let real = std::fs::metadata(m.root().join("memory").join(name)).expect("made");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(format!("{:o}", real.permissions().mode() & 0o7777), want);
+    }
+}
+
 #[test]
 fn synthetic_files_refuse_writes() {
     if !fuse_available() {

@@ -20,11 +20,14 @@ impl NormaFs {
         }
     }
 
+    /// `create` of `name` in `parent` with the caller's `mode` and `umask` (the file gets
+    /// `mode & !umask`, whatever the mount's own umask is).
     pub fn create(
         &self,
         parent: u64,
         name: &OsStr,
         mode: u32,
+        umask: u32,
         flags: i32,
     ) -> Result<(Entry, Opened), FsError> {
         let p = self.node(parent)?;
@@ -43,7 +46,7 @@ impl NormaFs {
             b,
             &rel,
             (flags & !libc::O_NOFOLLOW) | libc::O_CREAT,
-            mode & 0o7777,
+            mode & !umask & 0o7777,
         )?);
         let ino = self.inodes.lookup(&node);
         let e = self.attr_of(&node, ino)?;

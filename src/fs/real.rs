@@ -156,15 +156,27 @@ impl Backing {
     }
 
     /// Create a new file (`O_CREAT|O_EXCL|O_NOFOLLOW` unless `exclusive` is false).
+    /// Open `rel` with `O_CREAT`: a file it creates gets exactly `mode` (the caller's mode
+    /// and umask, not the daemon's umask); a file that was there is opened as it is.
     pub fn create(&self, b: Base, rel: &Path, flags: i32, mode: u32) -> Result<File, FsError> {
         let (dir, leaf) = self.parent(b, rel)?;
         let leaf = leaf.ok_or(FsError::Exists)?;
-        let fd = openat(
+        let flags = flags | libc::O_NOFOLLOW;
+        let fd = match openat(
             dir.as_raw_fd(),
             &leaf,
-            flags | libc::O_CREAT | libc::O_NOFOLLOW,
+            flags | libc::O_CREAT | libc::O_EXCL,
             mode,
-        )?;
+        ) {
+            Err(FsError::Exists) if flags & libc::O_EXCL == 0 => {
+                return openat(dir.as_raw_fd(), &leaf, flags & !libc::O_CREAT, 0).map(File::from)
+            }
+            other => other?,
+        };
+        // SAFETY: a valid open descriptor.
+        if unsafe { libc::fchmod(fd.as_raw_fd(), mode as libc::mode_t) } < 0 {
+            return Err(last_err());
+        }
         Ok(File::from(fd))
     }
 

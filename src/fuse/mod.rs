@@ -723,7 +723,7 @@ impl Filesystem for NormaFuse {
         reply: ReplyCreate,
     ) {
         match self.run("create", || {
-            let (e, o) = self.fs.create(parent.0, name, mode & !umask, flags)?;
+            let (e, o) = self.fs.create(parent.0, name, mode, umask, flags)?;
             let how = self.open_as(e.attr.ino, flags, &o, &|f| reply.open_backing(f));
             Ok((e, o.fh, how))
         }) {
