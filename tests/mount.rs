@@ -1001,6 +1001,36 @@ fn the_binary_mounts_and_unmounts_on_signals() {
     }
 }
 
+/// After `kill -9` the kernel keeps a dead mount (`Transport endpoint is not connected`); the
+/// next `normafs mount` says so and gives the command that clears it, which works.
+#[test]
+fn a_dead_mount_after_kill_9_is_named_with_the_command_that_clears_it() {
+    if !fuse_available() {
+        return;
+    }
+    let root = example_root();
+    let mnt = tempfile::tempdir().expect("tempdir");
+    let mut b = BinMount::start(&[os(root.path()), os(mnt.path())], mnt.path());
+    assert!(is_mounted(mnt.path()));
+    b.signal(libc::SIGKILL);
+    let _ = b.wait();
+    assert!(is_mounted(mnt.path()), "the kernel keeps the dead mount");
+    let o = Command::new(env!("CARGO_BIN_EXE_normafs"))
+        .args([OsStr::new("mount"), os(root.path()), os(mnt.path())])
+        .output()
+        .expect("run normafs mount");
+    let e = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(!o.status.success(), "{e}");
+    let cmd = format!("umount -l '{}'", mnt.path().display());
+    assert!(e.contains("Transport endpoint is not connected"), "{e}");
+    assert!(e.contains(&format!("run `{cmd}`")), "{e}");
+    assert_eq!(e.trim().lines().count(), 1, "one line: {e}");
+    // The advice works (as root: this test runs as root; an ordinary user is told
+    // `fusermount3 -u`).
+    assert!(sh(&cmd).status.success());
+    assert!(!is_mounted(mnt.path()));
+}
+
 #[test]
 fn the_binary_refuses_bad_mount_points() {
     if !fuse_available() {

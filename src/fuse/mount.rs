@@ -132,6 +132,19 @@ fn check_fuse() -> io::Result<()> {
         })
 }
 
+/// What to say of a mount point whose FUSE daemon is gone: the command that clears it.
+pub fn dead_mount_advice(mnt: &Path) -> String {
+    let m = mnt.display();
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let cmd = if root {
+        format!("umount -l '{m}'")
+    } else {
+        format!("fusermount3 -u '{m}'")
+    };
+    format!("is a mount whose normafs process is gone (Transport endpoint is not connected): run `{cmd}`, then mount again")
+}
+
 /// The mount point exists, is an empty directory, and is not inside a backing directory.
 fn check_mountpoint(paths: &RootPaths, mnt: &Path) -> io::Result<PathBuf> {
     let bad = |kind: io::ErrorKind, what: &str| {
@@ -139,6 +152,8 @@ fn check_mountpoint(paths: &RootPaths, mnt: &Path) -> io::Result<PathBuf> {
     };
     let meta = std::fs::metadata(mnt).map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => bad(e.kind(), "does not exist"),
+        // A mount whose daemon died (kill -9, a crash): the kernel still holds it.
+        _ if e.raw_os_error() == Some(libc::ENOTCONN) => bad(e.kind(), &dead_mount_advice(mnt)),
         _ => bad(e.kind(), &format!("cannot be used: {e}")),
     })?;
     if !meta.is_dir() {
