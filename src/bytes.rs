@@ -125,6 +125,36 @@ impl Bytes {
         out
     }
 
+    /// Whether `self` begins with all of `prefix`. Pieces both share (a version's unchanged
+    /// lines are the previous version's) are equal without a look at their bytes.
+    pub fn starts_with(&self, prefix: &Bytes) -> bool {
+        if prefix.len() > self.len() {
+            return false;
+        }
+        let (a, b) = (&self.0.pieces, &prefix.0.pieces);
+        // Cursors: a piece and how far into it.
+        let (mut i, mut ia, mut j, mut jb) = (0, 0, 0, 0);
+        while j < b.len() {
+            let (Some(pa), Some(pb)) = (a.get(i), b.get(j)) else {
+                return false;
+            };
+            let n = (pa.len() - ia).min(pb.len() - jb);
+            let same_place = Arc::ptr_eq(&pa.buf, &pb.buf) && pa.start + ia == pb.start + jb;
+            if !same_place && pa[ia..ia + n] != pb[jb..jb + n] {
+                return false;
+            }
+            ia += n;
+            jb += n;
+            if ia == pa.len() {
+                (i, ia) = (i + 1, 0);
+            }
+            if jb == pb.len() {
+                (j, jb) = (j + 1, 0);
+            }
+        }
+        true
+    }
+
     /// Whether two values share their pieces (no comparison of bytes).
     pub fn ptr_eq(a: &Bytes, b: &Bytes) -> bool {
         Arc::ptr_eq(&a.0, &b.0)
@@ -186,5 +216,32 @@ mod tests {
         );
         assert_eq!(joined.to_vec(), b"012345689");
         assert!(matches!(joined.window(1, 5), Cow::Borrowed(b"12345")));
+    }
+
+    #[test]
+    fn a_prefix_is_found_across_pieces_shared_or_copied() {
+        let buf = Arc::new(b"line one\nline two\n".to_vec());
+        let old = Bytes::from_pieces([
+            Piece::new(buf.clone(), 0, 9),
+            Piece::new(buf.clone(), 9, 18),
+        ]);
+        // The next version shares the old lines, joined differently, and adds one.
+        let newer = Bytes::from_pieces([
+            Piece::new(buf.clone(), 0, 18),
+            Piece::whole(b"line three\n".to_vec()),
+        ]);
+        assert!(newer.starts_with(&old));
+        assert!(newer.starts_with(&newer));
+        assert!(!old.starts_with(&newer), "longer than the bytes");
+        // Equal bytes in other buffers, split elsewhere.
+        let copied = Bytes::from_pieces(
+            ["line o", "ne\nline two\nmore"].map(|s| Piece::whole(s.as_bytes().to_vec())),
+        );
+        assert!(copied.starts_with(&old));
+        let changed = Bytes::from_pieces(
+            ["line one\nline 2wo\nmore"].map(|s| Piece::whole(s.as_bytes().to_vec())),
+        );
+        assert!(!changed.starts_with(&old));
+        assert!(old.starts_with(&Bytes::default()));
     }
 }

@@ -231,21 +231,25 @@ fn synthetic_sizes_are_exact_and_snapshots_consistent() {
         assert_eq!(size, bytes.len() as u64, "{p}");
         assert!(!bytes.is_empty(), "{p}");
     }
-    // One open = one snapshot, even while the transcript grows.
+    // One open = one snapshot, even while the transcript grows (until the handle has read
+    // to its end: then it follows, see the test of that below).
     let view = lookup_path(&fs, "sessions/s2-tier1/view.jsonl").expect("view");
     let o = fs.open(view, libc::O_RDONLY, 0).expect("open");
-    let first = fs.read(o.fh, 0, 1 << 20).expect("read");
+    let size = fs.getattr(view, Some(o.fh), 0).expect("attr").attr.size;
+    let head = fs.read(o.fh, 0, 1000).expect("read");
     let tpath = d.path().join("transcripts/s2-tier1.jsonl");
     common::append_user_message(&tpath, SID, "one more");
     assert_eq!(
-        fs.read(o.fh, 0, 1 << 20).expect("read"),
-        first,
+        fs.read(o.fh, 0, 1000).expect("read"),
+        head,
         "the handle keeps its snapshot"
     );
     assert_eq!(
         fs.getattr(view, Some(o.fh), 0).expect("attr").attr.size,
-        first.len() as u64
+        size
     );
+    let first = fs.read(o.fh, 0, 1 << 20).expect("read");
+    assert_eq!(first.len() as u64, size, "all of the snapshot, no more");
     fs.release(o.fh);
     let after = read_all(&fs, view);
     assert!(after.len() > first.len());
@@ -765,4 +769,52 @@ fn a_created_file_gets_the_callers_mode_and_umask_not_the_mounts() {
         .errno(),
         libc::EEXIST
     );
+}
+
+/// SPEC 5: a handle that read to the end of its snapshot and reads again gets the newer
+/// content when it extends the snapshot (`tail -f view.jsonl`); else it keeps its snapshot.
+#[test]
+fn a_handle_at_the_end_of_its_snapshot_follows_appends_that_extend_it() {
+    let d = example_root();
+    let fs = fs_for(d.path(), false);
+    let sid = "s1-small";
+    let view = lookup_path(&fs, &format!("sessions/{sid}/view.jsonl")).expect("view");
+    let o = fs.open(view, libc::O_RDONLY, 0).expect("open");
+    // Another handle that has not read to its end keeps its snapshot throughout.
+    let other = fs.open(view, libc::O_RDONLY, 0).expect("open");
+    let first = fs.read(o.fh, 0, 1 << 24).expect("read");
+    let end = first.len() as u64;
+    assert!(fs.read(o.fh, end, 4096).expect("at the end").is_empty());
+    // An append the view shows as one more line: the handle reads it from where it stopped.
+    let t = d.path().join(format!("transcripts/{sid}.jsonl"));
+    common::append_user_message(&t, sid, "Followed by tail -f.");
+    let more = fs.read(o.fh, end, 1 << 24).expect("read on");
+    let fresh = read_all(&fs, view);
+    assert!(!more.is_empty(), "the newer view extends the snapshot");
+    assert_eq!([first.clone(), more.clone()].concat(), fresh);
+    assert!(String::from_utf8_lossy(&more).contains("Followed by tail -f."));
+    // fstat on the handle now reports what it holds; the other handle's, its own snapshot.
+    assert_eq!(
+        fs.getattr(view, Some(o.fh), 0).expect("fstat").attr.size,
+        fresh.len() as u64
+    );
+    assert_eq!(
+        fs.getattr(view, Some(other.fh), 0)
+            .expect("fstat")
+            .attr
+            .size,
+        end
+    );
+    assert_eq!(fs.read(other.fh, 0, 1 << 24).expect("read"), first);
+    fs.release(other.fh);
+    // A change that rewrites the view (its last block's summary, say) does not extend it:
+    // the handle keeps its snapshot.
+    let held = fresh.len() as u64;
+    std::fs::write(&t, b"").expect("truncate the transcript");
+    assert!(fs
+        .read(o.fh, held, 4096)
+        .expect("read at the end")
+        .is_empty());
+    assert_eq!(fs.read(o.fh, 0, 1 << 24).expect("read again"), fresh);
+    fs.release(o.fh);
 }

@@ -685,6 +685,44 @@ fn memory_files_are_created_with_the_callers_mode_and_umask() {
     }
 }
 
+/// `tail -f view.jsonl` follows a live session: an appended message shows without reopening.
+#[test]
+fn tail_f_follows_the_view_of_a_live_session() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mounted::new(example_root(), Config::default(), MountOptions::default());
+    let sid = "s1-small";
+    let view = m.at(&format!("sessions/{sid}/view.jsonl"));
+    let out = m.root().join("tail.out");
+    let mut tail = Command::new("tail")
+        .args([
+            OsStr::new("-f"),
+            OsStr::new("-s"),
+            OsStr::new("0.2"),
+            os(&view),
+        ])
+        .stdout(std::fs::File::create(&out).expect("out"))
+        .spawn()
+        .expect("tail");
+    let has = |needle: &str| {
+        within(Duration::from_secs(10), || {
+            String::from_utf8_lossy(&std::fs::read(&out).unwrap_or_default()).contains(needle)
+        })
+    };
+    let first = has("\"role\":\"user\"");
+    common::append_user_message(
+        &m.root().join(format!("transcripts/{sid}.jsonl")),
+        sid,
+        "Seen by tail -f.",
+    );
+    let followed = has("Seen by tail -f.");
+    let _ = tail.kill();
+    let _ = tail.wait();
+    assert!(first, "tail printed the view");
+    assert!(followed, "tail -f showed the appended message");
+}
+
 #[test]
 fn synthetic_files_refuse_writes() {
     if !fuse_available() {

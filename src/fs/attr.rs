@@ -4,7 +4,6 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use super::computed::systime;
-use super::handles::Handle;
 use super::real::Stat;
 use super::reply::kind_of;
 use super::{Attr, Base, Entry, FileKind, FsError, Node, NormaFs, MEMORY_LINK};
@@ -198,10 +197,7 @@ impl NormaFs {
             None if node.is_computed_file() => self.snapshots.opened_by(ino, pid),
             None => None,
         };
-        let snapshot = fh.and_then(|fh| match self.handles.lock().get(&fh) {
-            Some(Handle::Computed(data, fp)) => Some((data.len(), *fp)),
-            _ => None,
-        });
+        let snapshot = fh.and_then(|fh| self.computed_size(fh));
         let mut e = self.attr_of(&node, ino)?;
         if let Some((len, _)) = snapshot {
             // attr_of kept nothing for long if this handle holds other bytes (see

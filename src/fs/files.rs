@@ -60,7 +60,13 @@ impl NormaFs {
                 }
                 self.before_computing(n);
                 let c = self.computed.content(n)?;
-                let fh = self.new_handle(Handle::Computed(c.data, c.fp));
+                let fh = self.new_handle(Handle::Computed {
+                    data: c.data,
+                    fp: c.fp,
+                    ino,
+                    at_end: false,
+                    eof_seen: false,
+                });
                 self.snapshots.opened(fh, ino, pid, c.fp);
                 Ok(Opened {
                     fh,
@@ -94,21 +100,77 @@ impl NormaFs {
         }
     }
 
-    /// The snapshot of a computed file's handle, for reads served without a copy.
-    pub fn computed_snapshot(&self, fh: u64) -> Option<Bytes> {
+    /// The size a computed file's handle reports to `fstat`, and the fingerprint of its
+    /// bytes: its snapshot's, brought up to date first once a read reached its end (SPEC 5:
+    /// `tail -f` reads as far as the size says, so the size must show the view grow).
+    pub(super) fn computed_size(&self, fh: u64) -> Option<(u64, u64)> {
+        let follows = match self.handles.lock().get(&fh) {
+            Some(Handle::Computed { at_end, .. }) => *at_end,
+            _ => return None,
+        };
+        if follows {
+            self.extend(fh);
+        }
         match self.handles.lock().get(&fh) {
-            Some(Handle::Computed(data, _)) => Some(data.clone()),
+            Some(Handle::Computed { data, fp, .. }) => Some((data.len(), *fp)),
             _ => None,
         }
+    }
+
+    /// The snapshot of a computed file's handle that a read of `size` bytes at `offset`
+    /// reads, for reads served without a copy. A handle that got the end of its snapshot
+    /// (a read that returned nothing) and reads at the end again gets the file's newer
+    /// content when that extends its snapshot (SPEC 5: the view grew by appends); a reader
+    /// that reads to the first end, as `cat` does, reads exactly what it opened.
+    pub fn computed_snapshot(&self, fh: u64, offset: u64, size: u32) -> Option<Bytes> {
+        let (data, again) = match self.handles.lock().get_mut(&fh) {
+            Some(Handle::Computed {
+                data,
+                at_end,
+                eof_seen,
+                ..
+            }) => {
+                let len = data.len();
+                *at_end |= offset.saturating_add(u64::from(size)) >= len;
+                let again = offset >= len && *eof_seen;
+                *eof_seen |= offset >= len;
+                (data.clone(), again)
+            }
+            _ => return None,
+        };
+        if again {
+            return Some(self.extend(fh).unwrap_or(data));
+        }
+        Some(data)
+    }
+
+    /// Bring handle `fh`'s snapshot up to the file's newer content when that extends it; the
+    /// newer bytes, if so (else the handle keeps its snapshot).
+    fn extend(&self, fh: u64) -> Option<Bytes> {
+        let (data, fp, ino) = match self.handles.lock().get(&fh) {
+            Some(Handle::Computed { data, fp, ino, .. }) => (data.clone(), *fp, *ino),
+            _ => return None,
+        };
+        let c = self
+            .node(ino)
+            .and_then(|n| self.computed.content(&n))
+            .ok()
+            .filter(|c| c.fp != fp && c.data.len() > data.len() && c.data.starts_with(&data))?;
+        if let Some(Handle::Computed { data, fp, .. }) = self.handles.lock().get_mut(&fh) {
+            *data = c.data.clone();
+            *fp = c.fp;
+        }
+        self.snapshots.refreshed(fh, ino, c.fp);
+        Some(c.data)
     }
 
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, FsError> {
         let mut handles = self.handles.lock();
         match handles.get_mut(&fh) {
-            Some(Handle::Computed(data, _)) => {
-                // Copy outside the handles' lock: other readers go on meanwhile.
-                let data = data.clone();
+            Some(Handle::Computed { .. }) => {
+                // Outside the handles' lock: other readers go on meanwhile.
                 drop(handles);
+                let data = self.computed_snapshot(fh, offset, size).unwrap_or_default();
                 Ok(data.window(offset, size).into_owned())
             }
             Some(Handle::Real(f)) => {
@@ -146,7 +208,7 @@ impl NormaFs {
             match handles.get(&fh) {
                 Some(Handle::Real(f)) => Ok(Some(f.clone())),
                 Some(Handle::Ctl { .. }) => Ok(None),
-                Some(Handle::Computed(..)) => Err(FsError::Access),
+                Some(Handle::Computed { .. }) => Err(FsError::Access),
                 Some(Handle::Dir(_)) => Err(FsError::IsDir),
                 None => Err(FsError::BadHandle),
             }
@@ -160,7 +222,7 @@ impl NormaFs {
     }
 
     pub fn release(&self, fh: u64) {
-        if let Some(Handle::Computed(..)) = self.handles.close(fh) {
+        if let Some(Handle::Computed { .. }) = self.handles.close(fh) {
             self.snapshots.closed(fh);
         }
     }

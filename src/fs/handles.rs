@@ -14,8 +14,17 @@ use crate::store::ctl::{CtlRecord, Scope};
 
 /// What an open handle holds.
 pub(super) enum Handle {
-    /// A snapshot of a computed file and the fingerprint of its inputs.
-    Computed(Bytes, u64),
+    /// A snapshot of a computed file, the fingerprint of its inputs and the file's inode.
+    /// A handle follows newer content that extends its snapshot (SPEC 5): its `fstat` once a
+    /// read reached the end (`at_end`), its reads once one of them returned the end
+    /// (`eof_seen`) and they read there again.
+    Computed {
+        data: Bytes,
+        fp: u64,
+        ino: u64,
+        at_end: bool,
+        eof_seen: bool,
+    },
     Real(Arc<File>),
     Ctl {
         scope: Scope,

@@ -39,6 +39,13 @@ impl Snapshots {
         self.open.lock().entry(ino).or_default().insert(fh, fp);
     }
 
+    /// Handle `fh` of inode `ino` now holds the bytes of fingerprint `fp`.
+    pub(super) fn refreshed(&self, fh: u64, ino: u64, fp: u64) {
+        if let Some(f) = self.open.lock().get_mut(&ino).and_then(|o| o.get_mut(&fh)) {
+            *f = fp;
+        }
+    }
+
     /// Handle `fh` of a computed file was released.
     pub(super) fn closed(&self, fh: u64) {
         let ino = self.openers.lock().remove(&fh).map(|(ino, _)| ino);

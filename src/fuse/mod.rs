@@ -522,9 +522,11 @@ impl Filesystem for NormaFuse {
         reply: ReplyData,
     ) {
         // A computed file's snapshot is sent as it is, without a copy.
-        match self.run("read", || match self.fs.computed_snapshot(fh.0) {
-            Some(data) => Ok(Ok(data)),
-            None => self.fs.read(fh.0, offset, size).map(Err),
+        match self.run("read", || {
+            match self.fs.computed_snapshot(fh.0, offset, size) {
+                Some(data) => Ok(Ok(data)),
+                None => self.fs.read(fh.0, offset, size).map(Err),
+            }
         }) {
             Ok(Ok(data)) => reply.data(&data.window(offset, size)),
             Ok(Err(d)) => reply.data(&d),
