@@ -573,7 +573,10 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             } else if md {
                 let t = view::turn(&p, &state, &noa, path);
                 let msgs = assemble::assemble(&t, &p.msgs, &state, true);
-                write_stdout(render::markdown(&msgs, &t, &state, &noa, &sid).as_bytes())?;
+                write_stdout(
+                    render::markdown(&msgs, &t, &state, &noa, &sid, &render::Places::Relative)
+                        .as_bytes(),
+                )?;
             } else {
                 let b = view::view_bytes(&p, &state, &noa, path, &mut Default::default());
                 write_pieces(&b)?;

@@ -1245,3 +1245,75 @@ fn the_demo_mounts_an_example_and_cleans_up() {
     assert!(!root.exists(), "the demo root is removed");
     assert!(!mnt.exists(), "the mount point it created is removed");
 }
+
+/// An agent whose Read tool sees only the mount (`archive_paths = mount`): from `view.jsonl`
+/// alone it reaches every live block's archive (the summary's `path=`) and the originals
+/// (`raw/<range>.md` beside the view, and one ref at a time); `view.md` names both inside the
+/// mount. Without the setting the view is the runtime's (the test above).
+#[test]
+fn an_agent_inside_the_mount_follows_summaries_to_archives_and_originals() {
+    if !fuse_available() {
+        return;
+    }
+    let text = common::corpus_config_toml("archive_paths = \"mount\"");
+    let file = normafs::config::ConfigFile::parse(&text, Path::new("t.toml")).expect("toml");
+    let (cfg, _) = Config::build(file, &normafs::config::Settings::default());
+    let m = Mounted::new(example_root(), cfg, MountOptions::default());
+    let mnt = m.mnt().canonicalize().expect("mnt");
+    let mut followed = 0;
+    for sid in common::CORPUS_SESSIONS {
+        let dir = m.at(&format!("sessions/{sid}"));
+        let view = std::fs::read_to_string(dir.join("view.jsonl")).expect("view");
+        let mut live = 0;
+        for line in view.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+            let Some(block) = v["block"].as_str() else {
+                continue;
+            };
+            live += 1;
+            let range = v["range"].as_str().expect("range");
+            let body = v["message"].to_string();
+            let path = body
+                .split("path=\\\"")
+                .nth(1)
+                .and_then(|r| r.split("\\\"").next())
+                .unwrap_or_else(|| panic!("{sid} {block}: no path= in {body}"));
+            assert!(
+                Path::new(path).starts_with(&mnt),
+                "{sid} {block}: {path} is not inside the mount {}",
+                mnt.display()
+            );
+            let archive = std::fs::read_to_string(path).expect("the archive through the mount");
+            assert!(
+                archive.starts_with(&format!("---\nblock: {block}\n"))
+                    && archive.contains(&format!("range: {range}\n")),
+                "{sid} {block}: {path} is not its archive"
+            );
+            let raw = std::fs::read_to_string(dir.join(format!("raw/{range}.md")))
+                .unwrap_or_else(|e| panic!("{sid}: raw/{range}.md: {e}"));
+            let (first, last) = range.split_once('-').expect("a range");
+            assert!(
+                raw.contains(first) && raw.contains(last),
+                "{sid}: raw/{range}.md"
+            );
+            let one = std::fs::read_to_string(dir.join(format!("raw/{first}.md")))
+                .unwrap_or_else(|e| panic!("{sid}: raw/{first}.md: {e}"));
+            assert!(one.contains(first) && !one.contains(last), "raw/{first}.md");
+            followed += 1;
+        }
+        let md = std::fs::read_to_string(dir.join("view.md")).expect("view.md");
+        let named: Vec<&str> = md.lines().filter(|l| l.starts_with("Archive: `")).collect();
+        assert_eq!(
+            named.len(),
+            live,
+            "{sid}: view.md names each summary's archive"
+        );
+        for l in named {
+            for p in l.split('`').skip(1).step_by(2) {
+                assert!(Path::new(p).starts_with(&mnt), "{sid}: {l}");
+                assert!(std::fs::metadata(p).is_ok(), "{sid}: {p} in view.md");
+            }
+        }
+    }
+    assert!(followed >= 35, "the corpus has live blocks: {followed}");
+}

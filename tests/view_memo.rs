@@ -289,7 +289,7 @@ fn from_scratch(paths: &RootPaths, cfg: &NoaConfig, kind: ComputedKind) -> Vec<u
         _ => {
             let turn = view::turn(&p, &state, cfg, path);
             let msgs = assemble::assemble(&turn, &p.msgs, &state, true);
-            render::markdown(&msgs, &turn, &state, cfg, SID).into_bytes()
+            render::markdown(&msgs, &turn, &state, cfg, SID, &render::Places::Relative).into_bytes()
         }
     }
 }

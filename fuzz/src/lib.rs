@@ -160,7 +160,12 @@ pub fn core_on_state(s: &state::State) {
     let _ = view::materialize(&p, s, &cfg, path).to_jsonl();
     let turn = view::turn(&p, s, &cfg, path);
     let shown = assemble::assemble(&turn, &p.msgs, s, true);
-    let _ = render::markdown(&shown, &turn, s, &cfg, "s");
+    let _ = render::markdown(&shown, &turn, s, &cfg, "s", &render::Places::Relative);
+    let mount = render::Places::Mount {
+        mnt: std::path::Path::new("/mnt"),
+        archive: path,
+    };
+    let _ = render::markdown(&shown, &turn, s, &cfg, "s", &mount);
     let usage = normafs::format::transcript::Usage::default();
     let inputs = render::StatusInputs {
         session: "s",

@@ -4,6 +4,7 @@
 //! (`store::cache::Cache`).
 
 use std::hash::Hash;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -11,9 +12,9 @@ use parking_lot::Mutex;
 
 use crate::audit::{self, Audit, PathStyle};
 use crate::bytes::Bytes;
-use crate::config::Config;
+use crate::config::{ArchivePaths, Config};
 use crate::format::memory;
-use crate::format::state::StateLoad;
+use crate::format::state::{Block, StateLoad};
 use crate::noa::render::{self, StatusInputs};
 use crate::noa::session::{self as view, Projection};
 use crate::noa::{assemble, protect, refs};
@@ -47,6 +48,8 @@ pub struct Computed {
     cfg: Config,
     /// Contents by node, beside the parsed transcripts and states they are made from.
     cache: Cache<Node, Content>,
+    /// Where the mount is, for `archive_paths = mount`.
+    mountpoint: Option<PathBuf>,
 }
 
 impl Computed {
@@ -56,7 +59,39 @@ impl Computed {
             paths,
             cfg,
             cache: Cache::new(budget),
+            mountpoint: None,
         }
+    }
+
+    /// Name archives inside the mount at `mnt` for sessions whose `archive_paths` is `mount`.
+    pub fn set_mountpoint(&mut self, mnt: &Path) {
+        self.mountpoint = Some(mnt.to_path_buf());
+    }
+
+    /// How a session's summaries name their archive: inside the mount when `in_mount` and the
+    /// mount point is known (the archive's path under the mount when it is found under the
+    /// session's archive root), else as the runtime does (`archivePath`).
+    fn archive_namer<'s>(
+        &'s self,
+        sid: &'s str,
+        in_mount: bool,
+    ) -> Box<dyn Fn(&Block) -> String + 's> {
+        let Some(mnt) = self.mountpoint.as_ref().filter(|_| in_mount) else {
+            return Box::new(view::runtime_path);
+        };
+        Box::new(move |b: &Block| {
+            // `<archives>/<owner>/tier<N>/<file>` is `sessions/<owner>/tier<N>/<file>` in the
+            // mount (an inherited block's owner is the parent session).
+            session::locate_archive(&self.paths, sid, b)
+                .and_then(|p| {
+                    let rel = p.strip_prefix(&self.paths.archives).ok()?.to_path_buf();
+                    let owner = rel.components().next()?.as_os_str().to_str()?;
+                    let tier = rel.components().nth(1)?.as_os_str().to_str()?;
+                    (session::exists(&self.paths, owner) && session::is_tier_dir(tier))
+                        .then(|| mnt.join("sessions").join(&rel).display().to_string())
+                })
+                .unwrap_or_else(|| view::runtime_path(b))
+        })
     }
 
     /// The fingerprint of a node's inputs, their newest mtime, and the file's permission bits.
@@ -178,7 +213,8 @@ impl Computed {
                 let mut memo = tf.take_memo::<view::ViewMemo>().unwrap_or_default();
                 let tr = tf.transcript();
                 let p = Projection::with_memo(session::messages(tr), &mut memo.projection);
-                let path = &view::runtime_path;
+                let namer = self.archive_namer(sid, cfg.archive_paths == ArchivePaths::Mount);
+                let path: view::ArchivePath<'_> = &*namer;
                 let out: Bytes = match kind {
                     ComputedKind::View => view::view_bytes(&p, &state, cfg, path, &mut memo.view),
                     ComputedKind::Materialized => {
@@ -187,7 +223,15 @@ impl Computed {
                     ComputedKind::ViewMd => {
                         let turn = view::turn(&p, &state, cfg, path);
                         let msgs = assemble::assemble(&turn, &p.msgs, &state, true);
-                        render::markdown(&msgs, &turn, &state, cfg, sid)
+                        let in_mount = self.archive_namer(sid, true);
+                        let places = match &self.mountpoint {
+                            Some(mnt) => render::Places::Mount {
+                                mnt,
+                                archive: &*in_mount,
+                            },
+                            None => render::Places::Relative,
+                        };
+                        render::markdown(&msgs, &turn, &state, cfg, sid, &places)
                             .into_bytes()
                             .into()
                     }

@@ -95,6 +95,12 @@ impl NormaFs {
         }
     }
 
+    /// Where the mount is (before requests are served): summaries name their archives inside
+    /// it when a session's `archive_paths` is `mount`.
+    pub fn set_mountpoint(&mut self, mnt: &std::path::Path) {
+        self.computed.set_mountpoint(mnt);
+    }
+
     /// Use `w`'s coverage for TTLs and caching (before requests are served). Without a
     /// watcher every node gets `real_ttl` and nothing is kept across opens.
     pub fn set_watcher(&mut self, w: Arc<watch::Watcher>) {

@@ -324,6 +324,8 @@ pub fn mount_background(
         cfg.clone(),
         FsOptions::new(&cfg, opts.read_only),
     );
+    // Summaries name archives inside the mount under `archive_paths = mount`.
+    fs.set_mountpoint(&mountpoint);
     let watcher = match Watcher::new(&paths) {
         Ok(w) => Some(Arc::new(w)),
         Err(e) => {

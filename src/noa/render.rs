@@ -116,6 +116,18 @@ fn block_md(out: &mut String, b: &OutBlock<'_>) {
     }
 }
 
+/// Where `view.md` says a summary's originals are.
+pub enum Places<'a> {
+    /// The archive as the state records it (relative when it can be) and `raw/<range>.md`.
+    Relative,
+    /// Paths inside the mount at `mnt`: the archive as `archive` names it, and the session's
+    /// `raw/` file.
+    Mount {
+        mnt: &'a std::path::Path,
+        archive: &'a dyn Fn(&crate::format::state::Block) -> String,
+    },
+}
+
 /// `view.md`: the view for people — what the model is sent, message by message, each summary
 /// with the archive that holds its originals and the `raw/` file that shows them.
 pub fn markdown(
@@ -124,6 +136,7 @@ pub fn markdown(
     state: &State,
     cfg: &NoaConfig,
     session: &str,
+    places: &Places<'_>,
 ) -> String {
     let mut s = String::new();
     let live: usize = t.active.iter().filter(|a| **a).count();
@@ -172,15 +185,26 @@ pub fn markdown(
         }
         if let Meta::Summary { block, range, .. } = &m.meta {
             if let Some(b) = state.blocks().iter().find(|b| &b.block_id == block) {
-                let _ = writeln!(
-                    s,
-                    "Archive: `{}` · originals: `raw/{range}.md`\n",
-                    if b.archive_rel.is_empty() {
-                        &b.archive_path
-                    } else {
-                        &b.archive_rel
-                    }
-                );
+                let (archive, raw) = match places {
+                    Places::Relative => (
+                        if b.archive_rel.is_empty() {
+                            b.archive_path.clone()
+                        } else {
+                            b.archive_rel.clone()
+                        },
+                        format!("raw/{range}.md"),
+                    ),
+                    Places::Mount { mnt, archive } => (
+                        archive(b),
+                        mnt.join("sessions")
+                            .join(session)
+                            .join("raw")
+                            .join(format!("{range}.md"))
+                            .display()
+                            .to_string(),
+                    ),
+                };
+                let _ = writeln!(s, "Archive: `{archive}` · originals: `{raw}`\n");
             }
         }
     }
