@@ -4,9 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Tools the mount tests drive (installed only when missing; needs root or sudo).
+# Tools the mount tests drive (installed only when missing; needs root or sudo): jq, python3,
+# and fuse3 (fusermount3, mount.fuse3) for the ordinary-user, daemon and fstab tests.
 need=()
-for t in jq python3; do command -v "$t" >/dev/null 2>&1 || need+=("$t"); done
+for t in jq:jq python3:python3 fusermount3:fuse3; do
+  command -v "${t%%:*}" >/dev/null 2>&1 || need+=("${t#*:}")
+done
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing: ${need[*]}"

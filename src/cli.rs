@@ -12,6 +12,9 @@ use crate::store::ctl::{Runner, Scope};
 use crate::store::root::{self, RootOverrides, RootPaths};
 use crate::store::session;
 
+mod daemon;
+mod mount_opts;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "normafs",
@@ -22,6 +25,9 @@ use crate::store::session;
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
+    /// The command line as parsed (a `mount.fuse3` call rewritten to `mount --daemon`).
+    #[arg(skip)]
+    argv: Vec<std::ffi::OsString>,
 }
 
 /// Where the three backing directories are.
@@ -40,7 +46,7 @@ struct RootArgs {
 
 #[derive(Debug, Subcommand)]
 enum Cmd {
-    /// Mount a session root (stays in the foreground; Ctrl-C or SIGTERM unmounts)
+    /// Mount a session root (stays in the foreground unless --daemon; Ctrl-C, SIGTERM or umount ends it)
     Mount {
         /// The session root
         root: PathBuf,
@@ -61,6 +67,15 @@ enum Cmd {
         /// Worker threads
         #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
         threads: u16,
+        /// Return once the mount is up (exit 0) or has failed; a background process serves it
+        #[arg(long)]
+        daemon: bool,
+        /// Write the log (warnings; with --verbose, failed requests) to FILE, appending
+        #[arg(long, value_name = "FILE")]
+        log_file: Option<PathBuf>,
+        /// Have fusermount3 unmount when normafs ends, even by kill -9 (FUSE auto_unmount)
+        #[arg(long)]
+        auto_unmount: bool,
         #[command(flatten)]
         dirs: RootArgs,
         #[command(flatten)]
@@ -402,8 +417,9 @@ fn write_stdout(bytes: &[u8]) -> Result<(), CliError> {
     }
 }
 
-/// Logs on stderr: warnings, or with `--verbose` also failed requests; `RUST_LOG` wins.
-fn init_logging(verbose: bool) {
+/// Logs on stderr (or appended to `file`): warnings, or with `--verbose` also failed
+/// requests; `RUST_LOG` wins.
+fn init_logging(verbose: bool, file: Option<&Path>) -> Result<(), CliError> {
     let default = if verbose {
         "normafs=info"
     } else {
@@ -411,11 +427,26 @@ fn init_logging(verbose: bool) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .try_init();
+    let b = tracing_subscriber::fmt().with_env_filter(filter);
+    let _ = match file {
+        Some(p) => {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|e| {
+                    CliError::new(format!("cannot open the log file {}: {e}", p.display()))
+                })?;
+            b.with_writer(std::sync::Mutex::new(f))
+                .with_ansi(false)
+                .try_init()
+        }
+        None => b
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal())
+            .try_init(),
+    };
+    Ok(())
 }
 
 fn mount(
@@ -423,33 +454,49 @@ fn mount(
     mnt: &Path,
     opts: crate::fuse::MountOptions,
     verbose: bool,
+    log_file: Option<&Path>,
     dirs: &RootArgs,
     settings: &ConfigArgs,
 ) -> Result<i32, CliError> {
     let paths = resolve_root(root, dirs)?;
     let cfg = config(settings, None)?;
     let ttl_ms = cfg.ttl_ms;
-    init_logging(verbose);
+    init_logging(verbose, log_file)?;
     // Before any thread exists, so that every thread leaves these signals to `wait_for_exit`.
     crate::fuse::block_exit_signals();
     let threads = opts.threads;
     let h = crate::fuse::mount_background(paths, cfg, opts, mnt)
         .map_err(|e| CliError::new(e.to_string()))?;
-    eprintln!(
-        "normafs: mounted {} at {} (passthrough: {}); Ctrl-C to unmount",
+    let mut lines = vec![format!(
+        "normafs: mounted {} at {} (pid {}, passthrough: {}); {}",
         root.display(),
         mnt.display(),
-        if h.passthrough() { "on" } else { "off" }
-    );
+        std::process::id(),
+        h.passthrough_summary(),
+        if daemon::is_served() {
+            format!(
+                "`{}` or kill {} unmounts",
+                h.unmount_command(),
+                std::process::id()
+            )
+        } else {
+            "Ctrl-C to unmount".to_string()
+        }
+    )];
     if verbose {
-        eprintln!("normafs: passthrough {}", h.passthrough_note());
-        eprintln!(
+        lines.push(format!("normafs: {}", h.mounted_via()));
+        lines.push(format!("normafs: passthrough {}", h.passthrough_note()));
+        lines.push(format!(
             "normafs: {threads} worker threads, max_write {} bytes, attribute TTL {ttl_ms} ms, \
              inotify watching {} directories",
             h.fs().options().max_write,
             h.watches()
-        );
+        ));
     }
+    let lines = lines.join("\n");
+    eprintln!("{lines}");
+    // A waiting `--daemon` command prints them and returns.
+    daemon::ready(&lines);
     let signal = crate::fuse::wait_for_exit(&h);
     h.unmount()
         .map_err(|e| CliError::new(format!("cannot unmount {}: {e}", mnt.display())))?;
@@ -488,7 +535,7 @@ fn demo(mnt: &Path, no_passthrough: bool) -> Result<i32, CliError> {
             return Err(CliError::new(format!("cannot write the demo root: {e}")));
         }
     };
-    init_logging(false);
+    init_logging(false, None)?;
     crate::fuse::block_exit_signals();
     let opts = crate::fuse::MountOptions {
         passthrough: !no_passthrough,
@@ -531,21 +578,47 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             verbose,
             allow_other,
             threads,
-            dirs,
-            settings,
-        } => mount(
-            &root,
-            &mnt,
-            crate::fuse::MountOptions {
-                read_only,
-                passthrough: !no_passthrough,
-                allow_other,
-                threads: usize::from(threads),
-            },
-            verbose,
-            &dirs,
-            &settings,
-        ),
+            daemon,
+            log_file,
+            auto_unmount,
+            mut dirs,
+            mut settings,
+        } => {
+            // `-o ro,allow_other,threads=8,…`: the mount's own items; the rest are settings.
+            let o = mount_opts::take(&mut settings.0.options).map_err(CliError::new)?;
+            settings.0.file = settings.0.file.or(o.config);
+            dirs.transcripts = dirs.transcripts.or(o.transcripts);
+            dirs.memory = dirs.memory.or(o.memory);
+            dirs.archives = dirs.archives.or(o.archives);
+            let log_file = log_file.or(o.log_file);
+            let opts = crate::fuse::MountOptions {
+                read_only: read_only || o.read_only,
+                passthrough: !(no_passthrough || o.no_passthrough),
+                allow_other: allow_other || o.allow_other,
+                threads: usize::from(o.threads.unwrap_or(threads)),
+                auto_unmount: auto_unmount || o.auto_unmount,
+                no_exec: o.no_exec,
+            };
+            if daemon {
+                let args: Vec<std::ffi::OsString> = cli
+                    .argv
+                    .iter()
+                    .skip(1)
+                    .filter(|a| a.as_os_str() != "--daemon")
+                    .cloned()
+                    .collect();
+                return daemon::run(&args, log_file.as_deref());
+            }
+            mount(
+                &root,
+                &mnt,
+                opts,
+                verbose || o.verbose,
+                log_file.as_deref(),
+                &dirs,
+                &settings,
+            )
+        }
         Cmd::View {
             root,
             sid,
@@ -717,8 +790,14 @@ fn one_line(text: &str) -> String {
 
 /// Run the CLI; returns the process exit code.
 pub fn main() -> i32 {
-    let cli = match Cli::try_parse() {
-        Ok(c) => c,
+    // Before any thread: the pipe of a waiting `--daemon` command, if we serve for one.
+    let _ = daemon::is_served();
+    let argv = helper_argv(std::env::args_os().collect());
+    let cli = match Cli::try_parse_from(&argv) {
+        Ok(mut c) => {
+            c.argv = argv;
+            c
+        }
         Err(e) => {
             use clap::error::ErrorKind;
             if matches!(
@@ -734,15 +813,37 @@ pub fn main() -> i32 {
                     0
                 };
             }
-            eprintln!("normafs: {}", one_line(&e.render().to_string()));
-            return 2;
+            let e = CliError::new(one_line(&e.render().to_string()));
+            daemon::failed(&e);
+            eprintln!("normafs: {}", e.message);
+            return e.code;
         }
     };
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
+            daemon::failed(&e);
             eprintln!("normafs: {}", e.message);
             e.code
         }
     }
+}
+
+/// `mount -t fuse.normafs ROOT MNT -o …` runs `normafs ROOT MNT -o …` (through
+/// `mount.fuse3`), which is `normafs mount --daemon ROOT MNT -o …`: the first argument is an
+/// existing path, not a command.
+fn helper_argv(mut argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    use clap::CommandFactory;
+    let Some(first) = argv.get(1) else {
+        return argv;
+    };
+    let is_command = Cli::command()
+        .get_subcommands()
+        .any(|c| c.get_name() == first || c.get_all_aliases().any(|a| a == first))
+        || first == "help";
+    let path_like = first.to_string_lossy().contains('/') || Path::new(first).exists();
+    if !is_command && !first.to_string_lossy().starts_with('-') && path_like {
+        argv.splice(1..1, ["mount".into(), "--daemon".into()]);
+    }
+    argv
 }

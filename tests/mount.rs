@@ -1014,16 +1014,22 @@ fn the_binary_mounts_and_unmounts_on_signals() {
         let first = b.lines.last().cloned().unwrap_or_default();
         assert!(
             first.starts_with(&format!(
-                "normafs: mounted {} at {} (passthrough: ",
+                "normafs: mounted {} at {} (pid {}, passthrough: ",
                 root.path().display(),
-                mnt.path().display()
+                mnt.path().display(),
+                b.child.as_ref().map_or(0, Child::id)
             )) && first.trim_end().ends_with("); Ctrl-C to unmount"),
             "{first:?}"
         );
+        let via = b.read_line();
+        assert!(via.starts_with("normafs: mounted with mount(2)"), "{via}");
         let note = b.read_line();
         assert!(note.starts_with("normafs: passthrough "), "{note}");
         if extra.is_some() {
-            assert!(first.contains("(passthrough: off)"), "{first}");
+            assert!(
+                first.contains("passthrough: off (--no-passthrough))"),
+                "{first}"
+            );
             assert!(note.contains("--no-passthrough"), "{note}");
         }
         assert!(is_mounted(mnt.path()));

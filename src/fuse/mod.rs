@@ -36,6 +36,7 @@ use parking_lot::Mutex;
 use crate::fs::open::{self, Access, ReadPath, Share};
 use crate::fs::{Attr, DirEntry, FileKind, FsError, NormaFs, Opened, PlusReplier, SetAttr};
 
+mod helper;
 mod mount;
 mod signals;
 
@@ -53,6 +54,10 @@ pub struct MountOptions {
     pub allow_other: bool,
     /// Worker threads, each with its own `/dev/fuse` descriptor.
     pub threads: usize,
+    /// Have `fusermount3` unmount when this process ends, even by `kill -9`.
+    pub auto_unmount: bool,
+    /// Mount `noexec`.
+    pub no_exec: bool,
 }
 
 impl Default for MountOptions {
@@ -62,6 +67,8 @@ impl Default for MountOptions {
             passthrough: true,
             allow_other: false,
             threads: 4,
+            auto_unmount: false,
+            no_exec: false,
         }
     }
 }
@@ -120,6 +127,8 @@ impl PlusReplier for PlusReply<'_> {
 pub struct NormaFuse {
     fs: Arc<NormaFs>,
     want_passthrough: bool,
+    /// Let the kernel open directories without OPENDIR (see `init`).
+    zero_opendir: bool,
     shared: Arc<Shared>,
     backings: Mutex<Backings>,
 }
@@ -289,14 +298,18 @@ impl Filesystem for NormaFuse {
         let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
         // Directories opened by the kernel itself, their listings checked against their
         // mtime (see `opendir`); not under `--ttl-ms 0`, which asks for no caching at all.
+        // Not under auto_unmount: fusermount3 tells a dead mount by an open of its root
+        // failing, and without OPENDIR the kernel opens it without asking anyone.
+        if self.fs.options().kernel_caching() {
+            let _ = config.add_capabilities(InitFlags::FUSE_AUTO_INVAL_DATA);
+        }
         if self.fs.options().kernel_caching()
+            && self.zero_opendir
             && config
                 .capabilities()
                 .contains(InitFlags::FUSE_NO_OPENDIR_SUPPORT)
             && config
-                .add_capabilities(
-                    InitFlags::FUSE_AUTO_INVAL_DATA | InitFlags::FUSE_NO_OPENDIR_SUPPORT,
-                )
+                .add_capabilities(InitFlags::FUSE_NO_OPENDIR_SUPPORT)
                 .is_ok()
         {
             self.shared.no_opendir.store(true, Ordering::Relaxed);

@@ -20,7 +20,7 @@ use crate::fs::watch::{Inval, Watcher};
 use crate::fs::{FsOptions, NormaFs};
 use crate::store::root::RootPaths;
 
-use super::{Backings, MountOptions, NormaFuse, Shared};
+use super::{helper, Backings, MountOptions, NormaFuse, Shared};
 
 /// A running mount; unmounts on drop.
 pub struct MountHandle {
@@ -29,8 +29,39 @@ pub struct MountHandle {
     watch_thread: Option<JoinHandle<()>>,
     mountpoint: PathBuf,
     passthrough: bool,
+    passthrough_why: &'static str,
     passthrough_note: String,
     fs: Arc<NormaFs>,
+    via: Via,
+}
+
+/// How the mount was made, which says how it is undone.
+enum Via {
+    /// mount(2) on our own `/dev/fuse` descriptor (root).
+    Syscall,
+    /// `fusermount3` (an ordinary user, or `auto_unmount`).
+    Helper {
+        bin: PathBuf,
+        keeper: helper::Keeper,
+    },
+}
+
+impl Via {
+    /// How the mount was made, for `--verbose`.
+    fn describe(&self) -> String {
+        match self {
+            Via::Syscall => "mounted with mount(2) on /dev/fuse".into(),
+            Via::Helper { bin, keeper } => format!(
+                "mounted through {}{}",
+                bin.display(),
+                if keeper.auto_unmount() {
+                    ", which unmounts when this process ends (auto_unmount)"
+                } else {
+                    ""
+                }
+            ),
+        }
+    }
 }
 
 impl MountHandle {
@@ -46,6 +77,33 @@ impl MountHandle {
     /// Why passthrough is on or off, for `--verbose`.
     pub fn passthrough_note(&self) -> &str {
         &self.passthrough_note
+    }
+
+    /// `on`, or `off (<why>)`, for the start line.
+    pub fn passthrough_summary(&self) -> String {
+        if self.passthrough {
+            "on".into()
+        } else {
+            format!("off ({})", self.passthrough_why)
+        }
+    }
+
+    /// The command that unmounts this mount from a shell.
+    pub fn unmount_command(&self) -> String {
+        let m = self.mountpoint.display();
+        match &self.via {
+            Via::Syscall => format!("umount '{m}'"),
+            Via::Helper { bin, .. } => format!(
+                "{} -u '{m}'",
+                bin.file_name()
+                    .map_or("fusermount3".into(), |n| n.to_string_lossy())
+            ),
+        }
+    }
+
+    /// How the mount was made (mount(2), or which helper), for `--verbose`.
+    pub fn mounted_via(&self) -> String {
+        self.via.describe()
     }
 
     pub fn fs(&self) -> &Arc<NormaFs> {
@@ -77,6 +135,21 @@ impl MountHandle {
         let Some(s) = self.session.take() else {
             return Ok(());
         };
+        if s.guard.is_finished() {
+            // Unmounted from outside (`umount`, `fusermount3 -u`): nothing left to undo.
+            return s.join();
+        }
+        if let Via::Helper { bin, .. } = &self.via {
+            let r = helper::unmount(bin, &self.mountpoint, false).or_else(|e| {
+                tracing::warn!(
+                    "unmounting {}: {e}; detaching lazily",
+                    self.mountpoint.display()
+                );
+                helper::unmount(bin, &self.mountpoint, true)
+            });
+            // Without the mount the workers' reads end; the helper (auto_unmount) goes too.
+            return r.and_then(|()| s.join());
+        }
         match s.umount_and_join() {
             Ok(()) => Ok(()),
             Err(e) => {
@@ -114,22 +187,103 @@ fn lazy_unmount(p: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// `/dev/fuse` can be opened.
-fn check_fuse() -> io::Result<()> {
-    std::fs::OpenOptions::new()
+/// Whether this process may mount FUSE itself (mount(2) needs CAP_SYS_ADMIN; as root we
+/// have it).
+fn privileged() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// How to mount: mount(2) as root, else (or for `auto_unmount`) through `fusermount3`; the
+/// second value is whether `/dev/fuse` opens for us (each worker's clone of the descriptor
+/// opens it). Neither possible is one line naming the cause.
+fn how_to_mount(opts: &MountOptions) -> io::Result<(Option<PathBuf>, bool)> {
+    let dev = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open("/dev/fuse")
-        .map(drop)
-        .map_err(|e| {
-            io::Error::new(
+        .map(drop);
+    if let Err(e) = &dev {
+        if e.kind() == io::ErrorKind::NotFound {
+            return Err(io::Error::new(
                 e.kind(),
-                format!(
-                    "FUSE is not available: cannot open /dev/fuse ({e}); install the fuse3 \
-                     package and load the fuse kernel module (modprobe fuse)"
-                ),
-            )
-        })
+                "FUSE is not available: /dev/fuse does not exist (load the fuse kernel module: \
+                 modprobe fuse; in a container, pass the device in)",
+            ));
+        }
+    }
+    let opens = dev.is_ok();
+    if privileged() && !opts.auto_unmount {
+        return match dev {
+            Ok(()) => Ok((None, true)),
+            Err(e) => Err(io::Error::new(
+                e.kind(),
+                format!("FUSE is not available: cannot open /dev/fuse ({e})"),
+            )),
+        };
+    }
+    if let Some(bin) = helper::find() {
+        if opts.auto_unmount && !opts.allow_other && !privileged() && !user_allow_other() {
+            // fusermount3 looks at the mount as root to see that it is dead; the kernel lets
+            // root into an ordinary user's mount only with allow_other.
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "-o auto_unmount: for an ordinary user's mount fusermount3 needs the line \
+                 `user_allow_other` in /etc/fuse.conf (it checks the dead mount as root); an \
+                 administrator adds it, or mount without auto_unmount",
+            ));
+        }
+        if opts.allow_other && !privileged() && !user_allow_other() {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "-o allow_other: /etc/fuse.conf does not have the line `user_allow_other`, which \
+                 lets ordinary users open their mounts to others (an administrator adds it; or \
+                 mount without allow_other)",
+            ));
+        }
+        return Ok((Some(bin), opens));
+    }
+    let why = if opts.auto_unmount {
+        "-o auto_unmount needs fusermount3".to_string()
+    } else {
+        match dev {
+            Ok(()) => "an ordinary user cannot call mount(2) (it needs CAP_SYS_ADMIN)".to_string(),
+            Err(e) => format!("cannot open /dev/fuse ({e})"),
+        }
+    };
+    Err(io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!(
+            "cannot mount: {why}, and fusermount3, which mounts FUSE for ordinary users, is not \
+             installed (Debian/Ubuntu: apt install fuse3; or set FUSERMOUNT_PATH)"
+        ),
+    ))
+}
+
+/// The helper could not open `/dev/fuse` (it opens it as the user): say the device's mode,
+/// which is the cause on machines that keep it 0600.
+fn explain_device(e: io::Error, dev_opens: bool) -> io::Error {
+    use std::os::unix::fs::PermissionsExt;
+    if dev_opens || !e.to_string().contains("/dev/fuse") {
+        return e;
+    }
+    let mode = std::fs::metadata("/dev/fuse").map_or(0, |m| m.permissions().mode() & 0o777);
+    io::Error::new(
+        e.kind(),
+        format!(
+            "{e} (/dev/fuse is mode {mode:04o} here; ordinary users need 0666, its usual mode: \
+             an administrator runs `chmod 0666 /dev/fuse` or adds a udev rule)"
+        ),
+    )
+}
+
+/// `/etc/fuse.conf` has `user_allow_other`.
+fn user_allow_other() -> bool {
+    std::fs::read_to_string("/etc/fuse.conf").is_ok_and(|t| {
+        t.lines()
+            .map(|l| l.split('#').next().unwrap_or("").trim())
+            .any(|l| l == "user_allow_other")
+    })
 }
 
 /// What to say of a mount point whose FUSE daemon is gone: the command that clears it.
@@ -207,24 +361,31 @@ fn probe_file(paths: &RootPaths) -> Option<File> {
 /// `FUSE_DEV_IOC_BACKING_CLOSE`: `_IOW(229, 2, u32)`.
 const FUSE_DEV_IOC_BACKING_CLOSE: libc::c_ulong = (1 << 30) | (4 << 16) | (229 << 8) | 2;
 
-/// Decide passthrough once: the kernel must have granted it and accept a backing file.
+/// Decide passthrough once: the kernel must have granted it and accept a backing file. Whether
+/// it is on, the short reason when it is not, and the whole story for `--verbose`.
 fn decide_passthrough<S: AsFd>(
     dev: &S,
     paths: &RootPaths,
     want: bool,
     granted: bool,
-) -> (bool, String) {
+) -> (bool, &'static str, String) {
+    const PREAD: &str = "real files are read and written with pread/pwrite";
     if !want {
         return (
             false,
-            "off (--no-passthrough): real files are read and written with pread/pwrite".into(),
+            "--no-passthrough",
+            format!("off (--no-passthrough): {PREAD}"),
         );
     }
     if !granted {
-        return (false, "off: the kernel does not offer FUSE passthrough (Linux 6.9+); real files are read and written with pread/pwrite".into());
+        return (
+            false,
+            "the kernel lacks it",
+            format!("off: the kernel does not offer FUSE passthrough (Linux 6.9+); {PREAD}"),
+        );
     }
     let Some(f) = probe_file(paths) else {
-        return (true, "on: kernel FUSE passthrough for real files (granted by the kernel; no file to try yet)".into());
+        return (true, "", "on: kernel FUSE passthrough for real files (granted by the kernel; no file to try yet)".into());
     };
     match BackingId::create_raw(dev, &f) {
         Ok(id) => {
@@ -236,9 +397,18 @@ fn decide_passthrough<S: AsFd>(
                     &id as *const u32,
                 )
             };
-            (true, "on: kernel FUSE passthrough for real files".into())
+            (true, "", "on: kernel FUSE passthrough for real files".into())
         }
-        Err(e) => (false, format!("off: the kernel refused a backing file ({e}); real files are read and written with pread/pwrite")),
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) && !privileged() => (
+            false,
+            "needs CAP_SYS_ADMIN",
+            format!("off: kernel passthrough needs CAP_SYS_ADMIN, which an ordinary user's mount lacks; {PREAD}"),
+        ),
+        Err(e) => (
+            false,
+            "the kernel refused a backing file",
+            format!("off: the kernel refused a backing file ({e}); {PREAD}"),
+        ),
     }
 }
 
@@ -317,7 +487,7 @@ pub fn mount_background(
     opts: MountOptions,
     mnt: &Path,
 ) -> io::Result<MountHandle> {
-    check_fuse()?;
+    let (helper_bin, dev_opens) = how_to_mount(&opts)?;
     let mountpoint = check_mountpoint(&paths, mnt)?;
     let mut fs = NormaFs::new(
         paths.clone(),
@@ -340,6 +510,7 @@ pub fn mount_background(
     let nf = NormaFuse {
         fs: Arc::new(fs),
         want_passthrough: opts.passthrough,
+        zero_opendir: !opts.auto_unmount,
         shared: shared.clone(),
         backings: Mutex::new(Backings::default()),
     };
@@ -352,6 +523,9 @@ pub fn mount_background(
         MountOption::NoSuid,
         MountOption::NoDev,
     ];
+    if opts.no_exec {
+        config.mount_options.push(MountOption::NoExec);
+    }
     // `--read-only` is enforced by `NormaFs` (EROFS for every change), not by the kernel's
     // read-only flag: that would refuse to open `ctl` for writing, and `help` must still work
     // there (SPEC 6).
@@ -359,19 +533,62 @@ pub fn mount_background(
         config.acl = SessionACL::All;
     }
     config.n_threads = Some(opts.threads.max(1));
-    config.clone_fd = true;
-    let session = Session::new(nf, &mountpoint, &config).map_err(|e| {
+    // Each worker's clone of the descriptor opens /dev/fuse; where only fusermount3 can open
+    // it, the workers share the one descriptor.
+    config.clone_fd = dev_opens;
+    let cannot = |e: io::Error| {
         io::Error::new(
             e.kind(),
             format!("cannot mount at {}: {e}", mountpoint.display()),
         )
-    })?;
+    };
+    let (session, via) = match helper_bin {
+        None => (
+            Session::new(nf, &mountpoint, &config).map_err(cannot)?,
+            Via::Syscall,
+        ),
+        Some(bin) => {
+            let mut o = vec![
+                "fsname=normafs",
+                "subtype=normafs",
+                "default_permissions",
+                "noatime",
+                "nosuid",
+                "nodev",
+            ];
+            let mut acl = config.acl;
+            if opts.allow_other {
+                o.push("allow_other");
+            } else if opts.auto_unmount && !privileged() {
+                // The kernel lets others in for fusermount3's check as root; we let in only
+                // root and the owner (libfuse's allow_root).
+                o.push("allow_other");
+                acl = SessionACL::RootAndOwner;
+            }
+            if opts.auto_unmount {
+                o.push("auto_unmount");
+            }
+            if opts.no_exec {
+                o.push("noexec");
+            }
+            let (fd, keeper) = helper::mount(&bin, &mountpoint, &o.join(","))
+                .map_err(|e| cannot(explain_device(e, dev_opens)))?;
+            config.acl = acl;
+            match Session::from_fd(nf, fd, acl, config.clone()) {
+                Ok(s) => (s, Via::Helper { bin, keeper }),
+                Err(e) => {
+                    let _ = helper::unmount(&bin, &mountpoint, true);
+                    return Err(cannot(e));
+                }
+            }
+        }
+    };
     let fs = shared
         .fs
         .get()
         .cloned()
         .ok_or_else(|| io::Error::other("the kernel did not initialize the mount"))?;
-    let (passthrough, passthrough_note) = decide_passthrough(
+    let (passthrough, passthrough_why, passthrough_note) = decide_passthrough(
         &session,
         &paths,
         opts.passthrough,
@@ -390,8 +607,10 @@ pub fn mount_background(
         watch_thread: None,
         mountpoint,
         passthrough,
+        passthrough_why,
         passthrough_note,
         fs: fs.clone(),
+        via,
     };
     if let Some(w) = watcher {
         let t = std::thread::Builder::new()
