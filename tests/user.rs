@@ -1,0 +1,329 @@
+//! The mount as an ordinary user runs it: a user of its own (made with useradd when missing,
+//! removed after), `normafs mount --daemon` through fusermount3, then the everyday tools, ctl
+//! and an edit of a memory, all as that user; `fusermount3 -u` ends it. On these machines
+//! `/dev/fuse` is 0600: the test opens it up (0666, its usual mode elsewhere) and puts the
+//! mode back after, also when it fails; with it closed, the mount's one-line error names the
+//! cause. Needs root (to make the user) and the fuse3 package.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use common::{example_root, fuse_available, have, within};
+
+const BIN: &str = env!("CARGO_BIN_EXE_normafs");
+const USER: &str = "normafs-test";
+
+/// `/dev/fuse` at a mode of the test's, its own mode again on drop.
+struct DevFuse {
+    was: u32,
+}
+
+impl DevFuse {
+    fn set(mode: u32) -> DevFuse {
+        let was = std::fs::metadata("/dev/fuse")
+            .expect("/dev/fuse")
+            .permissions()
+            .mode()
+            & 0o7777;
+        let d = DevFuse { was };
+        d.chmod(mode);
+        d
+    }
+
+    fn chmod(&self, mode: u32) {
+        std::fs::set_permissions("/dev/fuse", std::fs::Permissions::from_mode(mode))
+            .expect("chmod /dev/fuse");
+    }
+}
+
+impl Drop for DevFuse {
+    fn drop(&mut self) {
+        let _ = std::fs::set_permissions("/dev/fuse", std::fs::Permissions::from_mode(self.was));
+    }
+}
+
+/// The test's user: made when missing (and then removed on drop).
+struct TestUser {
+    uid: u32,
+    gid: u32,
+    made: bool,
+}
+
+impl TestUser {
+    fn get() -> Option<TestUser> {
+        let id = |flag: &str| -> Option<u32> {
+            let o = Command::new("id").args([flag, USER]).output().ok()?;
+            String::from_utf8_lossy(&o.stdout).trim().parse().ok()
+        };
+        let mut made = false;
+        if id("-u").is_none() {
+            let o = Command::new("useradd")
+                .args(["--system", "--no-create-home", "--shell", "/bin/sh", USER])
+                .output()
+                .ok()?;
+            if !o.status.success() {
+                eprintln!(
+                    "notice: useradd failed ({}): test skipped",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                );
+                return None;
+            }
+            made = true;
+        }
+        Some(TestUser {
+            uid: id("-u")?,
+            gid: id("-g")?,
+            made,
+        })
+    }
+
+    /// Give `p` (and what is under it) to the user.
+    fn own(&self, p: &Path) {
+        let o = Command::new("chown")
+            .arg("-R")
+            .arg(format!("{}:{}", self.uid, self.gid))
+            .arg(p)
+            .output()
+            .expect("chown");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+
+    /// A command line in bash, as the user (no groups, HOME at /tmp, umask 022).
+    fn sh(&self, cmd: &str) -> Output {
+        Command::new("setpriv")
+            .arg(format!("--reuid={}", self.uid))
+            .arg(format!("--regid={}", self.gid))
+            .args(["--clear-groups", "bash", "-c"])
+            .arg(format!("umask 022; {cmd}"))
+            .env("HOME", "/tmp")
+            .env_remove("RUST_LOG")
+            .output()
+            .expect("setpriv")
+    }
+}
+
+impl Drop for TestUser {
+    fn drop(&mut self) {
+        if self.made {
+            let _ = Command::new("userdel").arg(USER).output();
+        }
+    }
+}
+
+/// The user's daemon: killed by PID and its mount detached on drop.
+struct UserMount {
+    pid: Option<i32>,
+    mnt: PathBuf,
+}
+
+impl Drop for UserMount {
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid {
+            // SAFETY: signals the daemon this test started.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        common::force_unmount(&self.mnt);
+    }
+}
+
+fn out(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "exit {:?}: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Whether `pid` runs (a zombie has ended).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit(')').next().map(|r| r.trim().to_string()))
+        .is_some_and(|r| !r.starts_with('Z') && !r.starts_with('X'))
+}
+
+#[test]
+fn an_ordinary_user_mounts_and_works_in_the_mount() {
+    if !fuse_available() || !have("fusermount3") || !have("setpriv") || !have("jq") {
+        return;
+    }
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("notice: making the test's user needs root: test skipped");
+        return;
+    }
+    let Some(user) = TestUser::get() else { return };
+    let root = example_root();
+    let mnt = tempfile::tempdir().expect("tempdir");
+    let etc = tempfile::tempdir().expect("tempdir");
+    let config = etc.path().join("corpus.toml");
+    std::fs::write(&config, common::corpus_config_toml("")).expect("write config");
+    // The binary where the user can run it.
+    let bin = etc.path().join("normafs");
+    std::fs::copy(BIN, &bin).expect("copy the binary");
+    for p in [root.path(), mnt.path(), etc.path()] {
+        user.own(p);
+    }
+    let (r, m) = (root.path().display(), mnt.path().display());
+    let mount_cmd = format!(
+        "'{}' mount --daemon --verbose --config '{}' '{r}' '{m}'",
+        bin.display(),
+        config.display()
+    );
+
+    // /dev/fuse closed to the user: one line naming the cause, exit 2, nothing mounted.
+    let dev = DevFuse::set(0o600);
+    let o = user.sh(&mount_cmd);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    let e = err(&o);
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    assert!(
+        e.contains("failed to open /dev/fuse: Permission denied")
+            && e.contains("/dev/fuse is mode 0600")
+            && e.contains("chmod 0666 /dev/fuse"),
+        "{e}"
+    );
+    assert!(!common::is_mounted(mnt.path()));
+
+    // Opened up, as elsewhere: the user's mount, through fusermount3, without passthrough.
+    dev.chmod(0o666);
+    let o = user.sh(&mount_cmd);
+    let start = err(&o);
+    assert!(o.status.success(), "{start}");
+    let pid: i32 = start
+        .split("(pid ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no pid: {start}"));
+    let _guard = UserMount {
+        pid: Some(pid),
+        mnt: mnt.path().to_path_buf(),
+    };
+    assert!(
+        start.contains("passthrough: off (needs CAP_SYS_ADMIN)")
+            && start.contains(&format!("`fusermount3 -u '{m}'`"))
+            && start.contains("mounted through /")
+            && start.contains("needs CAP_SYS_ADMIN, which an ordinary user's mount lacks"),
+        "{start}"
+    );
+    let info = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let line = info
+        .lines()
+        .find(|l| l.split(' ').nth(4) == Some(&*m.to_string()))
+        .unwrap_or_else(|| panic!("{m} is not mounted"));
+    assert!(line.contains(&format!("user_id={}", user.uid)), "{line}");
+    // Only the user and root's kernel checks get in: root is refused (no allow_other).
+    let e = std::fs::read_dir(mnt.path().join("sessions")).expect_err("root is not let in");
+    assert_eq!(e.raw_os_error(), Some(libc::EACCES));
+
+    // The everyday tools, as the user.
+    let ls = out(&user.sh(&format!("ls '{m}/sessions'")));
+    assert_eq!(
+        ls.lines().collect::<Vec<_>>(),
+        [
+            "s1-small",
+            "s2-tier1",
+            "s3-tier2",
+            "s4-subagent",
+            "s5-fork-of-s2"
+        ]
+    );
+    for sid in common::CORPUS_SESSIONS {
+        let got = out(&user.sh(&format!("jq -c .message '{m}/sessions/{sid}/view.jsonl'")));
+        let got: Vec<serde_json::Value> = got
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("jq prints JSON"))
+            .collect();
+        let want = common::oracle(&format!("{sid}/resume-view.json"));
+        assert_eq!(
+            serde_json::Value::Array(got),
+            want,
+            "{sid}: the runtime's view"
+        );
+        // Sizes agree with what a read returns, real and computed files alike.
+        for f in [
+            "transcript.jsonl",
+            "view.jsonl",
+            "view.md",
+            "status.json",
+            "audit.txt",
+        ] {
+            let p = format!("{m}/sessions/{sid}/{f}");
+            let o = out(&user.sh(&format!("stat -c %s '{p}'; wc -c < '{p}'")));
+            let v: Vec<&str> = o.lines().collect();
+            assert_eq!(v.first(), v.get(1), "{sid}/{f}: stat and read disagree");
+        }
+    }
+    out(&user.sh(&format!(
+        "cmp '{m}/sessions/s1-small/transcript.jsonl' '{r}/transcripts/s1-small.jsonl'"
+    )));
+    let hits = out(&user.sh(&format!("grep -rl 'noa-archive' '{m}/sessions' | sort")));
+    assert!(
+        hits.lines().any(|l| l.ends_with("s2-tier1/view.jsonl")),
+        "{hits}"
+    );
+    let less = out(&user.sh(&format!(
+        "LESS= less -FX '{m}/sessions/s1-small/view.md' | head -1"
+    )));
+    assert_eq!(less.trim(), "# View of s1-small");
+
+    // ctl, as a script writes it: help, then the runtime's Compress input.
+    let ctl = format!("{m}/sessions/s2-tier1/ctl");
+    let help = out(&user.sh(&format!("echo help > '{ctl}' && cat '{ctl}'")));
+    assert!(help.contains("\"command\":\"help\",\"ok\":true"), "{help}");
+    let input = common::norma_data().join("oracle/s2-tier1/compress-1/input.json");
+    let input_text = std::fs::read_to_string(&input).expect("input");
+    std::fs::write(etc.path().join("input.json"), &input_text).expect("copy input");
+    user.own(etc.path());
+    let res = out(&user.sh(&format!(
+        "echo \"compress $(cat '{}/input.json')\" > '{ctl}' && tail -n 1 '{ctl}'",
+        etc.path().display()
+    )));
+    let last: serde_json::Value = serde_json::from_str(res.trim()).expect("a result line");
+    assert_eq!(last["ok"], true, "{last}");
+    let state = root.path().join("noa/s2-tier1/state.json");
+    let meta = std::fs::metadata(&state).expect("state.json");
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(meta.uid(), user.uid, "the state is the user's file");
+    let s: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&state).expect("read")).expect("json");
+    assert_eq!(s["nextBlockId"], 19);
+
+    // A memory edited with sed -i, and one made under the user's umask.
+    let mem = out(&user.sh(&format!("ls '{m}/memory'")));
+    let file = mem
+        .lines()
+        .find(|l| l.ends_with(".md") && *l != "MEMORY.md")
+        .unwrap_or_else(|| panic!("a memory file: {mem}"))
+        .to_string();
+    out(&user.sh(&format!(
+        "sed -i '$ a edited by the test' '{m}/memory/{file}'"
+    )));
+    let back = std::fs::read_to_string(root.path().join("memory").join(&file)).expect("read");
+    assert!(back.ends_with("edited by the test\n"), "{back}");
+    out(&user.sh(&format!(
+        "umask 027; printf -- '---\\nname: t\\n---\\nbody\\n' > '{m}/memory/t.md'"
+    )));
+    let made = std::fs::metadata(root.path().join("memory/t.md")).expect("t.md");
+    assert_eq!(made.permissions().mode() & 0o777, 0o640);
+    assert_eq!(made.uid(), user.uid);
+
+    // The user unmounts; the daemon ends.
+    out(&user.sh(&format!("fusermount3 -u '{m}'")));
+    assert!(
+        within(Duration::from_secs(10), || !common::is_mounted(mnt.path())
+            && !alive(pid)),
+        "fusermount3 -u ends the mount and its daemon"
+    );
+}
