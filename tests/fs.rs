@@ -325,6 +325,96 @@ fn real_files_pass_through_with_real_attributes() {
     );
 }
 
+/// A real file's inode stands for one backing file: `state.json` replaced by rename (as the
+/// runtime writes it) is a new inode at the next lookup; an open of the old inode reads the
+/// old file while a handle holds it, else binds the inode to the new file (the kernel drops
+/// the old size and pages first) — so no page cache or size of one file ever serves another.
+#[test]
+fn a_file_replaced_by_rename_is_a_new_inode_and_the_old_one_is_stale() {
+    let d = example_root();
+    let fs = fs_for(d.path(), false);
+    let path = format!("sessions/{SID}/state.json");
+    let old = lookup_path(&fs, &path).expect("state.json");
+    let old_bytes = read_all(&fs, old);
+    let held = fs.open(old, libc::O_RDONLY, 0).expect("open");
+    // The runtime's replace: a temporary file renamed over the name.
+    let backing = d.path().join(format!("noa/{SID}/state.json"));
+    let tmp = d.path().join(format!("noa/{SID}/.state.json.tmp"));
+    let new_bytes = b"{\"version\":1,\"sessionId\":\"s2-tier1\"}\n".to_vec();
+    std::fs::write(&tmp, &new_bytes).expect("write");
+    std::fs::rename(&tmp, &backing).expect("rename");
+
+    // An open of the old inode (the kernel has not looked the name up again yet) while a
+    // handle holds the old file reads the old file: the inode's pages and size are its.
+    let o = fs
+        .open(old, libc::O_RDONLY, 0)
+        .expect("open of the old inode");
+    assert!(!o.stale_attr);
+    assert_eq!(fs.read(o.fh, 0, 1 << 20).expect("read"), old_bytes);
+    fs.release(o.fh);
+    drop(o);
+    let new = lookup_path(&fs, &path).expect("state.json again");
+    assert_ne!(new, old, "the replaced file has an inode of its own");
+    assert_eq!(read_all(&fs, new), new_bytes);
+    assert_eq!(
+        fs.getattr(new, None, 0).expect("attr").attr.size,
+        new_bytes.len() as u64
+    );
+    // The handle on the old file: its bytes and its size.
+    let mut got = Vec::new();
+    loop {
+        let c = fs.read(held.fh, got.len() as u64, 4096).expect("read");
+        if c.is_empty() {
+            break;
+        }
+        got.extend(c);
+    }
+    assert_eq!(got, old_bytes);
+    assert_eq!(
+        fs.getattr(old, Some(held.fh), 0)
+            .expect("getattr")
+            .attr
+            .size,
+        old_bytes.len() as u64
+    );
+    // `fstat` comes without the handle: the inode still answers for the file it opened.
+    assert_eq!(
+        fs.getattr(old, None, 0).expect("fstat").attr.size,
+        old_bytes.len() as u64
+    );
+    fs.release(held.fh);
+    drop(held);
+    // No handle holds the old file any more: an open of the old inode binds it to the new
+    // file, and has the kernel drop its size and pages first.
+    let o = fs
+        .open(old, libc::O_RDONLY, 0)
+        .expect("open of the old inode");
+    assert!(o.stale_attr && !o.keep_cache);
+    assert_eq!(fs.read(o.fh, 0, 4096).expect("read"), new_bytes);
+    assert_eq!(
+        fs.getattr(old, Some(o.fh), 0).expect("attr").attr.size,
+        new_bytes.len() as u64
+    );
+    fs.release(o.fh);
+    // Appends keep the identity: the same inode, its new size.
+    let t = lookup_path(&fs, &format!("sessions/{SID}/transcript.jsonl")).expect("t");
+    common::append_user_message(
+        &d.path().join(format!("transcripts/{SID}.jsonl")),
+        SID,
+        "more",
+    );
+    assert_eq!(
+        lookup_path(&fs, &format!("sessions/{SID}/transcript.jsonl")).expect("t"),
+        t
+    );
+    assert_eq!(
+        fs.getattr(t, None, 0).expect("attr").attr.size,
+        std::fs::metadata(d.path().join(format!("transcripts/{SID}.jsonl")))
+            .expect("meta")
+            .len()
+    );
+}
+
 #[test]
 fn memory_edits_create_rename_unlink_setattr() {
     let d = example_root();

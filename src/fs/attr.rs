@@ -165,8 +165,14 @@ impl NormaFs {
             }
             Node::Real(base, rel) => {
                 let file_ttl = self.ttl_of(node, false);
-                let st = self.backing.lstat(*base, rel)?;
+                let (st, id) = self.backing.lstat_ident(*base, rel)?;
                 let attr = self.real_attr(ino, &st);
+                if attr.kind == FileKind::File {
+                    if !self.inodes.same_file(ino, id) {
+                        return Err(FsError::Stale);
+                    }
+                    self.inodes.told(ino, id);
+                }
                 let ttl = if attr.kind == FileKind::Dir {
                     ttl
                 } else {
@@ -198,7 +204,12 @@ impl NormaFs {
             None => None,
         };
         let snapshot = fh.and_then(|fh| self.computed_size(fh));
-        let mut e = self.attr_of(&node, ino)?;
+        let mut e = match self.attr_of(&node, ino) {
+            // The name was renamed over: a handle answers for the file it opened; else the
+            // name's file, not to be kept (the kernel looks the name up again).
+            Err(FsError::Stale) => return self.stale_attr(&node, ino, fh),
+            r => r?,
+        };
         if let Some((len, _)) = snapshot {
             // attr_of kept nothing for long if this handle holds other bytes (see
             // `Snapshots`); a size that differs is never kept.
@@ -210,6 +221,28 @@ impl NormaFs {
         }
         self.tell(&node, &e);
         Ok(e)
+    }
+
+    /// Attributes of an inode whose name now names another file: those of the inode's own
+    /// file while an open handle holds it (every handle of the inode does: `own_file`), else
+    /// of the name's file, which the next open binds the inode to; never kept.
+    pub(super) fn stale_attr(
+        &self,
+        node: &Node,
+        ino: u64,
+        _fh: Option<u64>,
+    ) -> Result<Entry, FsError> {
+        let file = self.handles.file_of(ino);
+        let st = match (file, node) {
+            (Some(f), _) => super::real::fstat(&f)?,
+            (None, Node::Real(base, rel)) => self.backing.lstat(*base, rel)?,
+            _ => return Err(FsError::Stale),
+        };
+        Ok(Entry {
+            attr: self.real_attr(ino, &st),
+            ttl: Duration::ZERO,
+            entry_ttl: Duration::ZERO,
+        })
     }
 
     /// Note the attributes a reply gives the kernel for a computed file.

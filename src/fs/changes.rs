@@ -48,8 +48,14 @@ impl NormaFs {
             (flags & !libc::O_NOFOLLOW) | libc::O_CREAT,
             mode & !umask & 0o7777,
         )?);
-        let ino = self.inodes.lookup(&node);
-        let e = self.attr_of(&node, ino)?;
+        let e = self.entry_of(&node)?;
+        self.inodes.lookup(&node);
+        // The inode's own file, held by this handle (see `NormaFs::own_file`).
+        self.handles
+            .files()
+            .entry(e.attr.ino)
+            .or_default()
+            .push(Arc::downgrade(&f));
         let fh = self.new_handle(Handle::Real(f.clone()));
         Ok((
             e,
@@ -144,7 +150,10 @@ impl NormaFs {
                     self.backing
                         .utimes(*b, rel, at.map(to_timespec), mt.map(to_timespec))?;
                 }
-                self.attr_of(&node, ino)
+                match self.attr_of(&node, ino) {
+                    Err(FsError::Stale) => self.stale_attr(&node, ino, fh),
+                    r => r,
+                }
             }
             Node::MemoryDir => {
                 self.opts.writable()?;

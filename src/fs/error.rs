@@ -39,6 +39,10 @@ pub enum FsError {
     CrossDevice,
     #[error("operation not supported")]
     NotSupported,
+    /// The inode names a file that was replaced since (renamed over): the kernel looks the
+    /// name up again (an `open` answered ESTALE is retried with a fresh lookup).
+    #[error("stale file handle")]
+    Stale,
     /// Any other errno from the backing filesystem.
     #[error("errno {0}")]
     Os(i32),
@@ -64,6 +68,7 @@ impl FsError {
             FsError::Loop => libc::ELOOP,
             FsError::CrossDevice => libc::EXDEV,
             FsError::NotSupported => libc::EOPNOTSUPP,
+            FsError::Stale => libc::ESTALE,
             FsError::Os(e) => *e,
         }
     }

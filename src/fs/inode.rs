@@ -19,6 +19,11 @@ struct Inner {
     by_node: HashMap<Node, u64>,
     /// Index `ino - 1`: the node, `None` once detached (renamed over or removed).
     nodes: Vec<(Option<Node>, u64)>,
+    /// The backing file (device, inode) each real regular file's inode stands for: a file
+    /// replaced by rename is another file, with an inode of its own (see [`InodeTable::renew`]).
+    /// With it, whether the kernel was told this file's attributes since the inode was
+    /// bound to it (until then its size and pages may be another file's).
+    files: HashMap<u64, (super::real::Ident, bool)>,
     /// Per session, the inodes of its `raw/` ranges (a change of the session invalidates
     /// them all; scanning every inode for them would cost as much as the table is large).
     raw: HashMap<String, Vec<u64>>,
@@ -61,6 +66,43 @@ impl InodeTable {
             w.raw.entry(sid.clone()).or_default().push(ino);
         }
         ino
+    }
+
+    /// Whether `ino` stands for the backing file `id`: recorded on first sight; `false` when
+    /// it stands for another (the name was renamed over since).
+    pub fn same_file(&self, ino: u64, id: super::real::Ident) -> bool {
+        if let Some(&(known, _)) = self.inner.read().files.get(&ino) {
+            return known == id;
+        }
+        self.inner.write().files.entry(ino).or_insert((id, false)).0 == id
+    }
+
+    /// The kernel is told the attributes of `ino`'s file `id` (a reply of them).
+    pub fn told(&self, ino: u64, id: super::real::Ident) {
+        if let Some(e) = self.inner.write().files.get_mut(&ino) {
+            if e.0 == id {
+                e.1 = true;
+            }
+        }
+    }
+
+    /// Whether the kernel was told the attributes of `ino`'s file since it was bound to it.
+    pub fn was_told(&self, ino: u64) -> bool {
+        self.inner.read().files.get(&ino).is_some_and(|e| e.1)
+    }
+
+    /// `ino` stands for the backing file `id` from now on (no handle holds its old one).
+    pub fn rebind(&self, ino: u64, id: super::real::Ident) {
+        self.inner.write().files.insert(ino, (id, false));
+    }
+
+    /// `node` names another backing file than its inode stood for: a new inode for it; the
+    /// old one is detached (its open handles keep reading the file they opened).
+    /// The old inode keeps naming `node`, so that `getattr` of it still answers (for the
+    /// file a handle of it opened, see `NormaFs::getattr`) while `open` of it is refused.
+    pub fn renew(&self, node: &Node) -> u64 {
+        self.inner.write().by_node.remove(node);
+        self.ino(node)
     }
 
     /// The inode of `node` if it has one (never allocates).

@@ -64,13 +64,21 @@ impl NormaFs {
         Ok(node)
     }
 
+    /// The inode and attributes of `node`; a real file replaced by rename since its inode
+    /// was given gets a new inode.
+    pub(super) fn entry_of(&self, node: &Node) -> Result<Entry, FsError> {
+        match self.attr_of(node, self.inodes.ino(node)) {
+            Err(FsError::Stale) => self.attr_of(node, self.inodes.renew(node)),
+            r => r,
+        }
+    }
+
     /// `lookup`: the child's attributes; counts one kernel reference.
     pub fn lookup(&self, parent: u64, name: &OsStr) -> Result<Entry, FsError> {
         testhook::on_lookup(name);
         let p = self.node(parent)?;
         let child = self.child(&p, name)?;
-        let ino = self.inodes.ino(&child);
-        let e = self.attr_of(&child, ino)?;
+        let e = self.entry_of(&child)?;
         self.inodes.lookup(&child);
         self.tell(&child, &e);
         self.known_to_kernel(&child);

@@ -90,6 +90,66 @@ fn fstatat(dir: RawFd, name: &CString, flags: i32) -> Result<Stat, FsError> {
     Ok(st)
 }
 
+/// What makes a backing file the file it is: device, inode number and birth time (an inode
+/// number is soon reused for a new file once the old one is gone, as when the runtime
+/// replaces `state.json` again and again; the birth time tells them apart). Where the
+/// filesystem keeps no birth time, the change time stands in (an append then looks like
+/// another file: safe, only less cached).
+pub type Ident = (u64, u64, i64, u32);
+
+/// `statx` of `name` in `dir`: its `stat` and its identity, read at once (two calls could
+/// see two files when the name is renamed over between them).
+fn statx_at(dir: RawFd, name: &CString, flags: i32) -> Result<(Stat, Ident), FsError> {
+    // SAFETY: zeroed statx is a valid out-parameter.
+    let mut sx: libc::statx = unsafe { std::mem::zeroed() };
+    let mask = libc::STATX_BASIC_STATS | libc::STATX_BTIME;
+    // SAFETY: valid pointers for the call's duration.
+    if unsafe { libc::statx(dir, name.as_ptr(), flags, mask, &mut sx) } < 0 {
+        return Err(last_err());
+    }
+    let dev = libc::makedev(sx.stx_dev_major, sx.stx_dev_minor);
+    let born = if sx.stx_mask & libc::STATX_BTIME != 0 {
+        sx.stx_btime
+    } else {
+        sx.stx_ctime
+    };
+    // SAFETY: zeroed stat is a valid value; the fields used are set below.
+    let mut st: Stat = unsafe { std::mem::zeroed() };
+    st.st_dev = dev;
+    st.st_ino = sx.stx_ino;
+    st.st_mode = u32::from(sx.stx_mode);
+    st.st_nlink = sx.stx_nlink as _;
+    st.st_uid = sx.stx_uid;
+    st.st_gid = sx.stx_gid;
+    st.st_rdev = libc::makedev(sx.stx_rdev_major, sx.stx_rdev_minor);
+    st.st_size = sx.stx_size as i64;
+    st.st_blksize = sx.stx_blksize as _;
+    st.st_blocks = sx.stx_blocks as i64;
+    st.st_atime = sx.stx_atime.tv_sec;
+    st.st_atime_nsec = i64::from(sx.stx_atime.tv_nsec);
+    st.st_mtime = sx.stx_mtime.tv_sec;
+    st.st_mtime_nsec = i64::from(sx.stx_mtime.tv_nsec);
+    st.st_ctime = sx.stx_ctime.tv_sec;
+    st.st_ctime_nsec = i64::from(sx.stx_ctime.tv_nsec);
+    Ok((st, (dev, sx.stx_ino, born.tv_sec, born.tv_nsec)))
+}
+
+/// `fstat` of an open backing file with its identity.
+pub fn fstat_ident(f: &File) -> Result<(Stat, Ident), FsError> {
+    statx_at(f.as_raw_fd(), &CString::from(c""), libc::AT_EMPTY_PATH)
+}
+
+/// `fstat` of an open backing file.
+pub fn fstat(f: &File) -> Result<Stat, FsError> {
+    // SAFETY: zeroed stat is a valid out-parameter.
+    let mut st: Stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a descriptor we hold open, a valid pointer for the call's duration.
+    if unsafe { libc::fstat(f.as_raw_fd(), &mut st) } < 0 {
+        return Err(last_err());
+    }
+    Ok(st)
+}
+
 impl Backing {
     pub fn base(&self, b: Base) -> &Path {
         match b {
@@ -144,6 +204,15 @@ impl Backing {
         match leaf {
             Some(l) => fstatat(dir.as_raw_fd(), &l, libc::AT_SYMLINK_NOFOLLOW),
             None => fstatat(dir.as_raw_fd(), &CString::from(c"."), 0),
+        }
+    }
+
+    /// `lstat` of a real node with its identity, from one call.
+    pub fn lstat_ident(&self, b: Base, rel: &Path) -> Result<(Stat, Ident), FsError> {
+        let (dir, leaf) = self.parent(b, rel)?;
+        match leaf {
+            Some(l) => statx_at(dir.as_raw_fd(), &l, libc::AT_SYMLINK_NOFOLLOW),
+            None => statx_at(dir.as_raw_fd(), &CString::from(c"."), 0),
         }
     }
 
