@@ -483,6 +483,13 @@ fn mount(
             "Ctrl-C to unmount".to_string()
         }
     )];
+    for (dir, fs) in h.blind_dirs() {
+        lines.push(format!(
+            "normafs: {} is on {fs}, where inotify misses changes made elsewhere: what is in \
+             it is served with the attribute TTL ({ttl_ms} ms, --ttl-ms)",
+            dir.display()
+        ));
+    }
     if verbose {
         lines.push(format!("normafs: {}", h.mounted_via()));
         lines.push(format!("normafs: passthrough {}", h.passthrough_note()));

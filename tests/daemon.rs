@@ -281,3 +281,53 @@ fn auto_unmount_clears_the_mount_after_kill_9() {
         "fusermount3 unmounts after kill -9"
     );
 }
+
+/// A backing directory on a filesystem where inotify is blind (here FUSE: another normafs
+/// mount's `memory/`, written from underneath it) is detected at mount, said on the start
+/// line, and served with the attribute TTL: a change made beneath shows within it (a watched
+/// directory's attributes are kept for an hour).
+#[test]
+fn a_backing_directory_on_fuse_is_served_with_ttls() {
+    if !fuse_available() {
+        return;
+    }
+    let lower = common::Mounted::example();
+    let root = example_root();
+    let mnt = tempfile::tempdir().expect("tempdir");
+    let o = Command::new(BIN)
+        .args(["mount", "--daemon", "--ttl-ms", "300", "--memory"])
+        .arg(lower.at("memory"))
+        .arg(root.path())
+        .arg(mnt.path())
+        .output()
+        .expect("run");
+    let start = text(&o);
+    assert!(o.status.success(), "{start}");
+    let _d = Daemon {
+        pid: Some(pid_of(&start)),
+        mnt: mnt.path().to_path_buf(),
+    };
+    assert!(
+        start.contains(&format!(
+            "{} is on FUSE, where inotify misses changes made elsewhere",
+            lower.at("memory").display()
+        )) && start.contains("(300 ms, --ttl-ms)"),
+        "{start}"
+    );
+    let name = "build-system.md";
+    let through = mnt.path().join("memory").join(name);
+    let before = std::fs::metadata(&through).expect("stat").len();
+    // Written beneath the lower mount, in its backing directory.
+    let beneath = lower.root().join("memory").join(name);
+    let mut text = std::fs::read_to_string(&beneath).expect("read");
+    text.push_str("\nA line written beneath both mounts.\n");
+    std::fs::write(&beneath, &text).expect("write beneath");
+    let after = text.len() as u64;
+    assert_ne!(before, after);
+    assert!(
+        within(Duration::from_secs(5), || std::fs::metadata(&through)
+            .is_ok_and(|m| m.len() == after)),
+        "the change shows within the TTL"
+    );
+    assert_eq!(std::fs::read_to_string(&through).expect("read"), text);
+}

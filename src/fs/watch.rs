@@ -325,6 +325,42 @@ struct State {
     /// Every session is watched, those that appear later too (the root's `audit.txt` reads
     /// them all): see [`Watcher::watch_all`].
     all: bool,
+    /// Directories not watched because their filesystem is one where inotify misses changes
+    /// (another machine's writes, a FUSE daemon's own), with the filesystem's name.
+    blind: Vec<(std::path::PathBuf, &'static str)>,
+}
+
+/// The filesystem of `path` when it is one inotify cannot be trusted on: a network or cluster
+/// filesystem (other machines' writes are not reported) or FUSE (changes its daemon makes
+/// beneath it are not).
+pub fn blind_filesystem(path: &std::path::Path) -> Option<&'static str> {
+    let c = CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: zeroed statfs is a valid out-parameter.
+    let mut sf: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid C string and out-pointer for the call's duration.
+    if unsafe { libc::statfs(c.as_ptr(), &mut sf) } < 0 {
+        return None;
+    }
+    const BLIND: &[(i64, &str)] = &[
+        (0x6573_5546, "FUSE"),
+        (0x6969, "NFS"),
+        (0x517B, "SMB"),
+        (0xFF53_4D42, "CIFS"),
+        (0xFE53_4D42, "SMB2"),
+        (0x00C3_6400, "CephFS"),
+        (0x0102_1997, "9P"),
+        (0x5346_414F, "AFS"),
+        (0x6B41_4653, "AFS"),
+        (0x7375_7245, "Coda"),
+        (0x7461_636F, "OCFS2"),
+        (0x0116_1970, "GFS2"),
+        (0x0BD0_0BD0, "Lustre"),
+        (0x4750_4653, "GPFS"),
+        (0x2003_0528, "OrangeFS"),
+        (0x786F_4256, "vboxsf"),
+    ];
+    let t = sf.f_type as i64 & 0xFFFF_FFFF;
+    BLIND.iter().find(|(m, _)| *m == t).map(|(_, n)| *n)
 }
 
 /// Most sessions [`Watcher::watch_all`] watches (each takes up to about four watches).
@@ -375,12 +411,27 @@ impl Watcher {
         self.state.lock().by_wd.len()
     }
 
-    /// Watch a directory (missing directories are skipped silently).
+    /// Directories left unwatched because inotify is blind on their filesystem, with its
+    /// name: their changes show after the attribute TTL (`--ttl-ms`).
+    pub fn blind(&self) -> Vec<(std::path::PathBuf, &'static str)> {
+        self.state.lock().blind.clone()
+    }
+
+    /// Watch a directory (missing directories are skipped silently; one on a filesystem
+    /// where inotify is blind is left unwatched, so that what is in it is served with TTLs).
     fn add(&self, d: Dir) {
         let path = d.path(&self.paths);
         let Ok(c) = CString::new(path.as_os_str().as_bytes()) else {
             return;
         };
+        if let Some(fs) = blind_filesystem(&path) {
+            // Said of the backing directories (what is under them is on the same filesystem
+            // but for a mount point, which this check finds too).
+            if matches!(d, Dir::Transcripts | Dir::Memory | Dir::Archives) {
+                self.state.lock().blind.push((path, fs));
+            }
+            return;
+        }
         // SAFETY: valid descriptor and C string.
         let wd = unsafe { libc::inotify_add_watch(self.inotify.as_raw_fd(), c.as_ptr(), MASK) };
         let mut st = self.state.lock();

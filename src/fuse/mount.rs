@@ -110,6 +110,12 @@ impl MountHandle {
         &self.fs
     }
 
+    /// Backing directories left unwatched because inotify is blind on their filesystem
+    /// (network, cluster, FUSE), with its name.
+    pub fn blind_dirs(&self) -> Vec<(PathBuf, &'static str)> {
+        self.watcher.as_ref().map_or_else(Vec::new, |w| w.blind())
+    }
+
     /// Directories watched by inotify (0 when inotify is unavailable).
     pub fn watches(&self) -> usize {
         self.watcher.as_ref().map_or(0, |w| w.watches())
