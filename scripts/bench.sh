@@ -7,7 +7,8 @@
 #   --keep    keep the generated data and logs (printed at the end)
 #   --dir D   work directory (default: a new directory under /tmp); must be on the disk measured
 #   --runs N  runs of each warm measurement (default 10; quick 3)
-#   --only L  only these rows, a comma-separated list of P1,P1u,P2,P3,P4 (P4 runs P4-P7),P8
+#   --only L  only these rows, a comma-separated list of P1,P1u,P1o,P2,P3,P3u,P3o,P4 (P4 runs
+#             P4-P7),P8
 #
 # Data (made with `normafs gen`):
 #   A: a 1,000-session root (40 messages each), for P2, P3, P8;
@@ -20,15 +21,18 @@
 #
 # Rows:
 #   P1  sequential read (dd bs=1M, cat) of the 1 GiB file through the mount vs native, cold
-#       (drop_caches before each run) and warm; P1u: the same on the userspace path
-#       (--no-passthrough), for comparison.
+#       (drop_caches before each run) and warm; P1u: the same on normafs's own read path
+#       (--no-passthrough: the page cache, kept across opens); P1o: the same as an ordinary
+#       user (through fusermount3, without passthrough, which needs CAP_SYS_ADMIN), both sides
+#       run as that user (a user of its own is made, /dev/fuse opened for the run and put back).
 #   P2  stat of every real file (the same files: mount paths vs backing paths), and ls -lR of
 #       the whole mount vs the whole root (the mount shows more: computed files, raw/, ctl);
 #       P2l: the same ls -lR medians divided by the number of lines each lists; P2c: ls -lR
 #       of the mount vs a native copy of the mount's tree (names, types, modes; no data).
 #   P3  grep -r of a string that occurs nowhere, over the real files of the mount (computed
 #       files excluded by name) vs over the root; cold and warm. P3s: grep -r of the whole
-#       mount, computed files included, vs the root (warm).
+#       mount, computed files included, vs the root (warm). P3u, P3o: warm grep -r of the real
+#       files on the --no-passthrough mount and as an ordinary user.
 #   P4  first read of view.jsonl of the big session (a fresh mount each run) vs
 #       jq -c 'select(.type=="message") | .message' of its transcript.
 #   P5  re-read of the unchanged view.jsonl vs a real file of the same size, both through one
@@ -113,7 +117,8 @@ mount_fs() {
     local mnt="$1" root="$2"
     shift 2
     mkdir -p "$mnt"
-    "$BIN" mount "$root" "$mnt" "$@" >"$OUT/mount-$(basename "$mnt").log" 2>&1 &
+    [ ${#RUNAS[@]} = 0 ] || chown "$BENCH_USER" "$mnt"
+    "${RUNAS[@]}" "$BIN" mount "$root" "$mnt" "$@" >"$OUT/mount-$(basename "$mnt").log" 2>&1 &
     MOUNT_PID[$mnt]=$!
     local i
     for i in $(seq 1 300); do
@@ -155,6 +160,7 @@ cleanup() {
     for m in "${!MOUNT_PID[@]}"; do
         unmount_fs "$m"
     done
+    user_cleanup
     if [ "$KEEP" = 1 ]; then
         echo "bench.sh: data and logs kept in $WORK" >&2
     else
@@ -163,6 +169,28 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# The ordinary user of P1o/P3o: made when missing (removed after), /dev/fuse opened to it for
+# the run (its mode put back after).
+BENCH_USER=normafs-bench
+USER_MADE=0
+FUSE_MODE=""
+RUNAS=()
+as_user() {
+    if ! id -u "$BENCH_USER" >/dev/null 2>&1; then
+        useradd --system --no-create-home --shell /bin/sh "$BENCH_USER"
+        USER_MADE=1
+    fi
+    command -v fusermount3 >/dev/null 2>&1 || need fuse3
+    FUSE_MODE=$(stat -c %a /dev/fuse)
+    chmod 0666 /dev/fuse
+    chmod 755 "$WORK"
+    RUNAS=(setpriv "--reuid=$(id -u "$BENCH_USER")" "--regid=$(id -g "$BENCH_USER")" --clear-groups)
+}
+user_cleanup() {
+    [ -z "$FUSE_MODE" ] || chmod "$FUSE_MODE" /dev/fuse
+    [ "$USER_MADE" = 0 ] || userdel "$BENCH_USER" 2>/dev/null || true
+}
 
 rss_kb() { awk -v k="$2" '$1 == k":" {print $2}' "/proc/$1/status"; }
 
@@ -244,7 +272,7 @@ hf() {
 # ---- data -------------------------------------------------------------------------------------
 
 echo "bench.sh: generating data in $WORK" >&2
-if want P2 || want P3 || want P8; then
+if want P2 || want P3 || want P3u || want P3o || want P8; then
     "$BIN" gen "$A" --sessions "$SESSIONS" --messages "$SESSION_MSGS" >"$OUT/gen-a.log" 2>&1
 fi
 "$BIN" gen "$B" --sessions 1 --messages "$BIG_MSGS" >"$OUT/gen-b.log" 2>&1
@@ -255,6 +283,8 @@ SID=$(basename "$(ls "$B"/transcripts/*.jsonl | head -n 1)" .jsonl)
 TRANSCRIPT="$B/transcripts/$SID.jsonl"
 T_BYTES=$(stat -c %s "$TRANSCRIPT")
 NEEDLE="zq9-normafs-needle-absent-xq7"
+# grep -r of the mount's real files: computed files excluded by name.
+EXCL="--exclude-dir=raw --exclude=view.jsonl --exclude=view.md --exclude=audit.txt --exclude=status.json --exclude=ctl --exclude=MEMORY.md"
 MNT="$WORK/mnt"
 
 # ---- P1 ---------------------------------------------------------------------------------------
@@ -279,10 +309,36 @@ if want P1; then
     p1 P1 "$MNT" "≤1.05× (≥0.95× throughput)"
     unmount_fs "$MNT"
 fi
+# p1x TAG MNT [PREFIX…]: P1's four rows with the targets of normafs's own read path; PREFIX
+# (e.g. setpriv … for an ordinary user) runs before both sides.
+p1x() {
+    local tag="$1" mnt="$2"
+    shift 2
+    local pre="$*"
+    local f="$mnt/memory/big.md" n="$B/memory/big.md"
+    row "$tag" "cold dd bs=1M, $BIG_FILE_MB MiB file" \
+        "$(hf "$tag-cold-dd" cold "$COLD_RUNS" "$pre dd if=$f of=/dev/null bs=1M" "$pre dd if=$n of=/dev/null bs=1M")" "≤1.1×"
+    row "$tag" "cold cat, $BIG_FILE_MB MiB file" \
+        "$(hf "$tag-cold-cat" cold "$COLD_RUNS" "$pre cat $f" "$pre cat $n")" "≤1.1×"
+    row "$tag" "warm dd bs=1M" \
+        "$(hf "$tag-warm-dd" warm "$WARM_RUNS" "$pre dd if=$f of=/dev/null bs=1M" "$pre dd if=$n of=/dev/null bs=1M")" "≤1.2×"
+    row "$tag" "warm cat" \
+        "$(hf "$tag-warm-cat" warm "$WARM_RUNS" "$pre cat $f" "$pre cat $n")" "≤1.2×"
+}
+
 if want P1u; then
     mount_fs "$MNT" "$B" --no-passthrough
-    p1 P1u "$MNT" "— (comparison)"
+    p1x P1u "$MNT"
     unmount_fs "$MNT"
+fi
+if want P1o; then
+    as_user
+    mount_fs "$MNT" "$B"
+    grep -q "passthrough: off (needs CAP_SYS_ADMIN)" "$OUT/mount-mnt.log" ||
+        echo "bench.sh: note: the ordinary user's mount: $(head -n 1 "$OUT/mount-mnt.log")" >&2
+    p1x P1o "$MNT" "${RUNAS[*]}"
+    unmount_fs "$MNT"
+    RUNAS=()
 fi
 
 # ---- P2, P3 -----------------------------------------------------------------------------------
@@ -315,7 +371,6 @@ if want P2 || want P3; then
     cp -a --attributes-only "$MNT" "$WORK/mirror"
     row P2c "ls -lR of the mount vs a native copy of its tree ($(ls -lR "$WORK/mirror" | wc -l) lines), warm" \
         "$(hf P2c-ls warm "$WARM_RUNS" "ls -lR $MNT" "ls -lR $WORK/mirror")" "— (P2: ≤1.3×)"
-    EXCL="--exclude-dir=raw --exclude=view.jsonl --exclude=view.md --exclude=audit.txt --exclude=status.json --exclude=ctl --exclude=MEMORY.md"
     row P3 "cold grep -r, real files" \
         "$(hf P3-cold cold "$COLD_RUNS" "grep -r $EXCL $NEEDLE $MNT" "grep -r --exclude=MEMORY.md $NEEDLE $A")" "≤2×"
     row P3 "warm grep -r, real files" \
@@ -323,6 +378,23 @@ if want P2 || want P3; then
     row P3s "warm grep -r, whole mount (computed files too) vs root" \
         "$(hf P3s-warm warm "$WARM_RUNS" "grep -r $NEEDLE $MNT" "grep -r $NEEDLE $A")" "— (P3 warm: ≤3×)"
     unmount_fs "$MNT"
+fi
+
+# P3u, P3o: warm grep -r of the real files on normafs's own read path, as root and as an
+# ordinary user (both sides as that user).
+if want P3u; then
+    mount_fs "$MNT" "$A" --no-passthrough
+    row P3u "warm grep -r, real files, --no-passthrough" \
+        "$(hf P3u-warm warm "$WARM_RUNS" "grep -r $EXCL $NEEDLE $MNT" "grep -r --exclude=MEMORY.md $NEEDLE $A")" "≤3×"
+    unmount_fs "$MNT"
+fi
+if want P3o; then
+    as_user
+    mount_fs "$MNT" "$A"
+    row P3o "warm grep -r, real files, as an ordinary user" \
+        "$(hf P3o-warm warm "$WARM_RUNS" "${RUNAS[*]} grep -r $EXCL $NEEDLE $MNT" "${RUNAS[*]} grep -r --exclude=MEMORY.md $NEEDLE $A")" "≤3×"
+    unmount_fs "$MNT"
+    RUNAS=()
 fi
 
 # ---- P4-P7 ------------------------------------------------------------------------------------
