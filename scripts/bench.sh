@@ -182,7 +182,8 @@ as_user() {
         USER_MADE=1
     fi
     command -v fusermount3 >/dev/null 2>&1 || need fuse3
-    FUSE_MODE=$(stat -c %a /dev/fuse)
+    # The mode as it was before the first of these rows (put back at the end).
+    [ -n "$FUSE_MODE" ] || FUSE_MODE=$(stat -c %a /dev/fuse)
     chmod 0666 /dev/fuse
     chmod 755 "$WORK"
     RUNAS=(setpriv "--reuid=$(id -u "$BENCH_USER")" "--regid=$(id -g "$BENCH_USER")" --clear-groups)
