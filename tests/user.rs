@@ -319,6 +319,41 @@ fn an_ordinary_user_mounts_and_works_in_the_mount() {
     assert_eq!(made.permissions().mode() & 0o777, 0o640);
     assert_eq!(made.uid(), user.uid);
 
+    // The runtime replaces state.json again and again while the user reads it through the
+    // mount: every read is one whole version (the rename soak, as an ordinary user's mount,
+    // where real files are read without passthrough).
+    let base: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&state).expect("read")).expect("json");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let renamer = {
+        let (stop, state, base) = (stop.clone(), state.clone(), base.clone());
+        let owner = (user.uid, user.gid);
+        std::thread::spawn(move || {
+            let mut round = 0usize;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                round += 1;
+                let mut v = base.clone();
+                v["runtimePadding"] = serde_json::json!("x".repeat((round * 7919) % 20000));
+                let tmp = state.with_file_name(format!(".state.json.tmp-{round}"));
+                std::fs::write(&tmp, serde_json::to_vec_pretty(&v).expect("json")).expect("write");
+                std::os::unix::fs::chown(&tmp, Some(owner.0), Some(owner.1)).expect("chown");
+                std::fs::rename(&tmp, &state).expect("rename");
+            }
+            round
+        })
+    };
+    let reads = out(&user.sh(&format!(
+        "bad=0; for i in $(seq 300); do jq -e .version '{m}/sessions/s2-tier1/state.json' \
+         >/dev/null 2>&1 || bad=$((bad+1)); done; echo $bad"
+    )));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let renames = renamer.join().expect("renamer");
+    assert!(
+        renames > 10,
+        "the runtime replaced state.json {renames} times"
+    );
+    assert_eq!(reads.trim(), "0", "reads that were not one whole version");
+
     // The user unmounts; the daemon ends.
     out(&user.sh(&format!("fusermount3 -u '{m}'")));
     assert!(
