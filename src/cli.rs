@@ -243,7 +243,9 @@ impl Args for ConfigArgs {
                     .action(ArgAction::Append)
                     .help(
                         "Any key below as key=value, comma-separated; a list value is \
-                         separated by ':' or given by repeating -o (-o parents=s2:s1)",
+                         separated by ':' or given by repeating -o (-o parents=s2:s1). For \
+                         mount also the mount's words: ro, allow_other, auto_unmount, noexec, \
+                         threads=N, log_file=FILE, config=FILE, … (README, \"Mounting\")",
                     ),
             );
         for k in config::keys() {
