@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::{example_root, fuse_available, have, is_mounted, within};
+use common::{alive, example_root, fuse_available, have, is_mounted, pid_of, within};
 
 const BIN: &str = env!("CARGO_BIN_EXE_normafs");
 
@@ -32,26 +32,8 @@ impl Drop for Daemon {
     }
 }
 
-/// Whether `pid` runs (a zombie has ended).
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit(')').next().map(|r| r.trim().to_string()))
-        .is_some_and(|r| !r.starts_with('Z') && !r.starts_with('X'))
-}
-
 fn text(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// The PID the start line names (`(pid N, …`).
-fn pid_of(start: &str) -> i32 {
-    start
-        .split("(pid ")
-        .nth(1)
-        .and_then(|r| r.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no pid in {start:?}"))
 }
 
 /// `mount.fuse3`, which `mount -t fuse.<prog>` runs.

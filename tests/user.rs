@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::{example_root, fuse_available, have, within};
+use common::{alive, example_root, fuse_available, have, within};
 
 const BIN: &str = env!("CARGO_BIN_EXE_normafs");
 const USER: &str = "normafs-test";
@@ -144,14 +144,6 @@ fn err(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// Whether `pid` runs (a zombie has ended).
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit(')').next().map(|r| r.trim().to_string()))
-        .is_some_and(|r| !r.starts_with('Z') && !r.starts_with('X'))
-}
-
 #[test]
 fn an_ordinary_user_mounts_and_works_in_the_mount() {
     if !fuse_available() || !have("fusermount3") || !have("setpriv") || !have("jq") {
@@ -200,12 +192,7 @@ fn an_ordinary_user_mounts_and_works_in_the_mount() {
     let o = user.sh(&mount_cmd);
     let start = err(&o);
     assert!(o.status.success(), "{start}");
-    let pid: i32 = start
-        .split("(pid ")
-        .nth(1)
-        .and_then(|r| r.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no pid: {start}"));
+    let pid = common::pid_of(&start);
     let _guard = UserMount {
         pid: Some(pid),
         mnt: mnt.path().to_path_buf(),

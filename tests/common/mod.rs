@@ -463,6 +463,24 @@ pub fn have(prog: &str) -> bool {
     ok
 }
 
+/// Whether process `pid` runs (a zombie has ended).
+pub fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit(')').next().map(|r| r.trim().to_string()))
+        .is_some_and(|r| !r.starts_with('Z') && !r.starts_with('X'))
+}
+
+/// The PID a `normafs mount` start line names (`(pid N, …`).
+pub fn pid_of(start: &str) -> i32 {
+    start
+        .split("(pid ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {start:?}"))
+}
+
 /// Poll `f` until it holds or `limit` passes; whether it held.
 pub fn within(limit: std::time::Duration, mut f: impl FnMut() -> bool) -> bool {
     let end = std::time::Instant::now() + limit;
