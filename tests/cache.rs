@@ -486,3 +486,94 @@ fn a_listing_hands_over_attributes_never_a_placeholder_size() {
     }
     drop(held);
 }
+
+/// Pages of `p` the kernel holds (mapped and asked with `mincore`, never touched).
+fn resident_pages(p: &Path) -> (usize, usize) {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(p).expect("open");
+    let len = f.metadata().expect("meta").len() as usize;
+    let page = 4096;
+    let pages = len.div_ceil(page);
+    // SAFETY: a read-only private mapping of a file we hold open, unmapped below; mincore
+    // writes one byte per page into a vector of that many bytes.
+    unsafe {
+        let at = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        );
+        assert_ne!(at, libc::MAP_FAILED, "mmap {}", p.display());
+        let mut v = vec![0u8; pages];
+        assert_eq!(libc::mincore(at, len, v.as_mut_ptr()), 0, "mincore");
+        libc::munmap(at, len);
+        (v.iter().filter(|b| **b & 1 == 1).count(), pages)
+    }
+}
+
+/// Descriptors of this process (the mount's daemon runs in it) open on deleted files under
+/// `root`.
+fn deleted_files_open(root: &Path) -> usize {
+    let root = root.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc/self/fd")
+        .expect("fds")
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .map(|t| t.to_string_lossy().into_owned())
+        .filter(|t| t.starts_with(&root) && t.ends_with(" (deleted)"))
+        .count()
+}
+
+/// Without passthrough (an ordinary user's mount), a real file is read through the page
+/// cache, kept across opens; a change in place shows at once; and a file removed or
+/// replaced behind the mount is let go soon (the inode that held it is forgotten), so its
+/// disk space is not kept.
+#[test]
+fn real_files_without_passthrough_are_kept_in_the_page_cache_and_let_go_once_deleted() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mounted::new(
+        example_root(),
+        Config::default(),
+        MountOptions {
+            passthrough: false,
+            ..MountOptions::default()
+        },
+    );
+    let backing = m.root().join("memory/big-notes.md");
+    let body: Vec<u8> = (0..4 << 20).map(|i| b"abcdefghij\n"[i % 11]).collect();
+    std::fs::write(&backing, &body).expect("write");
+    let through = m.at("memory/big-notes.md");
+    assert_eq!(cat(&through), body);
+    let (resident, pages) = resident_pages(&through);
+    assert_eq!(resident, pages, "read once, every page is kept");
+    // Appended behind the mount: the new bytes show.
+    let mut more = body.clone();
+    more.extend_from_slice(b"appended\n");
+    std::fs::write(&backing, &more).expect("rewrite");
+    assert!(within(SOON, || cat(&through) == more), "the append shows");
+
+    // Files the kernel looked up, then removed or replaced behind its back.
+    let names: Vec<String> = (0..20).map(|i| format!("memory/gone-{i}.md")).collect();
+    for n in &names {
+        std::fs::write(m.root().join(n), "---\nname: gone\n---\nsoon\n").expect("write");
+        assert_eq!(cat(&m.at(n)), b"---\nname: gone\n---\nsoon\n");
+    }
+    let state = m.at(&format!("sessions/{SID}/state.json"));
+    assert!(!cat(&state).is_empty());
+    for n in &names {
+        std::fs::remove_file(m.root().join(n)).expect("rm");
+    }
+    let real_state = m.root().join(format!("noa/{SID}/state.json"));
+    let tmp = real_state.with_file_name("state.json.tmp");
+    std::fs::copy(&real_state, &tmp).expect("copy");
+    std::fs::rename(&tmp, &real_state).expect("rename");
+    assert!(
+        within(SOON, || deleted_files_open(m.root()) == 0),
+        "{} deleted files still held open",
+        deleted_files_open(m.root())
+    );
+}

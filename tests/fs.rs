@@ -325,18 +325,23 @@ fn real_files_pass_through_with_real_attributes() {
     );
 }
 
-/// A real file's inode stands for one backing file: `state.json` replaced by rename (as the
-/// runtime writes it) is a new inode at the next lookup; an open of the old inode reads the
-/// old file while a handle holds it, else binds the inode to the new file (the kernel drops
-/// the old size and pages first) — so no page cache or size of one file ever serves another.
+/// A real file's inode stands for one backing file for its whole life, held open from the
+/// kernel's lookup to its forget: `state.json` replaced by rename (as the runtime writes it)
+/// is a new inode at the next lookup, and the old inode goes on answering for the old file —
+/// its size and its bytes — so no page cache or size of one file ever serves another.
 #[test]
-fn a_file_replaced_by_rename_is_a_new_inode_and_the_old_one_is_stale() {
+fn a_file_replaced_by_rename_is_a_new_inode_and_the_old_one_keeps_its_file() {
     let d = example_root();
     let fs = fs_for(d.path(), false);
     let path = format!("sessions/{SID}/state.json");
+    let held_before = fs.files_held();
     let old = lookup_path(&fs, &path).expect("state.json");
+    assert_eq!(
+        fs.files_held(),
+        held_before + 1,
+        "the lookup holds the file"
+    );
     let old_bytes = read_all(&fs, old);
-    let held = fs.open(old, libc::O_RDONLY, 0).expect("open");
     // The runtime's replace: a temporary file renamed over the name.
     let backing = d.path().join(format!("noa/{SID}/state.json"));
     let tmp = d.path().join(format!("noa/{SID}/.state.json.tmp"));
@@ -344,26 +349,14 @@ fn a_file_replaced_by_rename_is_a_new_inode_and_the_old_one_is_stale() {
     std::fs::write(&tmp, &new_bytes).expect("write");
     std::fs::rename(&tmp, &backing).expect("rename");
 
-    // An open of the old inode (the kernel has not looked the name up again yet) while a
-    // handle holds the old file reads the old file: the inode's pages and size are its.
+    // The kernel has not looked the name up again yet: an open of the old inode, with no
+    // other handle open, reads the old file; `fstat` (no handle) reports the old size.
     let o = fs
         .open(old, libc::O_RDONLY, 0)
         .expect("open of the old inode");
-    assert!(!o.stale_attr);
-    assert_eq!(fs.read(o.fh, 0, 1 << 20).expect("read"), old_bytes);
-    fs.release(o.fh);
-    drop(o);
-    let new = lookup_path(&fs, &path).expect("state.json again");
-    assert_ne!(new, old, "the replaced file has an inode of its own");
-    assert_eq!(read_all(&fs, new), new_bytes);
-    assert_eq!(
-        fs.getattr(new, None, 0).expect("attr").attr.size,
-        new_bytes.len() as u64
-    );
-    // The handle on the old file: its bytes and its size.
     let mut got = Vec::new();
     loop {
-        let c = fs.read(held.fh, got.len() as u64, 4096).expect("read");
+        let c = fs.read(o.fh, got.len() as u64, 4096).expect("read");
         if c.is_empty() {
             break;
         }
@@ -371,31 +364,41 @@ fn a_file_replaced_by_rename_is_a_new_inode_and_the_old_one_is_stale() {
     }
     assert_eq!(got, old_bytes);
     assert_eq!(
-        fs.getattr(old, Some(held.fh), 0)
-            .expect("getattr")
-            .attr
-            .size,
-        old_bytes.len() as u64
-    );
-    // `fstat` comes without the handle: the inode still answers for the file it opened.
-    assert_eq!(
         fs.getattr(old, None, 0).expect("fstat").attr.size,
         old_bytes.len() as u64
     );
-    fs.release(held.fh);
-    drop(held);
-    // No handle holds the old file any more: an open of the old inode binds it to the new
-    // file, and has the kernel drop its size and pages first.
-    let o = fs
-        .open(old, libc::O_RDONLY, 0)
-        .expect("open of the old inode");
-    assert!(o.stale_attr && !o.keep_cache);
-    assert_eq!(fs.read(o.fh, 0, 4096).expect("read"), new_bytes);
+    fs.release(o.fh);
+    // A write must reach the file the name names: refused on the old inode (the kernel
+    // looks the name up again and retries).
     assert_eq!(
-        fs.getattr(old, Some(o.fh), 0).expect("attr").attr.size,
+        fs.open(old, libc::O_WRONLY, 0).expect_err("write").errno(),
+        libc::ESTALE
+    );
+    let new = lookup_path(&fs, &path).expect("state.json again");
+    assert_ne!(new, old, "the replaced file has an inode of its own");
+    assert_eq!(read_all(&fs, new), new_bytes);
+    assert_eq!(
+        fs.getattr(new, None, 0).expect("attr").attr.size,
         new_bytes.len() as u64
     );
-    fs.release(o.fh);
+    assert_eq!(
+        fs.getattr(old, None, 0).expect("attr").attr.size,
+        old_bytes.len() as u64,
+        "the old inode still answers for its own file"
+    );
+    // Forgotten by the kernel: the old file is let go (its disk space freed), and the
+    // inode, holding nothing, answers ESTALE rather than for another file.
+    let held = fs.files_held();
+    fs.forget(old, fs.lookup_count(old));
+    assert_eq!(fs.files_held(), held - 1);
+    assert_eq!(
+        fs.getattr(old, None, 0).expect_err("stale").errno(),
+        libc::ESTALE
+    );
+    assert_eq!(
+        fs.open(old, libc::O_RDONLY, 0).expect_err("stale").errno(),
+        libc::ESTALE
+    );
     // Appends keep the identity: the same inode, its new size.
     let t = lookup_path(&fs, &format!("sessions/{SID}/transcript.jsonl")).expect("t");
     common::append_user_message(
@@ -413,6 +416,74 @@ fn a_file_replaced_by_rename_is_a_new_inode_and_the_old_one_is_stale() {
             .expect("meta")
             .len()
     );
+}
+
+/// A listing made before a name was renamed over links the name to a new inode with the new
+/// file's attributes: the kernel applies a `readdirplus` entry's attributes to the inode it
+/// names, which must never get another file's size.
+#[test]
+fn readdirplus_links_a_name_renamed_over_to_a_new_inode() {
+    let d = example_root();
+    let fs = fs_for(d.path(), false);
+    let dir = lookup_path(&fs, "memory").expect("memory");
+    let old = lookup_path(&fs, "memory/build-system.md").expect("memory file");
+    let old_size = fs.getattr(old, None, 0).expect("attr").attr.size;
+    let (fh, _) = fs.opendir(dir).expect("opendir");
+    let listed = fs.readdir(dir, fh, 0).expect("readdir");
+    let e = listed
+        .iter()
+        .find(|e| e.name == "build-system.md")
+        .expect("listed");
+    assert_eq!(e.ino, old);
+    let tmp = d.path().join("memory/.build-system.md.tmp");
+    std::fs::write(
+        &tmp,
+        "---\nname: b\n---\nnew and longer than before, by far\n".repeat(9),
+    )
+    .expect("write");
+    std::fs::rename(&tmp, d.path().join("memory/build-system.md")).expect("rename");
+    let new_size = std::fs::metadata(d.path().join("memory/build-system.md"))
+        .expect("meta")
+        .len();
+    assert_ne!(new_size, old_size);
+    let PlusEntry::Linked(en) = fs.entry_plus(e) else {
+        panic!("linked");
+    };
+    assert_ne!(en.attr.ino, old, "a new inode for the new file");
+    assert_eq!(en.attr.size, new_size);
+    assert_eq!(
+        fs.getattr(old, None, 0).expect("attr").attr.size,
+        old_size,
+        "the old inode keeps its own file's size"
+    );
+    fs.releasedir(fh);
+}
+
+/// Held files are bounded: past the limit the least recently used idle ones are let go, and
+/// an inode let go still opens its file while its name names it (and holds it again).
+#[test]
+fn held_files_are_bounded_and_an_inode_let_go_still_opens_its_file() {
+    let d = example_root();
+    let fs = fs_for(d.path(), false);
+    fs.set_files_held_at_most(64);
+    for i in 0..200 {
+        std::fs::write(
+            d.path().join(format!("memory/n{i:03}.md")),
+            format!("---\nname: n{i}\n---\nnote {i}\n"),
+        )
+        .expect("write");
+    }
+    let inos: Vec<u64> = (0..200)
+        .map(|i| lookup_path(&fs, &format!("memory/n{i:03}.md")).expect("lookup"))
+        .collect();
+    assert!(fs.files_held() <= 64, "{} held", fs.files_held());
+    for (i, &ino) in inos.iter().enumerate() {
+        assert_eq!(
+            String::from_utf8(read_all(&fs, ino)).expect("utf-8"),
+            format!("---\nname: n{i}\n---\nnote {i}\n")
+        );
+    }
+    assert!(fs.files_held() <= 64, "{} held", fs.files_held());
 }
 
 #[test]

@@ -853,7 +853,8 @@ fn live_writers_soak() {
         .unwrap_or_else(|e| e.into_inner())
         .clone();
     // Every handle is closed: the mount holds no backing descriptor (SPEC 5, resources) once
-    // the kernel's asynchronous RELEASEs are through.
+    // the kernel's asynchronous RELEASEs are through and the grace a file is held for after
+    // its last lookup or open (one second) is over.
     let released = within(Duration::from_secs(10), || fds_under(&backing).is_empty());
     // Freed memory that glibc keeps in its arenas is not held by the mount.
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

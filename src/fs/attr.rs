@@ -53,6 +53,28 @@ impl NormaFs {
         }
     }
 
+    /// How long the kernel may keep a real node's attributes, as a directory and as a file:
+    /// decided before reading them (a change from then on is reported and invalidated).
+    pub(super) fn real_ttls(&self, node: &Node) -> (Duration, Duration) {
+        (self.ttl_of(node, true), self.ttl_of(node, false))
+    }
+
+    /// The entry of real node `node` as inode `ino`, from its file's `st`; `ttls` from
+    /// [`NormaFs::real_ttls`].
+    pub(super) fn real_entry(&self, ino: u64, st: &Stat, ttls: (Duration, Duration)) -> Entry {
+        let attr = self.real_attr(ino, st);
+        let ttl = if attr.kind == FileKind::Dir {
+            ttls.0
+        } else {
+            ttls.1
+        };
+        Entry {
+            attr,
+            ttl,
+            entry_ttl: ttl,
+        }
+    }
+
     fn mtime_of(p: &Path) -> Option<SystemTime> {
         super::real::mtime(p)
     }
@@ -164,25 +186,17 @@ impl NormaFs {
                 });
             }
             Node::Real(base, rel) => {
-                let file_ttl = self.ttl_of(node, false);
-                let (st, id) = self.backing.lstat_ident(*base, rel)?;
-                let attr = self.real_attr(ino, &st);
-                if attr.kind == FileKind::File {
-                    if !self.inodes.same_file(ino, id) {
-                        return Err(FsError::Stale);
-                    }
-                    self.inodes.told(ino, id);
-                }
-                let ttl = if attr.kind == FileKind::Dir {
-                    ttl
-                } else {
-                    file_ttl
+                let ttls = (ttl, self.ttl_of(node, false));
+                // A held inode answers for its own file, whatever the name names by now;
+                // else the name's file, which must be the inode's.
+                let (st, id) = match self.inodes.held_file(ino) {
+                    Some(h) => super::real::fstat_ident(&h.file)?,
+                    None => self.backing.lstat_ident(*base, rel)?,
                 };
-                return Ok(Entry {
-                    attr,
-                    ttl,
-                    entry_ttl: ttl,
-                });
+                if st.st_mode & libc::S_IFMT == libc::S_IFREG && !self.inodes.same_file(ino, id) {
+                    return Err(FsError::Stale);
+                }
+                return Ok(self.real_entry(ino, &st, ttls));
             }
             _ => return Err(FsError::NotFound),
         };
@@ -204,12 +218,9 @@ impl NormaFs {
             None => None,
         };
         let snapshot = fh.and_then(|fh| self.computed_size(fh));
-        let mut e = match self.attr_of(&node, ino) {
-            // The name was renamed over: a handle answers for the file it opened; else the
-            // name's file, not to be kept (the kernel looks the name up again).
-            Err(FsError::Stale) => return self.stale_attr(&node, ino, fh),
-            r => r?,
-        };
+        // An inode renamed over that holds no file any more answers ESTALE: the kernel
+        // looks the name up again (a `stat` by path is retried so).
+        let mut e = self.attr_of(&node, ino)?;
         if let Some((len, _)) = snapshot {
             // attr_of kept nothing for long if this handle holds other bytes (see
             // `Snapshots`); a size that differs is never kept.
@@ -221,28 +232,6 @@ impl NormaFs {
         }
         self.tell(&node, &e);
         Ok(e)
-    }
-
-    /// Attributes of an inode whose name now names another file: those of the inode's own
-    /// file while an open handle holds it (every handle of the inode does: `own_file`), else
-    /// of the name's file, which the next open binds the inode to; never kept.
-    pub(super) fn stale_attr(
-        &self,
-        node: &Node,
-        ino: u64,
-        _fh: Option<u64>,
-    ) -> Result<Entry, FsError> {
-        let file = self.handles.file_of(ino);
-        let st = match (file, node) {
-            (Some(f), _) => super::real::fstat(&f)?,
-            (None, Node::Real(base, rel)) => self.backing.lstat(*base, rel)?,
-            _ => return Err(FsError::Stale),
-        };
-        Ok(Entry {
-            attr: self.real_attr(ino, &st),
-            ttl: Duration::ZERO,
-            entry_ttl: Duration::ZERO,
-        })
     }
 
     /// Note the attributes a reply gives the kernel for a computed file.

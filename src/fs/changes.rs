@@ -48,14 +48,8 @@ impl NormaFs {
             (flags & !libc::O_NOFOLLOW) | libc::O_CREAT,
             mode & !umask & 0o7777,
         )?);
+        // Counts the kernel's lookup of the new inode, which holds the file from now on.
         let e = self.entry_of(&node)?;
-        self.inodes.lookup(&node);
-        // The inode's own file, held by this handle (see `NormaFs::own_file`).
-        self.handles
-            .files()
-            .entry(e.attr.ino)
-            .or_default()
-            .push(Arc::downgrade(&f));
         let fh = self.new_handle(Handle::Real(f.clone()));
         Ok((
             e,
@@ -127,6 +121,12 @@ impl NormaFs {
             }
             Node::Real(b, rel) => {
                 self.opts.writable()?;
+                // Changes go through the name: it must still name the inode's file (else
+                // ESTALE, and the kernel looks it up again and retries).
+                let (st, id) = self.backing.lstat_ident(*b, rel)?;
+                if st.st_mode & libc::S_IFMT == libc::S_IFREG && !self.inodes.same_file(ino, id) {
+                    return Err(FsError::Stale);
+                }
                 if let Some(size) = set.size {
                     let handle_file = fh.and_then(|fh| match self.handles.lock().get(&fh) {
                         Some(Handle::Real(f)) => Some(f.clone()),
@@ -150,10 +150,7 @@ impl NormaFs {
                     self.backing
                         .utimes(*b, rel, at.map(to_timespec), mt.map(to_timespec))?;
                 }
-                match self.attr_of(&node, ino) {
-                    Err(FsError::Stale) => self.stale_attr(&node, ino, fh),
-                    r => r,
-                }
+                self.attr_of(&node, ino)
             }
             Node::MemoryDir => {
                 self.opts.writable()?;

@@ -114,7 +114,7 @@ impl NormaFs {
                 break;
             }
             if linked {
-                self.count_lookup(e.ino);
+                self.count_lookup(en.attr.ino);
             }
         }
         Ok(())
@@ -208,6 +208,27 @@ impl NormaFs {
                     entry_ttl: Duration::ZERO,
                 });
             }
+        }
+        if let Node::Real(b, rel) = &node {
+            // The name's file, under the inode that stands for it: a name renamed over
+            // since the listing was made is linked to a new inode (an inode's attributes are
+            // only ever its own file's).
+            let ttls = self.real_ttls(&node);
+            return match self.backing.lstat_ident(*b, rel) {
+                Ok((st, id)) => {
+                    let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
+                    let ino = if !regular || self.inodes.same_file(e.ino, id) {
+                        e.ino
+                    } else {
+                        let ino = self.inodes.renew(&node);
+                        self.inodes.same_file(ino, id);
+                        ino
+                    };
+                    PlusEntry::Linked(self.real_entry(ino, &st, ttls))
+                }
+                Err(FsError::NotFound) => PlusEntry::Gone,
+                Err(_) => PlusEntry::Linked(placeholder()),
+            };
         }
         match self.attr_of(&node, e.ino) {
             Ok(a) => PlusEntry::Linked(a),

@@ -81,19 +81,14 @@ impl NormaFs {
                     self.opts.writable()?;
                 }
                 let keep_cache = self.covered(&node, false);
-                let f = Arc::new(self.backing.open(
-                    *b,
-                    rel,
-                    flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW),
-                )?);
-                let (f, rebound) = self.own_file(ino, f, Self::writes(flags))?;
+                let f = self.real_open(ino, *b, rel, flags)?;
                 let fh = self.new_handle(Handle::Real(f.clone()));
                 Ok(Opened {
                     fh,
                     direct_io: false,
-                    keep_cache: keep_cache && !rebound,
+                    keep_cache,
                     backing: Some(f),
-                    stale_attr: rebound,
+                    stale_attr: false,
                 })
             }
             Node::MemoryLink(_) => Err(FsError::Loop),
@@ -101,47 +96,47 @@ impl NormaFs {
         }
     }
 
-    /// The file an open of real inode `ino` reads, given `f`, the file its name names now,
-    /// and whether the kernel must drop the inode's size and pages first (it was bound to `f`
-    /// just now, and not yet told `f`'s attributes). An inode stands for one file, whose
-    /// pages and size the kernel keeps for it; the name may name another since the kernel's
-    /// lookup (renamed over; the kernel looks it up again soon). Then, while a handle still
-    /// holds the inode's own file, the open reads that one (a whole version, as of its
-    /// opening); else no reader of the old file is left, and the inode is bound to the new
-    /// file — the kernel drops its pages and size before the open is answered.
-    fn own_file(
+    /// The backing file an open of real inode `ino` (node `b`/`rel`) with `flags` serves: the
+    /// inode's own file, never another one the name may name by now (renamed over since the
+    /// kernel's lookup; the kernel keeps one size and one page cache per inode).
+    ///
+    /// A read-only open of a held inode reads the held file (shared, or opened again through
+    /// `/proc/self/fd` when it was held as a path). Any other open opens the name, which must
+    /// still name the inode's file (the inode holds it from then on if it held none): else
+    /// ESTALE, and the kernel looks the name up again and retries the open — a write must
+    /// reach the file the name names, not a replaced one.
+    fn real_open(
         &self,
         ino: u64,
-        f: Arc<std::fs::File>,
-        writes: bool,
-    ) -> Result<(Arc<std::fs::File>, bool), FsError> {
-        let (st, id) = super::real::fstat_ident(&f)?;
-        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-            return Ok((f, false));
-        }
-        let mut files = self.handles.files();
-        let own = super::handles::own_of(&mut files, ino);
-        let keep = |files: &mut std::collections::HashMap<_, Vec<_>>, f: &Arc<std::fs::File>| {
-            files.entry(ino).or_default().push(Arc::downgrade(f));
-        };
-        if self.inodes.same_file(ino, id) {
-            keep(&mut files, &f);
-            // Bound to this file by another open just now: what the kernel holds may still
-            // be the old file's until it asks again.
-            let fresh = !self.inodes.was_told(ino);
-            return Ok((f, fresh));
-        }
-        match own {
-            // The old file's descriptor may not write; a write open that races a
-            // replacement is refused (the kernel looks the name up again and retries once).
-            Some(_) if writes => Err(FsError::Stale),
-            Some(own) => Ok((own, false)),
-            None => {
-                self.inodes.rebind(ino, id);
-                keep(&mut files, &f);
-                Ok((f, true))
+        b: Base,
+        rel: &std::path::Path,
+        flags: i32,
+    ) -> Result<Arc<std::fs::File>, FsError> {
+        let flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW);
+        let writes = Self::writes(flags);
+        if !writes {
+            if let Some(h) = self.inodes.held_file_for_open(ino) {
+                return if h.readable {
+                    Ok(h.file)
+                } else {
+                    super::real::reopen(&h.file, flags).map(Arc::new)
+                };
             }
         }
+        let f = self.backing.open(b, rel, flags)?;
+        let (st, id) = super::real::fstat_ident(&f)?;
+        let f = Arc::new(f);
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Ok(f);
+        }
+        let held = super::inode::Held {
+            file: f.clone(),
+            readable: flags & libc::O_ACCMODE != libc::O_WRONLY,
+        };
+        if !self.inodes.hold(ino, id, held) {
+            return Err(FsError::Stale);
+        }
+        Ok(f)
     }
 
     /// The size a computed file's handle reports to `fstat`, and the fingerprint of its

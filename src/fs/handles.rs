@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 
@@ -45,10 +45,6 @@ pub(super) enum Handle {
 pub(super) struct HandleTable {
     map: Mutex<HashMap<u64, Handle>>,
     next: AtomicU64,
-    /// By inode, the backing files its real opens hold (one per open; the same file while
-    /// the inode stands for it): what `fstat` of an inode renamed over reports (`fstat` comes
-    /// without a handle), and what an open of it reads (`NormaFs::own_file`).
-    files: Mutex<HashMap<u64, Vec<Weak<File>>>>,
 }
 
 impl HandleTable {
@@ -56,26 +52,7 @@ impl HandleTable {
         HandleTable {
             map: Mutex::new(HashMap::new()),
             next: AtomicU64::new(1),
-            files: Mutex::new(HashMap::new()),
         }
-    }
-
-    /// By inode, the backing files its real opens hold, locked: an open settles which file it
-    /// reads under it (`NormaFs::own_file`). Files no handle holds any more are left out.
-    pub(super) fn files(&self) -> MutexGuard<'_, HashMap<u64, Vec<Weak<File>>>> {
-        let mut m = self.files.lock();
-        if m.len() > 1024 && m.len().is_power_of_two() {
-            m.retain(|_, v| {
-                v.retain(|w| w.strong_count() > 0);
-                !v.is_empty()
-            });
-        }
-        m
-    }
-
-    /// The backing file an open handle of `ino` holds, if one does.
-    pub(super) fn file_of(&self, ino: u64) -> Option<Arc<File>> {
-        own_of(&mut self.files.lock(), ino)
     }
 
     /// Register `h` under a new number.
@@ -94,17 +71,6 @@ impl HandleTable {
     pub(super) fn close(&self, fh: u64) -> Option<Handle> {
         self.map.lock().remove(&fh)
     }
-}
-
-/// The first file of `ino` an open handle still holds (the others dropped).
-pub(super) fn own_of(m: &mut HashMap<u64, Vec<Weak<File>>>, ino: u64) -> Option<Arc<File>> {
-    let v = m.get_mut(&ino)?;
-    v.retain(|w| w.strong_count() > 0);
-    let own = v.iter().find_map(Weak::upgrade);
-    if v.is_empty() {
-        m.remove(&ino);
-    }
-    own
 }
 
 #[cfg(test)]

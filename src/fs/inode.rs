@@ -5,11 +5,16 @@
 //! forgetting does not free the number (so a path keeps its inode), it only lets the table know
 //! the kernel holds no reference.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+
+use std::fs::File;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
 
 use super::node::Node;
+use super::real::Ident;
 
 /// Inode number of the mount's root.
 pub const ROOT_INO: u64 = 1;
@@ -19,19 +24,140 @@ struct Inner {
     by_node: HashMap<Node, u64>,
     /// Index `ino - 1`: the node, `None` once detached (renamed over or removed).
     nodes: Vec<(Option<Node>, u64)>,
-    /// The backing file (device, inode) each real regular file's inode stands for: a file
-    /// replaced by rename is another file, with an inode of its own (see [`InodeTable::renew`]).
-    /// With it, whether the kernel was told this file's attributes since the inode was
-    /// bound to it (until then its size and pages may be another file's).
-    files: HashMap<u64, (super::real::Ident, bool)>,
+    /// The backing file each real regular file's inode stands for, for the inode's whole
+    /// life (a file replaced by rename is another file, with an inode of its own, see
+    /// [`InodeTable::renew`]), and the descriptor it is held by while the kernel holds the
+    /// inode: the kernel keeps one size and one page cache per inode, so every size it is
+    /// told of an inode and every byte it reads for it come from that one file.
+    files: HashMap<u64, Bound>,
+    /// The inodes of `files` that are held, and how many may be (past it, the idle ones
+    /// held the longest ago are let go first).
+    holding: HashSet<u64>,
+    cap: usize,
     /// Per session, the inodes of its `raw/` ranges (a change of the session invalidates
     /// them all; scanning every inode for them would cost as much as the table is large).
     raw: HashMap<String, Vec<u64>>,
 }
 
+/// The file a real regular file's inode stands for.
+#[derive(Debug)]
+struct Bound {
+    id: Ident,
+    held: Option<Held>,
+    /// Held at least until then (a grace after each lookup and open), and after it while an
+    /// open handle shares the file.
+    until: Instant,
+}
+
+/// A backing file held open for its inode.
+#[derive(Debug, Clone)]
+pub struct Held {
+    pub file: Arc<File>,
+    /// Open for reading (else opened as a path: reopened for each open of the inode).
+    pub readable: bool,
+}
+
+/// How many backing files are held open at most unless told otherwise
+/// ([`InodeTable::set_cap`]).
+const DEFAULT_CAP: usize = 4096;
+
+/// How long a file stays held after the kernel looked its inode up or opened it, with no
+/// handle open: long enough for the open that follows a lookup (the kernel's path walk, or
+/// its retry after ESTALE) to find it held, short enough that a file removed or replaced
+/// behind the mount is let go at once for all practical purposes.
+pub const GRACE: Duration = Duration::from_secs(1);
+
 #[derive(Debug)]
 pub struct InodeTable {
     inner: RwLock<Inner>,
+}
+
+impl Inner {
+    fn ino_of(&mut self, node: &Node) -> u64 {
+        if let Some(&ino) = self.by_node.get(node) {
+            return ino;
+        }
+        self.nodes.push((Some(node.clone()), 0));
+        let ino = self.nodes.len() as u64;
+        self.by_node.insert(node.clone(), ino);
+        if let Node::Raw(sid, ..) = node {
+            self.raw.entry(sid.clone()).or_default().push(ino);
+        }
+        ino
+    }
+
+    /// Hold `file` for `ino` (standing for `id`) unless it is held, for [`GRACE`] at least;
+    /// over the cap, files let go (idle, the grace over first, then the least recently
+    /// used) go to `spare`, to be closed once the table is unlocked.
+    fn hold(&mut self, ino: u64, id: Ident, file: Held, spare: &mut Vec<Held>) {
+        let now = Instant::now();
+        let b = self.files.entry(ino).or_insert(Bound {
+            id,
+            held: None,
+            until: now,
+        });
+        b.until = now + GRACE;
+        if b.held.is_some() {
+            spare.push(file);
+            return;
+        }
+        b.held = Some(file);
+        self.holding.insert(ino);
+        if self.holding.len() > self.cap {
+            self.let_go(|_, until| until <= now, usize::MAX, spare);
+        }
+        if self.holding.len() > self.cap {
+            // The least recently used eighth of the idle ones, the new one aside.
+            let mut idle: Vec<(Instant, u64)> = self
+                .holding
+                .iter()
+                .filter(|&&i| i != ino)
+                .filter_map(|&i| self.files.get(&i).map(|b| (b.until, i)))
+                .collect();
+            idle.sort_unstable();
+            let last = idle
+                .get((self.cap / 8).max(1).min(idle.len()).saturating_sub(1))
+                .map(|e| e.0);
+            if let Some(last) = last {
+                self.let_go(|i, until| i != ino && until <= last, self.cap / 8, spare);
+            }
+        }
+    }
+
+    /// Let go of at most `most` held files that no open handle shares and `which` (inode,
+    /// held until) picks. An inode let go is still bound to its file: an open of it checks
+    /// that its name still names that file, and holds it again.
+    fn let_go(&mut self, which: impl Fn(u64, Instant) -> bool, most: usize, spare: &mut Vec<Held>) {
+        let mut gone = Vec::new();
+        for &ino in &self.holding {
+            if gone.len() >= most.max(1) {
+                break;
+            }
+            let Some(b) = self.files.get(&ino) else {
+                gone.push(ino);
+                continue;
+            };
+            let idle = b
+                .held
+                .as_ref()
+                .is_none_or(|h| Arc::strong_count(&h.file) == 1);
+            if idle && which(ino, b.until) {
+                gone.push(ino);
+            }
+        }
+        for ino in gone {
+            self.holding.remove(&ino);
+            if let Some(h) = self.files.get_mut(&ino).and_then(|b| b.held.take()) {
+                spare.push(h);
+            }
+        }
+    }
+
+    /// Let go of the file `ino` is held by (the kernel forgot the inode).
+    fn release(&mut self, ino: u64) -> Option<Held> {
+        self.holding.remove(&ino);
+        self.files.get_mut(&ino).and_then(|b| b.held.take())
+    }
 }
 
 impl Default for InodeTable {
@@ -42,7 +168,10 @@ impl Default for InodeTable {
 
 impl InodeTable {
     pub fn new() -> InodeTable {
-        let mut inner = Inner::default();
+        let mut inner = Inner {
+            cap: DEFAULT_CAP,
+            ..Inner::default()
+        };
         inner.by_node.insert(Node::Root, ROOT_INO);
         inner.nodes.push((Some(Node::Root), 1));
         InodeTable {
@@ -55,51 +184,110 @@ impl InodeTable {
         if let Some(&ino) = self.inner.read().by_node.get(node) {
             return ino;
         }
-        let mut w = self.inner.write();
-        if let Some(&ino) = w.by_node.get(node) {
-            return ino;
-        }
-        w.nodes.push((Some(node.clone()), 0));
-        let ino = w.nodes.len() as u64;
-        w.by_node.insert(node.clone(), ino);
-        if let Node::Raw(sid, ..) = node {
-            w.raw.entry(sid.clone()).or_default().push(ino);
-        }
-        ino
+        self.inner.write().ino_of(node)
     }
 
     /// Whether `ino` stands for the backing file `id`: recorded on first sight; `false` when
     /// it stands for another (the name was renamed over since).
-    pub fn same_file(&self, ino: u64, id: super::real::Ident) -> bool {
-        if let Some(&(known, _)) = self.inner.read().files.get(&ino) {
-            return known == id;
+    pub fn same_file(&self, ino: u64, id: Ident) -> bool {
+        if let Some(b) = self.inner.read().files.get(&ino) {
+            return b.id == id;
         }
-        self.inner.write().files.entry(ino).or_insert((id, false)).0 == id
+        let mut w = self.inner.write();
+        w.files
+            .entry(ino)
+            .or_insert(Bound {
+                id,
+                held: None,
+                until: Instant::now(),
+            })
+            .id
+            == id
     }
 
-    /// The kernel is told the attributes of `ino`'s file `id` (a reply of them).
-    pub fn told(&self, ino: u64, id: super::real::Ident) {
-        if let Some(e) = self.inner.write().files.get_mut(&ino) {
-            if e.0 == id {
-                e.1 = true;
+    /// The file `ino` is held by, if it is.
+    pub fn held_file(&self, ino: u64) -> Option<Held> {
+        self.inner.read().files.get(&ino)?.held.clone()
+    }
+
+    /// The kernel looked up `node` and normafs opened its regular file `id` as `file`:
+    /// the inode standing for that file (a new one when `node`'s inode stands for another:
+    /// renamed over), with one more lookup counted and the file held from now until the
+    /// kernel forgets the inode (if the inode was held already, `file` is closed). Counted
+    /// and held at once, so that a `forget` meanwhile cannot let go of a file just held.
+    pub fn lookup_file(&self, node: &Node, id: Ident, file: Held) -> u64 {
+        let mut spare = Vec::new();
+        let ino = {
+            let mut w = self.inner.write();
+            let mut ino = w.ino_of(node);
+            if w.files.get(&ino).is_some_and(|b| b.id != id) {
+                w.by_node.remove(node);
+                ino = w.ino_of(node);
             }
+            if let Some(slot) = w.nodes.get_mut((ino - 1) as usize) {
+                slot.1 = slot.1.saturating_add(1);
+            }
+            w.hold(ino, id, file, &mut spare);
+            ino
+        };
+        drop(spare);
+        ino
+    }
+
+    /// Hold `file` as the file of `ino` if `ino` stands for `id` and is not held yet (an
+    /// open of an inode a listing linked: no lookup held it). Whether `ino` stands for `id`.
+    pub fn hold(&self, ino: u64, id: Ident, file: Held) -> bool {
+        let mut spare = Vec::new();
+        let same = {
+            let mut w = self.inner.write();
+            if w.files.get(&ino).is_some_and(|b| b.id != id) {
+                false
+            } else {
+                w.hold(ino, id, file, &mut spare);
+                true
+            }
+        };
+        drop(spare);
+        same
+    }
+
+    /// Let go of the held files no handle shares whose grace is over; how many.
+    pub fn let_go_idle(&self) -> usize {
+        let mut spare = Vec::new();
+        {
+            let mut w = self.inner.write();
+            if w.holding.is_empty() {
+                return 0;
+            }
+            let now = Instant::now();
+            w.let_go(|_, until| until <= now, usize::MAX, &mut spare);
         }
+        spare.len()
     }
 
-    /// Whether the kernel was told the attributes of `ino`'s file since it was bound to it.
-    pub fn was_told(&self, ino: u64) -> bool {
-        self.inner.read().files.get(&ino).is_some_and(|e| e.1)
+    /// The file `ino` is held by, if it is, held for [`GRACE`] more (an open of it).
+    pub fn held_file_for_open(&self, ino: u64) -> Option<Held> {
+        let mut w = self.inner.write();
+        let b = w.files.get_mut(&ino)?;
+        let h = b.held.clone()?;
+        b.until = Instant::now() + GRACE;
+        Some(h)
     }
 
-    /// `ino` stands for the backing file `id` from now on (no handle holds its old one).
-    pub fn rebind(&self, ino: u64, id: super::real::Ident) {
-        self.inner.write().files.insert(ino, (id, false));
+    /// Hold at most `cap` files open (at least 64).
+    pub fn set_cap(&self, cap: usize) {
+        self.inner.write().cap = cap.max(64);
+    }
+
+    /// How many files are held open.
+    pub fn files_held(&self) -> usize {
+        self.inner.read().holding.len()
     }
 
     /// `node` names another backing file than its inode stood for: a new inode for it; the
     /// old one is detached (its open handles keep reading the file they opened).
     /// The old inode keeps naming `node`, so that `getattr` of it still answers (for the
-    /// file a handle of it opened, see `NormaFs::getattr`) while `open` of it is refused.
+    /// file it holds, see `NormaFs::getattr`).
     pub fn renew(&self, node: &Node) -> u64 {
         self.inner.write().by_node.remove(node);
         self.ino(node)
@@ -128,12 +316,21 @@ impl InodeTable {
         }
     }
 
-    /// The kernel dropped `n` lookups of `ino`.
+    /// The kernel dropped `n` lookups of `ino`; once it holds the inode no more, the file
+    /// the inode was held by is let go.
     pub fn forget(&self, ino: u64, n: u64) {
-        let mut w = self.inner.write();
-        if let Some(slot) = w.nodes.get_mut((ino.wrapping_sub(1)) as usize) {
+        let spare = {
+            let mut w = self.inner.write();
+            let Some(slot) = w.nodes.get_mut((ino.wrapping_sub(1)) as usize) else {
+                return;
+            };
             slot.1 = slot.1.saturating_sub(n);
-        }
+            if slot.1 > 0 {
+                return;
+            }
+            w.release(ino)
+        };
+        drop(spare);
     }
 
     /// The node of an inode; `None` for unknown or detached inodes.

@@ -135,6 +135,22 @@ impl NormaFs {
         self.inodes.node(ino).ok_or(FsError::NotFound)
     }
 
+    /// Hold at most `n` real files open for their inodes (see `InodeTable`).
+    pub fn set_files_held_at_most(&self, n: usize) {
+        self.inodes.set_cap(n);
+    }
+
+    /// Let go of the real files held for their inodes that no handle shares and whose grace
+    /// is over (called every half second while mounted); how many.
+    pub fn let_go_idle_files(&self) -> usize {
+        self.inodes.let_go_idle()
+    }
+
+    /// How many real files are held open for their inodes.
+    pub fn files_held(&self) -> usize {
+        self.inodes.files_held()
+    }
+
     /// The inode a node has (allocating it), without counting a lookup.
     pub fn ino_of(&self, node: &Node) -> u64 {
         self.inodes.ino(node)

@@ -64,13 +64,36 @@ impl NormaFs {
         Ok(node)
     }
 
-    /// The inode and attributes of `node`; a real file replaced by rename since its inode
-    /// was given gets a new inode.
+    /// The inode and attributes of `node`, counting one kernel lookup of the inode; a real
+    /// file replaced by rename since its inode was given gets a new inode. A regular real
+    /// file is held open by its inode from here until the kernel forgets it (see
+    /// `InodeTable::lookup_file`); one that cannot be held (out of descriptors) is answered
+    /// from its name.
     pub(super) fn entry_of(&self, node: &Node) -> Result<Entry, FsError> {
-        match self.attr_of(node, self.inodes.ino(node)) {
+        if let Node::Real(b, rel) = node {
+            let ttls = self.real_ttls(node);
+            match self.backing.open_regular(*b, rel) {
+                Ok(Some(r)) => {
+                    let held = super::inode::Held {
+                        file: std::sync::Arc::new(r.file),
+                        readable: r.readable,
+                    };
+                    let ino = self.inodes.lookup_file(node, r.id, held);
+                    return Ok(self.real_entry(ino, &r.st, ttls));
+                }
+                Ok(None) => {}
+                Err(FsError::Os(libc::EMFILE | libc::ENFILE)) => {
+                    tracing::debug!("lookup of {node:?}: out of descriptors, not held");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let e = match self.attr_of(node, self.inodes.ino(node)) {
             Err(FsError::Stale) => self.attr_of(node, self.inodes.renew(node)),
             r => r,
-        }
+        }?;
+        self.inodes.lookup(node);
+        Ok(e)
     }
 
     /// `lookup`: the child's attributes; counts one kernel reference.
@@ -79,7 +102,6 @@ impl NormaFs {
         let p = self.node(parent)?;
         let child = self.child(&p, name)?;
         let e = self.entry_of(&child)?;
-        self.inodes.lookup(&child);
         self.tell(&child, &e);
         self.known_to_kernel(&child);
         Ok(e)

@@ -18,21 +18,21 @@ pub enum ReadPath {
 
 /// The read path of an open.
 ///
-/// Computed files and `ctl` ask for direct I/O. A real file with no backing descriptor goes
-/// through the page cache. A real file passes through to its backing file when the mount has
-/// passthrough, else is read with direct I/O: the kernel keeps one size and one page cache
-/// per inode, and though an inode stands for one backing file (a name renamed over gets a new
-/// inode, `InodeTable::renew`, and `NormaFs::open` settles an open of the old one), serving
-/// real files from the page cache still let the rename soak see a read cut at another
-/// version's size (3 in 64,000 reads under a storm of renames of `state.json`): not kept.
+/// Computed files and `ctl` ask for direct I/O. A real file passes through to its backing
+/// file when the mount has passthrough. Else it is read through the page cache, kept across
+/// opens, when every change of it is reported (watched): an inode stands for one backing
+/// file for its whole life and is held by it (`InodeTable::lookup_file`), so the one size
+/// and page cache the kernel keeps per inode are always that file's — a name renamed over is
+/// a new inode. A real file whose changes are not reported (a backing directory inotify is
+/// blind to, or no watch) is read with direct I/O: each read reaches the file.
 pub fn read_path(o: &Opened, passthrough: bool) -> ReadPath {
     if o.direct_io {
         return ReadPath::DirectIo;
     }
     match (o.backing.is_some(), passthrough) {
         (true, true) => ReadPath::Passthrough,
-        (true, false) => ReadPath::DirectIo,
-        (false, _) => ReadPath::PageCache { keep: o.keep_cache },
+        (true, false) if !o.keep_cache => ReadPath::DirectIo,
+        (_, _) => ReadPath::PageCache { keep: o.keep_cache },
     }
 }
 
@@ -103,7 +103,7 @@ mod tests {
     }
 
     #[test]
-    fn computed_files_use_direct_io_and_real_files_pass_through_or_never_the_page_cache() {
+    fn computed_files_use_direct_io_and_real_files_pass_through_or_the_page_cache_when_watched() {
         for pt in [false, true] {
             assert_eq!(
                 read_path(&opened(true, false, false), pt),
@@ -123,9 +123,19 @@ mod tests {
             read_path(&opened(false, true, true), true),
             ReadPath::Passthrough
         );
+        // Without passthrough: the page cache, kept, for a watched real file; direct I/O
+        // for one whose changes nobody reports.
         assert_eq!(
             read_path(&opened(false, true, true), false),
+            ReadPath::PageCache { keep: true }
+        );
+        assert_eq!(
+            read_path(&opened(false, false, true), false),
             ReadPath::DirectIo
+        );
+        assert_eq!(
+            read_path(&opened(false, false, true), true),
+            ReadPath::Passthrough
         );
     }
 

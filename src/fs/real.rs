@@ -150,6 +150,24 @@ pub fn fstat(f: &File) -> Result<Stat, FsError> {
     Ok(st)
 }
 
+/// A regular backing file opened by [`Backing::open_regular`].
+pub struct Regular {
+    pub file: File,
+    /// Opened for reading (else as a path: `fstat` only, reopened to be read or written).
+    pub readable: bool,
+    pub st: Stat,
+    pub id: Ident,
+}
+
+/// `f` opened again with `flags` through `/proc/self/fd`: the same file, whatever its name
+/// names by now (a held file opened as a path, to be read).
+pub fn reopen(f: &File, flags: i32) -> Result<File, FsError> {
+    let p = CString::new(format!("/proc/self/fd/{}", f.as_raw_fd()))
+        .map_err(|_| FsError::Invalid("descriptor path".into()))?;
+    let flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_TRUNC);
+    openat(libc::AT_FDCWD, &p, flags, 0).map(File::from)
+}
+
 impl Backing {
     pub fn base(&self, b: Base) -> &Path {
         match b {
@@ -222,6 +240,42 @@ impl Backing {
         let leaf = leaf.ok_or(FsError::IsDir)?;
         let fd = openat(dir.as_raw_fd(), &leaf, flags | libc::O_NOFOLLOW, 0)?;
         Ok(File::from(fd))
+    }
+
+    /// The file at `rel` if it is a regular file, opened to be held for its inode (read
+    /// only, else as a path when it may not be read), with its `stat` and identity taken from
+    /// the descriptor; `Ok(None)` for anything else (a directory, a link, a device: never
+    /// opened). One walk to the directory, then `statx`, `open` and `fstat` of the leaf.
+    pub fn open_regular(&self, b: Base, rel: &Path) -> Result<Option<Regular>, FsError> {
+        let (dir, leaf) = self.parent(b, rel)?;
+        let Some(leaf) = leaf else {
+            return Ok(None);
+        };
+        let (st, _) = statx_at(dir.as_raw_fd(), &leaf, libc::AT_SYMLINK_NOFOLLOW)?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Ok(None);
+        }
+        let plain = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW;
+        let (fd, readable) = match openat(dir.as_raw_fd(), &leaf, plain, 0) {
+            Ok(fd) => (fd, true),
+            Err(FsError::Access) => (
+                openat(dir.as_raw_fd(), &leaf, libc::O_PATH | libc::O_NOFOLLOW, 0)?,
+                false,
+            ),
+            Err(e) => return Err(e),
+        };
+        let file = File::from(fd);
+        let (st, id) = fstat_ident(&file)?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            // Renamed over by something else between the two looks.
+            return Ok(None);
+        }
+        Ok(Some(Regular {
+            file,
+            readable,
+            st,
+            id,
+        }))
     }
 
     /// Create a new file (`O_CREAT|O_EXCL|O_NOFOLLOW` unless `exclusive` is false).

@@ -113,7 +113,7 @@ impl PlusReplier for PlusReply<'_> {
     fn add(&mut self, e: &DirEntry, attr: &Attr, ttl: std::time::Duration) -> bool {
         let next = u64::try_from(e.offset).unwrap_or(0);
         self.0.add(
-            INodeNo(e.ino),
+            INodeNo(attr.ino),
             next,
             &e.name,
             &ttl,

@@ -456,6 +456,23 @@ fn expire_later(n: Notifier) -> io::Result<std::sync::mpsc::Sender<(std::time::I
     Ok(tx)
 }
 
+/// A thread that lets go, every half second, of the real files held for their inodes that
+/// no handle shares once their grace is over (see `InodeTable`); it ends with the mount.
+fn let_go_idle_files(fs: std::sync::Weak<NormaFs>) -> io::Result<()> {
+    std::thread::Builder::new()
+        .name("normafs-let-go".into())
+        .spawn(move || loop {
+            std::thread::sleep(Duration::from_millis(500));
+            match fs.upgrade() {
+                Some(fs) => {
+                    fs.let_go_idle_files();
+                }
+                None => return,
+            }
+        })?;
+    Ok(())
+}
+
 /// Drop one kernel cache (a node the kernel was never told about needs nothing).
 fn invalidate(fs: &NormaFs, n: &Notifier, i: &Inval) {
     let r = match i {
@@ -486,6 +503,41 @@ fn invalidate(fs: &NormaFs, n: &Notifier, i: &Inval) {
     }
 }
 
+/// Raise this process's soft limit of open descriptors to its hard limit (as root, the hard
+/// limit first to 2^20 or the system's `nr_open`, whichever is lower); the soft limit after.
+fn raise_descriptor_limit() -> usize {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit fills the struct.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return 1024;
+    }
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|s| s.trim().parse::<libc::rlim_t>().ok())
+        .unwrap_or(lim.rlim_max);
+    let want = nr_open.min(1 << 20).max(lim.rlim_max);
+    let raised = libc::rlimit {
+        rlim_cur: want,
+        rlim_max: want,
+    };
+    // SAFETY: a valid rlimit; refused (EPERM) without CAP_SYS_RESOURCE, which changes nothing.
+    if want > lim.rlim_max && unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+        return want as usize;
+    }
+    let soft = libc::rlimit {
+        rlim_cur: lim.rlim_max,
+        rlim_max: lim.rlim_max,
+    };
+    // SAFETY: a valid rlimit within the hard limit.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &soft) } == 0 {
+        return lim.rlim_max as usize;
+    }
+    lim.rlim_cur as usize
+}
+
 /// Mount `paths` at `mnt` and serve it from background threads until the handle is dropped.
 pub fn mount_background(
     paths: RootPaths,
@@ -502,6 +554,9 @@ pub fn mount_background(
     );
     // Summaries name archives inside the mount under `archive_paths = mount`.
     fs.set_mountpoint(&mountpoint);
+    // Each real file the kernel holds an inode of is held open (see `InodeTable`): as
+    // many descriptors as may be had, three quarters of them for held files.
+    fs.set_files_held_at_most(raise_descriptor_limit() / 4 * 3);
     let watcher = match Watcher::new(&paths) {
         Ok(w) => Some(Arc::new(w)),
         Err(e) => {
@@ -607,6 +662,7 @@ pub fn mount_background(
         .expire
         .set(Mutex::new(expire_later(notifier.clone())?));
     let bg = session.spawn()?;
+    let_go_idle_files(Arc::downgrade(&fs))?;
     let mut handle = MountHandle {
         session: Some(bg),
         watcher: watcher.clone(),
