@@ -284,8 +284,9 @@ SID=$(basename "$(ls "$B"/transcripts/*.jsonl | head -n 1)" .jsonl)
 TRANSCRIPT="$B/transcripts/$SID.jsonl"
 T_BYTES=$(stat -c %s "$TRANSCRIPT")
 NEEDLE="zq9-normafs-needle-absent-xq7"
-# grep -r of the mount's real files: computed files excluded by name.
-EXCL="--exclude-dir=raw --exclude=view.jsonl --exclude=view.md --exclude=audit.txt --exclude=status.json --exclude=ctl --exclude=MEMORY.md"
+# grep -r of the mount's real files: computed files excluded by name (every name of
+# `normafs::fs::layout::computed_files`, materialized.jsonl included).
+EXCL="--exclude-dir=raw --exclude=view.jsonl --exclude=view.md --exclude=materialized.jsonl --exclude=audit.txt --exclude=status.json --exclude=ctl --exclude=MEMORY.md"
 MNT="$WORK/mnt"
 
 # ---- P1 ---------------------------------------------------------------------------------------

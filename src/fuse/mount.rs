@@ -456,6 +456,37 @@ fn expire_later(n: Notifier) -> io::Result<std::sync::mpsc::Sender<(std::time::I
     Ok(tx)
 }
 
+/// As root, give the mount's own read-ahead (`/sys/class/bdi/0:N/read_ahead_kb`, 128 KiB
+/// as the kernel makes it) that of the device under `backing`, at least 1 MiB: reads through
+/// the page cache then come to normafs in as many bytes at once as a native read asks its
+/// disk for (P1u, cold). `Ok(None)` when there is nothing to do (not root, or already so).
+fn read_ahead_like(mnt: &Path, backing: &Path) -> io::Result<Option<u64>> {
+    use std::os::unix::fs::MetadataExt;
+    if !privileged() {
+        return Ok(None);
+    }
+    let bdi = |dev: u64| {
+        let (ma, mi) = (libc::major(dev), libc::minor(dev));
+        [
+            format!("/sys/class/bdi/{ma}:{mi}/read_ahead_kb"),
+            format!("/sys/dev/block/{ma}:{mi}/queue/read_ahead_kb"),
+            format!("/sys/dev/block/{ma}:{mi}/../queue/read_ahead_kb"),
+        ]
+    };
+    let read_kb = |p: &str| -> Option<u64> { std::fs::read_to_string(p).ok()?.trim().parse().ok() };
+    let want = bdi(std::fs::metadata(backing)?.dev())
+        .iter()
+        .find_map(|p| read_kb(p))
+        .unwrap_or(0)
+        .clamp(1024, 16 * 1024);
+    let ours = bdi(std::fs::metadata(mnt)?.dev())[0].clone();
+    if read_kb(&ours).is_some_and(|kb| kb >= want) {
+        return Ok(None);
+    }
+    std::fs::write(&ours, want.to_string())?;
+    Ok(Some(want))
+}
+
 /// A thread that lets go, every half second, of the real files held for their inodes that
 /// no handle shares once their grace is over (see `InodeTable`); it ends with the mount.
 fn let_go_idle_files(fs: std::sync::Weak<NormaFs>) -> io::Result<()> {
@@ -663,6 +694,13 @@ pub fn mount_background(
         .set(Mutex::new(expire_later(notifier.clone())?));
     let bg = session.spawn()?;
     let_go_idle_files(Arc::downgrade(&fs))?;
+    if !passthrough {
+        match read_ahead_like(&mountpoint, &paths.memory) {
+            Ok(Some(kb)) => tracing::debug!("the mount's read-ahead set to {kb} KiB"),
+            Ok(None) => {}
+            Err(e) => tracing::debug!("the mount's read-ahead left as it is: {e}"),
+        }
+    }
     let mut handle = MountHandle {
         session: Some(bg),
         watcher: watcher.clone(),
