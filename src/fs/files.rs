@@ -215,17 +215,7 @@ impl NormaFs {
             Some(Handle::Real(f)) => {
                 let f = f.clone();
                 drop(handles);
-                let mut buf = vec![0u8; size as usize];
-                let mut got = 0;
-                while got < buf.len() {
-                    let n = f.read_at(&mut buf[got..], offset + got as u64)?;
-                    if n == 0 {
-                        break;
-                    }
-                    got += n;
-                }
-                buf.truncate(got);
-                Ok(buf)
+                super::real::read_at(&f, offset, size as usize)
             }
             Some(Handle::Ctl {
                 scope,

@@ -139,6 +139,41 @@ pub fn fstat_ident(f: &File) -> Result<(Stat, Ident), FsError> {
     statx_at(f.as_raw_fd(), &CString::from(c""), libc::AT_EMPTY_PATH)
 }
 
+/// Up to `size` bytes of `f` from `offset`, fewer only at its end (a read of a real file,
+/// into a buffer that is not zeroed first: reads through the page cache ask for up to a
+/// megabyte each).
+pub fn read_at(f: &File, offset: u64, size: usize) -> Result<Vec<u8>, FsError> {
+    let mut buf: Vec<u8> = Vec::with_capacity(size);
+    while buf.len() < size {
+        let at = offset.saturating_add(buf.len() as u64);
+        let spare = buf.spare_capacity_mut();
+        // SAFETY: pread writes at most `spare.len()` bytes into the vector's spare capacity,
+        // which stays allocated for the call; only the bytes it reports written are then
+        // counted as initialized.
+        let n = unsafe {
+            libc::pread(
+                f.as_raw_fd(),
+                spare.as_mut_ptr().cast(),
+                spare.len(),
+                i64::try_from(at).unwrap_or(i64::MAX),
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(FsError::from(e));
+        }
+        if n == 0 {
+            break;
+        }
+        // SAFETY: pread initialized the next `n` bytes (n <= spare capacity).
+        unsafe { buf.set_len(buf.len() + n as usize) };
+    }
+    Ok(buf)
+}
+
 /// `fstat` of an open backing file.
 pub fn fstat(f: &File) -> Result<Stat, FsError> {
     // SAFETY: zeroed stat is a valid out-parameter.
