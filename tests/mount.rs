@@ -1323,3 +1323,36 @@ fn an_agent_inside_the_mount_follows_summaries_to_archives_and_originals() {
     }
     assert!(followed >= 35, "the corpus has live blocks: {followed}");
 }
+
+/// The type of the mount at `mnt` in this process's mount table, if it is mounted.
+fn mount_type(mnt: &Path) -> Option<String> {
+    let table = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let want = mnt.to_string_lossy().into_owned();
+    table.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        (left.split(' ').nth(4)? == want).then(|| right.split(' ').next().unwrap_or("").to_string())
+    })
+}
+
+/// A root mount made with mount(2) has the type `fusermount3`'s mounts have, `fuse.normafs`:
+/// `findmnt -t fuse.normafs` lists it, and it unmounts cleanly.
+#[test]
+fn a_root_mount_is_of_type_fuse_normafs() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mounted::new(example_root(), Config::default(), MountOptions::default());
+    assert_eq!(mount_type(m.mnt()).as_deref(), Some("fuse.normafs"));
+    let o = Command::new("findmnt")
+        .args(["-n", "-o", "TARGET", "-t", "fuse.normafs"])
+        .arg(m.mnt())
+        .output()
+        .expect("findmnt");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        m.mnt().to_string_lossy()
+    );
+    let mut m = m;
+    m.unmount().expect("unmount");
+    assert_eq!(mount_type(m.mnt()), None, "unmounted");
+}

@@ -156,8 +156,9 @@ impl MountHandle {
             // Without the mount the workers' reads end; the helper (auto_unmount) goes too.
             return r.and_then(|()| s.join());
         }
-        match s.umount_and_join() {
-            Ok(()) => Ok(()),
+        match unmount_syscall(&self.mountpoint) {
+            // Without the mount the workers' reads end.
+            Ok(()) => s.join(),
             Err(e) => {
                 // Busy (a process still has a file or its cwd there): detach it lazily; the
                 // kernel ends the session when the last user leaves.
@@ -179,10 +180,71 @@ impl Drop for MountHandle {
     }
 }
 
-fn lazy_unmount(p: &Path) -> io::Result<()> {
+fn c_path(p: &Path) -> io::Result<std::ffi::CString> {
     use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(p.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in the mount point"))?;
+    std::ffi::CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in the mount point"))
+}
+
+/// As root: open `/dev/fuse` and mount it at `mnt` with mount(2), as type `fuse.normafs` —
+/// the type `fusermount3`'s mounts get, which `/proc/mounts`, `findmnt -t fuse.normafs` and
+/// `umount -t fuse.normafs` name — with the options fuser's own mount would give (the caller's
+/// ids, `default_permissions`, `nosuid`, `nodev`, `noatime`; `noexec` and `allow_other` when
+/// asked). The descriptor serves the session.
+fn mount_syscall(mnt: &Path, no_exec: bool, allow_other: bool) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let dev = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open("/dev/fuse")?;
+    let mode = std::fs::metadata(mnt)?.mode() & libc::S_IFMT;
+    // SAFETY: getuid and getgid cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let mut data = format!(
+        "fd={},rootmode={mode:o},user_id={uid},group_id={gid},default_permissions",
+        dev.as_raw_fd()
+    );
+    if allow_other {
+        data.push_str(",allow_other");
+    }
+    let mut flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOATIME;
+    if no_exec {
+        flags |= libc::MS_NOEXEC;
+    }
+    let target = c_path(mnt)?;
+    let data = std::ffi::CString::new(data).map_err(|_| io::Error::other("mount data"))?;
+    // SAFETY: valid C strings for the call's duration; `data` is the FUSE mount data string.
+    let r = unsafe {
+        libc::mount(
+            c"normafs".as_ptr(),
+            target.as_ptr(),
+            c"fuse.normafs".as_ptr(),
+            flags,
+            data.as_ptr().cast(),
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(dev.into())
+}
+
+/// Unmount our mount(2) mount at `p` (already gone: nothing to do).
+fn unmount_syscall(p: &Path) -> io::Result<()> {
+    let c = c_path(p)?;
+    // SAFETY: a valid C string.
+    if unsafe { libc::umount2(c.as_ptr(), 0) } < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINVAL) {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+fn lazy_unmount(p: &Path) -> io::Result<()> {
+    let c = c_path(p)?;
     // SAFETY: a valid C string.
     if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } < 0 {
         let e = io::Error::last_os_error();
@@ -635,10 +697,16 @@ pub fn mount_background(
         )
     };
     let (session, via) = match helper_bin {
-        None => (
-            Session::new(nf, &mountpoint, &config).map_err(cannot)?,
-            Via::Syscall,
-        ),
+        None => {
+            let fd = mount_syscall(&mountpoint, opts.no_exec, opts.allow_other).map_err(cannot)?;
+            match Session::from_fd(nf, fd, config.acl, config.clone()) {
+                Ok(s) => (s, Via::Syscall),
+                Err(e) => {
+                    let _ = unmount_syscall(&mountpoint).or_else(|_| lazy_unmount(&mountpoint));
+                    return Err(cannot(e));
+                }
+            }
+        }
         Some(bin) => {
             let mut o = vec![
                 "fsname=normafs",

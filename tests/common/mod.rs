@@ -423,6 +423,14 @@ impl Mounted {
     pub fn handle(&self) -> &normafs::fuse::MountHandle {
         self.handle.as_ref().expect("mounted")
     }
+
+    /// Unmount now (the directories stay until the value is dropped).
+    pub fn unmount(&mut self) -> std::io::Result<()> {
+        match self.handle.take() {
+            Some(h) => h.unmount(),
+            None => Ok(()),
+        }
+    }
 }
 
 impl Drop for Mounted {
