@@ -333,6 +333,35 @@ fn an_ordinary_user_mounts_and_works_in_the_mount() {
         "bad=0; for i in $(seq 300); do jq -e .version '{m}/sessions/s2-tier1/state.json' \
          >/dev/null 2>&1 || bad=$((bad+1)); done; echo $bad"
     )));
+    // And a tight loop of its own (open, fstat, read to the end): every read is as long
+    // as its handle's fstat says, and parses.
+    let tight = if have("python3") {
+        out(&user.sh(&format!(
+            "python3 -c '
+import json, os
+bad = 0
+for _ in range(10000):
+    fd = os.open(\"{m}/sessions/s2-tier1/state.json\", os.O_RDONLY)
+    size = os.fstat(fd).st_size
+    chunks = []
+    while True:
+        b = os.read(fd, 65536)
+        if not b:
+            break
+        chunks.append(b)
+    os.close(fd)
+    data = b\"\".join(chunks)
+    try:
+        json.loads(data)
+        bad += len(data) != size
+    except ValueError:
+        bad += 1
+print(bad)
+'"
+        )))
+    } else {
+        "0".to_string()
+    };
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let renames = renamer.join().expect("renamer");
     assert!(
@@ -340,6 +369,11 @@ fn an_ordinary_user_mounts_and_works_in_the_mount() {
         "the runtime replaced state.json {renames} times"
     );
     assert_eq!(reads.trim(), "0", "reads that were not one whole version");
+    assert_eq!(
+        tight.trim(),
+        "0",
+        "tight reads that were not one whole version of their fstat size"
+    );
 
     // The user unmounts; the daemon ends.
     out(&user.sh(&format!("fusermount3 -u '{m}'")));

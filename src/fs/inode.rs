@@ -379,7 +379,7 @@ impl InodeTable {
     }
 
     /// Inodes the kernel holds (looked up and not forgotten), the root included.
-    pub fn held(&self) -> Vec<u64> {
+    pub fn looked_up(&self) -> Vec<u64> {
         let r = self.inner.read();
         r.nodes
             .iter()
@@ -457,12 +457,47 @@ mod tests {
         let ia = t.lookup(&a);
         t.ino(&b);
         assert_eq!(
-            t.held(),
+            t.looked_up(),
             vec![ROOT_INO, ia],
             "b was listed, never looked up"
         );
         t.forget(ia, 1);
-        assert_eq!(t.held(), vec![ROOT_INO]);
+        assert_eq!(t.looked_up(), vec![ROOT_INO]);
+    }
+
+    /// A file to hold, owned by nothing else.
+    fn held() -> Held {
+        Held {
+            file: Arc::new(File::open("/dev/null").expect("/dev/null")),
+            readable: true,
+        }
+    }
+
+    #[test]
+    fn a_file_is_held_for_its_grace_while_shared_and_until_forgotten() {
+        let t = InodeTable::new();
+        let a = Node::Real(Base::Memory, PathBuf::from("a.md"));
+        let id = (1, 2, 3, 4);
+        let ino = t.lookup_file(&a, id, held());
+        assert_eq!(t.files_held(), 1);
+        assert_eq!(t.let_go_idle(), 0, "within its grace");
+        // A handle shares the file past the grace.
+        let handle = t.held_file_for_open(ino).expect("held").file;
+        std::thread::sleep(GRACE + Duration::from_millis(100));
+        assert_eq!(t.let_go_idle(), 0, "a handle shares it");
+        drop(handle);
+        assert_eq!(t.let_go_idle(), 1, "idle and its grace over");
+        assert!(t.held_file(ino).is_none());
+        assert!(t.same_file(ino, id), "still bound to its file");
+        assert!(!t.hold(ino, (9, 9, 9, 9), held()), "never to another");
+        // Held again by an open of its file; let go at once when the kernel forgets it.
+        assert!(t.hold(ino, id, held()));
+        t.forget(ino, 1);
+        assert_eq!(t.files_held(), 0);
+        // A lookup that finds another file under the name: a new inode.
+        let other = t.lookup_file(&a, (5, 6, 7, 8), held());
+        assert_ne!(other, ino);
+        assert_eq!(t.lookups(other), 1);
     }
 
     #[test]

@@ -170,7 +170,7 @@ impl NormaFs {
 
     /// Inodes the kernel holds (to drop all it may have cached).
     pub fn held_inodes(&self) -> Vec<u64> {
-        self.inodes.held()
+        self.inodes.looked_up()
     }
 
     pub fn lookup_count(&self, ino: u64) -> u64 {
