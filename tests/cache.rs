@@ -577,3 +577,41 @@ fn real_files_without_passthrough_are_kept_in_the_page_cache_and_let_go_once_del
         deleted_files_open(m.root())
     );
 }
+
+/// Drop the backing file's pages from the page cache (written back first).
+fn drop_backing_pages(p: &Path) {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(p).expect("open");
+    f.sync_all().expect("fsync");
+    // SAFETY: a descriptor we hold open.
+    let r = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(r, 0, "fadvise");
+}
+
+/// With passthrough, a small watched file is still served through the mount's own page
+/// cache (one round trip per `grep` of it, not two), a large one passes through: after the
+/// backing file's pages are dropped, the small one's pages are still the mount's, the large
+/// one's are gone with the backing file's.
+#[test]
+fn small_files_use_the_page_cache_and_large_ones_pass_through() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mounted::new(example_root(), Config::default(), MountOptions::default());
+    if !m.handle().passthrough() {
+        return;
+    }
+    let small: Vec<u8> = (0..200 << 10).map(|i| b"0123456789\n"[i % 11]).collect();
+    let large: Vec<u8> = (0..3 << 20).map(|i| b"abcdefghij\n"[i % 11]).collect();
+    for (name, body) in [("small-notes.md", &small), ("large-notes.md", &large)] {
+        let backing = m.root().join("memory").join(name);
+        std::fs::write(&backing, body).expect("write");
+        let through = m.at(&format!("memory/{name}"));
+        assert_eq!(&cat(&through), body);
+        drop_backing_pages(&backing);
+    }
+    let (resident, pages) = resident_pages(&m.at("memory/small-notes.md"));
+    assert_eq!(resident, pages, "the small file's pages are the mount's own");
+    let (resident, _) = resident_pages(&m.at("memory/large-notes.md"));
+    assert_eq!(resident, 0, "the large file passes through to its backing file");
+}
