@@ -50,7 +50,6 @@ impl NormaFs {
         )?);
         // Counts the kernel's lookup of the new inode, which holds the file from now on.
         let e = self.entry_of(&node)?;
-        let cached_io = self.cached_io(e.attr.ino, &f, keep_cache);
         let fh = self.new_handle(Handle::Real(f.clone()));
         Ok((
             e,
@@ -59,7 +58,6 @@ impl NormaFs {
                 direct_io: false,
                 keep_cache,
                 backing: Some(f),
-                cached_io,
                 stale_attr: false,
             },
         ))

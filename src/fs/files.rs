@@ -10,10 +10,6 @@ use super::{Base, FsError, Node, NormaFs, Opened};
 use crate::bytes::Bytes;
 use crate::store::ctl::Scope;
 
-/// Real files smaller than this at their inode's first open are served through the page
-/// cache even where passthrough is on (see [`NormaFs::cached_io`]).
-pub const CACHED_IO_BELOW: u64 = 1 << 20;
-
 impl NormaFs {
     pub(super) fn new_handle(&self, h: Handle) -> u64 {
         self.handles.open(h)
@@ -50,7 +46,6 @@ impl NormaFs {
                     direct_io: true,
                     keep_cache: false,
                     backing: None,
-                    cached_io: false,
                     stale_attr: false,
                 })
             }
@@ -78,7 +73,6 @@ impl NormaFs {
                     direct_io: true,
                     keep_cache: false,
                     backing: None,
-                    cached_io: false,
                     stale_attr: true,
                 })
             }
@@ -88,31 +82,18 @@ impl NormaFs {
                 }
                 let keep_cache = self.covered(&node, false);
                 let f = self.real_open(ino, *b, rel, flags)?;
-                let cached_io = self.cached_io(ino, &f, keep_cache);
                 let fh = self.new_handle(Handle::Real(f.clone()));
                 Ok(Opened {
                     fh,
                     direct_io: false,
                     keep_cache,
                     backing: Some(f),
-                    cached_io,
                     stale_attr: false,
                 })
             }
             Node::MemoryLink(_) => Err(FsError::Loop),
             _ => Err(FsError::IsDir),
         }
-    }
-
-    /// Whether real inode `ino`, opened as `f`, is served through the page cache even where
-    /// passthrough is on: a small file (under [`CACHED_IO_BELOW`] at the inode's first open)
-    /// whose every change is reported (`watched`). `grep -r` of such files then costs one
-    /// round trip each (OPEN), where passthrough costs two: after every passthrough read the
-    /// kernel marks the atime stale, and the next `fstat` must ask.
-    pub(super) fn cached_io(&self, ino: u64, f: &std::fs::File, watched: bool) -> bool {
-        self.inodes.cached_io(ino, || {
-            watched && super::real::fstat(f).is_ok_and(|st| (st.st_size as u64) < CACHED_IO_BELOW)
-        })
     }
 
     /// The backing file an open of real inode `ino` (node `b`/`rel`) with `flags` serves: the

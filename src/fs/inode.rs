@@ -47,9 +47,6 @@ struct Bound {
     /// Held at least until then (a grace after each lookup and open), and after it while an
     /// open handle shares the file.
     until: Instant,
-    /// Whether the inode's opens go through the page cache even where passthrough is on,
-    /// decided at its first open (see [`InodeTable::cached_io`]).
-    cached_io: Option<bool>,
 }
 
 /// A backing file held open for its inode.
@@ -98,7 +95,6 @@ impl Inner {
             id,
             held: None,
             until: now,
-            cached_io: None,
         });
         b.until = now + GRACE;
         if b.held.is_some() {
@@ -204,7 +200,6 @@ impl InodeTable {
                 id,
                 held: None,
                 until: Instant::now(),
-                cached_io: None,
             })
             .id
             == id
@@ -277,21 +272,6 @@ impl InodeTable {
         let h = b.held.clone()?;
         b.until = Instant::now() + GRACE;
         Some(h)
-    }
-
-    /// Whether real inode `ino`'s opens are served through the page cache even where
-    /// passthrough is on: decided once, at its first open (`decide`, small watched files),
-    /// and kept for the inode's life — the kernel refuses to mix passthrough and the page
-    /// cache on one inode, and makes a cached open wait for its passthrough opens to close.
-    pub fn cached_io(&self, ino: u64, decide: impl FnOnce() -> bool) -> bool {
-        if let Some(c) = self.inner.read().files.get(&ino).and_then(|b| b.cached_io) {
-            return c;
-        }
-        let mut w = self.inner.write();
-        match w.files.get_mut(&ino) {
-            Some(b) => *b.cached_io.get_or_insert_with(decide),
-            None => false,
-        }
     }
 
     /// Hold at most `cap` files open (at least 64).

@@ -19,8 +19,7 @@ pub enum ReadPath {
 /// The read path of an open.
 ///
 /// Computed files and `ctl` ask for direct I/O. A real file passes through to its backing
-/// file when the mount has passthrough, unless its inode is served through the page cache
-/// (`cached_io`: a small watched file). Else it is read through the page cache, kept across
+/// file when the mount has passthrough. Else it is read through the page cache, kept across
 /// opens, when every change of it is reported (watched): an inode stands for one backing
 /// file for its whole life and is held by it (`InodeTable::lookup_file`), so the one size
 /// and page cache the kernel keeps per inode are always that file's — a name renamed over is
@@ -31,7 +30,6 @@ pub fn read_path(o: &Opened, passthrough: bool) -> ReadPath {
         return ReadPath::DirectIo;
     }
     match (o.backing.is_some(), passthrough) {
-        (true, true) if o.cached_io => ReadPath::PageCache { keep: o.keep_cache },
         (true, true) => ReadPath::Passthrough,
         (true, false) if !o.keep_cache => ReadPath::DirectIo,
         (_, _) => ReadPath::PageCache { keep: o.keep_cache },
@@ -100,7 +98,6 @@ mod tests {
             direct_io,
             keep_cache,
             backing: backing.then(|| Arc::new(File::open("/dev/null").expect("/dev/null"))),
-            cached_io: false,
             stale_attr: false,
         }
     }
@@ -140,13 +137,6 @@ mod tests {
             read_path(&opened(false, false, true), true),
             ReadPath::Passthrough
         );
-        // A small watched file goes through the page cache where passthrough is on too.
-        let small = Opened {
-            cached_io: true,
-            ..opened(false, true, true)
-        };
-        assert_eq!(read_path(&small, true), ReadPath::PageCache { keep: true });
-        assert_eq!(read_path(&small, false), ReadPath::PageCache { keep: true });
     }
 
     #[test]
