@@ -79,10 +79,9 @@ pub struct Opened {
     pub keep_cache: bool,
     /// The backing file, for kernel passthrough of real files.
     pub backing: Option<Arc<File>>,
-    /// The kernel may keep a size that is not this handle's file's (a computed file's
-    /// snapshot, see `fs/snapshots.rs`; a real file's inode bound to the file renamed over
-    /// its name): it must drop it before the open is answered, so that `fstat` and reads on
-    /// the handle ask for the size of what it reads.
+    /// The kernel may keep a size that is not this handle's (a computed file's snapshot,
+    /// see `fs/snapshots.rs`): it must drop it before the open is answered, so that `fstat`
+    /// and reads on the handle ask for the size of what it reads.
     pub stale_attr: bool,
 }
 
