@@ -33,15 +33,21 @@ fn lookup_path(fs: &NormaFs, path: &str) -> Result<u64, FsError> {
 
 fn read_all(fs: &NormaFs, ino: u64) -> Vec<u8> {
     let o = fs.open(ino, libc::O_RDONLY, 0).expect("open");
+    let out = read_handle(fs, o.fh, 7);
+    fs.release(o.fh);
+    out
+}
+
+/// Everything handle `fh` reads from its start, `step` bytes at a time.
+fn read_handle(fs: &NormaFs, fh: u64, step: u32) -> Vec<u8> {
     let mut out = Vec::new();
     loop {
-        let chunk = fs.read(o.fh, out.len() as u64, 7).expect("read");
+        let chunk = fs.read(fh, out.len() as u64, step).expect("read");
         if chunk.is_empty() {
             break;
         }
         out.extend(chunk);
     }
-    fs.release(o.fh);
     out
 }
 
@@ -354,15 +360,7 @@ fn a_file_replaced_by_rename_is_a_new_inode_and_the_old_one_keeps_its_file() {
     let o = fs
         .open(old, libc::O_RDONLY, 0)
         .expect("open of the old inode");
-    let mut got = Vec::new();
-    loop {
-        let c = fs.read(o.fh, got.len() as u64, 4096).expect("read");
-        if c.is_empty() {
-            break;
-        }
-        got.extend(c);
-    }
-    assert_eq!(got, old_bytes);
+    assert_eq!(read_handle(&fs, o.fh, 4096), old_bytes);
     assert_eq!(
         fs.getattr(old, None, 0).expect("fstat").attr.size,
         old_bytes.len() as u64
