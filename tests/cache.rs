@@ -59,7 +59,7 @@ fn long_ttls_and_kept_caches_only_where_inotify_covers() {
     assert_eq!(ttl(&fs, &format!("{s}/transcript.jsonl")), short);
     assert_eq!(ttl(&fs, "memory/ci-dashboard.md"), short);
     let (t, _) = lookup(&fs, &format!("{s}/transcript.jsonl"));
-    assert!(!fs.open(t, libc::O_RDONLY, 0).expect("open").keep_cache);
+    assert!(!fs.open(t, libc::O_RDONLY).expect("open").keep_cache);
     let (dir, _) = lookup(&fs, "memory");
     assert!(!fs.opendir(dir).expect("opendir").1);
 
@@ -116,13 +116,24 @@ fn long_ttls_and_kept_caches_only_where_inotify_covers() {
     assert_eq!(ttl(&fs, "audit.txt"), WATCHED_TTL);
     assert!(w.watches_all());
     let (t, _) = lookup(&fs, &format!("{s}/transcript.jsonl"));
-    let o = fs.open(t, libc::O_RDONLY, 0).expect("open");
+    let o = fs.open(t, libc::O_RDONLY).expect("open");
     assert!(o.keep_cache && !o.direct_io);
-    // A computed file is read with direct I/O from its handle's snapshot, and each open has
-    // the kernel drop the size it keeps (fstat on the handle reports the snapshot's).
+    // A computed file is read through the page cache, kept across opens: its inode stands
+    // for one version of it (`fs/versions.rs`).
     let (v, _) = lookup(&fs, &format!("{s}/view.jsonl"));
-    let o = fs.open(v, libc::O_RDONLY, 0).expect("open");
-    assert!(o.direct_io && !o.keep_cache && o.stale_attr);
+    let o = fs.open(v, libc::O_RDONLY).expect("open");
+    assert!(!o.direct_io && o.keep_cache && o.stale_attr);
+    // Under `--ttl-ms 0` the kernel keeps nothing: direct I/O.
+    let cfg0 = Config {
+        ttl_ms: 0,
+        ..Config::default()
+    };
+    let fs0 = NormaFs::new(paths.clone(), cfg0.clone(), FsOptions::new(&cfg0, false));
+    let (v0, _) = lookup(&fs0, &format!("{s}/view.jsonl"));
+    let o0 = fs0.open(v0, libc::O_RDONLY).expect("open");
+    assert!(o0.direct_io);
+    assert!(!fs0.read(o0.fh, 0, 1 << 20).expect("read").is_empty());
+    fs0.release(o0.fh);
     fs.release(o.fh);
     for p in [
         "sessions",
@@ -271,10 +282,12 @@ fn cached_listings_follow_names_behind_the_mount() {
     assert!(within(SOON, || names(&s.join("raw")).is_empty()));
 }
 
-/// The size of a computed file is kept for long only while every open handle holds the
-/// bytes it describes: `fstat` on a handle of older bytes must reach the mount.
+/// A computed file's inode stands for one version of its content: open handles follow the
+/// versions that extend it (the transcript grew), and keep theirs when the content is
+/// rewritten, while the name moves to a new inode; an idle inode whose version is gone
+/// answers ESTALE, so the kernel looks the name up again.
 #[test]
-fn a_computed_size_is_kept_only_while_every_handle_holds_its_bytes() {
+fn a_computed_files_inode_stands_for_one_version() {
     let d = example_root();
     let paths = RootPaths::from_root(d.path());
     let cfg = Config::default();
@@ -282,40 +295,64 @@ fn a_computed_size_is_kept_only_while_every_handle_holds_its_bytes() {
     let w = Arc::new(Watcher::new(&paths).expect("inotify"));
     fs.set_watcher(w.clone());
     w.watch_session(SID);
-    let (v, _) = lookup(&fs, &format!("sessions/{SID}/view.jsonl"));
-    let first = fs.open(v, libc::O_RDONLY, 0).expect("open");
-    // (Not read to its end: a handle that has read to its end follows appends, SPEC 5.)
-    let old_len = fs.getattr(v, Some(first.fh), 0).expect("fstat").attr.size;
-    assert_eq!(fs.getattr(v, None, 0).expect("getattr").ttl, WATCHED_TTL);
+    let name = format!("sessions/{SID}/view.jsonl");
+    let (v, _) = lookup(&fs, &name);
+    let first = fs.open(v, libc::O_RDONLY).expect("open");
+    let old = fs.read(first.fh, 0, 1 << 24).expect("read");
+    let e = fs.getattr(v).expect("fstat");
+    assert_eq!((e.attr.size, e.ttl), (old.len() as u64, WATCHED_TTL));
 
-    // The transcript grows while the first handle is open.
-    append_record(&d.path().join(format!("transcripts/{SID}.jsonl")));
-    let e = fs.getattr(v, None, 0).expect("getattr");
-    assert!(e.attr.size > old_len, "the new size");
+    // The transcript grows while the handle is open: the view extends its version, under
+    // the same inode, for every handle of it and for the name.
+    let t = d.path().join(format!("transcripts/{SID}.jsonl"));
+    append_record(&t);
+    let grown = fs.getattr(v).expect("fstat").attr.size;
+    assert!(grown > old.len() as u64, "the new size");
+    assert_eq!(lookup(&fs, &name).0, v, "still the name's inode");
+    let all = fs.read(first.fh, 0, 1 << 24).expect("read");
+    assert_eq!(all.len() as u64, grown);
+    assert!(all.starts_with(&old) && String::from_utf8_lossy(&all).contains("Appended."));
+    let second = fs.open(v, libc::O_RDONLY).expect("open");
+    assert_eq!(fs.read(second.fh, 0, 1 << 24).expect("read"), all);
+
+    // Rewritten (the transcript emptied): the view does not extend the version. The open
+    // handles keep reading it (and so does an open of the old inode while it is held); the
+    // name gets a new inode of the new content.
+    std::fs::write(&t, b"").expect("truncate the transcript");
+    assert_eq!(fs.getattr(v).expect("fstat").attr.size, grown);
+    let (nv, _) = lookup(&fs, &name);
+    assert_ne!(nv, v, "a new inode for the new content");
+    let fresh = fs.getattr(nv).expect("getattr").attr.size;
+    assert!(fresh < grown, "{fresh} < {grown}");
+    let third = fs.open(v, libc::O_RDONLY).expect("the old inode, held");
+    assert_eq!(fs.read(third.fh, 0, 1 << 24).expect("read"), all);
+    let o = fs.open(nv, libc::O_RDONLY).expect("open");
+    assert_eq!(fs.read(o.fh, 0, 1 << 24).expect("read").len() as u64, fresh);
+    assert_eq!(fs.read(first.fh, 0, 1 << 24).expect("read"), all);
+    assert_eq!(fs.read(second.fh, 0, 1 << 24).expect("read"), all);
+    for h in [first.fh, second.fh, third.fh, o.fh] {
+        fs.release(h);
+    }
+    // Once no handle is open and the moment after its lookup is over, the old inode
+    // stands for nothing that is still there: ESTALE, and the kernel looks the name up.
+    std::thread::sleep(normafs::fs::versions::HOLD + Duration::from_millis(50));
     assert_eq!(
-        e.ttl,
-        Duration::ZERO,
-        "not kept while a handle of other bytes is open"
+        fs.getattr(v).expect_err("no handle").errno(),
+        libc::ESTALE,
+        "an idle inode of a version gone"
     );
     assert_eq!(
-        fs.getattr(v, Some(first.fh), 0).expect("fstat").attr.size,
-        old_len,
-        "fstat on the first handle: its snapshot's size"
+        fs.open(v, libc::O_RDONLY).expect_err("no handle").errno(),
+        libc::ESTALE
     );
-    let o = fs.open(v, libc::O_RDONLY, 0).expect("open");
-    assert!(o.direct_io && o.stale_attr);
-    let fresh = fs.read(o.fh, 0, 1 << 20).expect("read");
-    assert!(String::from_utf8_lossy(&fresh).contains("Appended."));
-    let old = fs.read(first.fh, 0, 1 << 20).expect("read");
-    assert_eq!(old.len() as u64, old_len, "snapshot kept");
-    assert!(!String::from_utf8_lossy(&old).contains("Appended."));
-    fs.release(first.fh);
-    assert_eq!(fs.getattr(v, None, 0).expect("getattr").ttl, WATCHED_TTL);
-    fs.release(o.fh);
 
-    // The watcher reports a change of an input: the session's computed files are dropped.
+    // The watcher reports a change of an input: the kernel drops the attributes of the
+    // session's computed files, and their names.
+    let dir = lookup(&fs, &format!("sessions/{SID}")).0;
     let gone = fs.invalidate_computed(&normafs::fs::watch::Affected::Session(SID.into()));
-    assert!(gone.iter().any(|(ino, _)| *ino == v));
+    let i = gone.iter().find(|i| i.ino == nv).expect("the view");
+    assert_eq!(i.entry, Some((dir, "view.jsonl".to_string())));
+    assert!(!i.open);
 }
 
 /// A directory the watcher does not cover (below `memory/`): the kernel keeps its listing, and
@@ -576,4 +613,68 @@ fn real_files_without_passthrough_are_kept_in_the_page_cache_and_let_go_once_del
         "{} deleted files still held open",
         deleted_files_open(m.root())
     );
+}
+
+/// A computed file is read through the page cache, kept across opens; an open handle
+/// follows the versions that extend what it read (the transcript grew) under the same inode,
+/// and keeps its version when the view is rewritten, while the name moves to a new inode.
+#[test]
+fn computed_files_are_kept_in_the_page_cache_and_a_rewrite_is_a_new_inode() {
+    use std::io::{Read, Seek};
+    use std::os::unix::fs::MetadataExt;
+    if !fuse_available() {
+        return;
+    }
+    for passthrough in [false, true] {
+        let m = Mounted::new(
+            example_root(),
+            Config::default(),
+            MountOptions {
+                passthrough,
+                ..MountOptions::default()
+            },
+        );
+        let view = m.at(&format!("sessions/{SID}/view.jsonl"));
+        let first = cat(&view);
+        assert!(!first.is_empty());
+        let (resident, pages) = resident_pages(&view);
+        assert_eq!(resident, pages, "read once, every page is kept");
+        assert_eq!(cat(&view), first, "read again");
+        let ino = std::fs::metadata(&view).expect("stat").ino();
+
+        let mut held = std::fs::File::open(&view).expect("open");
+        let mut got = Vec::new();
+        held.read_to_end(&mut got).expect("read");
+        assert_eq!(got, first);
+        // The transcript grows: the open handle reads on into the longer view.
+        let t = m.root().join(format!("transcripts/{SID}.jsonl"));
+        append_record(&t);
+        assert!(within(SOON, || cat(&view).len() > first.len()));
+        let grown = cat(&view);
+        assert!(grown.starts_with(&first));
+        let mut more = Vec::new();
+        held.read_to_end(&mut more).expect("read on");
+        assert_eq!([first.clone(), more].concat(), grown, "followed the append");
+        assert_eq!(held.metadata().expect("fstat").len(), grown.len() as u64);
+        assert_eq!(std::fs::metadata(&view).expect("stat").ino(), ino);
+
+        // Rewritten (the transcript emptied): the name is a new inode of the new view; the
+        // open handle keeps the version it read.
+        std::fs::write(&t, b"").expect("truncate");
+        assert!(within(SOON, || std::fs::metadata(&view)
+            .map(|s| s.ino() != ino && s.len() < grown.len() as u64)
+            .unwrap_or(false)));
+        let fresh = cat(&view);
+        assert!(fresh.len() < grown.len());
+        assert_eq!(
+            std::fs::metadata(&view).expect("stat").len(),
+            fresh.len() as u64
+        );
+        held.rewind().expect("rewind");
+        let mut again = Vec::new();
+        held.read_to_end(&mut again).expect("read again");
+        assert_eq!(again, grown, "the handle keeps its version");
+        assert_eq!(held.metadata().expect("fstat").len(), grown.len() as u64);
+        drop(held);
+    }
 }

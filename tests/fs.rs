@@ -32,7 +32,7 @@ fn lookup_path(fs: &NormaFs, path: &str) -> Result<u64, FsError> {
 }
 
 fn read_all(fs: &NormaFs, ino: u64) -> Vec<u8> {
-    let o = fs.open(ino, libc::O_RDONLY, 0).expect("open");
+    let o = fs.open(ino, libc::O_RDONLY).expect("open");
     let out = read_handle(fs, o.fh, 7);
     fs.release(o.fh);
     out
@@ -132,10 +132,7 @@ fn namespace_matches_the_spec_layout() {
         ]
     );
     let link = lookup_path(&fs, "sessions/s2-tier1/memory").expect("link");
-    assert_eq!(
-        fs.getattr(link, None, 0).expect("attr").attr.kind,
-        FileKind::Symlink
-    );
+    assert_eq!(fs.getattr(link).expect("attr").attr.kind, FileKind::Symlink);
     assert_eq!(fs.readlink(link).expect("readlink"), b"../../memory");
 }
 
@@ -173,12 +170,12 @@ fn errors_are_errno_values() {
         libc::ENOENT
     );
     assert_eq!(
-        fs.getattr(999_999, None, 0).expect_err("stale").errno(),
+        fs.getattr(999_999).expect_err("stale").errno(),
         libc::ENOENT
     );
     let view = lookup_path(&fs, "sessions/s2-tier1/view.jsonl").expect("view");
     assert_eq!(
-        fs.open(view, libc::O_WRONLY, 0)
+        fs.open(view, libc::O_WRONLY)
             .expect_err("synthetic write")
             .errno(),
         libc::EACCES
@@ -232,38 +229,41 @@ fn synthetic_sizes_are_exact_and_snapshots_consistent() {
         "audit.txt",
     ] {
         let ino = lookup_path(&fs, p).expect(p);
-        let size = fs.getattr(ino, None, 0).expect("attr").attr.size;
+        let size = fs.getattr(ino).expect("attr").attr.size;
         let bytes = read_all(&fs, ino);
         assert_eq!(size, bytes.len() as u64, "{p}");
         assert!(!bytes.is_empty(), "{p}");
     }
-    // One open = one snapshot, even while the transcript grows (until the handle has read
-    // to its end: then it follows, see the test of that below).
+    // While the transcript grows, an open handle's reads and its fstat follow the longer
+    // view, which extends what it read (as a file grown by appends does); what it read
+    // stays. A view that does not extend it never reaches it (see the test of that below).
     let view = lookup_path(&fs, "sessions/s2-tier1/view.jsonl").expect("view");
-    let o = fs.open(view, libc::O_RDONLY, 0).expect("open");
-    let size = fs.getattr(view, Some(o.fh), 0).expect("attr").attr.size;
+    let o = fs.open(view, libc::O_RDONLY).expect("open");
+    let size = fs.getattr(view).expect("attr").attr.size;
     let head = fs.read(o.fh, 0, 1000).expect("read");
     let tpath = d.path().join("transcripts/s2-tier1.jsonl");
     common::append_user_message(&tpath, SID, "one more");
     assert_eq!(
         fs.read(o.fh, 0, 1000).expect("read"),
         head,
-        "the handle keeps its snapshot"
+        "what was read stays"
     );
+    let grown = fs.getattr(view).expect("attr").attr.size;
+    assert!(grown > size, "{grown} > {size}");
+    let all = fs.read(o.fh, 0, 1 << 20).expect("read");
     assert_eq!(
-        fs.getattr(view, Some(o.fh), 0).expect("attr").attr.size,
-        size
+        all.len() as u64,
+        grown,
+        "all of the version, as its size says"
     );
-    let first = fs.read(o.fh, 0, 1 << 20).expect("read");
-    assert_eq!(first.len() as u64, size, "all of the snapshot, no more");
     fs.release(o.fh);
     let after = read_all(&fs, view);
-    assert!(after.len() > first.len());
+    assert_eq!(after, all);
     // The new message gets the next ref after the 182 the view already hands out.
     assert!(String::from_utf8_lossy(&after)
         .contains("{\"refs\":[\"m00183\"],\"message\":{\"role\":\"user\""));
     assert_eq!(
-        fs.getattr(view, None, 0).expect("attr").attr.size,
+        fs.getattr(view).expect("attr").attr.size,
         after.len() as u64
     );
 }
@@ -313,7 +313,7 @@ fn real_files_pass_through_with_real_attributes() {
     let d = example_root();
     let fs = fs_for(d.path(), false);
     let t = lookup_path(&fs, "sessions/s2-tier1/transcript.jsonl").expect("t");
-    let attr = fs.getattr(t, None, 0).expect("attr").attr;
+    let attr = fs.getattr(t).expect("attr").attr;
     let meta = std::fs::metadata(d.path().join("transcripts/s2-tier1.jsonl")).expect("meta");
     assert_eq!(attr.size, meta.len());
     assert_eq!(
@@ -357,30 +357,28 @@ fn a_file_replaced_by_rename_is_a_new_inode_and_the_old_one_keeps_its_file() {
 
     // The kernel has not looked the name up again yet: an open of the old inode, with no
     // other handle open, reads the old file; `fstat` (no handle) reports the old size.
-    let o = fs
-        .open(old, libc::O_RDONLY, 0)
-        .expect("open of the old inode");
+    let o = fs.open(old, libc::O_RDONLY).expect("open of the old inode");
     assert_eq!(read_handle(&fs, o.fh, 4096), old_bytes);
     assert_eq!(
-        fs.getattr(old, None, 0).expect("fstat").attr.size,
+        fs.getattr(old).expect("fstat").attr.size,
         old_bytes.len() as u64
     );
     fs.release(o.fh);
     // A write must reach the file the name names: refused on the old inode (the kernel
     // looks the name up again and retries).
     assert_eq!(
-        fs.open(old, libc::O_WRONLY, 0).expect_err("write").errno(),
+        fs.open(old, libc::O_WRONLY).expect_err("write").errno(),
         libc::ESTALE
     );
     let new = lookup_path(&fs, &path).expect("state.json again");
     assert_ne!(new, old, "the replaced file has an inode of its own");
     assert_eq!(read_all(&fs, new), new_bytes);
     assert_eq!(
-        fs.getattr(new, None, 0).expect("attr").attr.size,
+        fs.getattr(new).expect("attr").attr.size,
         new_bytes.len() as u64
     );
     assert_eq!(
-        fs.getattr(old, None, 0).expect("attr").attr.size,
+        fs.getattr(old).expect("attr").attr.size,
         old_bytes.len() as u64,
         "the old inode still answers for its own file"
     );
@@ -389,12 +387,9 @@ fn a_file_replaced_by_rename_is_a_new_inode_and_the_old_one_keeps_its_file() {
     let held = fs.files_held();
     fs.forget(old, fs.lookup_count(old));
     assert_eq!(fs.files_held(), held - 1);
+    assert_eq!(fs.getattr(old).expect_err("stale").errno(), libc::ESTALE);
     assert_eq!(
-        fs.getattr(old, None, 0).expect_err("stale").errno(),
-        libc::ESTALE
-    );
-    assert_eq!(
-        fs.open(old, libc::O_RDONLY, 0).expect_err("stale").errno(),
+        fs.open(old, libc::O_RDONLY).expect_err("stale").errno(),
         libc::ESTALE
     );
     // Appends keep the identity: the same inode, its new size.
@@ -409,7 +404,7 @@ fn a_file_replaced_by_rename_is_a_new_inode_and_the_old_one_keeps_its_file() {
         t
     );
     assert_eq!(
-        fs.getattr(t, None, 0).expect("attr").attr.size,
+        fs.getattr(t).expect("attr").attr.size,
         std::fs::metadata(d.path().join(format!("transcripts/{SID}.jsonl")))
             .expect("meta")
             .len()
@@ -425,7 +420,7 @@ fn readdirplus_links_a_name_renamed_over_to_a_new_inode() {
     let fs = fs_for(d.path(), false);
     let dir = lookup_path(&fs, "memory").expect("memory");
     let old = lookup_path(&fs, "memory/build-system.md").expect("memory file");
-    let old_size = fs.getattr(old, None, 0).expect("attr").attr.size;
+    let old_size = fs.getattr(old).expect("attr").attr.size;
     let (fh, _) = fs.opendir(dir).expect("opendir");
     let listed = fs.readdir(dir, fh, 0).expect("readdir");
     let e = listed
@@ -450,7 +445,7 @@ fn readdirplus_links_a_name_renamed_over_to_a_new_inode() {
     assert_ne!(en.attr.ino, old, "a new inode for the new file");
     assert_eq!(en.attr.size, new_size);
     assert_eq!(
-        fs.getattr(old, None, 0).expect("attr").attr.size,
+        fs.getattr(old).expect("attr").attr.size,
         old_size,
         "the old inode keeps its own file's size"
     );
@@ -534,13 +529,16 @@ fn memory_edits_create_rename_unlink_setattr() {
     fs.rename(mem, OsStr::new("sedXYZ"), mem, OsStr::new("new-note.md"), 0)
         .expect("rename");
     assert_eq!(
-        fs.getattr(e.attr.ino, None, 0)
+        fs.getattr(e.attr.ino)
             .expect_err("replaced inode is gone")
             .errno(),
         libc::ENOENT
     );
     let renamed = lookup_path(&fs, "memory/new-note.md").expect("renamed");
-    assert_eq!(fs.getattr(renamed, None, 0).expect("attr").attr.perm, 0o644);
+    assert_eq!(fs.getattr(renamed).expect("attr").attr.perm, 0o644);
+    // The index changed: another version, under the inode its name has now (the kernel
+    // looks it up again when the old one answers ESTALE).
+    let idx = lookup_path(&fs, "memory/MEMORY.md").expect("index");
     assert!(String::from_utf8_lossy(&read_all(&fs, idx)).contains("— edited"));
     // truncate and utimes
     let t0 = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
@@ -582,7 +580,7 @@ fn read_only_refuses_every_change() {
     );
     let f = lookup_path(&fs, "memory/build-system.md").expect("file");
     assert_eq!(
-        fs.open(f, libc::O_WRONLY, 0).expect_err("open").errno(),
+        fs.open(f, libc::O_WRONLY).expect_err("open").errno(),
         libc::EROFS
     );
     assert_eq!(
@@ -606,7 +604,7 @@ fn read_only_refuses_every_change() {
     );
     let ctl = lookup_path(&fs, "sessions/s2-tier1/ctl").expect("ctl");
     let o = fs
-        .open(ctl, libc::O_WRONLY | libc::O_TRUNC, 0)
+        .open(ctl, libc::O_WRONLY | libc::O_TRUNC)
         .expect("open ctl");
     assert_eq!(
         fs.write(o.fh, 0, b"rebuild\n")
@@ -616,7 +614,7 @@ fn read_only_refuses_every_change() {
     );
     fs.release(o.fh);
     // `help` still works (on a handle of its own: a failure is its handle's).
-    let o = fs.open(ctl, libc::O_WRONLY, 0).expect("open ctl");
+    let o = fs.open(ctl, libc::O_WRONLY).expect("open ctl");
     assert!(fs.write(o.fh, 0, b"help\n").is_ok());
     assert_eq!(snapshot(d.path()), before);
 }
@@ -626,11 +624,9 @@ fn ctl_runs_commands_and_reports_results() {
     let d = example_root();
     let fs = fs_for(d.path(), false);
     let ctl = lookup_path(&fs, "sessions/s2-tier1/ctl").expect("ctl");
-    assert_eq!(fs.getattr(ctl, None, 0).expect("attr").attr.perm, 0o600);
+    assert_eq!(fs.getattr(ctl).expect("attr").attr.perm, 0o600);
     // `echo … > ctl`: open with O_TRUNC and the size-0 setattr are accepted.
-    let o = fs
-        .open(ctl, libc::O_WRONLY | libc::O_TRUNC, 0)
-        .expect("open");
+    let o = fs.open(ctl, libc::O_WRONLY | libc::O_TRUNC).expect("open");
     fs.setattr(
         ctl,
         Some(o.fh),
@@ -656,7 +652,7 @@ fn ctl_runs_commands_and_reports_results() {
     );
     fs.release(o.fh);
     // Two commands in one write; the second fails: the first stays done.
-    let o = fs.open(ctl, libc::O_RDWR, 0).expect("open");
+    let o = fs.open(ctl, libc::O_RDWR).expect("open");
     let cmd = b"compress m00170 m00175 The late part of the session: more files read, nothing decided.\ncompress m00001 m99999 a summary that is long enough to be taken as one\n";
     assert_eq!(
         fs.write(o.fh, 0, cmd).expect_err("second fails").errno(),
@@ -692,17 +688,14 @@ fn ctl_runs_commands_and_reports_results() {
     assert!(String::from_utf8_lossy(&read_all(&fs, view)).contains("\"block\":\"b16\""));
     // A fresh handle reads the session's latest results (the refused `help` never ran), and
     // that is the file's size.
-    let o = fs.open(ctl, libc::O_RDONLY, 0).expect("open");
+    let o = fs.open(ctl, libc::O_RDONLY).expect("open");
     let text = String::from_utf8(fs.read(o.fh, 0, 1 << 20).expect("read")).expect("utf8");
     assert_eq!(text.lines().count(), 3, "{text}");
     assert!(!text.contains("\"help\""), "{text}");
-    assert_eq!(
-        fs.getattr(ctl, None, 0).expect("attr").attr.size,
-        text.len() as u64
-    );
+    assert_eq!(fs.getattr(ctl).expect("attr").attr.size, text.len() as u64);
     fs.release(o.fh);
     // A write at max_write is refused: it may be a split command.
-    let o = fs.open(ctl, libc::O_WRONLY, 0).expect("open");
+    let o = fs.open(ctl, libc::O_WRONLY).expect("open");
     let big = vec![b'x'; fs.options().max_write as usize];
     assert_eq!(
         fs.write(o.fh, 0, &big).expect_err("too big").errno(),
@@ -710,7 +703,7 @@ fn ctl_runs_commands_and_reports_results() {
     );
     // Root ctl.
     let rctl = lookup_path(&fs, "ctl").expect("root ctl");
-    let o = fs.open(rctl, libc::O_WRONLY, 0).expect("open");
+    let o = fs.open(rctl, libc::O_WRONLY).expect("open");
     assert!(fs.write(o.fh, 0, b"reindex-memory").is_ok());
     assert_eq!(
         fs.write(o.fh, 0, b"rebuild").expect_err("not here").errno(),
@@ -751,7 +744,7 @@ fn listing_attributes_compute_only_files_the_kernel_holds() {
         .len();
     let a = linked(&t);
     assert_eq!((a.attr.ino, a.attr.size), (t.ino, len));
-    assert_eq!(a, fs.getattr(t.ino, None, 0).expect("getattr"));
+    assert_eq!(a, fs.getattr(t.ino).expect("getattr"));
     // A computed file the kernel does not hold: a placeholder, kept for no time.
     let v = entry("view.jsonl");
     let p = linked(&v);
@@ -772,15 +765,33 @@ fn listing_attributes_compute_only_files_the_kernel_holds() {
     assert_eq!((h.attr.size, h.ttl), (bytes.len() as u64, Duration::ZERO));
     assert_eq!(h.attr, told);
     // The session changes: a listing still sends what the kernel was told (it computes
-    // nothing); the next getattr computes the new size, and a listing then sends that.
+    // nothing). The inode stands for the version it was told of: the next getattr of it
+    // answers ESTALE (the kernel looks the name up again), and the lookup gives the new
+    // version a new inode, which a listing made then links with what it was told.
     let t_path = d.path().join(format!("transcripts/{SID}.jsonl"));
     common::append_user_message(&t_path, SID, "Appended.");
     assert_eq!(linked(&v).attr, told, "a listing computes nothing");
-    let now = fs.getattr(ino, None, 0).expect("getattr").attr;
+    std::thread::sleep(normafs::fs::versions::HOLD + Duration::from_millis(50));
+    assert_eq!(
+        fs.getattr(ino).expect_err("another version").errno(),
+        libc::ESTALE
+    );
+    let now = fs.lookup(dir, OsStr::new("view.jsonl")).expect("view").attr;
     assert!(now.size > told.size, "the new view is longer");
-    assert_eq!(linked(&v).attr, now);
+    assert_ne!(now.ino, ino);
+    let (fh, _) = fs.opendir(dir).expect("opendir");
+    let again = fs.readdir(dir, fh, 0).expect("readdir");
+    fs.releasedir(fh);
+    let v2 = again
+        .iter()
+        .find(|e| e.name == "view.jsonl")
+        .expect("listed")
+        .clone();
+    assert_eq!(v2.ino, now.ino);
+    assert_eq!(linked(&v2).attr, now);
     fs.forget(ino, 1);
-    assert_eq!(linked(&v).ttl, Duration::ZERO);
+    fs.forget(now.ino, 1);
+    assert_eq!(linked(&v2).ttl, Duration::ZERO);
     // Each linked entry the kernel gets is one lookup it forgets later.
     fs.count_lookup(t.ino);
     assert_eq!(fs.lookup_count(t.ino), 1);
@@ -930,17 +941,17 @@ fn a_created_file_gets_the_callers_mode_and_umask_not_the_mounts() {
     );
 }
 
-/// SPEC 5: a handle that read to the end of its snapshot and reads again gets the newer
-/// content when it extends the snapshot (`tail -f view.jsonl`); else it keeps its snapshot.
+/// SPEC 5: a handle that read to its end and reads again gets the newer content when it
+/// extends what it read (`tail -f view.jsonl`); else it keeps what it read. (normafs: every
+/// handle of the inode reads the extended version, README "Design decisions".)
 #[test]
-fn a_handle_at_the_end_of_its_snapshot_follows_appends_that_extend_it() {
+fn a_handle_at_its_end_follows_appends_that_extend_it() {
     let d = example_root();
     let fs = fs_for(d.path(), false);
     let sid = "s1-small";
     let view = lookup_path(&fs, &format!("sessions/{sid}/view.jsonl")).expect("view");
-    let o = fs.open(view, libc::O_RDONLY, 0).expect("open");
-    // Another handle that has not read to its end keeps its snapshot throughout.
-    let other = fs.open(view, libc::O_RDONLY, 0).expect("open");
+    let o = fs.open(view, libc::O_RDONLY).expect("open");
+    let other = fs.open(view, libc::O_RDONLY).expect("open");
     let first = fs.read(o.fh, 0, 1 << 24).expect("read");
     let end = first.len() as u64;
     assert!(fs.read(o.fh, end, 4096).expect("at the end").is_empty());
@@ -948,26 +959,19 @@ fn a_handle_at_the_end_of_its_snapshot_follows_appends_that_extend_it() {
     let t = d.path().join(format!("transcripts/{sid}.jsonl"));
     common::append_user_message(&t, sid, "Followed by tail -f.");
     let more = fs.read(o.fh, end, 1 << 24).expect("read on");
-    let fresh = read_all(&fs, view);
-    assert!(!more.is_empty(), "the newer view extends the snapshot");
-    assert_eq!([first.clone(), more.clone()].concat(), fresh);
+    assert!(!more.is_empty(), "the newer view extends what was read");
     assert!(String::from_utf8_lossy(&more).contains("Followed by tail -f."));
-    // fstat on the handle now reports what it holds; the other handle's, its own snapshot.
+    let fresh = read_all(&fs, view);
+    assert_eq!([first.clone(), more.clone()].concat(), fresh);
+    // fstat reports what the handles read now.
     assert_eq!(
-        fs.getattr(view, Some(o.fh), 0).expect("fstat").attr.size,
+        fs.getattr(view).expect("fstat").attr.size,
         fresh.len() as u64
     );
-    assert_eq!(
-        fs.getattr(view, Some(other.fh), 0)
-            .expect("fstat")
-            .attr
-            .size,
-        end
-    );
-    assert_eq!(fs.read(other.fh, 0, 1 << 24).expect("read"), first);
+    assert_eq!(fs.read(other.fh, 0, 1 << 24).expect("read"), fresh);
     fs.release(other.fh);
     // A change that rewrites the view (its last block's summary, say) does not extend it:
-    // the handle keeps its snapshot.
+    // the handle keeps what it read, and the name moves to a new inode.
     let held = fresh.len() as u64;
     std::fs::write(&t, b"").expect("truncate the transcript");
     assert!(fs
@@ -975,5 +979,9 @@ fn a_handle_at_the_end_of_its_snapshot_follows_appends_that_extend_it() {
         .expect("read at the end")
         .is_empty());
     assert_eq!(fs.read(o.fh, 0, 1 << 24).expect("read again"), fresh);
+    assert_eq!(fs.getattr(view).expect("fstat").attr.size, held);
+    let now = lookup_path(&fs, &format!("sessions/{sid}/view.jsonl")).expect("view");
+    assert_ne!(now, view);
+    assert!(read_all(&fs, now).len() < fresh.len());
     fs.release(o.fh);
 }

@@ -81,7 +81,6 @@ impl NormaFs {
 
     /// Attributes of a node and their TTL.
     pub fn attr_of(&self, node: &Node, ino: u64) -> Result<Entry, FsError> {
-        let zero = Duration::ZERO;
         // Decided before reading: a change from now on is reported and invalidated.
         let ttl = self.ttl_of(node, true);
         let attr = match node {
@@ -153,38 +152,7 @@ impl NormaFs {
                 }
                 Err(_) => self.made_attr(ino, FileKind::Dir, 0o755, 0, self.started),
             },
-            n if n.is_computed_file() => {
-                if let Node::Computed(sid, _) | Node::Raw(sid, _, _) = n {
-                    if !self.session_exists(sid) {
-                        return Err(FsError::NotFound);
-                    }
-                }
-                // Fixed names, listed as long as their directory is; a raw range comes and
-                // goes with state.json.
-                self.before_computing(n);
-                // Kept for long only when every input is watched: each change is reported and
-                // invalidated (`invalidate_computed`).
-                let covered = self.covered(n, false);
-                let entry_ttl = match n {
-                    Node::Computed(sid, _) => self.ttl_of(&Node::Session(sid.clone()), true),
-                    Node::MemoryIndex => self.ttl_of(&Node::MemoryDir, true),
-                    Node::RootAudit => self.ttl_of(&Node::Root, true),
-                    Node::Raw(..) if covered => self.opts.watched_ttl,
-                    _ => zero,
-                };
-                let c = self.computed.content(n)?;
-                // Not while a handle of other bytes is open: `fstat` on it must reach us.
-                let ttl = if covered && self.snapshots.all_hold(ino, c.fp) {
-                    self.opts.watched_ttl
-                } else {
-                    zero
-                };
-                return Ok(Entry {
-                    attr: self.made_attr(ino, FileKind::File, c.perm, c.data.len(), c.mtime),
-                    ttl,
-                    entry_ttl: entry_ttl.max(ttl),
-                });
-            }
+            n if n.is_computed_file() => return self.computed_entry(n, ino, false),
             Node::Real(base, rel) => {
                 let ttls = (ttl, self.ttl_of(node, false));
                 // A held inode answers for its own file, whatever the name names by now;
@@ -207,37 +175,79 @@ impl NormaFs {
         })
     }
 
-    /// `getattr` from thread `pid` (0: unknown). An open computed file's handle reports the
-    /// size of its own snapshot: the one named by `fh`, else the newest that `pid` opened on
-    /// `ino` (`fstat` comes without a handle).
-    pub fn getattr(&self, ino: u64, fh: Option<u64>, pid: u32) -> Result<Entry, FsError> {
+    /// `getattr`. An open computed file's handles all read the version their inode stands
+    /// for, so any `fstat` of them reports what its reads return (see `fs/versions.rs`).
+    pub fn getattr(&self, ino: u64) -> Result<Entry, FsError> {
         let node = self.node(ino)?;
-        let fh = match fh {
-            Some(fh) => Some(fh),
-            None if node.is_computed_file() => self.snapshots.opened_by(ino, pid),
-            None => None,
-        };
-        let snapshot = fh.and_then(|fh| self.computed_size(fh));
         // An inode renamed over that holds no file any more answers ESTALE: the kernel
-        // looks the name up again (a `stat` by path is retried so).
-        let mut e = self.attr_of(&node, ino)?;
-        if let Some((len, _)) = snapshot {
-            // attr_of kept nothing for long if this handle holds other bytes (see
-            // `Snapshots`); a size that differs is never kept.
-            if e.attr.size != len {
-                e.ttl = Duration::ZERO;
-            }
-            e.attr.size = len;
-            e.attr.blocks = len.div_ceil(512);
-        }
+        // looks the name up again (a `stat` by path is retried so); so does a computed
+        // file's inode whose version is gone.
+        let e = self.attr_of(&node, ino)?;
         self.tell(&node, &e);
         Ok(e)
+    }
+
+    /// The entry of computed file `n` as inode `ino` (`hold`: for a lookup, see
+    /// [`NormaFs::computed_version`]).
+    pub(super) fn computed_entry(&self, n: &Node, ino: u64, hold: bool) -> Result<Entry, FsError> {
+        let zero = Duration::ZERO;
+        if let Node::Computed(sid, _) | Node::Raw(sid, _, _) = n {
+            if !self.session_exists(sid) {
+                return Err(FsError::NotFound);
+            }
+        }
+        // Fixed names, listed as long as their directory is; a raw range comes and
+        // goes with state.json.
+        self.before_computing(n);
+        // Kept for long only when every input is watched: each change is reported and
+        // invalidated (`invalidate_computed`).
+        let covered = self.covered(n, false);
+        let entry_ttl = match n {
+            Node::Computed(sid, _) => self.ttl_of(&Node::Session(sid.clone()), true),
+            Node::MemoryIndex => self.ttl_of(&Node::MemoryDir, true),
+            Node::RootAudit => self.ttl_of(&Node::Root, true),
+            Node::Raw(..) if covered => self.opts.watched_ttl,
+            _ => zero,
+        };
+        let d = self.computed_version(n, ino, hold)?;
+        let ttl = if covered { self.opts.watched_ttl } else { zero };
+        Ok(Entry {
+            attr: self.made_attr(ino, FileKind::File, d.perm, d.data.len(), d.mtime),
+            ttl,
+            entry_ttl: entry_ttl.max(ttl),
+        })
+    }
+
+    /// The version computed file `node`'s inode `ino` is described as: its open handles'
+    /// (brought up to the current content when that extends it), else the current content
+    /// if the inode stands for it. When the content left the inode's version, the name gets a
+    /// new inode for the next lookup; the old one answers for its open handles, or ESTALE
+    /// when it has none.
+    /// `hold`: a lookup, after which the version found is held for a moment, so that the
+    /// kernel's open that follows reads it whatever the content is by then.
+    pub(super) fn computed_version(
+        &self,
+        node: &Node,
+        ino: u64,
+        hold: bool,
+    ) -> Result<super::versions::Described, FsError> {
+        let c = self.computed.content(node)?;
+        let current = self.inodes.get(node) == Some(ino);
+        let (fit, d) = self.versions.fit(ino, current, &c);
+        match fit {
+            super::versions::Fit::Left { .. } if current => {
+                self.inodes.renew(node);
+            }
+            super::versions::Fit::Fits if hold => self.versions.hold(ino, &c),
+            _ => {}
+        }
+        d.ok_or(FsError::Stale)
     }
 
     /// Note the attributes a reply gives the kernel for a computed file.
     pub(super) fn tell(&self, node: &Node, e: &Entry) {
         if node.is_computed_file() {
-            self.snapshots.tell(e.attr.ino, &e.attr);
+            self.versions.tell(e.attr.ino, &e.attr);
         }
     }
 }

@@ -198,16 +198,16 @@ impl NormaFs {
             return PlusEntry::Gone;
         };
         if node.is_computed_file() {
-            if self.inodes.lookups(e.ino) == 0 {
-                return PlusEntry::Linked(placeholder());
-            }
-            if let Some(attr) = self.snapshots.told(e.ino) {
+            if let Some(attr) = self.versions.told(e.ino) {
                 return PlusEntry::Linked(Entry {
                     attr,
                     ttl: Duration::ZERO,
                     entry_ttl: Duration::ZERO,
                 });
             }
+            let mut p = placeholder();
+            p.attr.ino = self.inodes.listing_ino(&node);
+            return PlusEntry::Linked(p);
         }
         if let Node::Real(b, rel) = &node {
             // The name's file, under the inode that stands for it: a name renamed over

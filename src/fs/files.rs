@@ -1,4 +1,4 @@
-//! Files: opening nodes (computed files as snapshots, real files on their backing
+//! Files: opening nodes (computed files on their inode's version, real files on their backing
 //! descriptor, ctl), reading and writing handles, releasing and syncing them.
 
 use std::os::unix::fs::FileExt;
@@ -20,8 +20,8 @@ impl NormaFs {
         acc == libc::O_WRONLY || acc == libc::O_RDWR || flags & libc::O_TRUNC != 0
     }
 
-    /// `open` by thread `pid` (0: unknown; see [`NormaFs::getattr`]).
-    pub fn open(&self, ino: u64, flags: i32, pid: u32) -> Result<Opened, FsError> {
+    /// `open`.
+    pub fn open(&self, ino: u64, flags: i32) -> Result<Opened, FsError> {
         let node = self.node(ino)?;
         match &node {
             Node::Ctl(sid) => {
@@ -60,18 +60,34 @@ impl NormaFs {
                 }
                 self.before_computing(n);
                 let c = self.computed.content(n)?;
-                let fh = self.new_handle(Handle::Computed {
-                    data: c.data,
-                    fp: c.fp,
-                    ino,
-                    at_end: false,
-                    eof_seen: false,
-                });
-                self.snapshots.opened(fh, ino, pid, c.fp);
+                let current = self.inodes.get(n) == Some(ino);
+                match self.versions.open(ino, current, &c) {
+                    Ok((_, super::versions::Fit::Fits)) => {}
+                    // The held version, while the content moved on: the name's next lookup
+                    // gets a new inode.
+                    Ok((_, super::versions::Fit::Left { .. })) => {
+                        if current {
+                            self.inodes.renew(n);
+                        }
+                    }
+                    // Another version than the inode's: the kernel looks the name up again
+                    // and retries under its new inode.
+                    Err(left) => {
+                        tracing::debug!("open of {n:?} (inode {ino}): {left:?}");
+                        if current {
+                            self.inodes.renew(n);
+                        }
+                        return Err(FsError::Stale);
+                    }
+                }
+                let fh = self.new_handle(Handle::Computed { ino });
+                // Through the page cache, kept across opens: every size and page the kernel
+                // holds of this inode is its version's (`fs/versions.rs`). Not when the
+                // kernel is to keep nothing (`--ttl-ms 0`).
                 Ok(Opened {
                     fh,
-                    direct_io: true,
-                    keep_cache: false,
+                    direct_io: !self.opts.kernel_caching(),
+                    keep_cache: true,
                     backing: None,
                     stale_attr: true,
                 })
@@ -139,68 +155,25 @@ impl NormaFs {
         Ok(f)
     }
 
-    /// The size a computed file's handle reports to `fstat`, and the fingerprint of its
-    /// bytes: its snapshot's, brought up to date first once a read reached its end (SPEC 5:
-    /// `tail -f` reads as far as the size says, so the size must show the view grow).
-    pub(super) fn computed_size(&self, fh: u64) -> Option<(u64, u64)> {
-        let follows = match self.handles.lock().get(&fh) {
-            Some(Handle::Computed { at_end, .. }) => *at_end,
+    /// The bytes a computed file's handle reads (for reads served without a copy): its
+    /// inode's version. A read at or past its end (with direct I/O: `tail -f`, or a reader
+    /// at the end; through the page cache the kernel asks for the size first) brings the
+    /// version up to the file's newer content when that extends it (SPEC 5).
+    pub fn computed_snapshot(&self, fh: u64, offset: u64, _size: u32) -> Option<Bytes> {
+        let ino = match self.handles.lock().get(&fh) {
+            Some(Handle::Computed { ino }) => *ino,
             _ => return None,
         };
-        if follows {
-            self.extend(fh);
+        let head = self.versions.head(ino).unwrap_or_default();
+        if offset < head.len() {
+            return Some(head);
         }
-        match self.handles.lock().get(&fh) {
-            Some(Handle::Computed { data, fp, .. }) => Some((data.len(), *fp)),
-            _ => None,
-        }
-    }
-
-    /// The snapshot of a computed file's handle that a read of `size` bytes at `offset`
-    /// reads, for reads served without a copy. A handle that got the end of its snapshot
-    /// (a read that returned nothing) and reads at the end again gets the file's newer
-    /// content when that extends its snapshot (SPEC 5: the view grew by appends); a reader
-    /// that reads to the first end, as `cat` does, reads exactly what it opened.
-    pub fn computed_snapshot(&self, fh: u64, offset: u64, size: u32) -> Option<Bytes> {
-        let (data, again) = match self.handles.lock().get_mut(&fh) {
-            Some(Handle::Computed {
-                data,
-                at_end,
-                eof_seen,
-                ..
-            }) => {
-                let len = data.len();
-                *at_end |= offset.saturating_add(u64::from(size)) >= len;
-                let again = offset >= len && *eof_seen;
-                *eof_seen |= offset >= len;
-                (data.clone(), again)
+        if let Ok(node) = self.node(ino) {
+            if let Ok(d) = self.computed_version(&node, ino, false) {
+                return Some(d.data);
             }
-            _ => return None,
-        };
-        if again {
-            return Some(self.extend(fh).unwrap_or(data));
         }
-        Some(data)
-    }
-
-    /// Bring handle `fh`'s snapshot up to the file's newer content when that extends it; the
-    /// newer bytes, if so (else the handle keeps its snapshot).
-    fn extend(&self, fh: u64) -> Option<Bytes> {
-        let (data, fp, ino) = match self.handles.lock().get(&fh) {
-            Some(Handle::Computed { data, fp, ino, .. }) => (data.clone(), *fp, *ino),
-            _ => return None,
-        };
-        let c = self
-            .node(ino)
-            .and_then(|n| self.computed.content(&n))
-            .ok()
-            .filter(|c| c.fp != fp && c.data.len() > data.len() && c.data.starts_with(&data))?;
-        if let Some(Handle::Computed { data, fp, .. }) = self.handles.lock().get_mut(&fh) {
-            *data = c.data.clone();
-            *fp = c.fp;
-        }
-        self.snapshots.refreshed(fh, ino, c.fp);
-        Some(c.data)
+        Some(head)
     }
 
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, FsError> {
@@ -251,8 +224,8 @@ impl NormaFs {
     }
 
     pub fn release(&self, fh: u64) {
-        if let Some(Handle::Computed { .. }) = self.handles.close(fh) {
-            self.snapshots.closed(fh);
+        if let Some(Handle::Computed { ino }) = self.handles.close(fh) {
+            self.versions.closed(ino);
         }
     }
 

@@ -1,4 +1,4 @@
-//! The open handles of the mount: what each open holds (a computed file's snapshot, a real
+//! The open handles of the mount: what each open holds (a computed file's inode, a real
 //! file's descriptor, a ctl handle's own results, a directory's listing), by handle number.
 
 use std::collections::HashMap;
@@ -9,21 +9,14 @@ use std::sync::Arc;
 use parking_lot::{Mutex, MutexGuard};
 
 use super::{DirEntry, FsError};
-use crate::bytes::Bytes;
 use crate::store::ctl::{CtlRecord, Scope};
 
 /// What an open handle holds.
 pub(super) enum Handle {
-    /// A snapshot of a computed file, the fingerprint of its inputs and the file's inode.
-    /// A handle follows newer content that extends its snapshot (SPEC 5): its `fstat` once a
-    /// read reached the end (`at_end`), its reads once one of them returned the end
-    /// (`eof_seen`) and they read there again.
+    /// A computed file's inode: its handles read the version it stands for
+    /// (`fs/versions.rs`).
     Computed {
-        data: Bytes,
-        fp: u64,
         ino: u64,
-        at_end: bool,
-        eof_seen: bool,
     },
     Real(Arc<File>),
     Ctl {

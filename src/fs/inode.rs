@@ -37,6 +37,9 @@ struct Inner {
     /// Per session, the inodes of its `raw/` ranges (a change of the session invalidates
     /// them all; scanning every inode for them would cost as much as the table is large).
     raw: HashMap<String, Vec<u64>>,
+    /// Per computed file listed before the kernel was told of it, the inode a listing links
+    /// its name to (see [`InodeTable::listing_ino`]).
+    listing: HashMap<Node, u64>,
 }
 
 /// The file a real regular file's inode stands for.
@@ -387,6 +390,25 @@ impl InodeTable {
             .filter(|(i, (node, lookups))| node.is_some() && (*lookups > 0 || *i == 0))
             .map(|(i, _)| i as u64 + 1)
             .collect()
+    }
+
+    /// The inode a `readdirplus` answer links computed file `node` to when the kernel was
+    /// told nothing of it: one of its own, never the inode a lookup gives, so that the
+    /// placeholder attributes a listing sends (it computes nothing) never reach an inode
+    /// anyone reads. The kernel looks the name up before any use (the entry is kept for no
+    /// time) and finds the file's own inode; an open or `getattr` of this one answers ESTALE.
+    pub fn listing_ino(&self, node: &Node) -> u64 {
+        if let Some(&ino) = self.inner.read().listing.get(node) {
+            return ino;
+        }
+        let mut w = self.inner.write();
+        if let Some(&ino) = w.listing.get(node) {
+            return ino;
+        }
+        w.nodes.push((Some(node.clone()), 0));
+        let ino = w.nodes.len() as u64;
+        w.listing.insert(node.clone(), ino);
+        ino
     }
 
     /// The `raw/` ranges of session `sid` that have an inode: (inode, range name).

@@ -2,8 +2,8 @@
 //! `reply` (what operations answer), `options` (TTLs, caching, the read-only guard),
 //! [`layout`] (the one table of what a session directory shows), `namespace` (names and
 //! listings), `attr` (attributes and their TTLs), `dirs` (directory passes), `files`
-//! (opening, reading and writing handles; the handles themselves in `handles`, computed
-//! files' snapshots in `snapshots`), [`ctl`] (commands and the ctl log) and `changes`
+//! (opening, reading and writing handles; the handles themselves in `handles`, the
+//! version of a computed file each inode stands for in `versions`), [`ctl`] (commands and the ctl log) and `changes`
 //! (creating, removing, renaming and `setattr`); nodes, inodes and errors beside them. The
 //! adapter in `crate::fuse` translates kernel requests into these calls.
 //!
@@ -25,8 +25,8 @@ pub mod open;
 mod options;
 pub mod real;
 mod reply;
-mod snapshots;
 pub mod testhook;
+pub mod versions;
 pub mod watch;
 
 use std::ffi::CString;
@@ -50,8 +50,8 @@ pub use node::{Base, ComputedKind, Node};
 pub use options::{FsOptions, WATCHED_TTL};
 use real::Backing;
 pub use reply::{Attr, DirEntry, Entry, FileKind, Opened, PlusEntry, SetAttr};
-use snapshots::Snapshots;
 pub use testhook::{set_panic_on_lookup, set_panic_on_request};
+use versions::Versions;
 
 /// The filesystem: the root's paths and settings, and the owners of its state.
 pub struct NormaFs {
@@ -63,8 +63,8 @@ pub struct NormaFs {
     /// Computed files' contents, cached.
     computed: Computed,
     handles: HandleTable,
-    /// Open computed files' snapshots and the attributes told of them.
-    snapshots: Snapshots,
+    /// The version each computed file's inode stands for, and the attributes told of them.
+    versions: Versions,
     ctl_log: CtlLog,
     listings: Listings,
     started: SystemTime,
@@ -87,7 +87,7 @@ impl NormaFs {
             opts,
             inodes: inode::InodeTable::new(),
             handles: HandleTable::new(),
-            snapshots: Snapshots::default(),
+            versions: Versions::default(),
             ctl_log: CtlLog::default(),
             listings: Listings::default(),
             started: SystemTime::now(),
@@ -143,6 +143,7 @@ impl NormaFs {
     /// Let go of the real files held for their inodes that no handle shares and whose grace
     /// is over (called every half second while mounted); how many.
     pub fn let_go_idle_files(&self) -> usize {
+        self.versions.let_go_idle();
         self.inodes.let_go_idle()
     }
 
@@ -193,27 +194,41 @@ impl NormaFs {
         }
     }
 
-    /// The inodes of the computed files that read an input that changed, and for `raw/`
-    /// ranges their directory and name: the caller drops the kernel's caches of them.
-    pub fn invalidate_computed(&self, c: &watch::Affected) -> Vec<(u64, Option<(u64, String)>)> {
-        let mut out: Vec<(u64, Option<(u64, String)>)> = Vec::new();
-        let mut push = |n: Node| {
+    /// The computed files that read an input that changed: each inode, whether it has open
+    /// handles (their pages are still the bytes they read), and its directory and name. The
+    /// caller drops the kernel's attributes of them and their names (the next lookup finds
+    /// whether the content is still the inode's version, `fs/versions.rs`).
+    pub fn invalidate_computed(&self, c: &watch::Affected) -> Vec<Invalidated> {
+        let mut out = Vec::new();
+        let mut push = |n: Node, parent: Node, name: &str| {
             if let Some(ino) = self.inodes.get(&n) {
-                out.push((ino, None));
+                out.push(Invalidated {
+                    ino,
+                    open: self.versions.is_open(ino),
+                    entry: self.inodes.get(&parent).map(|d| (d, name.to_string())),
+                });
             }
         };
-        push(Node::RootAudit);
+        push(Node::RootAudit, Node::Root, "audit.txt");
         match c {
             watch::Affected::Session(sid) => {
-                for (_, k, _) in layout::computed_files() {
-                    push(Node::Computed(sid.clone(), k));
+                for (name, k, _) in layout::computed_files() {
+                    push(
+                        Node::Computed(sid.clone(), k),
+                        Node::Session(sid.clone()),
+                        name,
+                    );
                 }
                 let dir = self.inodes.get(&Node::RawDir(sid.clone()));
                 for (ino, name) in self.inodes.raw_of(sid) {
-                    out.push((ino, dir.map(|d| (d, name))));
+                    out.push(Invalidated {
+                        ino,
+                        open: self.versions.is_open(ino),
+                        entry: dir.map(|d| (d, name)),
+                    });
                 }
             }
-            watch::Affected::Memory => push(Node::MemoryIndex),
+            watch::Affected::Memory => push(Node::MemoryIndex, Node::MemoryDir, "MEMORY.md"),
             watch::Affected::Root => {}
         }
         out
@@ -236,6 +251,16 @@ impl NormaFs {
     pub fn cached_bytes(&self) -> usize {
         self.computed.cached_bytes()
     }
+}
+
+/// A computed file whose inputs changed (see [`NormaFs::invalidate_computed`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalidated {
+    pub ino: u64,
+    /// It has open handles.
+    pub open: bool,
+    /// Its directory's inode and its name, if the directory has an inode.
+    pub entry: Option<(u64, String)>,
 }
 
 /// Target of every session's `memory` link.

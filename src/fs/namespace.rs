@@ -88,11 +88,20 @@ impl NormaFs {
                 Err(e) => return Err(e),
             }
         }
-        let e = match self.attr_of(node, self.inodes.ino(node)) {
-            Err(FsError::Stale) => self.attr_of(node, self.inodes.renew(node)),
+        let ino = self.inodes.ino(node);
+        let attr = |ino| match node.is_computed_file() {
+            true => self.computed_entry(node, ino, true),
+            false => self.attr_of(node, ino),
+        };
+        let e = match attr(ino) {
+            // A computed file's content left its inode's version: the name's new inode.
+            _ if node.is_computed_file() && self.inodes.get(node) != Some(ino) => {
+                attr(self.inodes.ino(node))
+            }
+            Err(FsError::Stale) => attr(self.inodes.renew(node)),
             r => r,
         }?;
-        self.inodes.lookup(node);
+        self.inodes.lookup_ino(e.attr.ino);
         Ok(e)
     }
 
@@ -126,7 +135,7 @@ impl NormaFs {
     pub fn forget(&self, ino: u64, n: u64) {
         self.inodes.forget(ino, n);
         if self.inodes.lookups(ino) == 0 {
-            self.snapshots.forget(ino);
+            self.versions.forget(ino);
         }
     }
 

@@ -7,8 +7,8 @@ use super::Opened;
 /// How an open is served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadPath {
-    /// Every read and write goes to normafs (computed files, `ctl`, real files without
-    /// passthrough).
+    /// Every read and write goes to normafs (`ctl`, computed files under `--ttl-ms 0`, real
+    /// files whose changes nobody reports).
     DirectIo,
     /// Through the page cache; `keep`: kept across opens (every change is reported).
     PageCache { keep: bool },
@@ -18,8 +18,10 @@ pub enum ReadPath {
 
 /// The read path of an open.
 ///
-/// Computed files and `ctl` ask for direct I/O. A real file passes through to its backing
-/// file when the mount has passthrough. Else it is read through the page cache, kept across
+/// `ctl` asks for direct I/O, and so do computed files when the kernel is to keep nothing
+/// (`--ttl-ms 0`); else a computed file is read through the page cache, kept across opens:
+/// its inode stands for one version of it (`fs/versions.rs`). A real file passes through
+/// to its backing file when the mount has passthrough. Else it is read through the page cache, kept across
 /// opens, when every change of it is reported (watched): an inode stands for one backing
 /// file for its whole life and is held by it (`InodeTable::lookup_file`), so the one size
 /// and page cache the kernel keeps per inode are always that file's — a name renamed over is
@@ -103,7 +105,8 @@ mod tests {
     }
 
     #[test]
-    fn computed_files_use_direct_io_and_real_files_pass_through_or_the_page_cache_when_watched() {
+    fn opens_asking_for_direct_io_get_it_and_real_files_pass_through_or_the_page_cache_when_watched(
+    ) {
         for pt in [false, true] {
             assert_eq!(
                 read_path(&opened(true, false, false), pt),

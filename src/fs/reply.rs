@@ -72,16 +72,18 @@ pub struct DirEntry {
 #[derive(Debug, Clone)]
 pub struct Opened {
     pub fh: u64,
-    /// Bypass the page cache (computed files and ctl).
+    /// Bypass the page cache (ctl; computed files under `--ttl-ms 0`; real files whose
+    /// changes nobody reports).
     pub direct_io: bool,
     /// The kernel may keep the file's cached pages from earlier opens: every change of the
-    /// backing file is reported (a real file covered by the watches).
+    /// backing file is reported (a real file covered by the watches), or the inode stands
+    /// for one version of a computed file.
     pub keep_cache: bool,
     /// The backing file, for kernel passthrough of real files.
     pub backing: Option<Arc<File>>,
-    /// The kernel may keep a size that is not this handle's (a computed file's snapshot,
-    /// see `fs/snapshots.rs`): it must drop it before the open is answered, so that `fstat`
-    /// and reads on the handle ask for the size of what it reads.
+    /// The kernel may keep an older size than this open reads (a computed file's version,
+    /// extended since, or the size kept before the watcher reported the change): it must
+    /// drop it before the open is answered, so that reads and `fstat` on the handle ask.
     pub stale_attr: bool,
 }
 

@@ -480,8 +480,8 @@ impl Watcher {
     /// Whether every change that can make the kernel's cache of `node` stale is reported: its
     /// attributes and entry; its pages for a file; its listing for a directory (`dir`: the
     /// node is one). A computed file is covered when every input of it is watched (a change
-    /// of one is reported as `Inval::Computed`; an open handle's size stays its own
-    /// snapshot's, see `fs/snapshots.rs`). `ctl` is covered
+    /// of one is reported as `Inval::Computed`; an inode stands for one version of the
+    /// file, see `fs/versions.rs`). `ctl` is covered
     /// with its session (its attributes never change; it is read with direct I/O). Ask before
     /// reading what the answer will be about.
     pub fn covers(&self, node: &Node, dir: bool) -> bool {

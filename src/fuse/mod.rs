@@ -358,10 +358,8 @@ impl Filesystem for NormaFuse {
         });
     }
 
-    fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.run("getattr", || {
-            self.fs.getattr(ino.0, fh.map(|f| f.0), req.pid())
-        }) {
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.run("getattr", || self.fs.getattr(ino.0)) {
             Ok(e) => reply.attr(&e.ttl, &file_attr(&e.attr)),
             Err(e) => reply.error(e),
         }
@@ -500,12 +498,12 @@ impl Filesystem for NormaFuse {
         reply.error(self.no_namespace_change());
     }
 
-    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match self.run("open", || {
-            let o = self.fs.open(ino.0, flags.0, req.pid())?;
+            let o = self.fs.open(ino.0, flags.0)?;
             if o.stale_attr {
-                // Attributes only (no pages, no lock the kernel may hold): the next `fstat`
-                // on this handle asks for the snapshot's size.
+                // Attributes only (no pages, no lock the kernel may hold): the handle's
+                // first read asks for the size of what it reads.
                 if let Some(n) = self.shared.notifier.get() {
                     if let Err(e) = n.inval_inode(ino, -1, 0) {
                         tracing::debug!("invalidate attributes of inode {}: {e}", ino.0);
@@ -534,7 +532,7 @@ impl Filesystem for NormaFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        // A computed file's snapshot is sent as it is, without a copy.
+        // A computed file's bytes are sent as they are, without a copy.
         match self.run("read", || {
             match self.fs.computed_snapshot(fh.0, offset, size) {
                 Some(data) => Ok(Ok(data)),

@@ -578,13 +578,16 @@ fn invalidate(fs: &NormaFs, n: &Notifier, i: &Inval) {
             None => return,
         },
         Inval::Computed(c) => {
-            for (ino, entry) in fs.invalidate_computed(c) {
-                if let Err(e) = n.inval_inode(INodeNo(ino), 0, 0) {
-                    tracing::debug!("invalidate computed inode {ino}: {e}");
+            for i in fs.invalidate_computed(c) {
+                // Attributes, and the pages of an inode no handle reads any more; the name,
+                // so that the next path walk asks which inode it has now.
+                let pages = if i.open { -1 } else { 0 };
+                if let Err(e) = n.inval_inode(INodeNo(i.ino), pages, 0) {
+                    tracing::debug!("invalidate computed inode {}: {e}", i.ino);
                 }
-                if let Some((dir, name)) = entry {
+                if let Some((dir, name)) = i.entry {
                     if let Err(e) = n.inval_entry(INodeNo(dir), OsStr::new(&name)) {
-                        tracing::debug!("invalidate raw entry {name}: {e}");
+                        tracing::debug!("invalidate computed entry {name}: {e}");
                     }
                 }
             }

@@ -1,0 +1,371 @@
+//! Which version of a computed file each of its inodes stands for.
+//!
+//! The kernel keeps one size and one page cache per inode, shared by every open of it. So a
+//! computed file's inode stands for one version of the file's content: the first one the
+//! kernel was told of (a size in a reply, an open), and, while a handle of the inode is open,
+//! the newer versions that extend it (a view grown by appends: a prefix of every byte the
+//! kernel may hold stays what it was). Content that does not extend it (a compress rewrote the
+//! view, or the inode was idle when the content changed) is another version, under a new
+//! inode; the old one stays with its open handles, which keep reading what they opened. Every
+//! size the kernel holds for an inode is then a whole version of it and every page it caches
+//! is one of its bytes, so computed files can be read through the page cache (kept across
+//! opens), and `fstat` on any handle reports what its reads return.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant, SystemTime};
+
+use parking_lot::Mutex;
+
+use super::computed::Content;
+use super::Attr;
+use crate::bytes::Bytes;
+
+/// How long a lookup holds the version it found with no handle open: long enough for the
+/// open that follows it in the kernel's path walk (or its retry after ESTALE), short enough
+/// that an open through a name the kernel kept reads a version the watcher has not reported
+/// gone yet only for that long at most.
+pub const HOLD: Duration = Duration::from_millis(250);
+
+/// The version an inode's open handles read, held from each lookup of the inode for
+/// [`HOLD`] and while a handle is open.
+struct Open {
+    head: Bytes,
+    fp: u64,
+    mtime: SystemTime,
+    handles: usize,
+    until: Instant,
+}
+
+/// What a computed file's inode is described and read as.
+#[derive(Clone)]
+pub(super) struct Described {
+    pub data: Bytes,
+    /// Always the inputs' current mode (a chmod is no new version).
+    pub perm: u16,
+    pub mtime: SystemTime,
+}
+
+/// How new content fits an inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Fit {
+    /// The inode's version, or one that extends it: describe it.
+    Fits,
+    /// Another version: the inode stays with its open handles (`held`), or with nothing
+    /// (the kernel must look the name up again: ESTALE).
+    Left { held: bool },
+}
+
+#[derive(Default)]
+pub(super) struct Versions {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// Inodes with open handles or looked up a moment ago: the newest version they read.
+    open: HashMap<u64, Open>,
+    /// Inodes the kernel was told of without an open handle: their version's fingerprint.
+    told: HashMap<u64, u64>,
+    /// The attributes last sent for each computed file the kernel holds (see
+    /// [`NormaFs::entry_plus`](super::NormaFs::entry_plus)).
+    attrs: HashMap<u64, Attr>,
+}
+
+impl Inner {
+    fn fit(&mut self, ino: u64, current: bool, c: &Content) -> (Fit, Option<Described>) {
+        self.let_go_if_idle(ino, Instant::now());
+        if let Some(o) = self.open.get_mut(&ino) {
+            let extends = current
+                && c.fp != o.fp
+                && c.data.len() > o.head.len()
+                && c.data.starts_with(&o.head);
+            if extends {
+                o.head = c.data.clone();
+                o.fp = c.fp;
+                o.mtime = c.mtime;
+            }
+            let d = Described {
+                data: o.head.clone(),
+                perm: c.perm,
+                mtime: o.mtime,
+            };
+            let fit = if o.fp == c.fp {
+                Fit::Fits
+            } else {
+                Fit::Left { held: true }
+            };
+            return (fit, Some(d));
+        }
+        if !current {
+            return (Fit::Left { held: false }, None);
+        }
+        match self.told.get(&ino) {
+            Some(&fp) if fp != c.fp => return (Fit::Left { held: false }, None),
+            Some(_) => {}
+            None => {
+                self.told.insert(ino, c.fp);
+            }
+        }
+        let d = Described {
+            data: c.data.clone(),
+            perm: c.perm,
+            mtime: c.mtime,
+        };
+        (Fit::Fits, Some(d))
+    }
+
+    /// A version held by a lookup only, whose moment is over, is let go: the inode stands
+    /// for it still, as for a version whose last handle closed.
+    fn let_go_if_idle(&mut self, ino: u64, now: Instant) {
+        if let Some(o) = self.open.get(&ino) {
+            if o.handles == 0 && o.until <= now {
+                let fp = o.fp;
+                self.open.remove(&ino);
+                self.told.insert(ino, fp);
+            }
+        }
+    }
+}
+
+impl Versions {
+    /// How content `c` fits inode `ino` (`current`: the inode the file's name has now), and
+    /// what the inode is then described as: for an inode with open handles, their version,
+    /// brought up to `c` when `c` extends it and the inode is current; else `c`, which
+    /// becomes the inode's version if it had none.
+    pub(super) fn fit(&self, ino: u64, current: bool, c: &Content) -> (Fit, Option<Described>) {
+        self.inner.lock().fit(ino, current, c)
+    }
+
+    /// Open a handle of `ino` on content `c`: the bytes its reads read, the inode's held
+    /// version (brought up to `c` when `c` extends it), whatever the content is by now, or
+    /// `c` when nothing is held and `c` is the inode's version. `Err` when neither: the
+    /// kernel must look the name up again (its lookup holds the version it finds, so the
+    /// open it retries finds it held).
+    pub(super) fn open(&self, ino: u64, current: bool, c: &Content) -> Result<(Bytes, Fit), Fit> {
+        let mut g = self.inner.lock();
+        let fit = match g.fit(ino, current, c) {
+            (fit @ (Fit::Fits | Fit::Left { held: true }), Some(_)) => fit,
+            (Fit::Fits, None) => return Err(Fit::Left { held: false }),
+            (left, _) => return Err(left),
+        };
+        let o = g.open.entry(ino).or_insert_with(|| Open {
+            head: c.data.clone(),
+            fp: c.fp,
+            mtime: c.mtime,
+            handles: 0,
+            until: Instant::now(),
+        });
+        o.handles += 1;
+        let head = o.head.clone();
+        g.told.remove(&ino);
+        Ok((head, fit))
+    }
+
+    /// The kernel looked `ino` up and was told of content `c`, which fits it: hold its
+    /// version for a moment, so that the open following the lookup reads it even when the
+    /// content changes meanwhile (a live session appends; without it that open would answer
+    /// ESTALE, and so could the kernel's one retry).
+    pub(super) fn hold(&self, ino: u64, c: &Content) {
+        let until = Instant::now() + HOLD;
+        let mut g = self.inner.lock();
+        if let Some(o) = g.open.get_mut(&ino) {
+            o.until = o.until.max(until);
+            return;
+        }
+        if g.told.get(&ino).is_some_and(|&fp| fp != c.fp) {
+            return;
+        }
+        g.told.remove(&ino);
+        g.open.insert(
+            ino,
+            Open {
+                head: c.data.clone(),
+                fp: c.fp,
+                mtime: c.mtime,
+                handles: 0,
+                until,
+            },
+        );
+    }
+
+    /// Let go of the versions held with no handle open whose moment is over; how many.
+    pub(super) fn let_go_idle(&self) -> usize {
+        let now = Instant::now();
+        let mut g = self.inner.lock();
+        let idle: Vec<u64> = g
+            .open
+            .iter()
+            .filter(|(_, o)| o.handles == 0 && o.until <= now)
+            .map(|(&ino, _)| ino)
+            .collect();
+        for &ino in &idle {
+            g.let_go_if_idle(ino, now);
+        }
+        idle.len()
+    }
+
+    /// The bytes the open handles of `ino` read.
+    pub(super) fn head(&self, ino: u64) -> Option<Bytes> {
+        self.inner.lock().open.get(&ino).map(|o| o.head.clone())
+    }
+
+    /// A handle of `ino` was released; the last one leaves the inode standing for the
+    /// version it read.
+    pub(super) fn closed(&self, ino: u64) {
+        let mut g = self.inner.lock();
+        let Some(o) = g.open.get_mut(&ino) else {
+            return;
+        };
+        o.handles = o.handles.saturating_sub(1);
+        if o.handles == 0 && o.until <= Instant::now() {
+            let fp = o.fp;
+            g.open.remove(&ino);
+            g.told.insert(ino, fp);
+        }
+    }
+
+    /// The kernel was given `attr` for computed file `ino`. An inode's versions only ever
+    /// grow, so a smaller size is of an older one, sent by a reply that was computed before
+    /// and lost the race: what a listing sends again is the newest.
+    pub(super) fn tell(&self, ino: u64, attr: &Attr) {
+        let mut g = self.inner.lock();
+        match g.attrs.get(&ino) {
+            Some(a) if a.size > attr.size => {}
+            _ => {
+                g.attrs.insert(ino, attr.clone());
+            }
+        }
+    }
+
+    /// The attributes the kernel was last given for `ino`.
+    pub(super) fn told(&self, ino: u64) -> Option<Attr> {
+        self.inner.lock().attrs.get(&ino).cloned()
+    }
+
+    /// Whether `ino` has open handles (or is held a moment after a lookup).
+    pub(super) fn is_open(&self, ino: u64) -> bool {
+        let mut g = self.inner.lock();
+        g.let_go_if_idle(ino, Instant::now());
+        g.open.contains_key(&ino)
+    }
+
+    /// The kernel forgot `ino` (it holds no handle of it either): it stands for nothing now.
+    pub(super) fn forget(&self, ino: u64) {
+        let mut g = self.inner.lock();
+        g.attrs.remove(&ino);
+        g.told.remove(&ino);
+        if g.open.get(&ino).is_some_and(|o| o.handles == 0) {
+            g.open.remove(&ino);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::SystemTime;
+
+    use super::{Fit, Versions};
+    use crate::bytes::Bytes;
+    use crate::fs::computed::Content;
+    use crate::fs::{Attr, FileKind};
+
+    fn content(s: &str, fp: u64) -> Content {
+        Content {
+            data: Bytes::from(s.as_bytes().to_vec()),
+            fp,
+            perm: 0o444,
+            mtime: SystemTime::UNIX_EPOCH,
+        }
+    }
+
+    fn text(b: &Bytes) -> String {
+        String::from_utf8(b.window(0, u32::MAX).into_owned()).expect("utf-8")
+    }
+
+    #[test]
+    fn an_idle_inode_stands_for_the_first_version_it_was_told_of() {
+        let v = Versions::default();
+        let (fit, d) = v.fit(7, true, &content("a\n", 1));
+        assert_eq!(fit, Fit::Fits);
+        assert_eq!(text(&d.expect("described").data), "a\n");
+        assert_eq!(v.fit(7, true, &content("a\n", 1)).0, Fit::Fits);
+        // Even an extension is another version once no handle holds the bytes to compare.
+        assert_eq!(
+            v.fit(7, true, &content("a\nb\n", 2)).0,
+            Fit::Left { held: false }
+        );
+        // An inode that is not the name's any more stands for nothing new.
+        assert_eq!(
+            v.fit(8, false, &content("a\n", 1)).0,
+            Fit::Left { held: false }
+        );
+        // Forgotten by the kernel: free for the next version.
+        v.forget(7);
+        assert_eq!(v.fit(7, true, &content("a\nb\n", 2)).0, Fit::Fits);
+    }
+
+    #[test]
+    fn open_handles_follow_extensions_and_keep_their_version_otherwise() {
+        let v = Versions::default();
+        let first = content("a\n", 1);
+        assert_eq!(text(&v.open(3, true, &first).expect("open").0), "a\n");
+        assert_eq!(text(&v.open(3, true, &first).expect("open").0), "a\n");
+        // The view grew: both handles read the longer version, under the same inode.
+        let (fit, d) = v.fit(3, true, &content("a\nb\n", 2));
+        assert_eq!(fit, Fit::Fits);
+        assert_eq!(text(&d.expect("described").data), "a\nb\n");
+        assert_eq!(text(&v.head(3).expect("open")), "a\nb\n");
+        // Rewritten: the handles keep what they read; the name needs another inode.
+        let (fit, d) = v.fit(3, true, &content("x\n", 3));
+        assert_eq!(fit, Fit::Left { held: true });
+        assert_eq!(text(&d.expect("described").data), "a\nb\n");
+        // Not current any more: no extension reaches it either.
+        assert_eq!(
+            v.fit(3, false, &content("a\nb\nc\n", 4)).0,
+            Fit::Left { held: true }
+        );
+        assert_eq!(text(&v.head(3).expect("open")), "a\nb\n");
+        // An open meanwhile reads the held version too.
+        let (b, fit) = v.open(3, true, &content("x\n", 3)).expect("open");
+        assert_eq!(
+            (text(&b), fit),
+            ("a\nb\n".to_string(), Fit::Left { held: true })
+        );
+        v.closed(3);
+        v.closed(3);
+        assert!(v.is_open(3));
+        v.closed(3);
+        assert!(!v.is_open(3));
+        // Idle now, it still stands for the version its handles read.
+        assert_eq!(v.fit(3, true, &content("a\nb\n", 2)).0, Fit::Fits);
+        assert_eq!(
+            v.fit(3, true, &content("x\n", 3)).0,
+            Fit::Left { held: false }
+        );
+    }
+
+    #[test]
+    fn the_attributes_told_are_kept_until_the_kernel_forgets_the_inode() {
+        let v = Versions::default();
+        let t = SystemTime::UNIX_EPOCH;
+        let a = Attr {
+            ino: 4,
+            kind: FileKind::File,
+            size: 12,
+            blocks: 1,
+            perm: 0o444,
+            nlink: 1,
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            atime: t,
+            mtime: t,
+            ctime: t,
+        };
+        assert_eq!(v.told(4), None);
+        v.tell(4, &a);
+        assert_eq!(v.told(4), Some(a));
+        v.forget(4);
+        assert_eq!(v.told(4), None);
+    }
+}
