@@ -61,14 +61,15 @@ impl NormaFs {
                 self.before_computing(n);
                 let c = self.computed.content(n)?;
                 let current = self.inodes.get(n) == Some(ino);
-                match self.versions.open(ino, current, &c) {
-                    Ok((_, super::versions::Fit::Fits)) => {}
+                let head = match self.versions.open(ino, current, &c) {
+                    Ok((head, super::versions::Fit::Fits)) => head,
                     // The held version, while the content moved on: the name's next lookup
                     // gets a new inode.
-                    Ok((_, super::versions::Fit::Left { .. })) => {
+                    Ok((head, super::versions::Fit::Left { .. })) => {
                         if current {
                             self.inodes.renew(n);
                         }
+                        head
                     }
                     // Another version than the inode's: the kernel looks the name up again
                     // and retries under its new inode.
@@ -79,7 +80,7 @@ impl NormaFs {
                         }
                         return Err(FsError::Stale);
                     }
-                }
+                };
                 let fh = self.new_handle(Handle::Computed { ino });
                 // Through the page cache, kept across opens: every size and page the kernel
                 // holds of this inode is its version's (`fs/versions.rs`). Not when the
@@ -89,7 +90,9 @@ impl NormaFs {
                     direct_io: !self.opts.kernel_caching(),
                     keep_cache: true,
                     backing: None,
-                    stale_attr: true,
+                    // Unless the kernel was last told this very size (its reads stop at
+                    // the size it holds).
+                    stale_attr: self.versions.told(ino).is_none_or(|a| a.size != head.len()),
                 })
             }
             Node::Real(b, rel) => {
