@@ -371,6 +371,14 @@ impl InodeTable {
         }
     }
 
+    /// `ino` names nothing any more (a computed file's inode of a version gone, forgotten).
+    pub fn detach(&self, ino: u64) {
+        let mut w = self.inner.write();
+        if let Some(slot) = w.nodes.get_mut((ino.wrapping_sub(1)) as usize) {
+            slot.0 = None;
+        }
+    }
+
     /// `node` was removed: detach its inode so a new file of the same name gets a new one.
     pub fn remove(&self, node: &Node) {
         let mut w = self.inner.write();
@@ -398,11 +406,19 @@ impl InodeTable {
     /// anyone reads. The kernel looks the name up before any use (the entry is kept for no
     /// time) and finds the file's own inode; an open or `getattr` of this one answers ESTALE.
     pub fn listing_ino(&self, node: &Node) -> u64 {
-        if let Some(&ino) = self.inner.read().listing.get(node) {
-            return ino;
+        let named = |r: &Inner, ino: u64| {
+            r.nodes
+                .get((ino - 1) as usize)
+                .is_some_and(|s| s.0.is_some())
+        };
+        {
+            let r = self.inner.read();
+            if let Some(&ino) = r.listing.get(node).filter(|&&i| named(&r, i)) {
+                return ino;
+            }
         }
         let mut w = self.inner.write();
-        if let Some(&ino) = w.listing.get(node) {
+        if let Some(&ino) = w.listing.get(node).filter(|&&i| named(&w, i)) {
             return ino;
         }
         w.nodes.push((Some(node.clone()), 0));

@@ -136,6 +136,16 @@ impl NormaFs {
         self.inodes.forget(ino, n);
         if self.inodes.lookups(ino) == 0 {
             self.versions.forget(ino);
+            // A computed file's inode of a version gone, forgotten and read by no handle:
+            // nothing can ask for it again, so it names nothing from now on.
+            if let Ok(node) = self.node(ino) {
+                if node.is_computed_file()
+                    && self.inodes.get(&node) != Some(ino)
+                    && !self.versions.is_open(ino)
+                {
+                    self.inodes.detach(ino);
+                }
+            }
         }
     }
 
