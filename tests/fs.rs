@@ -985,3 +985,33 @@ fn a_handle_at_its_end_follows_appends_that_extend_it() {
     assert!(read_all(&fs, now).len() < fresh.len());
     fs.release(o.fh);
 }
+
+/// A script reads the view, compresses through ctl, and reads the view again at once: even
+/// before inotify reports what the command wrote (here nothing watches at all), the open
+/// through the inode the kernel still has for the name does not read the version a lookup
+/// held a moment ago: ESTALE, and the name's lookup finds the compressed view.
+#[test]
+fn a_read_right_after_a_compress_shows_it() {
+    let d = example_root();
+    let fs = fs_for(d.path(), false);
+    let name = format!("sessions/{SID}/view.jsonl");
+    let view = lookup_path(&fs, &name).expect("view");
+    let before = read_all(&fs, view);
+    let ctl = lookup_path(&fs, &format!("sessions/{SID}/ctl")).expect("ctl");
+    let o = fs.open(ctl, libc::O_WRONLY).expect("open ctl");
+    let cmd =
+        b"compress m00170 m00175 The late part of the session: more files read, nothing decided.\n";
+    fs.write(o.fh, 0, cmd).expect("compress");
+    fs.release(o.fh);
+    assert_eq!(
+        fs.open(view, libc::O_RDONLY)
+            .expect_err("the view before")
+            .errno(),
+        libc::ESTALE
+    );
+    let now = lookup_path(&fs, &name).expect("view");
+    assert_ne!(now, view);
+    let after = read_all(&fs, now);
+    assert_ne!(after, before);
+    assert!(String::from_utf8_lossy(&after).contains("The late part of the session"));
+}

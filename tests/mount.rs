@@ -307,11 +307,22 @@ fn a_compress_input_of_the_runtime_through_ctl() {
     assert!(!std::fs::read_to_string(&input)
         .expect("input")
         .contains('\''));
-    ok(&sh(&format!(
-        "echo \"compress $(cat '{}')\" > '{}'",
+    // A script reads the view, compresses, and reads the view again at once: the second
+    // read shows the new blocks (the first one's lookup held the view before them; the
+    // command lets go of that, before inotify reports the files it wrote).
+    let view = m.at(&format!("sessions/{SID}/view.jsonl"));
+    let out = ok(&sh(&format!(
+        "cat '{v}' > /dev/null && echo \"compress $(cat '{}')\" > '{}' && cat '{v}'",
         input.display(),
-        ctl.display()
+        ctl.display(),
+        v = view.display()
     )));
+    for b in ["b16", "b17", "b18"] {
+        assert!(
+            out.contains(&format!("\"block\":\"{b}\"")),
+            "{b} in the view read right after the command"
+        );
+    }
     let results = common::lines(&cat(&ctl));
     let last = results.last().expect("a result");
     assert_eq!(last["ok"], true, "{last}");

@@ -146,6 +146,7 @@ impl NormaFs {
         for line in text.split('\n').map(str::trim).filter(|l| !l.is_empty()) {
             let seq = self.ctl_log.next_seq(scope);
             let rec = runner.run(scope, line, seq, chrono::Utc::now());
+            self.after_command(scope);
             self.ctl_log.record(scope, rec.clone());
             if let Some(Handle::Ctl {
                 own,

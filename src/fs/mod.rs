@@ -231,7 +231,25 @@ impl NormaFs {
             watch::Affected::Memory => push(Node::MemoryIndex, Node::MemoryDir, "MEMORY.md"),
             watch::Affected::Root => {}
         }
+        self.versions.release_holds(out.iter().map(|i| i.ino));
         out
+    }
+
+    /// A ctl command of `scope` ran: the computed files it may have changed hold no
+    /// version from a lookup before it (see `Versions::release_holds`), so a script's next
+    /// read shows its result even before the watcher reports the files it wrote.
+    pub(super) fn after_command(&self, scope: &crate::store::ctl::Scope) {
+        let mut inos: Vec<u64> = [Node::RootAudit, Node::MemoryIndex]
+            .iter()
+            .filter_map(|n| self.inodes.get(n))
+            .collect();
+        if let crate::store::ctl::Scope::Session(sid) = scope {
+            for (_, k, _) in layout::computed_files() {
+                inos.extend(self.inodes.get(&Node::Computed(sid.clone(), k)));
+            }
+            inos.extend(self.inodes.raw_of(sid).into_iter().map(|(ino, _)| ino));
+        }
+        self.versions.release_holds(inos);
     }
 
     /// `statfs` of the transcripts directory.

@@ -136,15 +136,21 @@ impl Versions {
         self.inner.lock().fit(ino, current, c)
     }
 
-    /// Open a handle of `ino` on content `c`: the bytes its reads read, the inode's held
-    /// version (brought up to `c` when `c` extends it), whatever the content is by now, or
-    /// `c` when nothing is held and `c` is the inode's version. `Err` when neither: the
-    /// kernel must look the name up again (its lookup holds the version it finds, so the
-    /// open it retries finds it held).
+    /// Open a handle of `ino` on content `c`: the bytes its reads read, the inode's
+    /// version (brought up to `c` when `c` extends it), or when the content moved on, the
+    /// version a lookup held a moment ago (the kernel's path walk looked the name up, then
+    /// opens what it found). `Err` otherwise: the kernel must look the name up again (its
+    /// lookup holds the version it finds, so the open it retries finds it held).
     pub(super) fn open(&self, ino: u64, current: bool, c: &Content) -> Result<(Bytes, Fit), Fit> {
         let mut g = self.inner.lock();
+        let now = Instant::now();
         let fit = match g.fit(ino, current, c) {
-            (fit @ (Fit::Fits | Fit::Left { held: true }), Some(_)) => fit,
+            (Fit::Fits, Some(_)) => Fit::Fits,
+            (left @ Fit::Left { held: true }, Some(_))
+                if g.open.get(&ino).is_some_and(|o| o.until > now) =>
+            {
+                left
+            }
             (Fit::Fits, None) => return Err(Fit::Left { held: false }),
             (left, _) => return Err(left),
         };
@@ -186,6 +192,21 @@ impl Versions {
                 until,
             },
         );
+    }
+
+    /// The inputs of `inos` changed (a ctl command, or the watcher reports it): what their
+    /// lookups held is held no more, so an open through a name the kernel still keeps finds
+    /// the change (ESTALE, and the kernel looks the name up again) instead of the version
+    /// before it. Open handles keep theirs.
+    pub(super) fn release_holds(&self, inos: impl IntoIterator<Item = u64>) {
+        let now = Instant::now();
+        let mut g = self.inner.lock();
+        for ino in inos {
+            if let Some(o) = g.open.get_mut(&ino) {
+                o.until = o.until.min(now);
+            }
+            g.let_go_if_idle(ino, now);
+        }
     }
 
     /// Let go of the versions held with no handle open whose moment is over; how many.
