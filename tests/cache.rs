@@ -586,8 +586,17 @@ fn real_files_without_passthrough_are_kept_in_the_page_cache_and_let_go_once_del
     std::fs::write(&backing, &body).expect("write");
     let through = m.at("memory/big-notes.md");
     assert_eq!(cat(&through), body);
-    let (resident, pages) = resident_pages(&through);
-    assert_eq!(resident, pages, "read once, every page is kept");
+    // (The watcher's report of the write, late on a loaded machine, may drop the pages once:
+    // read again until the file's change is reported.)
+    assert!(
+        within(SOON, || {
+            cat(&through) == body && {
+                let (resident, pages) = resident_pages(&through);
+                resident == pages
+            }
+        }),
+        "read once, every page is kept"
+    );
     // Appended behind the mount: the new bytes show.
     let mut more = body.clone();
     more.extend_from_slice(b"appended\n");

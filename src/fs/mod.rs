@@ -231,13 +231,14 @@ impl NormaFs {
             watch::Affected::Memory => push(Node::MemoryIndex, Node::MemoryDir, "MEMORY.md"),
             watch::Affected::Root => {}
         }
-        self.versions.release_holds(out.iter().map(|i| i.ino));
         out
     }
 
     /// A ctl command of `scope` ran: the computed files it may have changed hold no
     /// version from a lookup before it (see `Versions::release_holds`), so a script's next
-    /// read shows its result even before the watcher reports the files it wrote.
+    /// read shows its result even before the watcher reports the files it wrote. (Not on
+    /// the watcher's reports: a live session changes every few milliseconds, and the hold
+    /// is what lets the open that follows a lookup find what the lookup found.)
     pub(super) fn after_command(&self, scope: &crate::store::ctl::Scope) {
         let mut inos: Vec<u64> = [Node::RootAudit, Node::MemoryIndex]
             .iter()

@@ -194,8 +194,7 @@ impl Versions {
         );
     }
 
-    /// The inputs of `inos` changed (a ctl command, or the watcher reports it): what their
-    /// lookups held is held no more, so an open through a name the kernel still keeps finds
+    /// A ctl command changed the inputs of `inos`: what their lookups held is held no more, so an open through a name the kernel still keeps finds
     /// the change (ESTALE, and the kernel looks the name up again) instead of the version
     /// before it. Open handles keep theirs.
     pub(super) fn release_holds(&self, inos: impl IntoIterator<Item = u64>) {
@@ -346,7 +345,14 @@ mod tests {
             Fit::Left { held: true }
         );
         assert_eq!(text(&v.head(3).expect("open")), "a\nb\n");
-        // An open meanwhile reads the held version too.
+        // An open meanwhile is refused (the kernel looks the name up again), unless a
+        // lookup held the version a moment ago: the open of the kernel's path walk then
+        // reads what the lookup found.
+        assert_eq!(
+            v.open(3, true, &content("x\n", 3)).err(),
+            Some(Fit::Left { held: true })
+        );
+        v.hold(3, &first);
         let (b, fit) = v.open(3, true, &content("x\n", 3)).expect("open");
         assert_eq!(
             (text(&b), fit),
@@ -356,6 +362,9 @@ mod tests {
         v.closed(3);
         assert!(v.is_open(3));
         v.closed(3);
+        assert!(v.is_open(3), "held a moment after its lookup");
+        // A ctl command ends the hold.
+        v.release_holds([3]);
         assert!(!v.is_open(3));
         // Idle now, it still stands for the version its handles read.
         assert_eq!(v.fit(3, true, &content("a\nb\n", 2)).0, Fit::Fits);
