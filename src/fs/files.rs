@@ -61,26 +61,25 @@ impl NormaFs {
                 self.before_computing(n);
                 let c = self.computed.content(n)?;
                 let current = self.inodes.get(n) == Some(ino);
-                let head = match self.versions.open(ino, current, &c) {
-                    Ok((head, super::versions::Fit::Fits)) => head,
-                    // The held version, while the content moved on: the name's next lookup
-                    // gets a new inode.
-                    Ok((head, super::versions::Fit::Left { .. })) => {
-                        if current {
-                            self.inodes.renew(n);
-                        }
-                        head
-                    }
-                    // Another version than the inode's: the kernel looks the name up again
-                    // and retries under its new inode.
-                    Err(left) => {
-                        tracing::debug!("open of {n:?} (inode {ino}): {left:?}");
-                        if current {
-                            self.inodes.renew(n);
-                        }
-                        return Err(FsError::Stale);
-                    }
-                };
+                let opening = self.versions.open(ino, current, &c);
+                // The content moved on from the inode's version: the name's next lookup
+                // gets a new inode.
+                let moved_on = !matches!(
+                    opening,
+                    Ok(super::versions::Opening {
+                        fit: super::versions::Fit::Fits,
+                        ..
+                    })
+                );
+                if moved_on && current {
+                    self.inodes.renew(n);
+                }
+                // Neither its version nor one a lookup held a moment ago: the kernel looks
+                // the name up again and retries under its new inode.
+                let opening = opening.map_err(|left| {
+                    tracing::debug!("open of {n:?} (inode {ino}): {left:?}");
+                    FsError::Stale
+                })?;
                 let fh = self.new_handle(Handle::Computed { ino });
                 // Through the page cache, kept across opens: every size and page the kernel
                 // holds of this inode is its version's (`fs/versions.rs`). Not when the
@@ -92,7 +91,7 @@ impl NormaFs {
                     backing: None,
                     // Unless the kernel was last told this very size (its reads stop at
                     // the size it holds).
-                    stale_attr: self.versions.told(ino).is_none_or(|a| a.size != head.len()),
+                    stale_attr: !opening.size_told,
                 })
             }
             Node::Real(b, rel) => {

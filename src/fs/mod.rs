@@ -240,17 +240,13 @@ impl NormaFs {
     /// the watcher's reports: a live session changes every few milliseconds, and the hold
     /// is what lets the open that follows a lookup find what the lookup found.)
     pub(super) fn after_command(&self, scope: &crate::store::ctl::Scope) {
-        let mut inos: Vec<u64> = [Node::RootAudit, Node::MemoryIndex]
-            .iter()
-            .filter_map(|n| self.inodes.get(n))
-            .collect();
-        if let crate::store::ctl::Scope::Session(sid) = scope {
-            for (_, k, _) in layout::computed_files() {
-                inos.extend(self.inodes.get(&Node::Computed(sid.clone(), k)));
-            }
-            inos.extend(self.inodes.raw_of(sid).into_iter().map(|(ino, _)| ino));
-        }
-        self.versions.release_holds(inos);
+        let changed = match scope {
+            crate::store::ctl::Scope::Session(sid) => watch::Affected::Session(sid.clone()),
+            crate::store::ctl::Scope::Root => watch::Affected::Root,
+        };
+        let files = self.invalidate_computed(&changed);
+        self.versions
+            .release_holds(files.into_iter().map(|i| i.ino));
     }
 
     /// `statfs` of the transcripts directory.

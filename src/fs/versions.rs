@@ -45,6 +45,14 @@ pub(super) struct Described {
     pub mtime: SystemTime,
 }
 
+/// A handle opened on an inode's version (its reads read [`Versions::head`]).
+pub(super) struct Opening {
+    /// `Left`: the version a lookup held, while the content moved on.
+    pub fit: Fit,
+    /// The kernel was last told the size of `head`.
+    pub size_told: bool,
+}
+
 /// How new content fits an inode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Fit {
@@ -136,12 +144,12 @@ impl Versions {
         self.inner.lock().fit(ino, current, c)
     }
 
-    /// Open a handle of `ino` on content `c`: the bytes its reads read, the inode's
+    /// Open a handle of `ino` on content `c`; its reads read the inode's
     /// version (brought up to `c` when `c` extends it), or when the content moved on, the
     /// version a lookup held a moment ago (the kernel's path walk looked the name up, then
     /// opens what it found). `Err` otherwise: the kernel must look the name up again (its
     /// lookup holds the version it finds, so the open it retries finds it held).
-    pub(super) fn open(&self, ino: u64, current: bool, c: &Content) -> Result<(Bytes, Fit), Fit> {
+    pub(super) fn open(&self, ino: u64, current: bool, c: &Content) -> Result<Opening, Fit> {
         let mut g = self.inner.lock();
         let now = Instant::now();
         let fit = match g.fit(ino, current, c) {
@@ -162,9 +170,10 @@ impl Versions {
             until: Instant::now(),
         });
         o.handles += 1;
-        let head = o.head.clone();
+        let len = o.head.len();
         g.told.remove(&ino);
-        Ok((head, fit))
+        let size_told = g.attrs.get(&ino).is_some_and(|a| a.size == len);
+        Ok(Opening { fit, size_told })
     }
 
     /// The kernel looked `ino` up and was told of content `c`, which fits it: hold its
@@ -328,8 +337,9 @@ mod tests {
     fn open_handles_follow_extensions_and_keep_their_version_otherwise() {
         let v = Versions::default();
         let first = content("a\n", 1);
-        assert_eq!(text(&v.open(3, true, &first).expect("open").0), "a\n");
-        assert_eq!(text(&v.open(3, true, &first).expect("open").0), "a\n");
+        assert_eq!(v.open(3, true, &first).expect("open").fit, Fit::Fits);
+        assert_eq!(v.open(3, true, &first).expect("open").fit, Fit::Fits);
+        assert_eq!(text(&v.head(3).expect("open")), "a\n");
         // The view grew: both handles read the longer version, under the same inode.
         let (fit, d) = v.fit(3, true, &content("a\nb\n", 2));
         assert_eq!(fit, Fit::Fits);
@@ -353,9 +363,9 @@ mod tests {
             Some(Fit::Left { held: true })
         );
         v.hold(3, &first);
-        let (b, fit) = v.open(3, true, &content("x\n", 3)).expect("open");
+        let o = v.open(3, true, &content("x\n", 3)).expect("open");
         assert_eq!(
-            (text(&b), fit),
+            (text(&v.head(3).expect("open")), o.fit),
             ("a\nb\n".to_string(), Fit::Left { held: true })
         );
         v.closed(3);
