@@ -1,11 +1,13 @@
 //! Files: opening nodes (computed files on their inode's version, real files on their backing
 //! descriptor, ctl), reading and writing handles, releasing and syncing them.
 
+use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::handles::Handle;
+use super::real::Window;
 use super::{Base, FsError, Node, NormaFs, Opened};
 use crate::bytes::Bytes;
 use crate::store::ctl::Scope;
@@ -100,7 +102,7 @@ impl NormaFs {
                 }
                 let keep_cache = self.covered(&node, false);
                 let f = self.real_open(ino, *b, rel, flags)?;
-                let fh = self.new_handle(Handle::Real(f.clone()));
+                let fh = self.new_handle(Handle::real(f.clone()));
                 Ok(Opened {
                     fh,
                     direct_io: false,
@@ -178,6 +180,21 @@ impl NormaFs {
         Some(head)
     }
 
+    /// A real file's large read as a window of its page cache and the range of it to send
+    /// (see `real::Windows`); `None` for any other handle or read (`read` serves those).
+    pub fn read_mapped(
+        &self,
+        fh: u64,
+        offset: u64,
+        size: u32,
+    ) -> Option<(Arc<Window>, Range<usize>)> {
+        let (f, windows) = match self.handles.lock().get(&fh) {
+            Some(Handle::Real(f, w)) => (f.clone(), w.clone()),
+            _ => return None,
+        };
+        windows.read(&f, offset, size as usize)
+    }
+
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, FsError> {
         let mut handles = self.handles.lock();
         match handles.get_mut(&fh) {
@@ -187,7 +204,7 @@ impl NormaFs {
                 let data = self.computed_snapshot(fh, offset, size).unwrap_or_default();
                 Ok(data.window(offset, size).into_owned())
             }
-            Some(Handle::Real(f)) => {
+            Some(Handle::Real(f, _)) => {
                 let f = f.clone();
                 drop(handles);
                 super::real::read_at(&f, offset, size as usize)
@@ -210,7 +227,7 @@ impl NormaFs {
         let target = {
             let handles = self.handles.lock();
             match handles.get(&fh) {
-                Some(Handle::Real(f)) => Ok(Some(f.clone())),
+                Some(Handle::Real(f, _)) => Ok(Some(f.clone())),
                 Some(Handle::Ctl { .. }) => Ok(None),
                 Some(Handle::Computed { .. }) => Err(FsError::Access),
                 Some(Handle::Dir(_)) => Err(FsError::IsDir),
@@ -234,7 +251,7 @@ impl NormaFs {
     /// `fsync` of a real file reaches the backing file; computed files have nothing to sync.
     pub fn fsync(&self, fh: u64, datasync: bool) -> Result<(), FsError> {
         let f = match self.handles.lock().get(&fh) {
-            Some(Handle::Real(f)) => f.clone(),
+            Some(Handle::Real(f, _)) => f.clone(),
             Some(_) => return Ok(()),
             None => return Err(FsError::BadHandle),
         };

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 
+use super::real::Windows;
 use super::{DirEntry, FsError};
 use crate::store::ctl::{CtlRecord, Scope};
 
@@ -18,7 +19,8 @@ pub(super) enum Handle {
     Computed {
         ino: u64,
     },
-    Real(Arc<File>),
+    /// A real file's descriptor, and the windows of it its large reads are served from.
+    Real(Arc<File>, Arc<Windows>),
     Ctl {
         scope: Scope,
         own: Vec<CtlRecord>,
@@ -32,6 +34,13 @@ pub(super) enum Handle {
         failed: Option<FsError>,
     },
     Dir(Vec<DirEntry>),
+}
+
+impl Handle {
+    /// A real file's handle.
+    pub(super) fn real(f: Arc<File>) -> Handle {
+        Handle::Real(f, Arc::default())
+    }
 }
 
 /// The handles, numbered from 1 (0 is never a handle), each number used once.

@@ -50,7 +50,7 @@ pub use node::{Base, ComputedKind, Node};
 pub use options::{FsOptions, WATCHED_TTL};
 use real::Backing;
 pub use reply::{Attr, DirEntry, Entry, FileKind, Opened, PlusEntry, SetAttr};
-pub use testhook::{set_panic_on_lookup, set_panic_on_request};
+pub use testhook::{set_before_mapped_reply, set_panic_on_lookup, set_panic_on_request};
 use versions::Versions;
 
 /// The filesystem: the root's paths and settings, and the owners of its state.

@@ -4,9 +4,12 @@
 
 use std::ffi::{CString, OsStr, OsString};
 use std::fs::File;
+use std::ops::Range;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
+use std::ptr::NonNull;
+use std::sync::Arc;
 
 use super::error::FsError;
 use super::node::Base;
@@ -493,5 +496,219 @@ impl Backing {
         let f = self.open(b, rel, libc::O_WRONLY)?;
         f.set_len(size)?;
         Ok(())
+    }
+}
+
+/// A real file's large reads served straight from its page cache: a window of the file
+/// mapped at a time, handed to the kernel as the reply (`writev` copies it into the mount's
+/// page cache: one copy where `pread` and the reply make two).
+///
+/// The mapped bytes are only ever read by the kernel, never by this process: a page past
+/// the end of a file truncated meanwhile would raise `SIGBUS` on a read here, where the
+/// kernel's copy fails and the FUSE device ends the request with `EIO`. Each read is bounded
+/// by the file's size at that read, so only a truncation racing it can do that.
+#[derive(Debug, Default)]
+pub struct Windows {
+    /// The windows mapped last (at most `KEPT`), newest last.
+    recent: parking_lot::Mutex<Vec<Arc<Window>>>,
+}
+
+/// One mapping: `len` bytes of the file from `start` (a multiple of the page size).
+#[derive(Debug)]
+pub struct Window {
+    base: NonNull<libc::c_void>,
+    start: u64,
+    len: usize,
+}
+
+// SAFETY: the mapping is owned by its `Window` alone, unmapped once on drop, and never
+// written through; moving or sharing it between threads hands out read-only views only.
+unsafe impl Send for Window {}
+// SAFETY: as above.
+unsafe impl Sync for Window {}
+
+/// How much of a file one window maps (plus `SPAN`, so that any read starting in it fits).
+const WINDOW: u64 = 8 << 20;
+/// The largest read the kernel sends (`FUSE_MAX_PAGES`' limit).
+const SPAN: u64 = 1 << 20;
+/// Windows kept per handle: reads served in parallel may straddle two.
+const KEPT: usize = 2;
+/// The smallest read worth a window: below it a copy costs less than a mapping.
+const MAP_MIN: usize = 64 << 10;
+
+impl Windows {
+    /// Up to `size` bytes of `f` from `offset` (fewer at its end) as a mapped window and the
+    /// range of it to send; `None` when the read is small, at or past the end, or `f` cannot
+    /// be mapped (the caller reads it with `read_at`).
+    pub fn read(&self, f: &File, offset: u64, size: usize) -> Option<(Arc<Window>, Range<usize>)> {
+        if size < MAP_MIN || size as u64 > SPAN {
+            return None;
+        }
+        let end = f.metadata().ok()?.len();
+        let len = end.checked_sub(offset).filter(|&n| n > 0)?.min(size as u64);
+        if (len as usize) < MAP_MIN {
+            return None;
+        }
+        let mut recent = self.recent.lock();
+        let found = recent.iter().rev().find(|w| w.covers(offset, len)).cloned();
+        let w = match found {
+            Some(w) => w,
+            None => {
+                let start = offset - offset % WINDOW;
+                let w = Arc::new(Window::map(
+                    f,
+                    start,
+                    (start + WINDOW + SPAN).min(end) - start,
+                )?);
+                if recent.len() == KEPT {
+                    recent.remove(0);
+                }
+                recent.push(w.clone());
+                w
+            }
+        };
+        drop(recent);
+        let from = (offset - w.start) as usize;
+        Some((w, from..from + len as usize))
+    }
+}
+
+impl Window {
+    fn map(f: &File, start: u64, len: u64) -> Option<Window> {
+        let len = usize::try_from(len).ok()?;
+        // SAFETY: a new read-only shared mapping of `f`; nothing else refers to its address.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                i64::try_from(start).ok()?,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return None;
+        }
+        // SAFETY: advice on the mapping just made.
+        unsafe { libc::madvise(base, len, libc::MADV_SEQUENTIAL) };
+        Some(Window {
+            base: NonNull::new(base)?,
+            start,
+            len,
+        })
+    }
+
+    fn covers(&self, offset: u64, len: u64) -> bool {
+        offset >= self.start && offset + len <= self.start + self.len as u64
+    }
+
+    /// The bytes of `range` (from `Windows::read`), for the kernel to copy: see `Windows`,
+    /// never read them here.
+    pub fn for_kernel(&self, range: Range<usize>) -> &[u8] {
+        let range = range.start.min(self.len)..range.end.min(self.len);
+        // SAFETY: the range lies inside the live mapping of `len` bytes.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.base.as_ptr().cast::<u8>().add(range.start),
+                range.end.saturating_sub(range.start),
+            )
+        }
+    }
+}
+
+impl Drop for Window {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping made in `map`, once.
+        unsafe { libc::munmap(self.base.as_ptr(), self.len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file of `len` bytes whose every byte tells its offset.
+    fn patterned(len: usize) -> (tempfile::NamedTempFile, Vec<u8>) {
+        let bytes: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        let mut f = tempfile::NamedTempFile::new().expect("temp file");
+        std::io::Write::write_all(&mut f, &bytes).expect("write");
+        (f, bytes)
+    }
+
+    fn mapped(w: &Windows, f: &File, offset: u64, size: usize) -> Option<Vec<u8>> {
+        w.read(f, offset, size)
+            .map(|(win, range)| win.for_kernel(range).to_vec())
+    }
+
+    #[test]
+    fn windows_serve_the_bytes_pread_would() {
+        let len = (2 * WINDOW + 300_000) as usize;
+        let (tmp, bytes) = patterned(len);
+        let f = File::open(tmp.path()).expect("open");
+        let w = Windows::default();
+        // Aligned and unaligned starts, across a window's end, at the file's end.
+        for (offset, size) in [
+            (0u64, 128 << 10),
+            (4096, 1 << 20),
+            (12_345, 200_000),
+            (WINDOW - 4096, 128 << 10),
+            (WINDOW - 1, 1 << 20),
+            (2 * WINDOW, 1 << 20),
+            (len as u64 - 70_000, 128 << 10),
+        ] {
+            let want = read_at(&f, offset, size).expect("pread");
+            assert_eq!(
+                mapped(&w, &f, offset, size).as_deref(),
+                Some(&want[..]),
+                "{offset}+{size}"
+            );
+            let end = (offset as usize + size).min(len);
+            assert_eq!(want, bytes[offset as usize..end]);
+        }
+        assert!(w.recent.lock().len() <= KEPT);
+    }
+
+    #[test]
+    fn small_reads_and_reads_past_the_end_are_left_to_pread() {
+        let (tmp, _) = patterned(1 << 20);
+        let f = File::open(tmp.path()).expect("open");
+        let w = Windows::default();
+        assert!(w.read(&f, 0, 4096).is_none(), "small read");
+        assert!(
+            w.read(&f, (1 << 20) - 100, 128 << 10).is_none(),
+            "100 bytes left"
+        );
+        assert!(w.read(&f, 1 << 20, 128 << 10).is_none(), "at the end");
+        assert!(w.read(&f, 5 << 20, 128 << 10).is_none(), "past the end");
+        assert!(
+            w.read(&f, 0, 2 << 20).is_none(),
+            "larger than any kernel read"
+        );
+    }
+
+    #[test]
+    fn a_file_that_grew_is_mapped_again_and_one_that_shrank_is_read_to_its_new_end() {
+        let (tmp, _) = patterned(200_000);
+        let f = File::open(tmp.path()).expect("open");
+        let w = Windows::default();
+        assert_eq!(
+            mapped(&w, &f, 0, 128 << 10).map(|b| b.len()),
+            Some(128 << 10)
+        );
+        // Grows past the window mapped at 200,000 bytes.
+        let more = std::fs::OpenOptions::new()
+            .append(true)
+            .open(tmp.path())
+            .expect("reopen");
+        more.set_len(600_000).expect("grow");
+        let at = 400_000u64;
+        let want = read_at(&f, at, 128 << 10).expect("pread");
+        assert_eq!(mapped(&w, &f, at, 128 << 10).as_deref(), Some(&want[..]));
+        // Shrinks: a read is bounded by the size at that read.
+        more.set_len(300_000).expect("shrink");
+        let got = mapped(&w, &f, 200_000, 128 << 10).expect("mapped");
+        assert_eq!(got.len(), 100_000);
+        assert_eq!(got, read_at(&f, 200_000, 128 << 10).expect("pread"));
     }
 }

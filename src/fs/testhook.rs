@@ -4,7 +4,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 /// Some hook is set.
 static ARMED: AtomicBool = AtomicBool::new(false);
@@ -13,17 +13,20 @@ static ARMED: AtomicBool = AtomicBool::new(false);
 struct Hooks {
     lookup: Option<OsString>,
     request: Option<String>,
+    mapped_reply: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 static HOOKS: RwLock<Hooks> = RwLock::new(Hooks {
     lookup: None,
     request: None,
+    mapped_reply: None,
 });
 
 fn set(f: impl FnOnce(&mut Hooks)) {
     let mut h = HOOKS.write().unwrap_or_else(|e| e.into_inner());
     f(&mut h);
-    ARMED.store(h.lookup.is_some() || h.request.is_some(), Ordering::Relaxed);
+    let armed = h.lookup.is_some() || h.request.is_some() || h.mapped_reply.is_some();
+    ARMED.store(armed, Ordering::Relaxed);
 }
 
 /// Make every `lookup` of `name` panic inside [`NormaFs::lookup`](super::NormaFs::lookup), in
@@ -37,6 +40,23 @@ pub fn set_panic_on_lookup(name: Option<&OsStr>) {
 /// disarms.
 pub fn set_panic_on_request(op: Option<&str>) {
     set(|h| h.request = op.map(str::to_string));
+}
+
+/// Run `f` between the sizing of a real file's read served from a mapping of it and its reply
+/// (tests/mapped.rs truncates the file there), in every mount of this process; `None` disarms.
+pub fn set_before_mapped_reply(f: Option<Arc<dyn Fn() + Send + Sync>>) {
+    set(|h| h.mapped_reply = f);
+}
+
+/// Runs the armed `set_before_mapped_reply` hook.
+pub(crate) fn before_mapped_reply() {
+    if !ARMED.load(Ordering::Relaxed) {
+        return;
+    }
+    let f = HOOKS.read().ok().and_then(|h| h.mapped_reply.clone());
+    if let Some(f) = f {
+        f();
+    }
 }
 
 /// Panics if `name` is the armed lookup name.

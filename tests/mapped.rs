@@ -1,0 +1,135 @@
+//! Real files read through normafs's own read path (no passthrough): large reads are answered
+//! from a mapping of the backing file (`fs::real::Windows`). Through a real mount, the bytes are
+//! the file's, at every offset; when a file is truncated between a read's sizing and its reply,
+//! the kernel's copy from the mapping fails (the FUSE device ends that request with `EIO`;
+//! the kernel then asks for the page alone, which finds the new end), the mount process does
+//! not die of `SIGBUS`, and it keeps serving. Uses the process-wide test hook, so the tests
+//! here run one at a time.
+
+mod common;
+
+use std::io::{Read, Seek, SeekFrom};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use common::{example_root, fuse_available, sh, Mounted};
+use normafs::config::Config;
+use normafs::fs::set_before_mapped_reply;
+use normafs::fuse::MountOptions;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Disarms the hook when dropped, also when a test fails.
+struct Disarm;
+
+impl Drop for Disarm {
+    fn drop(&mut self) {
+        set_before_mapped_reply(None);
+    }
+}
+
+fn mount() -> Mounted {
+    Mounted::new(
+        example_root(),
+        Config::default(),
+        MountOptions {
+            passthrough: false,
+            ..MountOptions::default()
+        },
+    )
+}
+
+/// `len` bytes that tell their offsets apart (a period prime to every page and window size).
+fn patterned(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8).collect()
+}
+
+#[test]
+fn large_reads_of_a_real_file_are_its_bytes_at_every_offset() {
+    if !fuse_available() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let m = mount();
+    // Past two 8 MiB windows, ending mid-page.
+    let bytes = patterned((17 << 20) + 1234);
+    std::fs::write(m.root().join("memory/big.md"), &bytes).expect("write backing");
+    let path = m.at("memory/big.md");
+    assert_eq!(std::fs::read(&path).expect("read through the mount"), bytes);
+    let o = sh(&format!(
+        "dd if='{}' bs=1M status=none | cmp - '{}'",
+        path.display(),
+        m.root().join("memory/big.md").display()
+    ));
+    assert!(o.status.success(), "dd | cmp: {o:?}");
+    // Reads that start anywhere (the kernel asks for whole pages around them).
+    let mut f = std::fs::File::open(&path).expect("open");
+    for at in [
+        1u64,
+        4095,
+        (8 << 20) - 3,
+        (16 << 20) + 77,
+        bytes.len() as u64 - 10,
+    ] {
+        let mut buf = vec![0u8; 300_000];
+        f.seek(SeekFrom::Start(at)).expect("seek");
+        let n = f.read(&mut buf).expect("read");
+        assert!(n > 0, "read at {at}");
+        assert_eq!(buf[..n], bytes[at as usize..at as usize + n], "at {at}");
+    }
+}
+
+#[test]
+fn a_file_truncated_under_a_mapped_read_fails_that_read_and_the_mount_keeps_serving() {
+    if !fuse_available() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _disarm = Disarm;
+    let m = mount();
+    let backing = m.root().join("memory/big.md");
+    let bytes = patterned(4 << 20);
+    std::fs::write(&backing, &bytes).expect("write backing");
+    let path = m.at("memory/big.md");
+    // The first mapped read's reply finds the file truncated to nothing.
+    let fired = Arc::new(AtomicBool::new(false));
+    let (b, once) = (backing.clone(), fired.clone());
+    set_before_mapped_reply(Some(Arc::new(move || {
+        if !once.swap(true, Ordering::SeqCst) {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&b)
+                .and_then(|f| f.set_len(0))
+                .expect("truncate backing");
+        }
+    })));
+    let raced = std::fs::read(&path);
+    assert!(
+        fired.load(Ordering::SeqCst),
+        "the read was served from a mapping"
+    );
+    // Whatever the reader got is true of the file at some moment: an error of the failed
+    // request, or a prefix of the bytes ending where the truncation found them.
+    match &raced {
+        Ok(got) => assert!(
+            got.len() < bytes.len() && bytes.starts_with(got),
+            "{} bytes",
+            got.len()
+        ),
+        Err(e) => assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}"),
+    }
+    set_before_mapped_reply(None);
+    // Alive and serving: the file as it is now, the rest of the mount as before.
+    std::fs::write(&backing, b"after\n").expect("rewrite backing");
+    let mut now = Vec::new();
+    for _ in 0..200 {
+        now = std::fs::read(&path).expect("read after");
+        if now == b"after\n" {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(now, b"after\n");
+    let status = std::fs::read(m.at("sessions/s2-tier1/status.json")).expect("status.json");
+    assert!(!status.is_empty());
+}
