@@ -356,6 +356,72 @@ fn a_computed_files_inode_stands_for_one_version() {
     assert!(!i.open);
 }
 
+/// Every change of a session makes its computed files new inodes; once the kernel forgot a
+/// retired one and no handle reads it, its number is given to a later inode: a live session
+/// read again and again (`watch cat status.json`) keeps the inode table as large as what the
+/// kernel holds, not one slot per version it ever saw.
+#[test]
+fn retired_computed_inodes_give_their_numbers_back() {
+    let d = example_root();
+    let paths = RootPaths::from_root(d.path());
+    let cfg = Config::default();
+    let fs = NormaFs::new(paths, cfg.clone(), FsOptions::new(&cfg, false));
+    let t = d.path().join(format!("transcripts/{SID}.jsonl"));
+    let original = std::fs::read(&t).expect("transcript");
+    let name = format!("sessions/{SID}/status.json");
+    let mut seen = std::collections::BTreeSet::new();
+    let mut sizes = Vec::new();
+    let mut held: Option<u64> = None;
+    let mut counts = std::collections::HashMap::new();
+    for round in 0..12 {
+        // Past the moment a lookup holds its version for.
+        std::thread::sleep(normafs::fs::versions::HOLD + Duration::from_millis(20));
+        // Every other round the transcript is cut back: not an extension of the last version.
+        if round % 2 == 0 {
+            std::fs::write(&t, &original).expect("rewrite");
+        } else {
+            append_record(&t);
+        }
+        // The kernel's path walk: one lookup per component.
+        let mut walked = Vec::new();
+        let mut at = ROOT_INO;
+        for c in name.split('/') {
+            at = fs.lookup(at, OsStr::new(c)).expect("lookup").attr.ino;
+            walked.push(at);
+        }
+        seen.insert(at);
+        let o = fs.open(at, libc::O_RDONLY).expect("open");
+        let bytes = fs.read(o.fh, 0, 1 << 20).expect("read");
+        assert!(
+            serde_json::from_slice::<serde_json::Value>(&bytes).is_ok(),
+            "round {round}"
+        );
+        fs.release(o.fh);
+        // The kernel keeps the file's inode while its name is valid; the name of a retired
+        // version was dropped (the watcher says so), and the kernel forgets its inode.
+        for i in &walked[..walked.len() - 1] {
+            fs.forget(*i, 1);
+        }
+        *counts.entry(at).or_insert(0u64) += 1;
+        if let Some(old) = held.replace(at).filter(|&old| old != at) {
+            fs.forget(old, counts.remove(&old).unwrap_or(0));
+        }
+        sizes.push(fs.inode_numbers());
+    }
+    assert!(seen.len() > 1, "rewrites gave new inodes: {seen:?}");
+    let (first, last) = (sizes[3], *sizes.last().expect("rounds"));
+    assert!(
+        last <= first + 2,
+        "the table grew from {first} to {last}: {sizes:?}"
+    );
+    // The name still reads as the file it is now.
+    let (ino, _) = lookup(&fs, &name);
+    let o = fs.open(ino, libc::O_RDONLY).expect("open");
+    let now: serde_json::Value =
+        serde_json::from_slice(&fs.read(o.fh, 0, 1 << 20).expect("read")).expect("json");
+    assert!(now.is_object());
+}
+
 /// A directory the watcher does not cover (below `memory/`): the kernel keeps its listing, and
 /// drops it when the directory's mtime changes, seen once the attributes expire.
 #[test]

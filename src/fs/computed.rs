@@ -148,7 +148,7 @@ impl Computed {
     pub fn content(&self, node: &Node) -> Result<Content, FsError> {
         let (fp, mtime, perm) = self.fingerprint(node);
         if let Some(hit) = self.cache.content(node, fp) {
-            // A chmod does not change the fingerprint: the mode is always fresh.
+            // The mode is always fresh (a chmod changes the fingerprint too, by the ctime).
             return Ok(Content { perm, ..hit });
         }
         let computed = self.compute(node);

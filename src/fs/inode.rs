@@ -40,6 +40,9 @@ struct Inner {
     /// Per computed file listed before the kernel was told of it, the inode a listing links
     /// its name to (see [`InodeTable::listing_ino`]).
     listing: HashMap<Node, u64>,
+    /// Inodes that name nothing and that nothing can ask for again (see
+    /// [`InodeTable::detach`]): numbers to give again before the table grows.
+    free: Vec<u64>,
 }
 
 /// The file a real regular file's inode stands for.
@@ -76,12 +79,25 @@ pub struct InodeTable {
 }
 
 impl Inner {
+    /// A new inode naming `node`: a number given back by `detach` if there is one.
+    fn new_ino(&mut self, node: &Node) -> u64 {
+        while let Some(ino) = self.free.pop() {
+            if let Some(slot) = self.nodes.get_mut((ino - 1) as usize) {
+                if slot.0.is_none() && slot.1 == 0 {
+                    *slot = (Some(node.clone()), 0);
+                    return ino;
+                }
+            }
+        }
+        self.nodes.push((Some(node.clone()), 0));
+        self.nodes.len() as u64
+    }
+
     fn ino_of(&mut self, node: &Node) -> u64 {
         if let Some(&ino) = self.by_node.get(node) {
             return ino;
         }
-        self.nodes.push((Some(node.clone()), 0));
-        let ino = self.nodes.len() as u64;
+        let ino = self.new_ino(node);
         self.by_node.insert(node.clone(), ino);
         if let Node::Raw(sid, ..) = node {
             self.raw.entry(sid.clone()).or_default().push(ino);
@@ -371,12 +387,35 @@ impl InodeTable {
         }
     }
 
-    /// `ino` names nothing any more (a computed file's inode of a version gone, forgotten).
+    /// `ino` names nothing any more and nothing can ask for it again (a computed file's inode
+    /// of a version gone, forgotten by the kernel and open nowhere): its number is given to
+    /// the next new inode. The kernel may take a number again once it forgot it: it counts
+    /// the lookups it forgets, so an inode a lookup answer still names is never forgotten.
     pub fn detach(&self, ino: u64) {
         let mut w = self.inner.write();
-        if let Some(slot) = w.nodes.get_mut((ino.wrapping_sub(1)) as usize) {
-            slot.0 = None;
+        let w = &mut *w;
+        let Some((Some(node), lookups)) = w.nodes.get((ino.wrapping_sub(1)) as usize).cloned()
+        else {
+            return;
+        };
+        if w.by_node.get(&node) == Some(&ino) {
+            // Still the inode its name gives.
+            return;
         }
+        w.nodes[(ino - 1) as usize].0 = None;
+        if lookups > 0 || w.files.contains_key(&ino) {
+            // Held by the kernel, or a real file's: only the name is let go.
+            return;
+        }
+        if let Node::Raw(sid, ..) = &node {
+            if let Some(list) = w.raw.get_mut(sid) {
+                list.retain(|&i| i != ino);
+            }
+        }
+        if w.listing.get(&node) == Some(&ino) {
+            w.listing.remove(&node);
+        }
+        w.free.push(ino);
     }
 
     /// `node` was removed: detach its inode so a new file of the same name gets a new one.
@@ -409,7 +448,7 @@ impl InodeTable {
         let named = |r: &Inner, ino: u64| {
             r.nodes
                 .get((ino - 1) as usize)
-                .is_some_and(|s| s.0.is_some())
+                .is_some_and(|s| s.0.as_ref() == Some(node))
         };
         {
             let r = self.inner.read();
@@ -421,8 +460,7 @@ impl InodeTable {
         if let Some(&ino) = w.listing.get(node).filter(|&&i| named(&w, i)) {
             return ino;
         }
-        w.nodes.push((Some(node.clone()), 0));
-        let ino = w.nodes.len() as u64;
+        let ino = w.new_ino(node);
         w.listing.insert(node.clone(), ino);
         ino
     }
@@ -443,7 +481,7 @@ impl InodeTable {
             .collect()
     }
 
-    /// Number of inodes ever allocated.
+    /// Number of inode numbers in use or given back (the table's size).
     pub fn len(&self) -> usize {
         self.inner.read().nodes.len()
     }
@@ -558,5 +596,41 @@ mod tests {
         // Asked again: the same inode, listed once.
         assert_eq!(t.ino(&raw("x", "m0001", "m0004")), x1);
         assert_eq!(t.raw_of("x").len(), 2);
+    }
+
+    #[test]
+    fn a_detached_inode_forgotten_by_the_kernel_is_given_again() {
+        let t = InodeTable::new();
+        let raw = Node::Raw("x".into(), "m0001".into(), "m0004".into());
+        let view = Node::Computed("x".into(), crate::fs::node::ComputedKind::View);
+        let old = t.lookup(&raw);
+        let placeholder = t.listing_ino(&view);
+        // A new version of the range: a new inode; the old one is still held by the kernel.
+        let new = t.renew(&raw);
+        assert_ne!(new, old);
+        let other = t.renew(&view);
+        assert_ne!(other, old, "not given while the kernel holds it");
+        // Forgotten: its number comes back, once, and the session's raw list lets it go.
+        t.forget(old, 1);
+        t.detach(old);
+        assert_eq!(t.node(old), None, "names nothing");
+        assert_eq!(t.raw_of("x"), vec![(new, "m0001-m0004.md".to_string())]);
+        let memory = Node::MemoryIndex;
+        assert_eq!(t.ino(&memory), old, "the number given again");
+        assert_eq!(t.node(old), Some(memory));
+        assert_ne!(t.renew(&Node::RootAudit), old);
+        // The current inode of a name is never given away, nor a listing's placeholder for
+        // another node.
+        t.detach(new);
+        assert_eq!(t.node(new), Some(raw.clone()));
+        t.detach(placeholder);
+        let taken = t.ino(&Node::MemoryDir);
+        assert_eq!(
+            taken, placeholder,
+            "a placeholder nobody looked up is given again"
+        );
+        let again = t.listing_ino(&view);
+        assert_ne!(again, taken);
+        assert_eq!(t.node(again), Some(view));
     }
 }

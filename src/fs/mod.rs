@@ -266,6 +266,11 @@ impl NormaFs {
     pub fn cached_bytes(&self) -> usize {
         self.computed.cached_bytes()
     }
+
+    /// Inode numbers in use or free to be given again (the inode table's size).
+    pub fn inode_numbers(&self) -> usize {
+        self.inodes.len()
+    }
 }
 
 /// A computed file whose inputs changed (see [`NormaFs::invalidate_computed`]).

@@ -1,5 +1,5 @@
 //! The inputs of a computation, fingerprinted by `stat`: equal fingerprints, equal inputs
-//! (size, mtime, inode and device of each file; the names of a directory tree).
+//! (size, mtime, ctime, inode and device of each file; the names of a directory tree).
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -38,7 +38,10 @@ impl Inputs {
         match std::fs::metadata(p) {
             Ok(m) => {
                 use std::os::unix::fs::MetadataExt;
+                // The ctime too: a rewrite in place that keeps the size and sets the mtime
+                // back (`cp -p`, `touch -r`) still changes it.
                 (m.len(), m.mtime(), m.mtime_nsec(), m.ino(), m.dev()).hash(&mut self.hasher);
+                (m.ctime(), m.ctime_nsec()).hash(&mut self.hasher);
                 self.size = self.size.saturating_add(m.len());
                 if let Ok(t) = m.modified() {
                     self.newest = Some(self.newest.map_or(t, |n| n.max(t)));
