@@ -72,7 +72,7 @@ if [ "$QUICK" = 1 ]; then
     COLD_RUNS=2; WARM_RUNS=${RUNS:-3}; FIRST_RUNS=2; APPEND_RUNS=2; PAUSE=1.1
 else
     SESSIONS=1000; SESSION_MSGS=40; BIG_MSGS=100000; BIG_FILE_MB=1024
-    COLD_RUNS=5; WARM_RUNS=${RUNS:-10}; FIRST_RUNS=3; APPEND_RUNS=5; PAUSE=1.1
+    COLD_RUNS=9; WARM_RUNS=${RUNS:-10}; FIRST_RUNS=3; APPEND_RUNS=5; PAUSE=1.1
 fi
 # The budget of the mount that serves P4-P6: the big session's parse state must fit, or every
 # read after an append parses everything again. P7's idle row uses a budget it cannot fit in.

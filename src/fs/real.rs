@@ -501,7 +501,9 @@ impl Backing {
 
 /// A real file's large reads served straight from its page cache: a window of the file
 /// mapped at a time, handed to the kernel as the reply (`writev` copies it into the mount's
-/// page cache: one copy where `pread` and the reply make two).
+/// page cache: one copy where `pread` and the reply make two). Only ranges whose pages are
+/// all in the page cache: a cold read is `pread`'s, which reads ahead as the file is read in
+/// order (faults on the mapping from several workers at once read far less well).
 ///
 /// The mapped bytes are only ever read by the kernel, never by this process: a page past
 /// the end of a file truncated meanwhile would raise `SIGBUS` on a read here, where the
@@ -536,6 +538,14 @@ const KEPT: usize = 2;
 /// The smallest read worth a window: below it a copy costs less than a mapping.
 const MAP_MIN: usize = 64 << 10;
 
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        p if p > 0 => p as usize,
+        _ => 4096,
+    }
+}
+
 impl Windows {
     /// Up to `size` bytes of `f` from `offset` (fewer at its end) as a mapped window and the
     /// range of it to send; `None` when the read is small, at or past the end, or `f` cannot
@@ -569,7 +579,10 @@ impl Windows {
         };
         drop(recent);
         let from = (offset - w.start) as usize;
-        Some((w, from..from + len as usize))
+        // Pages not read in yet are left to pread: it reads ahead as the file is read in
+        // order, where faults on the mapping would read them a page at a time.
+        w.resident(from, len as usize)
+            .then(|| (w, from..from + len as usize))
     }
 }
 
@@ -597,6 +610,24 @@ impl Window {
             start,
             len,
         })
+    }
+
+    /// Whether every page of `from..from + len` is in the page cache.
+    fn resident(&self, from: usize, len: usize) -> bool {
+        let page = page_size();
+        let start = from - from % page;
+        let pages = (from + len - start).div_ceil(page);
+        let mut vec = vec![0u8; pages];
+        // SAFETY: `start..start + pages * page` lies inside the mapping (its last page is
+        // partial at most), and `vec` has one byte per page.
+        let rc = unsafe {
+            libc::mincore(
+                self.base.as_ptr().cast::<u8>().add(start).cast(),
+                (from + len - start).min(self.len - start),
+                vec.as_mut_ptr(),
+            )
+        };
+        rc == 0 && vec.iter().all(|b| b & 1 == 1)
     }
 
     fn covers(&self, offset: u64, len: u64) -> bool {
@@ -707,8 +738,21 @@ mod tests {
         assert_eq!(mapped(&w, &f, at, 128 << 10).as_deref(), Some(&want[..]));
         // Shrinks: a read is bounded by the size at that read.
         more.set_len(300_000).expect("shrink");
+        let want = read_at(&f, 200_000, 128 << 10).expect("pread");
         let got = mapped(&w, &f, 200_000, 128 << 10).expect("mapped");
         assert_eq!(got.len(), 100_000);
-        assert_eq!(got, read_at(&f, 200_000, 128 << 10).expect("pread"));
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn pages_not_read_in_yet_are_left_to_pread() {
+        // A hole is in no page cache until something reads it.
+        let tmp = tempfile::NamedTempFile::new().expect("temp file");
+        tmp.as_file().set_len(4 << 20).expect("sparse");
+        let f = File::open(tmp.path()).expect("open");
+        let w = Windows::default();
+        assert!(w.read(&f, 1 << 20, 128 << 10).is_none(), "not read in");
+        assert_eq!(read_at(&f, 1 << 20, 128 << 10).expect("pread"), vec![0u8; 128 << 10]);
+        assert_eq!(mapped(&w, &f, 1 << 20, 128 << 10), Some(vec![0u8; 128 << 10]));
     }
 }
