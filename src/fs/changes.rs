@@ -50,7 +50,7 @@ impl NormaFs {
         )?);
         // Counts the kernel's lookup of the new inode, which holds the file from now on.
         let e = self.entry_of(&node)?;
-        let fh = self.new_handle(Handle::real(f.clone()));
+        let fh = self.new_handle(Handle::real(f.clone(), e.attr.ino, keep_cache));
         Ok((
             e,
             Opened {
@@ -129,7 +129,7 @@ impl NormaFs {
                 }
                 if let Some(size) = set.size {
                     let handle_file = fh.and_then(|fh| match self.handles.lock().get(&fh) {
-                        Some(Handle::Real(f, _)) => Some(f.clone()),
+                        Some(Handle::Real(f, ..)) => Some(f.clone()),
                         _ => None,
                     });
                     match handle_file {

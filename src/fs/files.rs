@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::handles::Handle;
-use super::real::Window;
+use super::real::{page_size, Window};
 use super::{Base, FsError, Node, NormaFs, Opened};
 use crate::bytes::Bytes;
 use crate::store::ctl::Scope;
@@ -100,9 +100,11 @@ impl NormaFs {
                 if Self::writes(flags) {
                     self.opts.writable()?;
                 }
-                let keep_cache = self.covered(&node, false);
+                // A file seen shorter than the kernel held it is read with direct I/O from
+                // then on (see `read`).
+                let keep_cache = self.covered(&node, false) && !self.inodes.shrunk(ino);
                 let f = self.real_open(ino, *b, rel, flags)?;
-                let fh = self.new_handle(Handle::real(f.clone()));
+                let fh = self.new_handle(Handle::real(f.clone(), ino, keep_cache));
                 Ok(Opened {
                     fh,
                     direct_io: false,
@@ -188,11 +190,18 @@ impl NormaFs {
         offset: u64,
         size: u32,
     ) -> Option<(Arc<Window>, Range<usize>)> {
-        let (f, windows) = match self.handles.lock().get(&fh) {
-            Some(Handle::Real(f, w)) => (f.clone(), w.clone()),
+        // Only through the page cache: should a truncation race the reply, the kernel
+        // reads the page again; a direct read would answer the reader `EIO`.
+        let (f, windows, ino) = match self.handles.lock().get(&fh) {
+            Some(Handle::Real(f, Some(w), ino)) => (f.clone(), w.clone(), *ino),
             _ => return None,
         };
-        windows.read(&f, offset, size as usize)
+        let (w, range) = windows.read(&f, offset, size as usize)?;
+        // As in `read`: a reply short by a page or more.
+        if range.len() + page_size() <= size as usize {
+            self.inodes.mark_shrunk(ino);
+        }
+        Some((w, range))
     }
 
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, FsError> {
@@ -204,10 +213,19 @@ impl NormaFs {
                 let data = self.computed_snapshot(fh, offset, size).unwrap_or_default();
                 Ok(data.window(offset, size).into_owned())
             }
-            Some(Handle::Real(f, _)) => {
-                let f = f.clone();
+            Some(Handle::Real(f, _, ino)) => {
+                let (f, ino) = (f.clone(), *ino);
                 drop(handles);
-                super::real::read_at(&f, offset, size as usize)
+                let data = super::real::read_at(&f, offset, size as usize)?;
+                // The kernel asks for pages within the size it holds: a reply short by a page
+                // or more means the file is shorter now (truncated under the mount), and
+                // through the page cache the kernel fills the rest with zeros, keeping its
+                // size if anything changed its attributes meanwhile. Later opens of the
+                // inode read it with direct I/O, where a short read is the end of the file.
+                if data.len() + page_size() <= size as usize {
+                    self.inodes.mark_shrunk(ino);
+                }
+                Ok(data)
             }
             Some(Handle::Ctl {
                 scope,
@@ -227,7 +245,7 @@ impl NormaFs {
         let target = {
             let handles = self.handles.lock();
             match handles.get(&fh) {
-                Some(Handle::Real(f, _)) => Ok(Some(f.clone())),
+                Some(Handle::Real(f, ..)) => Ok(Some(f.clone())),
                 Some(Handle::Ctl { .. }) => Ok(None),
                 Some(Handle::Computed { .. }) => Err(FsError::Access),
                 Some(Handle::Dir(_)) => Err(FsError::IsDir),
@@ -251,7 +269,7 @@ impl NormaFs {
     /// `fsync` of a real file reaches the backing file; computed files have nothing to sync.
     pub fn fsync(&self, fh: u64, datasync: bool) -> Result<(), FsError> {
         let f = match self.handles.lock().get(&fh) {
-            Some(Handle::Real(f, _)) => f.clone(),
+            Some(Handle::Real(f, ..)) => f.clone(),
             Some(_) => return Ok(()),
             None => return Err(FsError::BadHandle),
         };

@@ -19,8 +19,9 @@ pub(super) enum Handle {
     Computed {
         ino: u64,
     },
-    /// A real file's descriptor, and the windows of it its large reads are served from.
-    Real(Arc<File>, Arc<Windows>),
+    /// A real file's descriptor, the windows of it its large reads are served from (only
+    /// when it is read through the page cache, see `NormaFs::read_mapped`), and its inode.
+    Real(Arc<File>, Option<Arc<Windows>>, u64),
     Ctl {
         scope: Scope,
         own: Vec<CtlRecord>,
@@ -37,9 +38,10 @@ pub(super) enum Handle {
 }
 
 impl Handle {
-    /// A real file's handle.
-    pub(super) fn real(f: Arc<File>) -> Handle {
-        Handle::Real(f, Arc::default())
+    /// A handle of real file `f`, inode `ino`; `mapped`: its large reads may be answered
+    /// from mappings of the file.
+    pub(super) fn real(f: Arc<File>, ino: u64, mapped: bool) -> Handle {
+        Handle::Real(f, mapped.then(Arc::default), ino)
     }
 }
 

@@ -53,6 +53,8 @@ struct Bound {
     /// Held at least until then (a grace after each lookup and open), and after it while an
     /// open handle shares the file.
     until: Instant,
+    /// Seen shorter than the kernel held it (truncated in place under the mount).
+    shrunk: bool,
 }
 
 /// A backing file held open for its inode.
@@ -114,6 +116,7 @@ impl Inner {
             id,
             held: None,
             until: now,
+            shrunk: false,
         });
         b.until = now + GRACE;
         if b.held.is_some() {
@@ -206,6 +209,19 @@ impl InodeTable {
         self.inner.write().ino_of(node)
     }
 
+    /// Real file `ino` was seen shorter than the kernel held it: opens of it use direct I/O
+    /// from now on (`NormaFs::read`).
+    pub fn mark_shrunk(&self, ino: u64) {
+        if let Some(b) = self.inner.write().files.get_mut(&ino) {
+            b.shrunk = true;
+        }
+    }
+
+    /// Whether real file `ino` was seen shorter than the kernel held it.
+    pub fn shrunk(&self, ino: u64) -> bool {
+        self.inner.read().files.get(&ino).is_some_and(|b| b.shrunk)
+    }
+
     /// Whether `ino` stands for the backing file `id`: recorded on first sight; `false` when
     /// it stands for another (the name was renamed over since).
     pub fn same_file(&self, ino: u64, id: Ident) -> bool {
@@ -219,6 +235,7 @@ impl InodeTable {
                 id,
                 held: None,
                 until: Instant::now(),
+                shrunk: false,
             })
             .id
             == id

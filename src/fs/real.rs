@@ -538,7 +538,7 @@ const KEPT: usize = 2;
 /// The smallest read worth a window: below it a copy costs less than a mapping.
 const MAP_MIN: usize = 64 << 10;
 
-fn page_size() -> usize {
+pub fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
         p if p > 0 => p as usize,
@@ -752,7 +752,13 @@ mod tests {
         let f = File::open(tmp.path()).expect("open");
         let w = Windows::default();
         assert!(w.read(&f, 1 << 20, 128 << 10).is_none(), "not read in");
-        assert_eq!(read_at(&f, 1 << 20, 128 << 10).expect("pread"), vec![0u8; 128 << 10]);
-        assert_eq!(mapped(&w, &f, 1 << 20, 128 << 10), Some(vec![0u8; 128 << 10]));
+        assert_eq!(
+            read_at(&f, 1 << 20, 128 << 10).expect("pread"),
+            vec![0u8; 128 << 10]
+        );
+        assert_eq!(
+            mapped(&w, &f, 1 << 20, 128 << 10),
+            Some(vec![0u8; 128 << 10])
+        );
     }
 }
