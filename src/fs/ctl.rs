@@ -145,8 +145,9 @@ impl NormaFs {
         };
         for line in text.split('\n').map(str::trim).filter(|l| !l.is_empty()) {
             let seq = self.ctl_log.next_seq(scope);
+            let started = std::time::Instant::now();
             let rec = runner.run(scope, line, seq, chrono::Utc::now());
-            self.after_command(scope);
+            self.after_command(scope, started);
             self.ctl_log.record(scope, rec.clone());
             if let Some(Handle::Ctl {
                 own,

@@ -22,8 +22,10 @@ pub const ROOT_INO: u64 = 1;
 #[derive(Debug, Default)]
 struct Inner {
     by_node: HashMap<Node, u64>,
-    /// Index `ino - 1`: the node, `None` once detached (renamed over or removed).
-    nodes: Vec<(Option<Node>, u64)>,
+    /// Per slot (an inode number's low 32 bits, less one): the node, `None` once detached
+    /// (renamed over or removed), the kernel's lookups, and the slot's generation (the
+    /// number's high bits; see [`InodeTable::detach`]).
+    nodes: Vec<(Option<Node>, u64, u32)>,
     /// The backing file each real regular file's inode stands for, for the inode's whole
     /// life (a file replaced by rename is another file, with an inode of its own, see
     /// [`InodeTable::renew`]), and the descriptor it is held by while the kernel holds the
@@ -80,18 +82,46 @@ pub struct InodeTable {
     inner: RwLock<Inner>,
 }
 
+/// An inode number's slot and generation.
+fn split(ino: u64) -> (usize, u32) {
+    (
+        ((ino & 0xFFFF_FFFF).wrapping_sub(1)) as usize,
+        (ino >> 32) as u32,
+    )
+}
+
+/// The inode number of slot `i` in generation `gen`.
+fn number(i: usize, gen: u32) -> u64 {
+    (u64::from(gen) << 32) | (i as u64 + 1)
+}
+
 impl Inner {
-    /// A new inode naming `node`: a number given back by `detach` if there is one.
+    /// The slot of `ino`, if `ino` is its current number.
+    fn slot(&self, ino: u64) -> Option<&(Option<Node>, u64, u32)> {
+        let (i, gen) = split(ino);
+        self.nodes.get(i).filter(|s| s.2 == gen)
+    }
+
+    fn slot_mut(&mut self, ino: u64) -> Option<&mut (Option<Node>, u64, u32)> {
+        let (i, gen) = split(ino);
+        self.nodes.get_mut(i).filter(|s| s.2 == gen)
+    }
+
+    /// A new inode naming `node`: the slot of a number `detach` gave back if there is one,
+    /// under its next generation (a number the kernel or a listing still names stays that
+    /// of nothing).
     fn new_ino(&mut self, node: &Node) -> u64 {
-        while let Some(ino) = self.free.pop() {
-            if let Some(slot) = self.nodes.get_mut((ino - 1) as usize) {
+        while let Some(old) = self.free.pop() {
+            let (i, _) = split(old);
+            if let Some(slot) = self.slot_mut(old) {
                 if slot.0.is_none() && slot.1 == 0 {
-                    *slot = (Some(node.clone()), 0);
-                    return ino;
+                    let gen = slot.2.wrapping_add(1);
+                    *slot = (Some(node.clone()), 0, gen);
+                    return number(i, gen);
                 }
             }
         }
-        self.nodes.push((Some(node.clone()), 0));
+        self.nodes.push((Some(node.clone()), 0, 0));
         self.nodes.len() as u64
     }
 
@@ -195,7 +225,7 @@ impl InodeTable {
             ..Inner::default()
         };
         inner.by_node.insert(Node::Root, ROOT_INO);
-        inner.nodes.push((Some(Node::Root), 1));
+        inner.nodes.push((Some(Node::Root), 1, 0));
         InodeTable {
             inner: RwLock::new(inner),
         }
@@ -260,7 +290,7 @@ impl InodeTable {
                 w.by_node.remove(node);
                 ino = w.ino_of(node);
             }
-            if let Some(slot) = w.nodes.get_mut((ino - 1) as usize) {
+            if let Some(slot) = w.slot_mut(ino) {
                 slot.1 = slot.1.saturating_add(1);
             }
             w.hold(ino, id, file, &mut spare);
@@ -338,7 +368,7 @@ impl InodeTable {
     pub fn lookup(&self, node: &Node) -> u64 {
         let ino = self.ino(node);
         let mut w = self.inner.write();
-        if let Some(slot) = w.nodes.get_mut((ino - 1) as usize) {
+        if let Some(slot) = w.slot_mut(ino) {
             slot.1 = slot.1.saturating_add(1);
         }
         ino
@@ -347,7 +377,7 @@ impl InodeTable {
     /// One more kernel lookup of `ino`, which names a node already (a `readdirplus` entry).
     pub fn lookup_ino(&self, ino: u64) {
         let mut w = self.inner.write();
-        if let Some(slot) = w.nodes.get_mut((ino.wrapping_sub(1)) as usize) {
+        if let Some(slot) = w.slot_mut(ino) {
             slot.1 = slot.1.saturating_add(1);
         }
     }
@@ -357,7 +387,7 @@ impl InodeTable {
     pub fn forget(&self, ino: u64, n: u64) {
         let spare = {
             let mut w = self.inner.write();
-            let Some(slot) = w.nodes.get_mut((ino.wrapping_sub(1)) as usize) else {
+            let Some(slot) = w.slot_mut(ino) else {
                 return;
             };
             slot.1 = slot.1.saturating_sub(n);
@@ -372,18 +402,13 @@ impl InodeTable {
     /// The node of an inode; `None` for unknown or detached inodes.
     pub fn node(&self, ino: u64) -> Option<Node> {
         let r = self.inner.read();
-        r.nodes
-            .get((ino.wrapping_sub(1)) as usize)
-            .and_then(|s| s.0.clone())
+        r.slot(ino).and_then(|s| s.0.clone())
     }
 
     /// The kernel's lookup count of `ino` (for tests and debugging).
     pub fn lookups(&self, ino: u64) -> u64 {
         let r = self.inner.read();
-        r.nodes
-            .get((ino.wrapping_sub(1)) as usize)
-            .map(|s| s.1)
-            .unwrap_or(0)
+        r.slot(ino).map(|s| s.1).unwrap_or(0)
     }
 
     /// `from` was renamed to `to`: the inode of `from` now names `to`; the inode that named `to`
@@ -392,12 +417,12 @@ impl InodeTable {
     pub fn rename(&self, from: &Node, to: &Node) {
         let mut w = self.inner.write();
         if let Some(old_to) = w.by_node.remove(to) {
-            if let Some(slot) = w.nodes.get_mut((old_to - 1) as usize) {
+            if let Some(slot) = w.slot_mut(old_to) {
                 slot.0 = None;
             }
         }
         if let Some(ino) = w.by_node.remove(from) {
-            if let Some(slot) = w.nodes.get_mut((ino - 1) as usize) {
+            if let Some(slot) = w.slot_mut(ino) {
                 slot.0 = Some(to.clone());
             }
             w.by_node.insert(to.clone(), ino);
@@ -405,21 +430,23 @@ impl InodeTable {
     }
 
     /// `ino` names nothing any more and nothing can ask for it again (a computed file's inode
-    /// of a version gone, forgotten by the kernel and open nowhere): its number is given to
-    /// the next new inode. The kernel may take a number again once it forgot it: it counts
-    /// the lookups it forgets, so an inode a lookup answer still names is never forgotten.
+    /// of a version gone, forgotten by the kernel and open nowhere): its slot is given to the
+    /// next new inode, under a new number (the next generation in its high 32 bits), so that
+    /// the old number, wherever it is still written down (a kept listing, a reply under
+    /// way), names nothing rather than another node.
     pub fn detach(&self, ino: u64) {
         let mut w = self.inner.write();
         let w = &mut *w;
-        let Some((Some(node), lookups)) = w.nodes.get((ino.wrapping_sub(1)) as usize).cloned()
-        else {
+        let Some((Some(node), lookups, _)) = w.slot(ino).cloned() else {
             return;
         };
         if w.by_node.get(&node) == Some(&ino) {
             // Still the inode its name gives.
             return;
         }
-        w.nodes[(ino - 1) as usize].0 = None;
+        if let Some(slot) = w.slot_mut(ino) {
+            slot.0 = None;
+        }
         if lookups > 0 || w.files.contains_key(&ino) {
             // Held by the kernel, or a real file's: only the name is let go.
             return;
@@ -439,7 +466,7 @@ impl InodeTable {
     pub fn remove(&self, node: &Node) {
         let mut w = self.inner.write();
         if let Some(ino) = w.by_node.remove(node) {
-            if let Some(slot) = w.nodes.get_mut((ino - 1) as usize) {
+            if let Some(slot) = w.slot_mut(ino) {
                 slot.0 = None;
             }
         }
@@ -451,8 +478,8 @@ impl InodeTable {
         r.nodes
             .iter()
             .enumerate()
-            .filter(|(i, (node, lookups))| node.is_some() && (*lookups > 0 || *i == 0))
-            .map(|(i, _)| i as u64 + 1)
+            .filter(|(i, (node, lookups, _))| node.is_some() && (*lookups > 0 || *i == 0))
+            .map(|(i, s)| number(i, s.2))
             .collect()
     }
 
@@ -462,11 +489,7 @@ impl InodeTable {
     /// anyone reads. The kernel looks the name up before any use (the entry is kept for no
     /// time) and finds the file's own inode; an open or `getattr` of this one answers ESTALE.
     pub fn listing_ino(&self, node: &Node) -> u64 {
-        let named = |r: &Inner, ino: u64| {
-            r.nodes
-                .get((ino - 1) as usize)
-                .is_some_and(|s| s.0.as_ref() == Some(node))
-        };
+        let named = |r: &Inner, ino: u64| r.slot(ino).is_some_and(|s| s.0.as_ref() == Some(node));
         {
             let r = self.inner.read();
             if let Some(&ino) = r.listing.get(node).filter(|&&i| named(&r, i)) {
@@ -489,8 +512,8 @@ impl InodeTable {
             .get(sid)
             .into_iter()
             .flatten()
-            .filter_map(|&ino| match r.nodes.get((ino - 1) as usize) {
-                Some((Some(Node::Raw(s, a, b)), _)) if s == sid => {
+            .filter_map(|&ino| match r.slot(ino) {
+                Some((Some(Node::Raw(s, a, b)), ..)) if s == sid => {
                     Some((ino, super::node::raw_name(a, b)))
                 }
                 _ => None,
@@ -616,7 +639,7 @@ mod tests {
     }
 
     #[test]
-    fn a_detached_inode_forgotten_by_the_kernel_is_given_again() {
+    fn a_detached_inode_forgotten_by_the_kernel_gives_its_slot_under_a_new_number() {
         let t = InodeTable::new();
         let raw = Node::Raw("x".into(), "m0001".into(), "m0004".into());
         let view = Node::Computed("x".into(), crate::fs::node::ComputedKind::View);
@@ -626,28 +649,41 @@ mod tests {
         let new = t.renew(&raw);
         assert_ne!(new, old);
         let other = t.renew(&view);
-        assert_ne!(other, old, "not given while the kernel holds it");
-        // Forgotten: its number comes back, once, and the session's raw list lets it go.
+        assert_ne!(
+            other & 0xFFFF_FFFF,
+            old & 0xFFFF_FFFF,
+            "not while the kernel holds it"
+        );
+        // Forgotten: its slot comes back, once, under a number of its own; the old number
+        // names nothing, and the session's raw list lets it go.
         t.forget(old, 1);
         t.detach(old);
         assert_eq!(t.node(old), None, "names nothing");
         assert_eq!(t.raw_of("x"), vec![(new, "m0001-m0004.md".to_string())]);
-        let memory = Node::MemoryIndex;
-        assert_eq!(t.ino(&memory), old, "the number given again");
-        assert_eq!(t.node(old), Some(memory));
-        assert_ne!(t.renew(&Node::RootAudit), old);
-        // The current inode of a name is never given away, nor a listing's placeholder for
-        // another node.
+        let slots = t.len();
+        let memory = t.ino(&Node::MemoryIndex);
+        assert_eq!(t.len(), slots, "the slot given again");
+        assert_eq!(memory & 0xFFFF_FFFF, old & 0xFFFF_FFFF);
+        assert_ne!(memory, old, "under a new number");
+        assert_eq!(t.node(old), None, "the old number still names nothing");
+        assert_eq!(t.node(memory), Some(Node::MemoryIndex));
+        t.lookup_ino(old);
+        assert_eq!(
+            t.lookups(memory),
+            0,
+            "a late count of the old number counts nothing"
+        );
+        assert_ne!(t.renew(&Node::RootAudit) & 0xFFFF_FFFF, old & 0xFFFF_FFFF);
+        // The current inode of a name is never given away; a listing's placeholder given
+        // away is never linked again.
         t.detach(new);
         assert_eq!(t.node(new), Some(raw.clone()));
         t.detach(placeholder);
         let taken = t.ino(&Node::MemoryDir);
-        assert_eq!(
-            taken, placeholder,
-            "a placeholder nobody looked up is given again"
-        );
+        assert_eq!(taken & 0xFFFF_FFFF, placeholder & 0xFFFF_FFFF);
         let again = t.listing_ino(&view);
-        assert_ne!(again, taken);
+        assert!(again != taken && again != placeholder);
         assert_eq!(t.node(again), Some(view));
+        assert_eq!(t.node(placeholder), None);
     }
 }

@@ -32,7 +32,7 @@ pub mod watch;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::config::Config;
 use crate::store::root::{self, RootPaths};
@@ -234,19 +234,19 @@ impl NormaFs {
         out
     }
 
-    /// A ctl command of `scope` ran: the computed files it may have changed hold no
-    /// version from a lookup before it (see `Versions::release_holds`), so a script's next
+    /// A ctl command of `scope` ran (from `since`): the computed files it may have changed
+    /// hold no version from a lookup before it (see `Versions::release_holds`), so a script's next
     /// read shows its result even before the watcher reports the files it wrote. (Not on
     /// the watcher's reports: a live session changes every few milliseconds, and the hold
     /// is what lets the open that follows a lookup find what the lookup found.)
-    pub(super) fn after_command(&self, scope: &crate::store::ctl::Scope) {
+    pub(super) fn after_command(&self, scope: &crate::store::ctl::Scope, since: Instant) {
         let changed = match scope {
             crate::store::ctl::Scope::Session(sid) => watch::Affected::Session(sid.clone()),
             crate::store::ctl::Scope::Root => watch::Affected::Root,
         };
         let files = self.invalidate_computed(&changed);
         self.versions
-            .release_holds(files.into_iter().map(|i| i.ino));
+            .release_holds(files.into_iter().map(|i| i.ino), since);
     }
 
     /// `statfs` of the transcripts directory.

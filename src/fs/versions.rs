@@ -203,15 +203,21 @@ impl Versions {
         );
     }
 
-    /// A ctl command changed the inputs of `inos`: what their lookups held is held no more, so an open through a name the kernel still keeps finds
-    /// the change (ESTALE, and the kernel looks the name up again) instead of the version
-    /// before it. Open handles keep theirs.
-    pub(super) fn release_holds(&self, inos: impl IntoIterator<Item = u64>) {
+    /// A ctl command that started at `since` changed the inputs of `inos`: what their
+    /// lookups before it held is held no more, so an open through a name the kernel still
+    /// keeps finds the change (ESTALE, and the kernel looks the name up again) instead of
+    /// the version before it. A hold since then stays: it may be the lookup of the kernel's
+    /// retry after such an ESTALE, and ending it would answer the retried open ESTALE too,
+    /// which the kernel hands to the reader. Open handles keep theirs.
+    pub(super) fn release_holds(&self, inos: impl IntoIterator<Item = u64>, since: Instant) {
         let now = Instant::now();
         let mut g = self.inner.lock();
         for ino in inos {
             if let Some(o) = g.open.get_mut(&ino) {
-                o.until = o.until.min(now);
+                // A hold lasts `HOLD` from its lookup.
+                if o.until < since + HOLD {
+                    o.until = o.until.min(now);
+                }
             }
             g.let_go_if_idle(ino, now);
         }
@@ -291,7 +297,7 @@ impl Versions {
 
 #[cfg(test)]
 mod tests {
-    use std::time::SystemTime;
+    use std::time::{Instant, SystemTime};
 
     use super::{Fit, Versions};
     use crate::bytes::Bytes;
@@ -374,7 +380,7 @@ mod tests {
         v.closed(3);
         assert!(v.is_open(3), "held a moment after its lookup");
         // A ctl command ends the hold.
-        v.release_holds([3]);
+        v.release_holds([3], Instant::now());
         assert!(!v.is_open(3));
         // Idle now, it still stands for the version its handles read.
         assert_eq!(v.fit(3, true, &content("a\nb\n", 2)).0, Fit::Fits);
