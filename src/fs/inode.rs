@@ -43,7 +43,8 @@ struct Inner {
     /// its name to (see [`InodeTable::listing_ino`]).
     listing: HashMap<Node, u64>,
     /// Inodes that name nothing and that nothing can ask for again (see
-    /// [`InodeTable::detach`]): numbers to give again before the table grows.
+    /// [`InodeTable::detach`]): their slots are given again, under new numbers, before the
+    /// table grows.
     free: Vec<u64>,
 }
 

@@ -267,7 +267,7 @@ impl NormaFs {
         self.computed.cached_bytes()
     }
 
-    /// Inode numbers in use or free to be given again (the inode table's size).
+    /// Slots of the inode table, in use or free to be given again (its size).
     pub fn inode_numbers(&self) -> usize {
         self.inodes.len()
     }
