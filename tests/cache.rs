@@ -754,3 +754,59 @@ fn computed_files_are_kept_in_the_page_cache_and_a_rewrite_is_a_new_inode() {
         drop(held);
     }
 }
+
+/// A change of a session that leaves a computed file's bytes as they were (a raw range when
+/// the transcript grows) keeps the file's inode: its number and its kept pages stay, while a
+/// file whose bytes changed (the view) follows the change.
+#[test]
+fn computed_files_whose_bytes_stay_keep_their_inode() {
+    use std::os::unix::fs::MetadataExt;
+    if !fuse_available() {
+        return;
+    }
+    let m = Mounted::new(
+        example_root(),
+        Config::default(),
+        MountOptions {
+            passthrough: false,
+            ..MountOptions::default()
+        },
+    );
+    let raw = m.at(&format!("sessions/{SID}/raw"));
+    let ranges = names(&raw);
+    assert!(!ranges.is_empty(), "the session has archived ranges");
+    let before: Vec<(u64, Vec<u8>)> = ranges
+        .iter()
+        .map(|r| {
+            let p = raw.join(r);
+            let bytes = cat(&p);
+            (std::fs::metadata(&p).expect("stat").ino(), bytes)
+        })
+        .collect();
+    // Held open (a pager, an agent's reader): the kernel keeps the inodes meanwhile.
+    let held: Vec<std::fs::File> = ranges
+        .iter()
+        .map(|r| std::fs::File::open(raw.join(r)).expect("open"))
+        .collect();
+    let view = m.at(&format!("sessions/{SID}/view.jsonl"));
+    let old_view = cat(&view);
+    for round in 0..3 {
+        // Past the moment a lookup holds its version for.
+        std::thread::sleep(normafs::fs::versions::HOLD + Duration::from_millis(50));
+        append_record(&m.root().join(format!("transcripts/{SID}.jsonl")));
+        let want = old_view.len() + round;
+        assert!(within(SOON, || cat(&view).len() > want), "the view grew");
+        for (r, (ino, bytes)) in ranges.iter().zip(&before) {
+            let p = raw.join(r);
+            eprintln!("{r} {} {ino}", std::fs::metadata(&p).expect("stat").ino());
+            assert_eq!(&cat(&p), bytes, "{r}: the same bytes");
+            assert_eq!(std::fs::metadata(&p).expect("stat").ino(), *ino, "{r}");
+        }
+    }
+    for (f, (ino, bytes)) in held.iter().zip(&before) {
+        assert_eq!(f.metadata().expect("fstat").ino(), *ino);
+        let mut got = vec![0; bytes.len() + 1];
+        let n = f.read_at(&mut got, 0).expect("read");
+        assert_eq!(&got[..n], bytes.as_slice());
+    }
+}

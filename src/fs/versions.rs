@@ -4,7 +4,8 @@
 //! computed file's inode stands for one version of the file's content: the first one the
 //! kernel was told of (a size in a reply, an open), and, while a handle of the inode is open,
 //! the newer versions that extend it (a view grown by appends: a prefix of every byte the
-//! kernel may hold stays what it was). Content that does not extend it (a compress rewrote the
+//! kernel may hold stays what it was). The same bytes made from changed inputs are the same
+//! version (see [`SAME_BYTES`]). Content that does not extend it (a compress rewrote the
 //! view, or the inode was idle when the content changed) is another version, under a new
 //! inode; the old one stays with its open handles, which keep reading what they opened. Every
 //! size the kernel holds for an inode is then a whole version of it and every page it caches
@@ -72,21 +73,50 @@ pub(super) struct Versions {
 struct Inner {
     /// Inodes with open handles or looked up a moment ago: the newest version they read.
     open: HashMap<u64, Open>,
-    /// Inodes the kernel was told of without an open handle: their version's fingerprint.
-    told: HashMap<u64, u64>,
+    /// Inodes the kernel was told of without an open handle: their version.
+    told: HashMap<u64, Told>,
     /// The attributes last sent for each computed file the kernel holds (see
     /// [`NormaFs::entry_plus`](super::NormaFs::entry_plus)).
     attrs: HashMap<u64, Attr>,
 }
 
+/// The version an idle inode stands for: its inputs' fingerprint, and its bytes while the
+/// inode is the name's and they are small (see [`SAME_BYTES`]).
+struct Told {
+    fp: u64,
+    data: Option<Bytes>,
+}
+
+impl Told {
+    fn of(c: &Content) -> Told {
+        Told::new(c.fp, &c.data)
+    }
+
+    fn of_open(o: &Open) -> Told {
+        Told::new(o.fp, &o.head)
+    }
+
+    fn new(fp: u64, data: &Bytes) -> Told {
+        Told {
+            fp,
+            data: (data.len() <= SAME_BYTES).then(|| data.clone()),
+        }
+    }
+}
+
+/// Content whose inputs changed but whose bytes did not (a raw range when the transcript
+/// grows, `status.json` when nothing it counts moved) is the same version: an inode keeps
+/// standing for it, so its cached pages and its number stay. An idle inode keeps the bytes
+/// of its version for that comparison up to this size (larger files are views, which grow
+/// rather than stay the same); an open one compares with what its handles read.
+pub const SAME_BYTES: u64 = 1 << 20;
+
 impl Inner {
     fn fit(&mut self, ino: u64, current: bool, c: &Content) -> (Fit, Option<Described>) {
         self.let_go_if_idle(ino, Instant::now());
         if let Some(o) = self.open.get_mut(&ino) {
-            let extends = current
-                && c.fp != o.fp
-                && c.data.len() > o.head.len()
-                && c.data.starts_with(&o.head);
+            let moved = current && c.fp != o.fp;
+            let extends = moved && c.data.len() >= o.head.len() && c.data.starts_with(&o.head);
             if extends {
                 o.head = c.data.clone();
                 o.fp = c.fp;
@@ -105,13 +135,24 @@ impl Inner {
             return (fit, Some(d));
         }
         if !current {
+            // Never the name's again: nothing to compare with.
+            if let Some(t) = self.told.get_mut(&ino) {
+                t.data = None;
+            }
             return (Fit::Left { held: false }, None);
         }
-        match self.told.get(&ino) {
-            Some(&fp) if fp != c.fp => return (Fit::Left { held: false }, None),
+        match self.told.get_mut(&ino) {
+            Some(t) if t.fp != c.fp => {
+                if t.data.as_ref() != Some(&c.data) {
+                    t.data = None;
+                    return (Fit::Left { held: false }, None);
+                }
+                // The same bytes from other inputs.
+                t.fp = c.fp;
+            }
             Some(_) => {}
             None => {
-                self.told.insert(ino, c.fp);
+                self.told.insert(ino, Told::of(c));
             }
         }
         let d = Described {
@@ -127,9 +168,9 @@ impl Inner {
     fn let_go_if_idle(&mut self, ino: u64, now: Instant) {
         if let Some(o) = self.open.get(&ino) {
             if o.handles == 0 && o.until <= now {
-                let fp = o.fp;
+                let t = Told::of_open(o);
                 self.open.remove(&ino);
-                self.told.insert(ino, fp);
+                self.told.insert(ino, t);
             }
         }
     }
@@ -187,7 +228,7 @@ impl Versions {
             o.until = o.until.max(until);
             return;
         }
-        if g.told.get(&ino).is_some_and(|&fp| fp != c.fp) {
+        if g.told.get(&ino).is_some_and(|t| t.fp != c.fp) {
             return;
         }
         g.told.remove(&ino);
@@ -253,9 +294,9 @@ impl Versions {
         };
         o.handles = o.handles.saturating_sub(1);
         if o.handles == 0 && o.until <= Instant::now() {
-            let fp = o.fp;
+            let t = Told::of_open(o);
             g.open.remove(&ino);
-            g.told.insert(ino, fp);
+            g.told.insert(ino, t);
         }
     }
 
@@ -337,6 +378,38 @@ mod tests {
         // Forgotten by the kernel: free for the next version.
         v.forget(7);
         assert_eq!(v.fit(7, true, &content("a\nb\n", 2)).0, Fit::Fits);
+    }
+
+    #[test]
+    fn the_same_bytes_from_other_inputs_are_the_same_version() {
+        let v = Versions::default();
+        assert_eq!(v.fit(7, true, &content("a\n", 1)).0, Fit::Fits);
+        assert_eq!(v.fit(7, true, &content("a\n", 2)).0, Fit::Fits);
+        assert_eq!(
+            v.fit(7, true, &content("b\n", 3)).0,
+            Fit::Left { held: false }
+        );
+        // Open handles too: they read the same bytes either way.
+        assert_eq!(
+            v.open(9, true, &content("x\n", 1)).expect("open").fit,
+            Fit::Fits
+        );
+        assert_eq!(v.fit(9, true, &content("x\n", 2)).0, Fit::Fits);
+        assert_eq!(
+            v.open(9, true, &content("x\n", 2)).expect("open").fit,
+            Fit::Fits
+        );
+        assert_eq!(
+            v.fit(9, true, &content("y\n", 3)).0,
+            Fit::Left { held: true }
+        );
+        // Too large to keep for the comparison while idle: another version.
+        let big = "z".repeat(super::SAME_BYTES as usize + 1);
+        assert_eq!(v.fit(11, true, &content(&big, 1)).0, Fit::Fits);
+        assert_eq!(
+            v.fit(11, true, &content(&big, 2)).0,
+            Fit::Left { held: false }
+        );
     }
 
     #[test]
