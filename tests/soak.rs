@@ -368,8 +368,10 @@ fn validate(name: &str, bytes: &[u8]) -> Result<(), String> {
 
 /// Open, fstat, read to EOF, close; the bytes.
 fn read_checked(p: &Path, shared: &Shared) -> Result<Vec<u8>, String> {
+    use std::os::unix::fs::MetadataExt;
     let mut f = File::open(p).map_err(|e| format!("open: {e}"))?;
-    let size = f.metadata().map_err(|e| format!("fstat: {e}"))?.len();
+    let meta = f.metadata().map_err(|e| format!("fstat: {e}"))?;
+    let size = meta.len();
     let mut buf = Vec::with_capacity(size as usize);
     f.read_to_end(&mut buf).map_err(|e| format!("read: {e}"))?;
     shared.reads.fetch_add(1, Ordering::Relaxed);
@@ -390,6 +392,23 @@ fn read_checked(p: &Path, shared: &Shared) -> Result<Vec<u8>, String> {
             buf.len()
         ));
     }
+    let name = p
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    validate(&name, &buf).map_err(|e| {
+        // What tells a cut read from a wrong one.
+        let after = f.metadata().map(|m| m.len()).unwrap_or(0);
+        let tail = &buf[buf.len().saturating_sub(60)..];
+        format!(
+            "{e} (inode {}: read {} bytes, fstat said {size} before and {after} after, \
+             {} NUL bytes, ends {:?})",
+            meta.ino(),
+            buf.len(),
+            buf.iter().filter(|&&b| b == 0).count(),
+            String::from_utf8_lossy(tail)
+        )
+    })?;
     Ok(buf)
 }
 
@@ -429,7 +448,7 @@ fn reader_thread(
                     .file_name()
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default();
-                let r = read_checked(&p, &shared).and_then(|b| {
+                let r = read_checked(&p, &shared).map(|b| {
                     if name == "audit.txt"
                         && String::from_utf8_lossy(&b).contains("state.behind-journal")
                     {
@@ -438,7 +457,6 @@ fn reader_thread(
                     if name == "state.json" {
                         shared.state_reads.fetch_add(1, Ordering::Relaxed);
                     }
-                    validate(&name, &b)
                 });
                 if let Err(e) = r {
                     shared.fail(format!("{}: {e}", p.display()));

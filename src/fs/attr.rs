@@ -212,7 +212,7 @@ impl NormaFs {
         let d = self.computed_version(n, ino, hold)?;
         let ttl = if covered { self.opts.watched_ttl } else { zero };
         Ok(Entry {
-            attr: self.made_attr(ino, FileKind::File, d.perm, d.data.len(), d.mtime),
+            attr: self.made_attr(ino, FileKind::File, d.perm, d.size, d.mtime),
             ttl,
             entry_ttl: entry_ttl.max(ttl),
         })

@@ -51,6 +51,7 @@ pub use options::{FsOptions, WATCHED_TTL};
 use real::Backing;
 pub use reply::{Attr, DirEntry, Entry, FileKind, Opened, PlusEntry, SetAttr};
 pub use testhook::{set_before_mapped_reply, set_panic_on_lookup, set_panic_on_request};
+pub use versions::TailDrop;
 use versions::Versions;
 
 /// The filesystem: the root's paths and settings, and the owners of its state.
@@ -167,6 +168,27 @@ impl NormaFs {
     /// a ctl write of that size may be one the kernel split.
     pub fn set_max_write(&mut self, max_write: u32) {
         self.opts.max_write = max_write;
+    }
+
+    /// Have the sizes of open computed files that grow told to the kernel only after the
+    /// page their last size ended in is dropped: the mount drops it for each [`TailDrop`]
+    /// sent to `tx` and reports it with [`NormaFs::tail_dropped`] (see
+    /// `Versions::set_tail_drops`). Only where the kernel keeps computed files' pages.
+    pub fn set_tail_drops(&self, tx: std::sync::mpsc::Sender<TailDrop>) {
+        if self.opts.kernel_caching() {
+            self.versions.set_tail_drops(tx);
+        }
+    }
+
+    /// The size of what the handles of computed file `ino` read now (before its drop).
+    pub fn head_len(&self, ino: u64) -> Option<u64> {
+        self.versions.head_len(ino)
+    }
+
+    /// The kernel dropped the pages asked for; `head` is what [`NormaFs::head_len`] said
+    /// before.
+    pub fn tail_dropped(&self, ino: u64, head: u64) {
+        self.versions.tail_dropped(ino, head);
     }
 
     /// Inodes the kernel holds (to drop all it may have cached).

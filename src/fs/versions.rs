@@ -35,12 +35,33 @@ struct Open {
     mtime: SystemTime,
     handles: usize,
     until: Instant,
+    /// The size the kernel may be told: `head`'s, or while the page the last size told ends
+    /// in is being dropped (see [`Versions::set_tail_drops`]), that size.
+    safe: u64,
+    /// A drop of that page is asked for and not done yet.
+    dropping: bool,
+}
+
+impl Open {
+    fn new(c: &Content, until: Instant) -> Open {
+        Open {
+            head: c.data.clone(),
+            fp: c.fp,
+            mtime: c.mtime,
+            handles: 0,
+            until,
+            safe: c.data.len(),
+            dropping: false,
+        }
+    }
 }
 
 /// What a computed file's inode is described and read as.
 #[derive(Clone)]
 pub(super) struct Described {
     pub data: Bytes,
+    /// The size to tell the kernel (`data`'s, or less while a page is dropped).
+    pub size: u64,
     /// Always the inputs' current mode (a chmod is no new version).
     pub perm: u16,
     pub mtime: SystemTime,
@@ -67,6 +88,20 @@ pub(super) enum Fit {
 #[derive(Default)]
 pub(super) struct Versions {
     inner: Mutex<Inner>,
+    /// Where to ask for a page to be dropped (see [`Versions::set_tail_drops`]).
+    tails: std::sync::OnceLock<std::sync::mpsc::Sender<TailDrop>>,
+}
+
+/// Ask the kernel to drop the pages of `ino` from the one `from` is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TailDrop {
+    pub ino: u64,
+    pub from: u64,
+}
+
+/// The kernel's page size: where a version may end within a page.
+fn page() -> u64 {
+    super::real::page_size() as u64
 }
 
 #[derive(Default)]
@@ -78,6 +113,10 @@ struct Inner {
     /// The attributes last sent for each computed file the kernel holds (see
     /// [`NormaFs::entry_plus`](super::NormaFs::entry_plus)).
     attrs: HashMap<u64, Attr>,
+    /// Sizes are held back until a page is dropped (see [`Versions::set_tail_drops`]).
+    drops: bool,
+    /// Drops to ask for once the lock is let go.
+    wanted: Vec<TailDrop>,
 }
 
 /// The version an idle inode stands for: its inputs' fingerprint, and its bytes while the
@@ -118,12 +157,24 @@ impl Inner {
             let moved = current && c.fp != o.fp;
             let extends = moved && c.data.len() >= o.head.len() && c.data.starts_with(&o.head);
             if extends {
+                let told = o.head.len();
                 o.head = c.data.clone();
                 o.fp = c.fp;
                 o.mtime = c.mtime;
+                if !self.drops {
+                    o.safe = o.head.len();
+                } else if !o.dropping {
+                    if told % page() == 0 || o.head.len() == told {
+                        o.safe = o.head.len();
+                    } else {
+                        o.dropping = true;
+                        self.wanted.push(TailDrop { ino, from: told });
+                    }
+                }
             }
             let d = Described {
                 data: o.head.clone(),
+                size: o.safe.min(o.head.len()),
                 perm: c.perm,
                 mtime: o.mtime,
             };
@@ -157,6 +208,7 @@ impl Inner {
         }
         let d = Described {
             data: c.data.clone(),
+            size: c.data.len(),
             perm: c.perm,
             mtime: c.mtime,
         };
@@ -167,7 +219,8 @@ impl Inner {
     /// for it still, as for a version whose last handle closed.
     fn let_go_if_idle(&mut self, ino: u64, now: Instant) {
         if let Some(o) = self.open.get(&ino) {
-            if o.handles == 0 && o.until <= now {
+            // Not while a page is being dropped: the idle inode would be described whole.
+            if o.handles == 0 && o.until <= now && !o.dropping {
                 let t = Told::of_open(o);
                 self.open.remove(&ino);
                 self.told.insert(ino, t);
@@ -182,7 +235,60 @@ impl Versions {
     /// brought up to `c` when `c` extends it and the inode is current; else `c`, which
     /// becomes the inode's version if it had none.
     pub(super) fn fit(&self, ino: u64, current: bool, c: &Content) -> (Fit, Option<Described>) {
-        self.inner.lock().fit(ino, current, c)
+        let mut g = self.inner.lock();
+        let r = g.fit(ino, current, c);
+        self.ask(g);
+        r
+    }
+
+    /// Sizes of open computed files are told to the kernel only once the page their last
+    /// size told ends in is dropped, asked for through `tx` (see [`TailDrop`]), then
+    /// reported by [`Versions::tail_dropped`]. The kernel zero-fills that page past the end
+    /// of the version it read it for and keeps it when the file grows (it sets the new size,
+    /// then drops the file's pages: a read in between copies the zeros, which the
+    /// live-writer soak saw); dropped first, the page is read again from a version that
+    /// reaches past its end. Without this (no kernel, or no cache), every extension is told
+    /// at once.
+    pub fn set_tail_drops(&self, tx: std::sync::mpsc::Sender<TailDrop>) {
+        if self.tails.set(tx).is_ok() {
+            self.inner.lock().drops = true;
+        }
+    }
+
+    /// The size of what `ino`'s handles read now: what a drop asked for now covers.
+    pub fn head_len(&self, ino: u64) -> Option<u64> {
+        self.inner.lock().open.get(&ino).map(|o| o.head.len())
+    }
+
+    /// The kernel dropped the pages of `ino` from the one a size told ended in, with `head`
+    /// the size its handles read when the drop was asked: every page it holds now is of that
+    /// version or a later one, so that size may be told. A later extension asks for the next
+    /// drop.
+    pub fn tail_dropped(&self, ino: u64, head: u64) {
+        let mut g = self.inner.lock();
+        let Some(o) = g.open.get_mut(&ino) else {
+            return;
+        };
+        o.safe = o.safe.max(head.min(o.head.len()));
+        if o.head.len() > o.safe && o.safe % page() != 0 {
+            let from = o.safe;
+            g.wanted.push(TailDrop { ino, from });
+        } else {
+            o.safe = o.head.len();
+            o.dropping = false;
+        }
+        self.ask(g);
+    }
+
+    /// Send the drops asked for, after the lock is let go.
+    fn ask(&self, mut g: parking_lot::MutexGuard<'_, Inner>) {
+        let wanted = std::mem::take(&mut g.wanted);
+        drop(g);
+        if let Some(tx) = self.tails.get() {
+            for w in wanted {
+                let _ = tx.send(w);
+            }
+        }
     }
 
     /// Open a handle of `ino` on content `c`; its reads read the inode's
@@ -203,17 +309,15 @@ impl Versions {
             (Fit::Fits, None) => return Err(Fit::Left { held: false }),
             (left, _) => return Err(left),
         };
-        let o = g.open.entry(ino).or_insert_with(|| Open {
-            head: c.data.clone(),
-            fp: c.fp,
-            mtime: c.mtime,
-            handles: 0,
-            until: Instant::now(),
-        });
+        let o = g
+            .open
+            .entry(ino)
+            .or_insert_with(|| Open::new(c, Instant::now()));
         o.handles += 1;
-        let len = o.head.len();
+        let len = o.safe.min(o.head.len());
         g.told.remove(&ino);
         let size_told = g.attrs.get(&ino).is_some_and(|a| a.size == len);
+        self.ask(g);
         Ok(Opening { fit, size_told })
     }
 
@@ -232,16 +336,7 @@ impl Versions {
             return;
         }
         g.told.remove(&ino);
-        g.open.insert(
-            ino,
-            Open {
-                head: c.data.clone(),
-                fp: c.fp,
-                mtime: c.mtime,
-                handles: 0,
-                until,
-            },
-        );
+        g.open.insert(ino, Open::new(c, until));
     }
 
     /// A ctl command that started at `since` changed the inputs of `inos`: what their
@@ -293,7 +388,7 @@ impl Versions {
             return;
         };
         o.handles = o.handles.saturating_sub(1);
-        if o.handles == 0 && o.until <= Instant::now() {
+        if o.handles == 0 && o.until <= Instant::now() && !o.dropping {
             let t = Told::of_open(o);
             g.open.remove(&ino);
             g.told.insert(ino, t);
@@ -461,6 +556,45 @@ mod tests {
             v.fit(3, true, &content("x\n", 3)).0,
             Fit::Left { held: false }
         );
+    }
+
+    #[test]
+    fn a_growing_size_is_told_once_the_page_it_ended_in_is_dropped() {
+        let v = Versions::default();
+        let (tx, rx) = std::sync::mpsc::channel();
+        v.set_tail_drops(tx);
+        let size = |v: &Versions, c: &Content| v.fit(5, true, c).1.expect("described").size;
+        v.open(5, true, &content("a\n", 1)).expect("open");
+        // Grown: read whole, told as before until the page the old size ends in is dropped.
+        let (fit, d) = v.fit(5, true, &content("a\nb\n", 2));
+        let d = d.expect("described");
+        assert_eq!((fit, d.size, d.data.len()), (Fit::Fits, 2, 4));
+        assert_eq!(
+            rx.try_recv().ok(),
+            Some(super::TailDrop { ino: 5, from: 2 })
+        );
+        // Grown again meanwhile: still the old size, no second drop yet.
+        assert_eq!(size(&v, &content("a\nb\nc\n", 3)), 2);
+        assert!(rx.try_recv().is_err());
+        // The drop asked when the handles read 4 bytes: 4 may be told; the 6 needs the next.
+        v.tail_dropped(5, 4);
+        assert_eq!(size(&v, &content("a\nb\nc\n", 3)), 4);
+        assert_eq!(
+            rx.try_recv().ok(),
+            Some(super::TailDrop { ino: 5, from: 4 })
+        );
+        assert_eq!(v.head_len(5), Some(6));
+        v.tail_dropped(5, 6);
+        assert_eq!(size(&v, &content("a\nb\nc\n", 3)), 6);
+        assert!(rx.try_recv().is_err());
+        // Not let go while a drop is under way.
+        assert_eq!(size(&v, &content("a\nb\nc\nd\n", 4)), 6);
+        v.closed(5);
+        v.release_holds([5], Instant::now());
+        assert!(v.is_open(5), "kept until its drop is done");
+        v.tail_dropped(5, 8);
+        v.release_holds([5], Instant::now());
+        assert!(!v.is_open(5));
     }
 
     #[test]

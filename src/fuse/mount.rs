@@ -518,6 +518,32 @@ fn expire_later(n: Notifier) -> io::Result<std::sync::mpsc::Sender<(std::time::I
     Ok(tx)
 }
 
+/// A thread that has the kernel drop the pages of a growing computed file from the one its
+/// last size told ends in, then says so (see `Versions::set_tail_drops`): apart from the
+/// workers, which serve the reads such a drop may wait for. It ends with the mount.
+fn drop_tails(
+    fs: std::sync::Weak<NormaFs>,
+    n: Notifier,
+) -> io::Result<std::sync::mpsc::Sender<crate::fs::TailDrop>> {
+    let (tx, rx) = std::sync::mpsc::channel::<crate::fs::TailDrop>();
+    std::thread::Builder::new()
+        .name("normafs-tails".into())
+        .spawn(move || {
+            while let Ok(d) = rx.recv() {
+                let Some(fs) = fs.upgrade() else { return };
+                let Some(head) = fs.head_len(d.ino) else {
+                    continue;
+                };
+                let page = d.from - d.from % crate::fs::real::page_size() as u64;
+                if let Err(e) = n.inval_inode(INodeNo(d.ino), page as i64, 0) {
+                    tracing::debug!("drop the pages of inode {} from {page}: {e}", d.ino);
+                }
+                fs.tail_dropped(d.ino, head);
+            }
+        })?;
+    Ok(tx)
+}
+
 /// As root, give the mount's own read-ahead (`/sys/class/bdi/0:N/read_ahead_kb`, 128 KiB
 /// as the kernel makes it) that of the device under `backing`, at least 1 MiB: reads through
 /// the page cache then come to normafs in as many bytes at once as a native read asks its
@@ -763,6 +789,7 @@ pub fn mount_background(
     let _ = shared
         .expire
         .set(Mutex::new(expire_later(notifier.clone())?));
+    fs.set_tail_drops(drop_tails(Arc::downgrade(&fs), notifier.clone())?);
     let bg = session.spawn()?;
     let_go_idle_files(Arc::downgrade(&fs))?;
     if !passthrough {
