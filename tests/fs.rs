@@ -1015,3 +1015,44 @@ fn a_read_right_after_a_compress_shows_it() {
     assert_ne!(after, before);
     assert!(String::from_utf8_lossy(&after).contains("The late part of the session"));
 }
+
+/// The kernel's retry after an ESTALE (a lookup, then the open again) finds what its lookup
+/// found even when a ctl command runs in between, as when the open waits behind the command
+/// for a worker: ending that hold too answered the retried open ESTALE, which the kernel
+/// hands to the reader (`open: Stale file handle` in the live-writer soak).
+#[test]
+fn a_retried_open_outlasts_a_command_after_its_lookup() {
+    let d = example_root();
+    let fs = fs_for(d.path(), false);
+    let name = format!("sessions/{SID}/view.jsonl");
+    let view = lookup_path(&fs, &name).expect("view");
+    read_all(&fs, view);
+    let compress = |cmd: &[u8]| {
+        let ctl = lookup_path(&fs, &format!("sessions/{SID}/ctl")).expect("ctl");
+        let o = fs.open(ctl, libc::O_WRONLY).expect("open ctl");
+        fs.write(o.fh, 0, cmd).expect("compress");
+        fs.release(o.fh);
+    };
+    compress(
+        b"compress m00170 m00175 The late part of the session: more files read, nothing decided.\n",
+    );
+    // The kernel opens the inode it kept: gone, ESTALE; it looks the name up again...
+    assert_eq!(
+        fs.open(view, libc::O_RDONLY).expect_err("gone").errno(),
+        libc::ESTALE
+    );
+    let retry = lookup_path(&fs, &name).expect("the retry's lookup");
+    assert_ne!(retry, view);
+    // ...a command runs before the open it retries...
+    compress(b"compress m00176 m00181 Even later: the last files read, still nothing decided.\n");
+    // ...which reads what the lookup found.
+    let o = fs.open(retry, libc::O_RDONLY).expect("the retried open");
+    let got = fs.read(o.fh, 0, 1 << 24).expect("read");
+    fs.release(o.fh);
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.contains("The late part of the session") && !text.contains("Even later"));
+    // The name goes on to the newest view.
+    compress(b"compress m00160 m00165 Later still: a last look at the files, nothing decided.\n");
+    let now = lookup_path(&fs, &name).expect("view");
+    assert!(String::from_utf8_lossy(&read_all(&fs, now)).contains("Later still"));
+}

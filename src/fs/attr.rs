@@ -238,8 +238,11 @@ impl NormaFs {
             super::versions::Fit::Left { .. } if current => {
                 self.inodes.renew(node);
             }
-            super::versions::Fit::Fits if hold => self.versions.hold(ino, &c),
+            super::versions::Fit::Fits if hold => self.versions.hold(ino, &c, node),
             _ => {}
+        }
+        if d.is_none() && !hold {
+            self.versions.answered_stale(node);
         }
         d.ok_or(FsError::Stale)
     }

@@ -80,6 +80,7 @@ impl NormaFs {
                 // the name up again and retries under its new inode.
                 let opening = opening.map_err(|left| {
                     tracing::debug!("open of {n:?} (inode {ino}): {left:?}");
+                    self.versions.answered_stale(n);
                     FsError::Stale
                 })?;
                 let fh = self.new_handle(Handle::Computed { ino });

@@ -19,6 +19,7 @@ use parking_lot::Mutex;
 
 use super::computed::Content;
 use super::Attr;
+use super::Node;
 use crate::bytes::Bytes;
 
 /// How long a lookup holds the version it found with no handle open: long enough for the
@@ -26,6 +27,9 @@ use crate::bytes::Bytes;
 /// that an open through a name the kernel kept reads a version the watcher has not reported
 /// gone yet only for that long at most.
 pub const HOLD: Duration = Duration::from_millis(250);
+
+/// How soon after an ESTALE the kernel's lookup of the name counts as its retry.
+const RETRY: Duration = Duration::from_secs(1);
 
 /// The version an inode's open handles read, held from each lookup of the inode for
 /// [`HOLD`] and while a handle is open.
@@ -40,6 +44,9 @@ struct Open {
     safe: u64,
     /// A drop of that page is asked for and not done yet.
     dropping: bool,
+    /// Held by the lookup of the kernel's retry after an ESTALE, not opened since: a ctl
+    /// command does not end the hold (see [`Versions::answered_stale`]).
+    retry: bool,
 }
 
 impl Open {
@@ -52,6 +59,7 @@ impl Open {
             until,
             safe: c.data.len(),
             dropping: false,
+            retry: false,
         }
     }
 }
@@ -117,6 +125,9 @@ struct Inner {
     drops: bool,
     /// Drops to ask for once the lock is let go.
     wanted: Vec<TailDrop>,
+    /// Names an open or `getattr` answered ESTALE for, and when: the kernel looks them up
+    /// again and retries.
+    stale: HashMap<Node, Instant>,
 }
 
 /// The version an idle inode stands for: its inputs' fingerprint, and its bytes while the
@@ -314,6 +325,8 @@ impl Versions {
             .entry(ino)
             .or_insert_with(|| Open::new(c, Instant::now()));
         o.handles += 1;
+        // The retry's open is this one: later commands end the hold again.
+        o.retry = false;
         let len = o.safe.min(o.head.len());
         g.told.remove(&ino);
         let size_told = g.attrs.get(&ino).is_some_and(|a| a.size == len);
@@ -325,18 +338,37 @@ impl Versions {
     /// version for a moment, so that the open following the lookup reads it even when the
     /// content changes meanwhile (a live session appends; without it that open would answer
     /// ESTALE, and so could the kernel's one retry).
-    pub(super) fn hold(&self, ino: u64, c: &Content) {
-        let until = Instant::now() + HOLD;
+    pub(super) fn hold(&self, ino: u64, c: &Content, node: &Node) {
+        let now = Instant::now();
+        let until = now + HOLD;
         let mut g = self.inner.lock();
+        let retry = g
+            .stale
+            .remove(node)
+            .is_some_and(|at| now.duration_since(at) < RETRY);
         if let Some(o) = g.open.get_mut(&ino) {
             o.until = o.until.max(until);
+            o.retry |= retry;
             return;
         }
         if g.told.get(&ino).is_some_and(|t| t.fp != c.fp) {
             return;
         }
         g.told.remove(&ino);
-        g.open.insert(ino, Open::new(c, until));
+        let mut o = Open::new(c, until);
+        o.retry = retry;
+        g.open.insert(ino, o);
+    }
+
+    /// An open or `getattr` of `node` was answered ESTALE: the kernel's next lookup of it
+    /// is its retry, whose hold a ctl command does not end (ending it answered the retried
+    /// open ESTALE as well, which the kernel hands to the reader: an `open` waiting behind a
+    /// command for a worker meets the command's end of holds).
+    pub(super) fn answered_stale(&self, node: &Node) {
+        let now = Instant::now();
+        let mut g = self.inner.lock();
+        g.stale.retain(|_, at| now.duration_since(*at) < RETRY);
+        g.stale.insert(node.clone(), now);
     }
 
     /// A ctl command that started at `since` changed the inputs of `inos`: what their
@@ -351,7 +383,7 @@ impl Versions {
         for ino in inos {
             if let Some(o) = g.open.get_mut(&ino) {
                 // A hold lasts `HOLD` from its lookup.
-                if o.until < since + HOLD {
+                if o.until < since + HOLD && !o.retry {
                     o.until = o.until.min(now);
                 }
             }
@@ -536,7 +568,7 @@ mod tests {
             v.open(3, true, &content("x\n", 3)).err(),
             Some(Fit::Left { held: true })
         );
-        v.hold(3, &first);
+        v.hold(3, &first, &crate::fs::Node::RootAudit);
         let o = v.open(3, true, &content("x\n", 3)).expect("open");
         assert_eq!(
             (text(&v.head(3).expect("open")), o.fit),
@@ -595,6 +627,30 @@ mod tests {
         v.tail_dropped(5, 8);
         v.release_holds([5], Instant::now());
         assert!(!v.is_open(5));
+    }
+
+    #[test]
+    fn the_hold_of_a_retry_outlasts_a_command_until_its_open() {
+        let v = Versions::default();
+        let node = crate::fs::Node::RootAudit;
+        let old = content("a\n", 1);
+        // A lookup before a command: the command ends its hold, and an open after it of
+        // content that moved on is answered ESTALE.
+        v.hold(3, &old, &node);
+        v.release_holds([3], Instant::now());
+        assert!(v.open(3, true, &content("b\n", 2)).is_err());
+        v.answered_stale(&node);
+        // The retry's lookup holds its version; a command before its open leaves the hold.
+        v.hold(4, &content("b\n", 2), &node);
+        v.release_holds([4], Instant::now());
+        let o = v
+            .open(4, true, &content("c\n", 3))
+            .expect("the retried open");
+        assert_eq!(o.fit, Fit::Left { held: true });
+        v.closed(4);
+        // Opened: the next command ends the hold as any other.
+        v.release_holds([4], Instant::now());
+        assert!(!v.is_open(4));
     }
 
     #[test]
