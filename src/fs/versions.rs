@@ -128,37 +128,37 @@ struct Inner {
     /// Names an open or `getattr` answered ESTALE for, and when: the kernel looks them up
     /// again and retries.
     stale: HashMap<Node, Instant>,
+    /// The keys of [`Told`]'s digests.
+    keys: std::hash::RandomState,
 }
 
-/// The version an idle inode stands for: its inputs' fingerprint, and its bytes while the
-/// inode is the name's and they are small (see [`SAME_BYTES`]).
+/// The version an idle inode stands for: its inputs' fingerprint, and a digest of its bytes
+/// while the inode is the name's and they are small (see [`SAME_BYTES`]).
 struct Told {
     fp: u64,
-    data: Option<Bytes>,
+    digest: Option<u64>,
 }
 
-impl Told {
-    fn of(c: &Content) -> Told {
-        Told::new(c.fp, &c.data)
+/// A digest of `data` when it is small enough to compare (keyed per process, so no content
+/// can be made to match another's on purpose).
+fn digest(keys: &std::hash::RandomState, data: &Bytes) -> Option<u64> {
+    use std::hash::{BuildHasher, Hasher};
+    if data.len() > SAME_BYTES {
+        return None;
     }
-
-    fn of_open(o: &Open) -> Told {
-        Told::new(o.fp, &o.head)
+    let mut h = keys.build_hasher();
+    h.write_u64(data.len());
+    for p in data.pieces() {
+        h.write(p);
     }
-
-    fn new(fp: u64, data: &Bytes) -> Told {
-        Told {
-            fp,
-            data: (data.len() <= SAME_BYTES).then(|| data.clone()),
-        }
-    }
+    Some(h.finish())
 }
 
 /// Content whose inputs changed but whose bytes did not (a raw range when the transcript
 /// grows, `status.json` when nothing it counts moved) is the same version: an inode keeps
-/// standing for it, so its cached pages and its number stay. An idle inode keeps the bytes
-/// of its version for that comparison up to this size (larger files are views, which grow
-/// rather than stay the same); an open one compares with what its handles read.
+/// standing for it, so its cached pages and its number stay. An idle inode keeps a digest of
+/// its version's bytes for that comparison up to this size (larger files are views, which
+/// grow rather than stay the same); an open one compares with what its handles read.
 pub const SAME_BYTES: u64 = 1 << 20;
 
 impl Inner {
@@ -199,14 +199,14 @@ impl Inner {
         if !current {
             // Never the name's again: nothing to compare with.
             if let Some(t) = self.told.get_mut(&ino) {
-                t.data = None;
+                t.digest = None;
             }
             return (Fit::Left { held: false }, None);
         }
         match self.told.get_mut(&ino) {
             Some(t) if t.fp != c.fp => {
-                if t.data.as_ref() != Some(&c.data) {
-                    t.data = None;
+                if t.digest.is_none() || t.digest != digest(&self.keys, &c.data) {
+                    t.digest = None;
                     return (Fit::Left { held: false }, None);
                 }
                 // The same bytes from other inputs.
@@ -214,7 +214,11 @@ impl Inner {
             }
             Some(_) => {}
             None => {
-                self.told.insert(ino, Told::of(c));
+                let t = Told {
+                    fp: c.fp,
+                    digest: digest(&self.keys, &c.data),
+                };
+                self.told.insert(ino, t);
             }
         }
         let d = Described {
@@ -232,7 +236,10 @@ impl Inner {
         if let Some(o) = self.open.get(&ino) {
             // Not while a page is being dropped: the idle inode would be described whole.
             if o.handles == 0 && o.until <= now && !o.dropping {
-                let t = Told::of_open(o);
+                let t = Told {
+                    fp: o.fp,
+                    digest: digest(&self.keys, &o.head),
+                };
                 self.open.remove(&ino);
                 self.told.insert(ino, t);
             }
@@ -420,11 +427,7 @@ impl Versions {
             return;
         };
         o.handles = o.handles.saturating_sub(1);
-        if o.handles == 0 && o.until <= Instant::now() && !o.dropping {
-            let t = Told::of_open(o);
-            g.open.remove(&ino);
-            g.told.insert(ino, t);
-        }
+        g.let_go_if_idle(ino, Instant::now());
     }
 
     /// The kernel was given `attr` for computed file `ino`. An inode's versions only ever
