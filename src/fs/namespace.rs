@@ -93,14 +93,24 @@ impl NormaFs {
             true => self.computed_entry(node, ino, true),
             false => self.attr_of(node, ino),
         };
-        let e = match attr(ino) {
-            // A computed file's content left its inode's version: the name's new inode.
-            _ if node.is_computed_file() && self.inodes.get(node) != Some(ino) => {
-                attr(self.inodes.ino(node))
+        let mut ino = ino;
+        let mut r = attr(ino);
+        // A computed file's content left its inode's version (here or in a lookup of the
+        // same name on another worker meanwhile: a live session changes every few
+        // milliseconds): the name's new inode. A lookup answered ESTALE during the kernel's
+        // retry of an open reaches the reader, so the name is tried again while its inode
+        // keeps changing under it (a few times: each change needs a new version).
+        for _ in 0..8 {
+            if node.is_computed_file() && self.inodes.get(node) != Some(ino) {
+                ino = self.inodes.ino(node);
+            } else if matches!(r, Err(FsError::Stale)) {
+                ino = self.inodes.renew(node);
+            } else {
+                break;
             }
-            Err(FsError::Stale) => attr(self.inodes.renew(node)),
-            r => r,
-        }?;
+            r = attr(ino);
+        }
+        let e = r?;
         self.inodes.lookup_ino(e.attr.ino);
         Ok(e)
     }
