@@ -183,14 +183,7 @@ fn kept_pages_follow_writes_in_place() {
         return;
     }
     // The userspace path reads through the page cache, kept across opens.
-    let m = Mounted::new(
-        example_root(),
-        Config::default(),
-        MountOptions {
-            passthrough: false,
-            ..MountOptions::default()
-        },
-    );
+    let m = Mounted::without_passthrough();
     let mem = m.at("memory/ci-dashboard.md");
     let before = cat(&mem);
     assert_eq!(cat(&mem), before);
@@ -639,14 +632,7 @@ fn real_files_without_passthrough_are_kept_in_the_page_cache_and_let_go_once_del
     if !fuse_available() {
         return;
     }
-    let m = Mounted::new(
-        example_root(),
-        Config::default(),
-        MountOptions {
-            passthrough: false,
-            ..MountOptions::default()
-        },
-    );
+    let m = Mounted::without_passthrough();
     let backing = m.root().join("memory/big-notes.md");
     let body: Vec<u8> = (0..4 << 20).map(|i| b"abcdefghij\n"[i % 11]).collect();
     std::fs::write(&backing, &body).expect("write");
@@ -764,14 +750,7 @@ fn computed_files_whose_bytes_stay_keep_their_inode() {
     if !fuse_available() {
         return;
     }
-    let m = Mounted::new(
-        example_root(),
-        Config::default(),
-        MountOptions {
-            passthrough: false,
-            ..MountOptions::default()
-        },
-    );
+    let m = Mounted::without_passthrough();
     let raw = m.at(&format!("sessions/{SID}/raw"));
     let ranges = names(&raw);
     assert!(!ranges.is_empty(), "the session has archived ranges");

@@ -12,10 +12,8 @@ use std::io::{Read, Seek, SeekFrom};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use common::{example_root, fuse_available, sh, Mounted};
-use normafs::config::Config;
+use common::{fuse_available, sh, Mounted};
 use normafs::fs::set_before_mapped_reply;
-use normafs::fuse::MountOptions;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -26,17 +24,6 @@ impl Drop for Disarm {
     fn drop(&mut self) {
         set_before_mapped_reply(None);
     }
-}
-
-fn mount() -> Mounted {
-    Mounted::new(
-        example_root(),
-        Config::default(),
-        MountOptions {
-            passthrough: false,
-            ..MountOptions::default()
-        },
-    )
 }
 
 /// `len` bytes that tell their offsets apart (a period prime to every page and window size).
@@ -50,7 +37,7 @@ fn large_reads_of_a_real_file_are_its_bytes_at_every_offset() {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let m = mount();
+    let m = Mounted::without_passthrough();
     // Past two 8 MiB windows, ending mid-page.
     let bytes = patterned((17 << 20) + 1234);
     std::fs::write(m.root().join("memory/big.md"), &bytes).expect("write backing");
@@ -86,7 +73,7 @@ fn a_file_truncated_under_a_mapped_read_fails_that_read_and_the_mount_keeps_serv
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let _disarm = Disarm;
-    let m = mount();
+    let m = Mounted::without_passthrough();
     let backing = m.root().join("memory/big.md");
     let bytes = patterned(4 << 20);
     std::fs::write(&backing, &bytes).expect("write backing");
@@ -152,7 +139,7 @@ fn readers_of_a_file_truncated_and_rewritten_under_them_get_its_bytes() {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let m = mount();
+    let m = Mounted::without_passthrough();
     let backing = m.root().join("memory/churn.md");
     let bytes = Arc::new(patterned(3 << 20));
     std::fs::write(&backing, &*bytes).expect("write backing");

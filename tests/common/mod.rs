@@ -407,6 +407,19 @@ impl Mounted {
         )
     }
 
+    /// A copy of the corpus with default settings, mounted without passthrough (normafs's own
+    /// read path: the page cache, kept across opens).
+    pub fn without_passthrough() -> Mounted {
+        Mounted::new(
+            example_root(),
+            normafs::config::Config::default(),
+            normafs::fuse::MountOptions {
+                passthrough: false,
+                ..normafs::fuse::MountOptions::default()
+            },
+        )
+    }
+
     pub fn mnt(&self) -> &std::path::Path {
         self.mnt.path()
     }
