@@ -50,7 +50,9 @@ pub use node::{Base, ComputedKind, Node};
 pub use options::{FsOptions, WATCHED_TTL};
 use real::Backing;
 pub use reply::{Attr, DirEntry, Entry, FileKind, Opened, PlusEntry, SetAttr};
-pub use testhook::{set_before_mapped_reply, set_panic_on_lookup, set_panic_on_request};
+pub use testhook::{
+    set_before_computed_entry, set_before_mapped_reply, set_panic_on_lookup, set_panic_on_request,
+};
 pub use versions::TailDrop;
 use versions::Versions;
 

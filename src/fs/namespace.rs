@@ -90,7 +90,10 @@ impl NormaFs {
         }
         let ino = self.inodes.ino(node);
         let attr = |ino| match node.is_computed_file() {
-            true => self.computed_entry(node, ino, true),
+            true => {
+                testhook::before_computed_entry();
+                self.computed_entry(node, ino, true)
+            }
             false => self.attr_of(node, ino),
         };
         let mut ino = ino;

@@ -14,18 +14,23 @@ struct Hooks {
     lookup: Option<OsString>,
     request: Option<String>,
     mapped_reply: Option<Arc<dyn Fn() + Send + Sync>>,
+    computed_entry: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 static HOOKS: RwLock<Hooks> = RwLock::new(Hooks {
     lookup: None,
     request: None,
     mapped_reply: None,
+    computed_entry: None,
 });
 
 fn set(f: impl FnOnce(&mut Hooks)) {
     let mut h = HOOKS.write().unwrap_or_else(|e| e.into_inner());
     f(&mut h);
-    let armed = h.lookup.is_some() || h.request.is_some() || h.mapped_reply.is_some();
+    let armed = h.lookup.is_some()
+        || h.request.is_some()
+        || h.mapped_reply.is_some()
+        || h.computed_entry.is_some();
     ARMED.store(armed, Ordering::Relaxed);
 }
 
@@ -50,10 +55,27 @@ pub fn set_before_mapped_reply(f: Option<Arc<dyn Fn() + Send + Sync>>) {
 
 /// Runs the armed `set_before_mapped_reply` hook.
 pub(crate) fn before_mapped_reply() {
+    run(|h| h.mapped_reply.clone());
+}
+
+/// Run `f` in a lookup of a computed file between taking the name's inode and computing its
+/// attributes, each time the lookup tries (tests/lookup_race.rs plays another worker's
+/// lookup of the same name there), in every mount of this process; `None` disarms.
+pub fn set_before_computed_entry(f: Option<Arc<dyn Fn() + Send + Sync>>) {
+    set(|h| h.computed_entry = f);
+}
+
+/// Runs the armed `set_before_computed_entry` hook.
+pub(crate) fn before_computed_entry() {
+    run(|h| h.computed_entry.clone());
+}
+
+/// Runs the hook `pick` chooses, when armed (outside the lock: a hook may make requests).
+fn run(pick: impl FnOnce(&Hooks) -> Option<Arc<dyn Fn() + Send + Sync>>) {
     if !ARMED.load(Ordering::Relaxed) {
         return;
     }
-    let f = HOOKS.read().ok().and_then(|h| h.mapped_reply.clone());
+    let f = HOOKS.read().ok().and_then(|h| pick(&h));
     if let Some(f) = f {
         f();
     }
