@@ -60,14 +60,50 @@ impl NormaFs {
     }
 
     /// The entry of real node `node` as inode `ino`, from its file's `st`; `ttls` from
-    /// [`NormaFs::real_ttls`].
-    pub(super) fn real_entry(&self, ino: u64, st: &Stat, ttls: (Duration, Duration)) -> Entry {
-        let attr = self.real_attr(ino, st);
-        let ttl = if attr.kind == FileKind::Dir {
+    /// [`NormaFs::real_ttls`]. A regular file read through the page cache that grew is told
+    /// the size `fs/growth.rs` allows.
+    pub(super) fn real_entry(
+        &self,
+        node: &Node,
+        ino: u64,
+        st: &Stat,
+        ttls: (Duration, Duration),
+    ) -> Entry {
+        self.real_entry_as(node, ino, st, ttls, false)
+    }
+
+    /// [`NormaFs::real_entry`]; `truncated`: for a truncation through the mount, whose size
+    /// the kernel takes as it is.
+    fn real_entry_as(
+        &self,
+        node: &Node,
+        ino: u64,
+        st: &Stat,
+        ttls: (Duration, Duration),
+        truncated: bool,
+    ) -> Entry {
+        let mut attr = self.real_attr(ino, st);
+        let mut ttl = if attr.kind == FileKind::Dir {
             ttls.0
         } else {
             ttls.1
         };
+        if attr.kind == FileKind::File && self.growth.enabled() && self.covered(node, false) {
+            let seen = super::growth::Seen {
+                size: attr.size,
+                ctime: attr.ctime,
+            };
+            if truncated {
+                attr.size = self.growth.truncated(ino, seen);
+            } else {
+                let told = self.growth.tell(ino, seen);
+                attr.size = told.size;
+                if told.held {
+                    // Asked again once the larger size may be told.
+                    ttl = ttl.min(super::growth::GRACE);
+                }
+            }
+        }
         Entry {
             attr,
             ttl,
@@ -153,19 +189,7 @@ impl NormaFs {
                 Err(_) => self.made_attr(ino, FileKind::Dir, 0o755, 0, self.started),
             },
             n if n.is_computed_file() => return self.computed_entry(n, ino, false),
-            Node::Real(base, rel) => {
-                let ttls = (ttl, self.ttl_of(node, false));
-                // A held inode answers for its own file, whatever the name names by now;
-                // else the name's file, which must be the inode's.
-                let (st, id) = match self.inodes.held_file(ino) {
-                    Some(h) => super::real::fstat_ident(&h.file)?,
-                    None => self.backing.lstat_ident(*base, rel)?,
-                };
-                if st.st_mode & libc::S_IFMT == libc::S_IFREG && !self.inodes.same_file(ino, id) {
-                    return Err(FsError::Stale);
-                }
-                return Ok(self.real_entry(ino, &st, ttls));
-            }
+            Node::Real(..) => return self.real_attr_of(node, ino, false),
             _ => return Err(FsError::NotFound),
         };
         Ok(Entry {
@@ -173,6 +197,30 @@ impl NormaFs {
             ttl,
             entry_ttl: ttl,
         })
+    }
+
+    /// The entry of real node `node`, inode `ino` (`truncated`: see
+    /// [`NormaFs::real_entry_as`]).
+    pub(super) fn real_attr_of(
+        &self,
+        node: &Node,
+        ino: u64,
+        truncated: bool,
+    ) -> Result<Entry, FsError> {
+        let Node::Real(base, rel) = node else {
+            return Err(FsError::NotFound);
+        };
+        let ttls = self.real_ttls(node);
+        // A held inode answers for its own file, whatever the name names by now; else the
+        // name's file, which must be the inode's.
+        let (st, id) = match self.inodes.held_file(ino) {
+            Some(h) => super::real::fstat_ident(&h.file)?,
+            None => self.backing.lstat_ident(*base, rel)?,
+        };
+        if st.st_mode & libc::S_IFMT == libc::S_IFREG && !self.inodes.same_file(ino, id) {
+            return Err(FsError::Stale);
+        }
+        Ok(self.real_entry_as(node, ino, &st, ttls, truncated))
     }
 
     /// `getattr`. An open computed file's handles all read the version their inode stands

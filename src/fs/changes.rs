@@ -150,7 +150,8 @@ impl NormaFs {
                     self.backing
                         .utimes(*b, rel, at.map(to_timespec), mt.map(to_timespec))?;
                 }
-                self.attr_of(&node, ino)
+                // The kernel takes the size of the reply as it is.
+                self.real_attr_of(&node, ino, set.size.is_some())
             }
             Node::MemoryDir => {
                 self.opts.writable()?;

@@ -224,7 +224,7 @@ impl NormaFs {
                         self.inodes.same_file(ino, id);
                         ino
                     };
-                    PlusEntry::Linked(self.real_entry(ino, &st, ttls))
+                    PlusEntry::Linked(self.real_entry(&node, ino, &st, ttls))
                 }
                 Err(FsError::NotFound) => PlusEntry::Gone,
                 Err(_) => PlusEntry::Linked(placeholder()),

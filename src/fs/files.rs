@@ -102,8 +102,11 @@ impl NormaFs {
                     self.opts.writable()?;
                 }
                 // A file seen shorter than the kernel held it is read with direct I/O from
-                // then on (see `read`).
-                let keep_cache = self.covered(&node, false) && !self.inodes.shrunk(ino);
+                // then on (see `read`), and so is one growing now (`fs/growth.rs`): its
+                // reads reach the file and see its end, never a page cut at an older one.
+                let keep_cache = self.covered(&node, false)
+                    && !self.inodes.shrunk(ino)
+                    && !self.growth.growing(ino);
                 let f = self.real_open(ino, *b, rel, flags)?;
                 let fh = self.new_handle(Handle::real(f.clone(), ino, keep_cache));
                 Ok(Opened {
@@ -214,16 +217,16 @@ impl NormaFs {
                 let data = self.computed_snapshot(fh, offset, size).unwrap_or_default();
                 Ok(data.window(offset, size).into_owned())
             }
-            Some(Handle::Real(f, _, ino)) => {
-                let (f, ino) = (f.clone(), *ino);
+            Some(Handle::Real(f, windows, ino)) => {
+                let (f, ino, cached) = (f.clone(), *ino, windows.is_some());
                 drop(handles);
                 let data = super::real::read_at(&f, offset, size as usize)?;
-                // The kernel asks for pages within the size it holds: a reply short by a page
-                // or more means the file is shorter now (truncated under the mount), and
-                // through the page cache the kernel fills the rest with zeros, keeping its
+                // Through the page cache the kernel asks for pages within the size it holds:
+                // a reply short by a page or more means the file is shorter now (truncated
+                // under the mount), and the kernel fills the rest with zeros, keeping its
                 // size if anything changed its attributes meanwhile. Later opens of the
                 // inode read it with direct I/O, where a short read is the end of the file.
-                if data.len() + page_size() <= size as usize {
+                if cached && data.len() + page_size() <= size as usize {
                     self.inodes.mark_shrunk(ino);
                 }
                 Ok(data)
@@ -246,16 +249,19 @@ impl NormaFs {
         let target = {
             let handles = self.handles.lock();
             match handles.get(&fh) {
-                Some(Handle::Real(f, ..)) => Ok(Some(f.clone())),
+                Some(Handle::Real(f, _, ino)) => Ok(Some((f.clone(), *ino))),
                 Some(Handle::Ctl { .. }) => Ok(None),
                 Some(Handle::Computed { .. }) => Err(FsError::Access),
                 Some(Handle::Dir(_)) => Err(FsError::IsDir),
                 None => Err(FsError::BadHandle),
             }
         }?;
-        if let Some(f) = target {
+        if let Some((f, ino)) = target {
             self.opts.writable()?;
             f.write_all_at(data, offset)?;
+            // The kernel's size reaches the write's end, its pages hold what was written.
+            self.growth
+                .wrote(ino, offset.saturating_add(data.len() as u64));
             return Ok(data.len() as u32);
         }
         self.write_ctl(fh, data)

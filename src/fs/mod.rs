@@ -16,6 +16,7 @@ pub mod ctl;
 mod dirs;
 pub mod error;
 mod files;
+mod growth;
 mod handles;
 pub mod inode;
 pub mod layout;
@@ -68,6 +69,8 @@ pub struct NormaFs {
     handles: HandleTable,
     /// The version each computed file's inode stands for, and the attributes told of them.
     versions: Versions,
+    /// The sizes told of real files that grow while read through the page cache.
+    growth: growth::Growth,
     ctl_log: CtlLog,
     listings: Listings,
     started: SystemTime,
@@ -91,6 +94,7 @@ impl NormaFs {
             inodes: inode::InodeTable::new(),
             handles: HandleTable::new(),
             versions: Versions::default(),
+            growth: growth::Growth::default(),
             ctl_log: CtlLog::default(),
             listings: Listings::default(),
             started: SystemTime::now(),
@@ -173,24 +177,57 @@ impl NormaFs {
     }
 
     /// Have the sizes of open computed files that grow told to the kernel only after the
-    /// page their last size ended in is dropped: the mount drops it for each [`TailDrop`]
-    /// sent to `tx` and reports it with [`NormaFs::tail_dropped`] (see
-    /// `Versions::set_tail_drops`). Only where the kernel keeps computed files' pages.
-    pub fn set_tail_drops(&self, tx: std::sync::mpsc::Sender<TailDrop>) {
+    /// page their last size ended in is dropped (see `Versions::set_tail_drops`), and with
+    /// `real_files` (the mount reads them through the page cache: no passthrough) those of
+    /// real files that grow (`fs/growth.rs`): the mount drops each [`TailDrop`] sent to `tx`
+    /// through [`NormaFs::drop_tail`]. Only where the kernel keeps pages.
+    pub fn set_tail_drops(&self, tx: std::sync::mpsc::Sender<TailDrop>, real_files: bool) {
         if self.opts.kernel_caching() {
+            if real_files {
+                self.growth.set_tail_drops(tx.clone());
+            }
             self.versions.set_tail_drops(tx);
         }
     }
 
-    /// The size of what the handles of computed file `ino` read now (before its drop).
-    pub fn head_len(&self, ino: u64) -> Option<u64> {
-        self.versions.head_len(ino)
+    /// Carry out drop `d` with `drop_pages` (which has the kernel drop the inode's pages
+    /// from the given offset on), measuring before it what it makes safe to tell.
+    pub fn drop_tail(&self, d: TailDrop, drop_pages: impl FnOnce(u64)) {
+        let from = d.from - d.from % real::page_size() as u64;
+        if self.growth.tracked(d.ino).is_some() {
+            self.drop_real_pages(d.ino, || drop_pages(from));
+        } else if let Some(head) = self.versions.head_len(d.ino) {
+            drop_pages(from);
+            self.versions.tail_dropped(d.ino, head);
+        }
     }
 
-    /// The kernel dropped the pages asked for; `head` is what [`NormaFs::head_len`] said
-    /// before.
-    pub fn tail_dropped(&self, ino: u64, head: u64) {
-        self.versions.tail_dropped(ino, head);
+    /// Run `drop`, which has the kernel drop pages of `ino` including those of any drop
+    /// asked for: for a real file whose growth is held back, its size just before is what
+    /// may be told after (`fs/growth.rs`).
+    pub fn drop_real_pages<T>(&self, ino: u64, drop: impl FnOnce() -> T) -> T {
+        let Some(epoch) = self.growth.tracked(ino) else {
+            return drop();
+        };
+        let head = self.real_seen(ino);
+        let r = drop();
+        self.growth.dropped(ino, epoch, head);
+        r
+    }
+
+    /// A stat of real file `ino` now: its held file's, else its name's.
+    fn real_seen(&self, ino: u64) -> Option<growth::Seen> {
+        let st = match self.inodes.held_file(ino) {
+            Some(h) => real::fstat_ident(&h.file).ok()?.0,
+            None => match self.node(ino).ok()? {
+                Node::Real(b, rel) => self.backing.lstat(b, &rel).ok()?,
+                _ => return None,
+            },
+        };
+        Some(growth::Seen {
+            size: st.st_size as u64,
+            ctime: computed::systime(st.st_ctime, st.st_ctime_nsec),
+        })
     }
 
     /// Inodes the kernel holds (to drop all it may have cached).

@@ -79,7 +79,7 @@ impl NormaFs {
                         readable: r.readable,
                     };
                     let ino = self.inodes.lookup_file(node, r.id, held);
-                    return Ok(self.real_entry(ino, &r.st, ttls));
+                    return Ok(self.real_entry(node, ino, &r.st, ttls));
                 }
                 Ok(None) => {}
                 Err(FsError::Os(libc::EMFILE | libc::ENFILE)) => {
@@ -149,6 +149,7 @@ impl NormaFs {
         self.inodes.forget(ino, n);
         if self.inodes.lookups(ino) == 0 {
             self.versions.forget(ino);
+            self.growth.forget(ino);
             // A computed file's inode of a version gone, forgotten and read by no handle:
             // nothing can ask for it again, so it names nothing from now on.
             if let Ok(node) = self.node(ino) {

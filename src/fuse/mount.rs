@@ -518,9 +518,10 @@ fn expire_later(n: Notifier) -> io::Result<std::sync::mpsc::Sender<(std::time::I
     Ok(tx)
 }
 
-/// A thread that has the kernel drop the pages of a growing computed file from the one its
-/// last size told ends in, then says so (see `Versions::set_tail_drops`): apart from the
-/// workers, which serve the reads such a drop may wait for. It ends with the mount.
+/// A thread that has the kernel drop the pages of a growing file (computed, or real without
+/// passthrough) from the one its last size told ends in, then says so (see
+/// `NormaFs::drop_tail`): apart from the workers, which serve the reads such a drop may wait
+/// for. It ends with the mount.
 fn drop_tails(
     fs: std::sync::Weak<NormaFs>,
     n: Notifier,
@@ -531,14 +532,11 @@ fn drop_tails(
         .spawn(move || {
             while let Ok(d) = rx.recv() {
                 let Some(fs) = fs.upgrade() else { return };
-                let Some(head) = fs.head_len(d.ino) else {
-                    continue;
-                };
-                let page = d.from - d.from % crate::fs::real::page_size() as u64;
-                if let Err(e) = n.inval_inode(INodeNo(d.ino), page as i64, 0) {
-                    tracing::debug!("drop the pages of inode {} from {page}: {e}", d.ino);
-                }
-                fs.tail_dropped(d.ino, head);
+                fs.drop_tail(d, |from| {
+                    if let Err(e) = n.inval_inode(INodeNo(d.ino), from as i64, 0) {
+                        tracing::debug!("drop the pages of inode {} from {from}: {e}", d.ino);
+                    }
+                });
             }
         })?;
     Ok(tx)
@@ -596,7 +594,9 @@ fn let_go_idle_files(fs: std::sync::Weak<NormaFs>) -> io::Result<()> {
 fn invalidate(fs: &NormaFs, n: &Notifier, i: &Inval) {
     let r = match i {
         Inval::Inode { node, data } => match fs.known_ino(node) {
-            Some(ino) => n.inval_inode(INodeNo(ino), if *data { 0 } else { -1 }, 0),
+            // Every page dropped: what a real file's held-back growth waits for.
+            Some(ino) if *data => fs.drop_real_pages(ino, || n.inval_inode(INodeNo(ino), 0, 0)),
+            Some(ino) => n.inval_inode(INodeNo(ino), -1, 0),
             None => return,
         },
         Inval::Entry { parent, name } => match fs.known_ino(parent) {
@@ -789,7 +789,11 @@ pub fn mount_background(
     let _ = shared
         .expire
         .set(Mutex::new(expire_later(notifier.clone())?));
-    fs.set_tail_drops(drop_tails(Arc::downgrade(&fs), notifier.clone())?);
+    // Without passthrough real files are read through the mount's page cache too.
+    fs.set_tail_drops(
+        drop_tails(Arc::downgrade(&fs), notifier.clone())?,
+        !passthrough,
+    );
     let bg = session.spawn()?;
     let_go_idle_files(Arc::downgrade(&fs))?;
     if !passthrough {
