@@ -210,9 +210,11 @@ impl Grow {
     }
 
     /// A write through the mount reached `end`: the kernel's size is at least that, and its
-    /// pages hold what was written.
+    /// pages hold what was written. So is the file's (a later stat finding it shorter finds
+    /// a shrink).
     fn wrote(&mut self, end: u64, page: u64) {
         self.safe = self.safe.max(end);
+        self.seen.size = self.seen.size.max(end);
         self.note(end, page);
     }
 }
@@ -571,5 +573,13 @@ mod tests {
             (150, None)
         );
         assert_eq!(t.tell(400), (150, Some(100)));
+    }
+
+    #[test]
+    fn a_file_cut_behind_the_mount_below_a_write_through_it_is_a_shrink() {
+        let mut t = T::new(100);
+        t.g.wrote(150, P);
+        // Cut to 120 from the backing side: told as it is, not the 150 the write reached.
+        assert_eq!(t.tell(120), (120, None));
     }
 }

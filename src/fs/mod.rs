@@ -215,12 +215,16 @@ impl NormaFs {
         r
     }
 
-    /// A stat of real file `ino` now: its held file's, else its name's.
+    /// A stat of real file `ino` now: its held file's, else its name's while that is still
+    /// the inode's file.
     fn real_seen(&self, ino: u64) -> Option<growth::Seen> {
         let st = match self.inodes.held_file(ino) {
             Some(h) => real::fstat_ident(&h.file).ok()?.0,
             None => match self.node(ino).ok()? {
-                Node::Real(b, rel) => self.backing.lstat(b, &rel).ok()?,
+                Node::Real(b, rel) => {
+                    let (st, id) = self.backing.lstat_ident(b, &rel).ok()?;
+                    self.inodes.same_file(ino, id).then_some(st)?
+                }
                 _ => return None,
             },
         };
