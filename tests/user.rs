@@ -375,6 +375,72 @@ print(bad)
         "tight reads that were not one whole version of their fstat size"
     );
 
+    // The runtime appends to a transcript while the user reads it through the mount again
+    // and again (and `stat`s it meanwhile): no read holds zeros where the file has bytes
+    // (the kernel's page cut at an older end, `fs/growth.rs`).
+    let transcript = root.path().join("transcripts/s2-tier1.jsonl");
+    let record = std::fs::read(&transcript)
+        .expect("read the transcript")
+        .split(|&b| b == b'\n')
+        .find(|l| !l.is_empty())
+        .expect("a record")
+        .to_vec();
+    stop.store(false, std::sync::atomic::Ordering::Relaxed);
+    let appender = {
+        let (stop, transcript, record) = (stop.clone(), transcript.clone(), record.clone());
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&transcript)
+                .expect("open the transcript");
+            let mut n = 0usize;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // Records of varying length, each one write as the runtime makes it.
+                let mut line = record.clone();
+                line.extend(std::iter::repeat_n(b' ', n % 200));
+                line.push(b'\n');
+                f.write_all(&line).expect("append");
+                n += 1;
+                std::thread::sleep(Duration::from_micros(700));
+            }
+            n
+        })
+    };
+    let zeros = if have("python3") {
+        out(&user.sh(&format!(
+            "python3 -c '
+import os, threading, time
+p = \"{m}/sessions/s2-tier1/transcript.jsonl\"
+end = time.time() + 3
+def stats():
+    while time.time() < end:
+        os.stat(p)
+threading.Thread(target=stats).start()
+bad = reads = 0
+while time.time() < end:
+    with open(p, \"rb\") as f:
+        bad += b\"\\0\" in f.read()
+    reads += 1
+print(bad, reads)
+'"
+        )))
+    } else {
+        "0 0".to_string()
+    };
+    let tail = out(&user.sh(&format!(
+        "bad=0; for i in $(seq 200); do tr -d -c '\\000' < '{m}/sessions/s2-tier1/transcript.jsonl' \
+         | cmp -s - /dev/null || bad=$((bad+1)); done; echo $bad"
+    )));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let appended = appender.join().expect("appender");
+    assert!(appended > 100, "{appended} records appended");
+    assert!(
+        zeros.trim().starts_with("0 "),
+        "python reads with NULs, of all: {zeros}"
+    );
+    assert_eq!(tail.trim(), "0", "shell reads with NULs");
+
     // The user unmounts; the daemon ends.
     out(&user.sh(&format!("fusermount3 -u '{m}'")));
     assert!(
