@@ -15,9 +15,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{fuse_available, Mounted};
+
+/// How long a read may take to show the file once it stops changing.
+const SETTLE: Duration = Duration::from_secs(5);
 
 fn duration() -> Duration {
     let secs = std::env::var("NORMAFS_SOAK_SECONDS")
@@ -188,18 +191,6 @@ fn assert_clean(shared: &Shared, what: &str) {
     assert!(reads > 0, "{what}: no read was made");
 }
 
-/// Wait until `f` holds (up to a few seconds).
-fn within(mut f: impl FnMut() -> bool) -> bool {
-    let until = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < until {
-        if f() {
-            return true;
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
-    f()
-}
-
 fn fresh_readers(p: &Path, first: &[u8], shared: &Arc<Shared>) -> Vec<thread::JoinHandle<()>> {
     (0..2)
         .map(|_| {
@@ -255,7 +246,8 @@ fn reads_of_a_file_growing_behind_the_mount_never_show_zeros() {
     let whole = std::fs::read(m.root().join(rel)).expect("read the backing file");
     assert!(appended > 100, "{appended} lines appended");
     assert!(
-        within(|| std::fs::read(m.at(rel)).is_ok_and(|b| b == whole)),
+        common::within(SETTLE, || std::fs::read(m.at(rel))
+            .is_ok_and(|b| b == whole)),
         "a read after the appends shows them all"
     );
 }
@@ -283,7 +275,7 @@ fn a_handle_held_while_the_file_grows_follows_it_without_zeros() {
         whole.len()
     );
     assert!(
-        within(|| read_all_at(&held).is_ok_and(|b| b == whole)),
+        common::within(SETTLE, || read_all_at(&held).is_ok_and(|b| b == whole)),
         "a held handle reads every line once the appends stop"
     );
 }
@@ -315,7 +307,8 @@ fn a_file_cut_and_rewritten_in_place_then_grown_reads_without_zeros() {
     // (Reads under way as the cut happens are another matter: see the README.)
     let cut = first.len() as u64;
     assert!(
-        within(|| std::fs::metadata(m.at(rel)).is_ok_and(|md| md.len() == cut)),
+        common::within(SETTLE, || std::fs::metadata(m.at(rel))
+            .is_ok_and(|md| md.len() == cut)),
         "the cut shows"
     );
     let shared = Shared::new();

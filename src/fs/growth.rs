@@ -395,20 +395,20 @@ mod tests {
     #[test]
     fn a_held_size_says_so() {
         let mut t = T::new(100);
-        let s = t.stat(300);
-        let (told, _) = t.g.tell(s, P, t.now);
+        let told = |t: &mut T, size| {
+            let s = t.stat(size);
+            t.g.tell(s, P, t.now).0
+        };
         assert_eq!(
-            told,
+            told(&mut t, 300),
             Told {
                 size: 100,
                 held: true
             }
         );
         t.dropped(Some(300));
-        let s = t.stat(300);
-        let (told, _) = t.g.tell(s, P, t.now);
         assert_eq!(
-            told,
+            told(&mut t, 300),
             Told {
                 size: 300,
                 held: false
