@@ -291,6 +291,19 @@ pub fn audit_session_in(
     style: PathStyle,
     paths: Option<&RootPaths>,
 ) {
+    audit_session_with(a, s, None, cfg, style, paths);
+}
+
+/// [`audit_session_in`] with the projection of the session's messages when the caller has
+/// it already (a mount computing the session's other files from the same transcript).
+pub fn audit_session_with(
+    a: &mut Audit,
+    s: &SessionData,
+    projection: Option<&Projection<'_>>,
+    cfg: &NoaConfig,
+    style: PathStyle,
+    paths: Option<&RootPaths>,
+) {
     let sid = &s.sid;
     transcript_findings(a, &s.transcript, &style.transcript(sid));
     for (aid, _, t) in &s.sidechains {
@@ -402,7 +415,14 @@ pub fn audit_session_in(
     let needed = !st.message_refs.by_raw.is_empty()
         || !st.message_refs.by_ref.is_empty()
         || !st.blocks().is_empty();
-    let p = Projection::new(if needed { s.messages() } else { Vec::new() });
+    let own;
+    let p = match projection {
+        Some(p) if needed => p,
+        _ => {
+            own = Projection::new(if needed { s.messages() } else { Vec::new() });
+            &own
+        }
+    };
     let (slots, _) = refs::assign(&p.cores, st, |c| protect::is_hard(c, cfg));
     let present: HashSet<&str> = p.cores.iter().map(|c| c.id.as_ref()).collect();
     let numbered: HashSet<u32> = slots.iter().filter_map(|s| s.number()).collect();

@@ -125,6 +125,23 @@ impl Bytes {
         out
     }
 
+    /// The first `len` bytes (all of them when there are fewer), sharing the pieces.
+    pub fn prefix(&self, len: u64) -> Bytes {
+        if len >= self.len() {
+            return self.clone();
+        }
+        let mut left = len;
+        let pieces = self.0.pieces.iter().map_while(|p| {
+            if left == 0 {
+                return None;
+            }
+            let take = (p.len() as u64).min(left) as usize;
+            left -= take as u64;
+            Some(Piece::new(p.buf.clone(), p.start, p.start + take))
+        });
+        Bytes::from_pieces(pieces.collect::<Vec<_>>())
+    }
+
     /// Whether `self` begins with all of `prefix`. Pieces both share (a version's unchanged
     /// lines are the previous version's) are equal without a look at their bytes.
     pub fn starts_with(&self, prefix: &Bytes) -> bool {
@@ -202,6 +219,10 @@ mod tests {
         assert_eq!(&*b.window(99, 1), b"");
         assert_eq!(b.to_vec(), b"abcdef");
         assert_eq!(b, Bytes::from(b"abcdef".to_vec()));
+        assert_eq!(b.prefix(0).to_vec(), b"");
+        assert_eq!(b.prefix(4).to_vec(), b"abcd");
+        assert_eq!(b.prefix(5).to_vec(), b"abcde");
+        assert_eq!(b.prefix(60).to_vec(), b"abcdef");
         assert!(Bytes::default().is_empty());
         let buf = Arc::new(b"0123456789".to_vec());
         let joined = Bytes::from_pieces([

@@ -239,9 +239,9 @@ pub const MOUNT_KEYS: &[Key] = &[
     },
     Key {
         name: "cache_mb",
-        kind: Kind::Count,
+        kind: Kind::CountOrAuto,
         scope: Scope::Mount,
-        help: "Memory budget of the mount's computed-file cache in MiB",
+        help: "Memory budget in MiB for parsed transcripts and computed files not yet read (auto: 1/16 of the machine's memory, 128 MiB to 4 GiB)",
     },
 ];
 
@@ -421,7 +421,9 @@ pub struct Config {
     /// Per-session tables as read, less the keys the command line sets (it wins over them).
     pub sessions: BTreeMap<String, Settings>,
     pub ttl_ms: u64,
-    pub cache_mb: u64,
+    /// The cache's budget in MiB; `None`: sized from the machine's memory
+    /// ([`Config::cache_bytes`]).
+    pub cache_mb: Option<u64>,
 }
 
 impl Default for Config {
@@ -430,9 +432,27 @@ impl Default for Config {
             noa: NoaConfig::default(),
             sessions: BTreeMap::new(),
             ttl_ms: 1000,
-            cache_mb: 256,
+            cache_mb: None,
         }
     }
+}
+
+/// The share of the machine's memory `cache_mb = auto` budgets, and its bounds in MiB.
+const AUTO_CACHE_SHARE: u64 = 16;
+const AUTO_CACHE_MIN_MB: u64 = 128;
+const AUTO_CACHE_MAX_MB: u64 = 4096;
+
+/// The budget `cache_mb = auto` gives on a machine with `total` bytes of memory, in MiB.
+pub fn auto_cache_mb(total: u64) -> u64 {
+    ((total / AUTO_CACHE_SHARE) >> 20).clamp(AUTO_CACHE_MIN_MB, AUTO_CACHE_MAX_MB)
+}
+
+/// The machine's memory in bytes (`MemTotal` of `/proc/meminfo`), if known.
+fn memory_total() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kb.checked_mul(1024)
 }
 
 impl Config {
@@ -456,10 +476,13 @@ impl Config {
         };
         for k in MOUNT_KEYS {
             let Some(v) = top.get(k.name) else { continue };
-            let taken = u64::take(v).and_then(|n| match (k.name, n) {
-                ("cache_mb", 0) => Err("leaves no cache".to_string()),
-                _ => Ok(n),
-            });
+            let taken = match k.name {
+                "cache_mb" => <Option<u64> as Setting>::take(v).and_then(|n| match n {
+                    Some(0) => Err("leaves no cache".to_string()),
+                    _ => Ok(Mount::Cache(n)),
+                }),
+                _ => <u64 as Setting>::take(v).map(Mount::Count),
+            };
             match taken {
                 Ok(n) => config.set_mount(k.name, n),
                 Err(why) => warnings.push(Warning {
@@ -497,10 +520,10 @@ impl Config {
         (c, warnings)
     }
 
-    fn set_mount(&mut self, name: &str, n: u64) {
-        match name {
-            "ttl_ms" => self.ttl_ms = n,
-            "cache_mb" => self.cache_mb = n,
+    fn set_mount(&mut self, name: &str, v: Mount) {
+        match (name, v) {
+            ("ttl_ms", Mount::Count(n)) => self.ttl_ms = n,
+            ("cache_mb", Mount::Cache(n)) => self.cache_mb = n,
             _ => {}
         }
     }
@@ -508,10 +531,28 @@ impl Config {
     fn get_mount(&self, name: &str) -> Json {
         match name {
             "ttl_ms" => json!(self.ttl_ms),
-            "cache_mb" => json!(self.cache_mb),
+            "cache_mb" => self.cache_mb.show(),
             _ => Json::Null,
         }
     }
+
+    /// The cache's budget in bytes: `cache_mb`, or for `auto` 1/16 of the machine's memory
+    /// (128 MiB to 4 GiB; 256 MiB where the memory is unknown).
+    pub fn cache_bytes(&self) -> usize {
+        let mb = match self.cache_mb {
+            Some(mb) => mb,
+            None => memory_total().map_or(256, auto_cache_mb),
+        };
+        usize::try_from(mb)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(1 << 20)
+    }
+}
+
+/// A mount key's value.
+enum Mount {
+    Count(u64),
+    Cache(Option<u64>),
 }
 
 fn show_value(v: &Value) -> String {

@@ -62,7 +62,7 @@ fn samples() -> BTreeMap<&'static str, (&'static str, Value)> {
 fn value_of(c: &Config, name: &str) -> Value {
     match name {
         "ttl_ms" => json!(c.ttl_ms),
-        "cache_mb" => json!(c.cache_mb),
+        "cache_mb" => c.cache_mb.map_or(json!("auto"), |n| json!(n)),
         _ => c.noa.get(name),
     }
 }
@@ -144,7 +144,13 @@ fn defaults_are_the_runtimes_default_config() {
     assert!(d.parents.is_empty());
     assert_eq!(d.min_benefit(), 5_000);
     let cfg = Config::default();
-    assert_eq!((cfg.ttl_ms, cfg.cache_mb), (1000, 256));
+    assert_eq!((cfg.ttl_ms, cfg.cache_mb), (1000, None));
+    // `auto`: a sixteenth of the machine's memory, within bounds.
+    assert_eq!(normafs::config::auto_cache_mb(24 << 30), 1536);
+    assert_eq!(normafs::config::auto_cache_mb(1 << 30), 128);
+    assert_eq!(normafs::config::auto_cache_mb(1 << 40), 4096);
+    let b = cfg.cache_bytes();
+    assert!((128 << 20..=4096 << 20).contains(&b), "{b}");
     assert!(cfg.sessions.is_empty());
     // No source at all gives the defaults, silently.
     let (built, w) = load(&[]);

@@ -844,7 +844,7 @@ fn live_writers_soak() {
         ));
     }
     // Sample memory while it runs: the synthetic-content cache must stay within its budget.
-    let budget = soak_config().cache_mb * (1 << 20);
+    let budget = soak_config().cache_bytes() as u64;
     let (mut peak_cache, mut peak_rss) = (0, 0);
     let end = Instant::now() + duration;
     while Instant::now() < end {

@@ -350,6 +350,7 @@ fn check(ops: &[Op], reads: &[u8], cfg: &NoaConfig) -> Result<(), TestCaseError>
                 .content(&Node::Computed(SID.to_string(), *kind))
                 .expect("computed")
                 .data
+                .expect("bytes")
                 .to_vec();
             let want = from_scratch(&paths, cfg, *kind);
             prop_assert_eq!(

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use super::computed::systime;
+use super::computed::{systime, Want};
 use super::real::Stat;
 use super::reply::kind_of;
 use super::{Attr, Base, Entry, FileKind, FsError, Node, NormaFs, MEMORY_LINK};
@@ -227,6 +227,7 @@ impl NormaFs {
     /// for, so any `fstat` of them reports what its reads return (see `fs/versions.rs`).
     pub fn getattr(&self, ino: u64) -> Result<Entry, FsError> {
         let node = self.node(ino)?;
+        tracing::trace!("getattr {ino}: {node:?}");
         // An inode renamed over that holds no file any more answers ESTALE: the kernel
         // looks the name up again (a `stat` by path is retried so); so does a computed
         // file's inode whose version is gone.
@@ -279,7 +280,14 @@ impl NormaFs {
         ino: u64,
         hold: bool,
     ) -> Result<super::versions::Described, FsError> {
-        let c = self.computed.content(node)?;
+        // A lookup's version is held for the open that follows (see `open_want`); an
+        // attribute needs no bytes.
+        let want = if hold {
+            self.open_want(ino)
+        } else {
+            Want::Size
+        };
+        let c = self.current_content(node, ino, want)?;
         let current = self.inodes.get(node) == Some(ino);
         let (fit, d) = self.versions.fit(ino, current, &c);
         match fit {
@@ -293,6 +301,33 @@ impl NormaFs {
             self.versions.answered_stale(node);
         }
         d.ok_or(FsError::Stale)
+    }
+
+    /// What an open (or the lookup before it) of computed inode `ino` needs of its version:
+    /// its bytes, unless the kernel holds every page of it (`Versions::whole`), when they
+    /// are needed only if at hand.
+    pub(super) fn open_want(&self, ino: u64) -> Want {
+        if self.versions.whole(ino) {
+            Want::Pin
+        } else {
+            Want::Bytes
+        }
+    }
+
+    /// The current content of computed file `node` for inode `ino`, with its bytes as `want`
+    /// asks, and always when the inode's open handles read a version it may extend.
+    pub(super) fn current_content(
+        &self,
+        node: &Node,
+        ino: u64,
+        want: Want,
+    ) -> Result<super::computed::Content, FsError> {
+        let covered = self.covered(node, false);
+        let c = self.computed.current(node, covered, want)?;
+        if self.versions.wants_bytes(ino, &c) {
+            return self.computed.current(node, covered, Want::Bytes);
+        }
+        Ok(c)
     }
 
     /// Note the attributes a reply gives the kernel for a computed file.

@@ -1,36 +1,50 @@
-//! The contents of computed files, made by the noa core from the backing files, cached by an
-//! input fingerprint (size, mtime, inode of each input) within the `--cache-mb` budget that
-//! they share with the parsed transcripts and states they are made from
-//! (`store::cache::Cache`).
+//! Computed files: what each one's current version is — its size, a keyed digest of its
+//! bytes, its mtime and mode, remembered per input fingerprint (a few dozen bytes a file) —
+//! and its bytes, made by the noa core (`computed/make.rs`) and kept within the `--cache-mb`
+//! budget beside the parsed transcripts and states they are made from
+//! (`store::cache::Cache`). Bytes are evicted freely: the same inputs make the same bytes
+//! again, so a size, a `stat` or a version check never needs them kept.
+//!
+//! A version is current while its inputs' fingerprint is. The fingerprint is found by `stat`
+//! of the inputs (`store::inputs::Inputs`), or, while the watcher covers the file, it is known
+//! unchanged as long as the file's generation is: the watcher's reports advance the
+//! generation of the session (or memory, or root) they concern ([`Computed::changed`]), so a
+//! covered file of a session that did not change asks the disk nothing.
 
-use std::hash::Hash;
+mod make;
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use chrono::{DateTime, Utc};
 use parking_lot::Mutex;
 
-use crate::audit::{self, Audit, PathStyle};
 use crate::bytes::Bytes;
-use crate::config::{ArchivePaths, Config};
-use crate::format::memory;
-use crate::format::state::{Block, StateLoad};
-use crate::noa::render::{self, StatusInputs};
-use crate::noa::session::{self as view, Projection};
-use crate::noa::{assemble, protect, refs};
+use crate::config::Config;
+use crate::format::state::StateLoad;
+use crate::noa::render;
 use crate::store::cache::Cache;
 use crate::store::inputs::Inputs;
 use crate::store::root::{self, RootPaths};
-use crate::store::session;
 use crate::store::transcripts::TranscriptFile;
 
 use super::error::FsError;
 use super::node::{ComputedKind, Node};
+use super::watch::Affected;
 
-/// Computed bytes of a computed file, the newest mtime of its inputs, and its permission bits.
+/// A computed file's version: what describes it, and its bytes when they are at hand.
 #[derive(Debug, Clone)]
 pub struct Content {
-    pub data: Bytes,
+    /// The bytes (`None` when only the description was asked for, or they were evicted).
+    pub data: Option<Bytes>,
+    pub size: u64,
+    /// A keyed digest of the bytes (see [`digest`]) when they are at most [`SAME_BYTES`].
+    pub digest: Option<u64>,
+    /// The newest mtime of the inputs.
     pub mtime: SystemTime,
     /// Read for the owner (the mounting user); for group and others only when every input grants
     /// it to them (the group: when the input's group is the mounting user's), so a file derived
@@ -40,25 +54,252 @@ pub struct Content {
     /// The fingerprint of the inputs the bytes were computed from: equal fingerprints, equal
     /// bytes (the kernel's cached size and pages are checked against it).
     pub fp: u64,
+    /// Which computation made it: the bytes kept are this version's only when kept by the
+    /// same one (two computations from inputs that changed while they were read may make
+    /// other bytes under one fingerprint).
+    pub made: u64,
 }
 
-/// The computations and their cache.
+/// Files up to this size carry a digest of their bytes: two versions of one from different
+/// inputs are told apart by it without their bytes (a raw range when the transcript grows,
+/// `status.json` when nothing it counts moved), and a handle opened on one reads its bytes
+/// only when the kernel asks for a page (see `fs/versions.rs`). Larger files are views,
+/// which grow rather than stay the same.
+pub const SAME_BYTES: u64 = 1 << 20;
+
+/// A keyed digest of the first `len` bytes of `data` (`None` when `data` is shorter), keyed
+/// per process, so no content can be made to match another's on purpose.
+pub fn digest(data: &Bytes, len: u64) -> Option<u64> {
+    static KEYS: OnceLock<std::hash::RandomState> = OnceLock::new();
+    if data.len() < len {
+        return None;
+    }
+    let mut h = KEYS.get_or_init(std::hash::RandomState::new).build_hasher();
+    h.write_u64(len);
+    let mut left = len;
+    for p in data.pieces() {
+        if left == 0 {
+            break;
+        }
+        let take = (p.len() as u64).min(left) as usize;
+        h.write(p.get(..take).unwrap_or_default());
+        left -= take as u64;
+    }
+    Some(h.finish())
+}
+
+/// What a caller needs of a version besides its description.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Want {
+    /// The description only (a `stat`): bytes made for it are not kept.
+    Size,
+    /// The bytes if they are at hand, and always for a file without a digest (an open or a
+    /// lookup: what its handles read must be known).
+    Pin,
+    /// The bytes (a read).
+    Bytes,
+}
+
+/// A version known, and how long it is known current without asking the disk.
+#[derive(Debug, Clone)]
+struct Known {
+    /// Its description (no bytes).
+    c: Content,
+    /// The generation it was known current at, while the watcher covers the file.
+    gen: Option<u64>,
+    /// Current until then at most (whether the session looks live changes with time alone).
+    until: Option<Instant>,
+    /// When it was made: what it says of time (`status.json`'s `idle_seconds`) is as of
+    /// then, so that it is made again byte for byte from the same inputs.
+    made_at: DateTime<Utc>,
+    /// The `stat` pass its inputs were found by: a computation whose pass was earlier (it
+    /// took longer) does not replace it.
+    taken: u64,
+}
+
+/// How often the mount computed and checked: what its counters report.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Runs of the noa core over a session (one parse refresh and one pipeline run), and
+    /// of the computations of `MEMORY.md` and the root's `audit.txt`.
+    pub computations: AtomicU64,
+    /// Computed files rendered (several per session computation).
+    pub renders: AtomicU64,
+    /// `stat` passes over a computed file's inputs.
+    pub input_checks: AtomicU64,
+}
+
+/// A snapshot of [`Counters`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub computations: u64,
+    pub renders: u64,
+    pub input_checks: u64,
+}
+
+/// The generation of what computed files are made from, advanced by the watcher's reports.
+#[derive(Default)]
+struct Generations {
+    sessions: Mutex<HashMap<String, u64>>,
+    memory: AtomicU64,
+    root: AtomicU64,
+    /// Each session's configured ancestors (whose states a fork's view reads).
+    parents: Mutex<HashMap<String, Arc<Vec<String>>>>,
+}
+
+impl Generations {
+    fn parents(&self, cfg: &Config, sid: &str) -> Arc<Vec<String>> {
+        let mut g = self.parents.lock();
+        if let Some(p) = g.get(sid) {
+            return p.clone();
+        }
+        let p: Vec<String> = cfg
+            .for_session(sid)
+            .parents
+            .iter()
+            .take(render::MAX_INHERIT_DEPTH)
+            .cloned()
+            .collect();
+        let p = Arc::new(p);
+        g.insert(sid.to_string(), p.clone());
+        p
+    }
+
+    /// The generation of `node`'s inputs: a sum of counters that only grow, so any report
+    /// that concerns them changes it.
+    fn of(&self, cfg: &Config, node: &Node) -> u64 {
+        match node {
+            Node::Computed(sid, _) | Node::Raw(sid, _, _) => {
+                let parents = self.parents(cfg, sid);
+                let g = self.sessions.lock();
+                let at = |s: &str| g.get(s).copied().unwrap_or(0);
+                parents
+                    .iter()
+                    .fold(at(sid), |sum, p| sum.wrapping_add(at(p)))
+            }
+            Node::MemoryIndex => self.memory.load(Ordering::Acquire),
+            Node::RootAudit => self.root.load(Ordering::Acquire),
+            _ => 0,
+        }
+    }
+
+    fn advance(&self, a: &Affected) {
+        match a {
+            Affected::Session(sid) => {
+                *self.sessions.lock().entry(sid.clone()).or_default() += 1;
+            }
+            Affected::Memory => {
+                self.memory.fetch_add(1, Ordering::AcqRel);
+            }
+            Affected::Root => {}
+        }
+        self.root.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// The fingerprints of a node's inputs, taken by one `stat` pass: for a session's files,
+/// each part of the session's inputs once, combined per file.
+struct Fingerprints {
+    /// When they were taken: the number of the `stat` pass (later passes, higher numbers).
+    taken: u64,
+    /// Transcript and states (the session's and its ancestors').
+    base: Part,
+    subagents: Part,
+    archives: Part,
+    /// Whether the session looks live, and until when it does.
+    live: (bool, Option<Instant>),
+}
+
+/// One part's fingerprint, newest mtime and permission bits.
+#[derive(Debug, Clone, Copy)]
+struct Part {
+    fp: u64,
+    mtime: SystemTime,
+    perm: u16,
+}
+
+impl Part {
+    fn of(inp: &Inputs) -> Part {
+        let (fp, mtime, perm) = inp.finish();
+        Part { fp, mtime, perm }
+    }
+}
+
+/// A fingerprint's description of a file: fingerprint, newest mtime, mode, current until.
+type Described = (u64, SystemTime, u16, Option<Instant>);
+
+impl Fingerprints {
+    /// What computed file `kind` of the session is made from.
+    fn of_kind(&self, kind: ComputedKind) -> Described {
+        let more = kind.inputs();
+        let mut parts = vec![self.base];
+        if more.subagents {
+            parts.push(self.subagents);
+        }
+        if more.archives {
+            parts.push(self.archives);
+        }
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let mut mtime = UNIX_EPOCH;
+        // Owner-readable always; group and others only when every part grants it.
+        let mut perm = 0o444;
+        for p in &parts {
+            p.fp.hash(&mut h);
+            mtime = mtime.max(p.mtime);
+            perm &= p.perm;
+        }
+        let mut until = None;
+        if more.liveness {
+            self.live.0.hash(&mut h);
+            until = self.live.1;
+        }
+        (h.finish(), mtime, perm, until)
+    }
+
+    /// A raw range is made from the transcript and the session's own state only.
+    fn of_raw(&self) -> Described {
+        (self.base.fp, self.base.mtime, self.base.perm, None)
+    }
+
+    fn of(&self, node: &Node) -> Described {
+        match node {
+            Node::Computed(_, kind) => self.of_kind(*kind),
+            _ => self.of_raw(),
+        }
+    }
+}
+
+/// The computations, what they made and their cache.
 pub struct Computed {
     paths: RootPaths,
     cfg: Config,
-    /// Contents by node, beside the parsed transcripts and states they are made from.
-    cache: Cache<Node, Content>,
+    /// Bytes by node, with the computation that made them, beside the parsed transcripts
+    /// and states they are made from.
+    cache: Cache<Node, (Bytes, u64)>,
+    /// The versions known, by node.
+    known: Mutex<HashMap<Node, Known>>,
+    gens: Generations,
+    counters: Counters,
     /// Where the mount is, for `archive_paths = mount`.
     mountpoint: Option<PathBuf>,
 }
 
+/// Sessions whose transcript is at most this long have all their computed files made in one
+/// computation (one refresh of the parsed transcript, one pipeline run): a listing or a
+/// `grep -r` asks for every one of them. Longer ones make only the file asked for: their
+/// files are large, and memory is held by each until it is served.
+pub const ALL_AT_ONCE: u64 = 4 << 20;
+
 impl Computed {
     pub fn new(paths: RootPaths, cfg: Config) -> Computed {
-        let budget = (cfg.cache_mb as usize).saturating_mul(1 << 20);
+        let budget = cfg.cache_bytes();
         Computed {
             paths,
             cfg,
             cache: Cache::new(budget),
+            known: Mutex::new(HashMap::new()),
+            gens: Generations::default(),
+            counters: Counters::default(),
             mountpoint: None,
         }
     }
@@ -68,102 +309,235 @@ impl Computed {
         self.mountpoint = Some(mnt.to_path_buf());
     }
 
-    /// How a session's summaries name their archive: inside the mount when `in_mount` and the
-    /// mount point is known (the archive's path under the mount when it is found under the
-    /// session's archive root), else as the runtime does (`archivePath`).
-    fn archive_namer<'s>(
-        &'s self,
-        sid: &'s str,
-        in_mount: bool,
-    ) -> Box<dyn Fn(&Block) -> String + 's> {
-        let Some(mnt) = self.mountpoint.as_ref().filter(|_| in_mount) else {
-            return Box::new(view::runtime_path);
-        };
-        Box::new(move |b: &Block| {
-            // `<archives>/<owner>/tier<N>/<file>` is `sessions/<owner>/tier<N>/<file>` in the
-            // mount (an inherited block's owner is the parent session).
-            session::locate_archive(&self.paths, sid, b)
-                .and_then(|p| {
-                    let rel = p.strip_prefix(&self.paths.archives).ok()?.to_path_buf();
-                    let owner = rel.components().next()?.as_os_str().to_str()?;
-                    let tier = rel.components().nth(1)?.as_os_str().to_str()?;
-                    (session::exists(&self.paths, owner) && session::is_tier_dir(tier))
-                        .then(|| mnt.join("sessions").join(&rel).display().to_string())
-                })
-                .unwrap_or_else(|| view::runtime_path(b))
-        })
+    /// The watcher reported (or a ctl command made) a change of what `a` names: the versions
+    /// known of its files are checked against the disk again before they are used.
+    pub fn changed(&self, a: &Affected) {
+        self.gens.advance(a);
     }
 
-    /// The fingerprint of a node's inputs, their newest mtime, and the file's permission bits.
-    fn fingerprint(&self, node: &Node) -> (u64, SystemTime, u16) {
-        let mut inp = Inputs::default();
+    /// The fingerprints of the inputs of `node` (for a session's file, of all the session's
+    /// inputs at once).
+    fn fingerprints(&self, node: &Node) -> Fingerprints {
+        let taken = self.counters.input_checks.fetch_add(1, Ordering::Relaxed) + 1;
         let p = &self.paths;
+        let part = |f: &dyn Fn(&mut Inputs)| {
+            let mut inp = Inputs::default();
+            f(&mut inp);
+            Part::of(&inp)
+        };
+        let empty = part(&|_| {});
         match node {
-            Node::Computed(sid, kind) => {
-                inp.file(&p.transcript_path(sid));
-                inp.file(&p.state_path(sid));
-                // A fork's view comes from its ancestors' states while it has no blocks.
-                for parent in self
-                    .cfg
-                    .for_session(sid)
-                    .parents
-                    .iter()
-                    .take(render::MAX_INHERIT_DEPTH)
-                {
-                    if root::valid_session_name(std::ffi::OsStr::new(parent)).is_ok() {
-                        inp.file(&p.state_path(parent));
+            Node::Computed(sid, _) | Node::Raw(sid, _, _) => {
+                let raw = matches!(node, Node::Raw(..));
+                let base = part(&|inp| {
+                    inp.file(&p.transcript_path(sid));
+                    inp.file(&p.state_path(sid));
+                    if raw {
+                        return;
                     }
+                    // A fork's view comes from its ancestors' states while it has no blocks.
+                    for parent in self.gens.parents(&self.cfg, sid).iter() {
+                        if root::valid_session_name(std::ffi::OsStr::new(parent)).is_ok() {
+                            inp.file(&p.state_path(parent));
+                        }
+                    }
+                });
+                if raw {
+                    return Fingerprints {
+                        taken,
+                        base,
+                        subagents: empty,
+                        archives: empty,
+                        live: (false, None),
+                    };
                 }
-                // What else the layout says the file is made from.
-                let more = kind.inputs();
-                if more.subagents {
-                    inp.tree(&p.subagents_dir(sid), 1);
-                }
-                if more.archives {
-                    inp.tree(&p.archive_root(sid), 2);
-                }
-                if more.liveness {
-                    let cfg = self.cfg.for_session(sid);
-                    crate::store::ctl::live_reason(p, sid, &cfg, chrono::Utc::now())
-                        .is_some()
-                        .hash(inp.hasher());
+                let cfg = self.cfg.for_session(sid);
+                let now = chrono::Utc::now();
+                let idle = crate::store::ctl::idle_seconds(p, sid, now);
+                let live = match idle {
+                    Some(i) if i < cfg.live_seconds => (
+                        true,
+                        Some(Instant::now() + Duration::from_secs(cfg.live_seconds - i)),
+                    ),
+                    _ => (false, None),
+                };
+                Fingerprints {
+                    taken,
+                    base,
+                    subagents: part(&|inp| inp.tree(&p.subagents_dir(sid), 1)),
+                    archives: part(&|inp| inp.tree(&p.archive_root(sid), 2)),
+                    live,
                 }
             }
-            Node::Raw(sid, _, _) => {
-                inp.file(&p.transcript_path(sid));
-                inp.file(&p.state_path(sid));
-            }
-            Node::MemoryIndex => inp.tree(&p.memory, 1),
-            Node::RootAudit => {
-                inp.tree(&p.transcripts, 3);
-                inp.tree(&p.archives, 3);
-                inp.tree(&p.memory, 1);
-            }
-            _ => {}
+            Node::MemoryIndex => Fingerprints {
+                taken,
+                base: part(&|inp| inp.tree(&p.memory, 1)),
+                subagents: empty,
+                archives: empty,
+                live: (false, None),
+            },
+            _ => Fingerprints {
+                taken,
+                base: part(&|inp| {
+                    inp.tree(&p.transcripts, 3);
+                    inp.tree(&p.archives, 3);
+                    inp.tree(&p.memory, 1);
+                }),
+                subagents: empty,
+                archives: empty,
+                live: (false, None),
+            },
         }
-        inp.finish()
     }
 
-    /// The content of a computed node, from the cache when its inputs are unchanged.
-    pub fn content(&self, node: &Node) -> Result<Content, FsError> {
-        let (fp, mtime, perm) = self.fingerprint(node);
-        if let Some(hit) = self.cache.content(node, fp) {
-            // The mode is always fresh (a chmod changes the fingerprint too, by the ctime).
-            return Ok(Content { perm, ..hit });
+    /// The version known of `node` when it is current for sure without asking the disk.
+    fn known_current(&self, node: &Node, gen: u64) -> Option<Content> {
+        let k = self.known.lock();
+        let k = k.get(node)?;
+        let fresh = k.gen == Some(gen) && k.until.is_none_or(|u| Instant::now() < u);
+        fresh.then(|| k.c.clone())
+    }
+
+    /// The current version of computed file `node`, described, with its bytes as `want`
+    /// asks. `covered`: the watcher reports every change of its inputs (asked before this
+    /// call), so while its generation stays, the version known is current.
+    pub fn current(&self, node: &Node, covered: bool, want: Want) -> Result<Content, FsError> {
+        // Taken before the inputs are looked at: a change reported from now on makes
+        // whatever this finds out of date.
+        let gen = self.gens.of(&self.cfg, node);
+        if covered {
+            if let Some(c) = self.known_current(node, gen) {
+                return self.with_bytes(node, c, want);
+            }
         }
-        let computed = self.compute(node);
-        self.cache.release_memory();
-        let content = Content {
-            data: computed?,
-            mtime,
-            perm,
-            fp,
+        let fps = self.fingerprints(node);
+        let (fp, mtime, perm, until) = fps.of(node);
+        let known = {
+            let mut k = self.known.lock();
+            match k.get_mut(node) {
+                Some(k) if k.c.fp == fp => {
+                    k.taken = k.taken.max(fps.taken);
+                    k.gen = covered.then_some(gen);
+                    k.until = until;
+                    // The mode is always fresh (a chmod changes the fingerprint too, by the
+                    // ctime).
+                    k.c.perm = perm;
+                    k.c.mtime = mtime;
+                    Some(k.c.clone())
+                }
+                _ => None,
+            }
         };
-        let len = content.data.len() as usize;
-        self.cache
-            .keep_content(node.clone(), content.clone(), fp, len);
+        match known {
+            Some(c) => self.with_bytes(node, c, want),
+            None => self.make(node, &fps, covered.then_some(gen), want, Utc::now()),
+        }
+    }
+
+    /// `c` with its bytes as `want` asks: kept ones, or made again (from the inputs as they
+    /// are now: when they changed meanwhile, that is the newer version, described as such).
+    fn with_bytes(&self, node: &Node, mut c: Content, want: Want) -> Result<Content, FsError> {
+        if want == Want::Size {
+            return Ok(c);
+        }
+        c.data = self
+            .cache
+            .content(node, c.fp)
+            .filter(|(_, made)| *made == c.made)
+            .map(|(d, _)| d);
+        let needed = want == Want::Bytes || c.digest.is_none();
+        if c.data.is_some() || !needed {
+            return Ok(c);
+        }
+        let gen = self.gens.of(&self.cfg, node);
+        let fps = self.fingerprints(node);
+        // Made under the generation taken before, which stays the mark of what is known
+        // current; as of the time `c` was made when its inputs are still the same.
+        let (covered, made_at) = match self.known.lock().get(node) {
+            Some(k) => (k.gen.map(|_| gen), k.made_at),
+            None => (None, Utc::now()),
+        };
+        let as_of = if fps.of(node).0 == c.fp {
+            made_at
+        } else {
+            Utc::now()
+        };
+        self.make(node, &fps, covered, want, as_of)
+    }
+
+    /// Make `node` (and, for a session's file, the session's other files with it when the
+    /// session is small: see [`ALL_AT_ONCE`]), remember what was made, keep the bytes unless
+    /// only a size was wanted, and return `node`'s version with its bytes. What the files
+    /// say of time is as of `now`.
+    fn make(
+        &self,
+        node: &Node,
+        fps: &Fingerprints,
+        gen: Option<u64>,
+        want: Want,
+        now: DateTime<Utc>,
+    ) -> Result<Content, FsError> {
+        let id = self.counters.computations.fetch_add(1, Ordering::Relaxed) + 1;
+        let made = match node {
+            Node::Computed(sid, _) | Node::Raw(sid, _, _) => self.make_session(sid, node, now),
+            _ => self.make_one(node).map(|b| vec![(node.clone(), b)]),
+        };
         self.cache.release_memory();
-        Ok(content)
+        let made = made?;
+        self.counters
+            .renders
+            .fetch_add(made.len() as u64, Ordering::Relaxed);
+        let mut out = None;
+        for (n, data) in made {
+            let (fp, mtime, perm, until) = fps.of(&n);
+            let size = data.len();
+            let c = Content {
+                digest: (size <= SAME_BYTES).then(|| digest(&data, size)).flatten(),
+                data: None,
+                size,
+                mtime,
+                perm,
+                fp,
+                made: id,
+            };
+            let mut known = self.known.lock();
+            if known.get(&n).is_none_or(|k| k.taken <= fps.taken) {
+                known.insert(
+                    n.clone(),
+                    Known {
+                        c: c.clone(),
+                        gen,
+                        until,
+                        made_at: now,
+                        taken: fps.taken,
+                    },
+                );
+            }
+            drop(known);
+            if want != Want::Size {
+                self.cache
+                    .keep_content(n.clone(), (data.clone(), id), fp, size as usize);
+            }
+            if n == *node {
+                out = Some(Content {
+                    data: Some(data),
+                    ..c
+                });
+            }
+        }
+        self.cache.release_memory();
+        out.ok_or(FsError::NotFound)
+    }
+
+    /// The content of `node` from the inputs as they are now (for tests and tools that
+    /// want the bytes).
+    pub fn content(&self, node: &Node) -> Result<Content, FsError> {
+        self.current(node, false, Want::Bytes)
+    }
+
+    /// The node's version is known no more (it is gone).
+    pub fn forget(&self, node: &Node) {
+        self.known.lock().remove(node);
     }
 
     /// Bytes held by the cache of computed contents.
@@ -176,9 +550,29 @@ impl Computed {
         self.cache.bytes()
     }
 
+    /// The budget, in bytes.
+    pub fn budget(&self) -> usize {
+        self.cache.budget()
+    }
+
     /// Parsed transcripts kept.
     pub fn kept_transcripts(&self) -> usize {
         self.cache.kept_transcripts()
+    }
+
+    /// What the counters say now.
+    pub fn counts(&self) -> Counts {
+        let c = &self.counters;
+        Counts {
+            computations: c.computations.load(Ordering::Relaxed),
+            renders: c.renders.load(Ordering::Relaxed),
+            input_checks: c.input_checks.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Versions known (their descriptions, without bytes).
+    pub fn known_versions(&self) -> usize {
+        self.known.lock().len()
     }
 
     /// The parsed transcript of a session, refreshed.
@@ -192,169 +586,6 @@ impl Computed {
     fn state(&self, sid: &str) -> Arc<StateLoad> {
         self.cache.state(&self.paths, sid)
     }
-
-    fn compute(&self, node: &Node) -> Result<Bytes, FsError> {
-        match node {
-            Node::Computed(sid, ComputedKind::Audit) => {
-                let cfg = &self.cfg.for_session(sid);
-                let s = session::load(&self.paths, sid);
-                let mut a = Audit::default();
-                audit::audit_session(&mut a, &s, cfg, PathStyle::Mount);
-                a.sort();
-                Ok(Bytes::from(a.to_text().into_bytes()))
-            }
-            Node::Computed(sid, kind) => {
-                let cfg = &self.cfg.for_session(sid);
-                let st = self.state(sid);
-                let (state, inherited) = session::opened_state(&self.paths, sid, &st.state, cfg);
-                let t = self.transcript(sid)?;
-                let mut tf = t.lock();
-                // After appends, ids and lines are computed for the new messages only.
-                let mut memo = tf.take_memo::<view::ViewMemo>().unwrap_or_default();
-                let tr = tf.transcript();
-                let p = Projection::with_memo(session::messages(tr), &mut memo.projection);
-                let namer = self.archive_namer(sid, cfg.archive_paths == ArchivePaths::Mount);
-                let path: view::ArchivePath<'_> = &*namer;
-                let out: Bytes = match kind {
-                    ComputedKind::View => view::view_bytes(&p, &state, cfg, path, &mut memo.view),
-                    ComputedKind::Materialized => {
-                        view::materialized_bytes(&p, &state, cfg, path, &mut memo.materialized)
-                    }
-                    ComputedKind::ViewMd => {
-                        let turn = view::turn(&p, &state, cfg, path);
-                        let msgs = assemble::assemble(&turn, &p.msgs, &state, true);
-                        let in_mount = self.archive_namer(sid, true);
-                        let places = match &self.mountpoint {
-                            Some(mnt) => render::Places::Mount {
-                                mnt,
-                                archive: &*in_mount,
-                            },
-                            None => render::Places::Relative,
-                        };
-                        render::markdown(&msgs, &turn, &state, cfg, sid, &places)
-                            .into_bytes()
-                            .into()
-                    }
-                    _ => {
-                        let subs: Vec<(String, crate::format::transcript::Usage)> =
-                            session::sidechains(&self.paths, sid)
-                                .into_iter()
-                                .map(|(aid, _, t)| (aid, t.usage))
-                                .collect();
-                        let problems = tr.problems();
-                        let count = |s: crate::audit::Severity| {
-                            problems.iter().filter(|p| p.severity() == s).count()
-                        };
-                        let turn = view::turn(&p, &state, cfg, path);
-                        let inp = StatusInputs {
-                            session: sid,
-                            usage: &tr.usage,
-                            subagents: &subs,
-                            problems: (
-                                count(crate::audit::Severity::Error),
-                                count(crate::audit::Severity::Warn),
-                                count(crate::audit::Severity::Info),
-                            ),
-                            state_error: st.error.as_ref().map(|e| e.to_string()),
-                            idle_seconds: crate::store::ctl::idle_seconds(
-                                &self.paths,
-                                sid,
-                                chrono::Utc::now(),
-                            ),
-                            inherited_from: inherited.as_deref(),
-                            settings: cfg.describe(),
-                        };
-                        let mut out =
-                            serde_json::to_vec_pretty(&render::status(&turn, &state, cfg, &inp))
-                                .unwrap_or_default();
-                        out.push(b'\n');
-                        out.into()
-                    }
-                };
-                drop(p);
-                // A message read from the unterminated last line may be replaced when the
-                // line is finished (or turns out to be no record): ids and lines derived from
-                // it are not kept for the next version.
-                let tentative = tf.stable_messages() < tf.transcript().messages.len();
-                if !tentative {
-                    tf.keep_memo(memo);
-                }
-                Ok(out)
-            }
-            Node::Raw(sid, start, end) => {
-                let (a, b) = raw_refs(start, end).ok_or(FsError::NotFound)?;
-                let (p_slots, text) = self.with_slots(sid, |p, slots| {
-                    (slots.len(), render::raw_range(p, slots, a, b))
-                })?;
-                let _ = p_slots;
-                text.map(|t| Bytes::from(t.into_bytes()))
-                    .map_err(|_| FsError::NotFound)
-            }
-            Node::MemoryIndex => {
-                let scan = memory::scan(&self.paths.memory);
-                Ok(Bytes::from(
-                    memory::render_index(&scan.memories).into_bytes(),
-                ))
-            }
-            Node::RootAudit => {
-                let d = root::discover(&self.paths).map_err(FsError::from)?;
-                let a =
-                    audit::audit_root(&self.paths, &d, &self.cfg, PathStyle::Mount, &mut |_, _| {});
-                Ok(Bytes::from(a.to_text().into_bytes()))
-            }
-            _ => Err(FsError::Invalid("not a computed file".into())),
-        }
-    }
-
-    /// Run `f` over a session's projection and the refs its content has (recorded, or as a
-    /// view would hand them out).
-    fn with_slots<R>(
-        &self,
-        sid: &str,
-        f: impl FnOnce(&Projection<'_>, &[crate::noa::content::Slot]) -> R,
-    ) -> Result<R, FsError> {
-        let cfg = self.cfg.for_session(sid);
-        let st = self.state(sid);
-        let (state, _) = session::opened_state(&self.paths, sid, &st.state, &cfg);
-        let t = self.transcript(sid)?;
-        let tf = t.lock();
-        let p = Projection::new(session::messages(tf.transcript()));
-        let (slots, _) = refs::assign(&p.cores, &state, |c| protect::is_hard(c, &cfg));
-        Ok(f(&p, &slots))
-    }
-
-    /// Whether `start`-`end` names a range of known refs of session `sid`.
-    pub fn raw_range_exists(&self, sid: &str, start: &str, end: &str) -> Result<bool, FsError> {
-        let Some((a, b)) = raw_refs(start, end) else {
-            return Ok(false);
-        };
-        self.with_slots(sid, |_, slots| {
-            let at = |n: u32| slots.iter().position(|s| s.number() == Some(n));
-            matches!((at(a), at(b)), (Some(x), Some(y)) if x <= y)
-        })
-    }
-
-    /// Names listed in `raw/`: one per block range.
-    pub fn raw_names(&self, sid: &str) -> Vec<String> {
-        let cfg = self.cfg.for_session(sid);
-        let st = self.state(sid);
-        let (state, _) = session::opened_state(&self.paths, sid, &st.state, &cfg);
-        let mut names: Vec<String> = state
-            .blocks()
-            .iter()
-            .filter(|b| raw_refs(&b.start_ref, &b.end_ref).is_some())
-            .map(|b| super::node::raw_name(&b.start_ref, &b.end_ref))
-            .collect();
-        names.sort();
-        names.dedup();
-        names
-    }
-}
-
-/// The numbers of a raw file's canonical refs.
-fn raw_refs(start: &str, end: &str) -> Option<(u32, u32)> {
-    let canonical = |r: &str| refs::parse_ref(r).filter(|&n| refs::format_ref(n) == r);
-    Some((canonical(start)?, canonical(end)?))
 }
 
 /// Time of a `stat` pair.
@@ -367,159 +598,4 @@ pub fn systime(sec: i64, nsec: i64) -> SystemTime {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::gen::{generate, GenOptions};
-    use crate::store::cache::{parsed_bytes, PARSED_PER_BYTE};
-
-    /// A generated root of `sessions` sessions, and its session ids.
-    fn root(sessions: usize, messages: usize) -> (tempfile::TempDir, RootPaths, Vec<String>) {
-        let d = tempfile::tempdir().expect("tempdir");
-        let mut opts = GenOptions {
-            sessions,
-            messages,
-            max_result_bytes: 20_000,
-            ..GenOptions::default()
-        };
-        // A small window: the sessions compress, so they have a state.json.
-        opts.config.window = 20_000;
-        let r = generate(d.path(), &opts, &mut |_, _| {}).expect("gen");
-        let paths = RootPaths::from_root(d.path());
-        (d, paths, r.clean_sessions)
-    }
-
-    fn computed(paths: &RootPaths, cache_mb: u64) -> Computed {
-        let cfg = Config {
-            cache_mb,
-            ..Config::default()
-        };
-        Computed::new(paths.clone(), cfg)
-    }
-
-    fn view(sid: &str) -> Node {
-        Node::Computed(sid.to_string(), ComputedKind::View)
-    }
-
-    #[test]
-    fn parsed_transcripts_are_kept_within_the_budget() {
-        let (_d, paths, sids) = root(6, 150);
-        let size = |sid: &str| {
-            std::fs::metadata(paths.transcript_path(sid))
-                .expect("meta")
-                .len() as usize
-        };
-        let largest = sids.iter().map(|s| size(s)).max().expect("sessions");
-        // A budget that holds about two parsed transcripts.
-        let mb = (2 * largest * PARSED_PER_BYTE).div_ceil(1 << 20) as u64;
-        let s = computed(&paths, mb);
-        let budget = s.cache.budget();
-        for sid in &sids {
-            let v = s.content(&view(sid)).expect("view");
-            assert!(!v.data.is_empty());
-            assert!(
-                s.budget_bytes() <= budget,
-                "{} counted bytes exceed the budget {budget}",
-                s.budget_bytes()
-            );
-        }
-        assert!(s.kept_transcripts() >= 1, "the latest transcript is kept");
-        assert!(
-            s.kept_transcripts() < sids.len(),
-            "older transcripts were evicted"
-        );
-        let last = sids.last().expect("a session");
-        assert!(
-            s.cache.keeps_transcript(last),
-            "the most recently used transcript stays"
-        );
-    }
-
-    #[test]
-    fn a_scan_keeps_what_it_serves_before_parse_state() {
-        let (_d, paths, sids) = root(8, 400);
-        // The views fit the budget (with a quarter to spare); the parsed transcripts do not,
-        // all together.
-        let views: usize = sids
-            .iter()
-            .map(|sid| {
-                computed(&paths, 256)
-                    .content(&view(sid))
-                    .expect("view")
-                    .data
-                    .len() as usize
-            })
-            .sum();
-        let parsed: usize = sids
-            .iter()
-            .map(|sid| {
-                parsed_bytes(
-                    std::fs::metadata(paths.transcript_path(sid))
-                        .expect("meta")
-                        .len(),
-                )
-            })
-            .sum();
-        let mb = (views * 5 / 4).div_ceil(1 << 20) as u64;
-        assert!(
-            (mb as usize) << 20 < parsed,
-            "the parsed transcripts ({parsed} bytes) exceed {mb} MiB"
-        );
-        let s = computed(&paths, mb);
-        let first: Vec<Content> = sids
-            .iter()
-            .map(|sid| s.content(&view(sid)).expect("view"))
-            .collect();
-        for (sid, c) in sids.iter().zip(&first) {
-            let again = s.content(&view(sid)).expect("view");
-            assert!(
-                Bytes::ptr_eq(&again.data, &c.data),
-                "{sid}: the second pass is served from the cache"
-            );
-        }
-        assert!(s.budget_bytes() <= (mb as usize) << 20);
-    }
-
-    #[test]
-    fn a_transcript_larger_than_the_budget_is_served_and_dropped() {
-        let (_d, paths, sids) = root(1, 1000);
-        let sid = &sids[0];
-        let len = std::fs::metadata(paths.transcript_path(sid))
-            .expect("meta")
-            .len() as usize;
-        assert!(len * PARSED_PER_BYTE > 1 << 20, "the transcript is large");
-        let small = computed(&paths, 1);
-        let big = computed(&paths, 1024);
-        let a = small.content(&view(sid)).expect("view");
-        let b = big.content(&view(sid)).expect("view");
-        assert!(a.data == b.data, "the same view either way");
-        assert_eq!(small.kept_transcripts(), 0);
-        assert!(small.budget_bytes() <= 1 << 20);
-        assert_eq!(big.kept_transcripts(), 1);
-    }
-
-    #[test]
-    fn a_replaced_state_is_parsed_again() {
-        let (_d, paths, sids) = root(3, 300);
-        let s = computed(&paths, 256);
-        let sid = sids
-            .iter()
-            .find(|sid| paths.state_path(sid).is_file())
-            .expect("a session with state.json");
-        let before = s.content(&view(sid)).expect("view");
-        assert!(s.content(&view(sid)).expect("view").data == before.data);
-        // Replaced by rename, the way the store writes it: every summary says something else.
-        let bytes = std::fs::read(paths.state_path(sid)).expect("read");
-        let mut st = crate::format::state::parse_state(&bytes).expect("state");
-        for b in st.blocks.iter_mut().flatten() {
-            b.summary.push_str(" (edited)");
-        }
-        let text = st.to_json();
-        let tmp = paths.archive_root(sid).join(".state.json.tmp-test");
-        std::fs::write(&tmp, text).expect("write");
-        std::fs::rename(&tmp, paths.state_path(sid)).expect("rename");
-        let after = s.content(&view(sid)).expect("view");
-        assert!(after.data != before.data, "the new state is used");
-        let fresh = computed(&paths, 256).content(&view(sid)).expect("view");
-        assert!(after.data == fresh.data, "the same as a fresh computation");
-    }
-}
+mod tests;

@@ -6,6 +6,7 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::computed::Want;
 use super::handles::Handle;
 use super::real::{page_size, Window};
 use super::{Base, FsError, Node, NormaFs, Opened};
@@ -61,7 +62,7 @@ impl NormaFs {
                     }
                 }
                 self.before_computing(n);
-                let c = self.computed.content(n)?;
+                let c = self.current_content(n, ino, self.open_want(ino))?;
                 let current = self.inodes.get(n) == Some(ino);
                 let opening = self.versions.open(ino, current, &c);
                 // The content moved on from the inode's version: the name's next lookup
@@ -168,22 +169,74 @@ impl NormaFs {
     /// The bytes a computed file's handle reads (for reads served without a copy): its
     /// inode's version. A read at or past its end (with direct I/O: `tail -f`, or a reader
     /// at the end; through the page cache the kernel asks for the size first) brings the
-    /// version up to the file's newer content when that extends it (SPEC 5).
-    pub fn computed_snapshot(&self, fh: u64, offset: u64, _size: u32) -> Option<Bytes> {
+    /// version up to the file's newer content when that extends it (SPEC 5). `None` for any
+    /// other handle.
+    ///
+    /// A version opened without its bytes at hand (the kernel held its pages) gets them at
+    /// the first read that reaches the mount: made again from the inputs, which must still
+    /// make them (the same fingerprint, or content that extends them, told by their digest).
+    /// When the inputs were rewritten between that open and that read, the version's bytes
+    /// are gone: `EIO`.
+    pub fn computed_snapshot(
+        &self,
+        fh: u64,
+        offset: u64,
+        size: u32,
+    ) -> Option<Result<Bytes, FsError>> {
         let ino = match self.handles.lock().get(&fh) {
             Some(Handle::Computed { ino }) => *ino,
             _ => return None,
         };
-        let head = self.versions.head(ino).unwrap_or_default();
-        if offset < head.len() {
-            return Some(head);
-        }
-        if let Ok(node) = self.node(ino) {
+        let Some(head) = self.versions.head(ino) else {
+            return Some(Ok(Bytes::default()));
+        };
+        let node = match self.node(ino) {
+            Ok(n) => n,
+            Err(e) => return Some(Err(e)),
+        };
+        let mut head = head;
+        if offset >= head.len {
             if let Ok(d) = self.computed_version(&node, ino, false) {
-                return Some(d.data);
+                if d.head.len > head.len {
+                    head = d.head;
+                }
             }
         }
-        Some(head)
+        let data = self.head_bytes(ino, &node, &head);
+        if data.is_ok() {
+            let n = head.len.saturating_sub(offset).min(u64::from(size));
+            self.versions.served(ino, offset, n);
+        }
+        Some(data)
+    }
+
+    /// The bytes of version `head` of computed file `node` (inode `ino`): pinned, or made
+    /// again and pinned (see [`NormaFs::computed_snapshot`]).
+    fn head_bytes(
+        &self,
+        ino: u64,
+        node: &Node,
+        head: &super::versions::Head,
+    ) -> Result<Bytes, FsError> {
+        if let Some(d) = &head.data {
+            return Ok(d.clone());
+        }
+        let c = self
+            .computed
+            .current(node, self.covered(node, false), Want::Bytes)?;
+        match head.found_in(&c) {
+            Some(data) => {
+                self.versions.pin(ino, head.fp, &data);
+                Ok(data)
+            }
+            None => {
+                tracing::warn!(
+                    "{node:?} (inode {ino}): its inputs were rewritten after it was opened \
+                     and before its bytes were read; answered EIO (open it again)"
+                );
+                Err(FsError::Os(libc::EIO))
+            }
+        }
     }
 
     /// A real file's large read as a window of its page cache and the range of it to send
@@ -214,7 +267,9 @@ impl NormaFs {
             Some(Handle::Computed { .. }) => {
                 // Outside the handles' lock: other readers go on meanwhile.
                 drop(handles);
-                let data = self.computed_snapshot(fh, offset, size).unwrap_or_default();
+                let data = self
+                    .computed_snapshot(fh, offset, size)
+                    .unwrap_or_else(|| Ok(Bytes::default()))?;
                 Ok(data.window(offset, size).into_owned())
             }
             Some(Handle::Real(f, windows, ino)) => {

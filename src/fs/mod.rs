@@ -198,6 +198,7 @@ impl NormaFs {
             self.drop_real_pages(d.ino, || drop_pages(from));
         } else if let Some(head) = self.versions.head_len(d.ino) {
             drop_pages(from);
+            self.versions.pages_dropped(d.ino, from);
             self.versions.tail_dropped(d.ino, head);
         }
     }
@@ -234,6 +235,12 @@ impl NormaFs {
         })
     }
 
+    /// The mount had the kernel drop the pages of computed inode `ino` from offset `from` on
+    /// (see `Versions::whole`).
+    pub fn computed_pages_dropped(&self, ino: u64, from: u64) {
+        self.versions.pages_dropped(ino, from);
+    }
+
     /// Inodes the kernel holds (to drop all it may have cached).
     pub fn held_inodes(&self) -> Vec<u64> {
         self.inodes.looked_up()
@@ -264,6 +271,8 @@ impl NormaFs {
     /// caller drops the kernel's attributes of them and their names (the next lookup finds
     /// whether the content is still the inode's version, `fs/versions.rs`).
     pub fn invalidate_computed(&self, c: &watch::Affected) -> Vec<Invalidated> {
+        // First: a request from now on checks the inputs again.
+        self.computed.changed(c);
         let mut out = Vec::new();
         let mut push = |n: Node, parent: Node, name: &str| {
             if let Some(ino) = self.inodes.get(&n) {
@@ -330,6 +339,23 @@ impl NormaFs {
     /// Bytes held by the computed-content cache.
     pub fn cached_bytes(&self) -> usize {
         self.computed.cached_bytes()
+    }
+
+    /// How often computed files were made and their inputs checked (see
+    /// [`computed::Counters`]).
+    pub fn computed_counts(&self) -> computed::Counts {
+        self.computed.counts()
+    }
+
+    /// Bytes counted against the cache's budget (computed bytes, parsed transcripts and
+    /// states).
+    pub fn cache_used(&self) -> usize {
+        self.computed.budget_bytes()
+    }
+
+    /// The budget of the computed-file cache, in bytes.
+    pub fn cache_budget(&self) -> usize {
+        self.computed.budget()
     }
 
     /// Slots of the inode table, in use or free to be given again (its size).

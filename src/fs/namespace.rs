@@ -125,6 +125,13 @@ impl NormaFs {
         let child = self.child(&p, name)?;
         let e = self.entry_of(&child)?;
         self.tell(&child, &e);
+        tracing::trace!(
+            "lookup {child:?}: ino {} size {} ttl {:?} entry {:?}",
+            e.attr.ino,
+            e.attr.size,
+            e.ttl,
+            e.entry_ttl
+        );
         self.known_to_kernel(&child);
         Ok(e)
     }
@@ -148,7 +155,7 @@ impl NormaFs {
     pub fn forget(&self, ino: u64, n: u64) {
         self.inodes.forget(ino, n);
         if self.inodes.lookups(ino) == 0 {
-            self.versions.forget(ino);
+            self.versions.forget(ino, self.node(ino).ok().as_ref());
             self.growth.forget(ino);
             // A computed file's inode of a version gone, forgotten and read by no handle:
             // nothing can ask for it again, so it names nothing from now on.

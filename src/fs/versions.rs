@@ -5,7 +5,7 @@
 //! kernel was told of (a size in a reply, an open), and, while a handle of the inode is open,
 //! the newer versions that extend it (a view grown by appends: a prefix of every byte the
 //! kernel may hold stays what it was). The same bytes made from changed inputs are the same
-//! version (see [`SAME_BYTES`]). Content that does not extend it (a compress rewrote the
+//! version (see [`SAME_BYTES`](super::computed::SAME_BYTES)). Content that does not extend it (a compress rewrote the
 //! view, or the inode was idle when the content changed) is another version, under a new
 //! inode; the old one stays with its open handles, which keep reading what they opened. Every
 //! size the kernel holds for an inode is then a whole version of it and every page it caches
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use parking_lot::Mutex;
 
-use super::computed::Content;
+use super::computed::{digest, Content};
 use super::Attr;
 use super::Node;
 use crate::bytes::Bytes;
@@ -34,8 +34,7 @@ const RETRY: Duration = Duration::from_secs(1);
 /// The version an inode's open handles read, held from each lookup of the inode for
 /// [`HOLD`] and while a handle is open.
 struct Open {
-    head: Bytes,
-    fp: u64,
+    head: Head,
     mtime: SystemTime,
     handles: usize,
     until: Instant,
@@ -47,27 +46,83 @@ struct Open {
     /// Held by the lookup of the kernel's retry after an ESTALE, not opened since: a ctl
     /// command does not end the hold (see [`Versions::answered_stale`]).
     retry: bool,
+    /// How far from its start the kernel read this version (reads it was answered).
+    served: u64,
+    /// The kernel read every page of it and none was dropped since (see
+    /// [`Versions::whole`]).
+    whole: bool,
 }
 
 impl Open {
-    fn new(c: &Content, until: Instant) -> Open {
+    fn new(c: &Content, until: Instant, whole: bool) -> Open {
         Open {
-            head: c.data.clone(),
-            fp: c.fp,
+            head: Head::of(c),
             mtime: c.mtime,
             handles: 0,
             until,
-            safe: c.data.len(),
+            safe: c.size,
             dropping: false,
             retry: false,
+            served: if whole { c.size } else { 0 },
+            whole,
         }
+    }
+}
+
+/// The bytes a version is, pinned, or known by their fingerprint, length and digest until a
+/// read needs them (a file with a digest whose bytes were not at hand: the kernel serves its
+/// reads from its page cache most of the time).
+#[derive(Debug, Clone)]
+pub(super) struct Head {
+    pub data: Option<Bytes>,
+    pub fp: u64,
+    pub len: u64,
+    pub digest: Option<u64>,
+}
+
+/// Whether two versions, each by its inputs' fingerprint and its digest, are the same bytes:
+/// by their digests when both have one (the same bytes from other inputs are the same
+/// version; other bytes are not, even from inputs that look the same), else by their
+/// fingerprints.
+fn same(a: (u64, Option<u64>), b: (u64, Option<u64>)) -> bool {
+    match (a.1, b.1) {
+        (Some(x), Some(y)) => x == y,
+        (None, None) => a.0 == b.0,
+        _ => false,
+    }
+}
+
+impl Head {
+    fn id(&self) -> (u64, Option<u64>) {
+        (self.fp, self.digest)
+    }
+
+    fn of(c: &Content) -> Head {
+        Head {
+            data: c.data.clone(),
+            fp: c.fp,
+            len: c.size,
+            digest: c.digest,
+        }
+    }
+
+    /// The bytes of this version found in `c` (the current content, with its bytes): all of
+    /// them when `c` is this version, the first `len` when `c` extends it (told by the
+    /// digest); `None` when `c` is another version, whose bytes tell nothing of these.
+    pub fn found_in(&self, c: &Content) -> Option<Bytes> {
+        let data = c.data.as_ref()?;
+        if same(self.id(), (c.fp, c.digest)) && data.len() == self.len {
+            return Some(data.clone());
+        }
+        let d = self.digest?;
+        (digest(data, self.len) == Some(d)).then(|| data.prefix(self.len))
     }
 }
 
 /// What a computed file's inode is described and read as.
 #[derive(Clone)]
 pub(super) struct Described {
-    pub data: Bytes,
+    pub head: Head,
     /// The size to tell the kernel (`data`'s, or less while a page is dropped).
     pub size: u64,
     /// Always the inputs' current mode (a chmod is no new version).
@@ -128,55 +183,44 @@ struct Inner {
     /// Names an open or `getattr` answered ESTALE for, and when: the kernel looks them up
     /// again and retries.
     stale: HashMap<Node, Instant>,
-    /// The keys of [`Told`]'s digests.
-    keys: std::hash::RandomState,
 }
 
-/// The version an idle inode stands for: its inputs' fingerprint, and a digest of its bytes
-/// while the inode is the name's and they are small (see [`SAME_BYTES`]).
+/// The version an idle inode stands for: its inputs' fingerprint, and the digest of its
+/// bytes while the inode is the name's (see [`SAME_BYTES`](super::computed::SAME_BYTES)).
 struct Told {
     fp: u64,
     digest: Option<u64>,
+    /// The kernel read every page of it (see [`Versions::whole`]).
+    whole: bool,
 }
-
-/// A digest of `data` when it is small enough to compare (keyed per process, so no content
-/// can be made to match another's on purpose).
-fn digest(keys: &std::hash::RandomState, data: &Bytes) -> Option<u64> {
-    use std::hash::{BuildHasher, Hasher};
-    if data.len() > SAME_BYTES {
-        return None;
-    }
-    let mut h = keys.build_hasher();
-    h.write_u64(data.len());
-    for p in data.pieces() {
-        h.write(p);
-    }
-    Some(h.finish())
-}
-
-/// Content whose inputs changed but whose bytes did not (a raw range when the transcript
-/// grows, `status.json` when nothing it counts moved) is the same version: an inode keeps
-/// standing for it, so its cached pages and its number stay. An idle inode keeps a digest of
-/// its version's bytes for that comparison up to this size (larger files are views, which
-/// grow rather than stay the same); an open one compares with what its handles read.
-pub const SAME_BYTES: u64 = 1 << 20;
 
 impl Inner {
     fn fit(&mut self, ino: u64, current: bool, c: &Content) -> (Fit, Option<Described>) {
         self.let_go_if_idle(ino, Instant::now());
         if let Some(o) = self.open.get_mut(&ino) {
-            let moved = current && c.fp != o.fp;
-            let extends = moved && c.data.len() >= o.head.len() && c.data.starts_with(&o.head);
+            let moved = current && !same(o.head.id(), (c.fp, c.digest));
+            // The same bytes count as an extension (by nothing).
+            let extends = moved
+                && c.size >= o.head.len
+                && match (&c.data, &o.head.data) {
+                    (Some(new), Some(old)) => new.starts_with(old),
+                    (Some(new), None) => {
+                        o.head.digest.is_some() && digest(new, o.head.len) == o.head.digest
+                    }
+                    // Nothing to compare (the caller gives the bytes where it matters,
+                    // see `Versions::wants_bytes`): another version.
+                    _ => false,
+                };
             if extends {
-                let told = o.head.len();
-                o.head = c.data.clone();
-                o.fp = c.fp;
+                let told = o.head.len;
+                o.whole &= o.head.len == c.size;
+                o.head = Head::of(c);
                 o.mtime = c.mtime;
                 if !self.drops {
-                    o.safe = o.head.len();
+                    o.safe = o.head.len;
                 } else if !o.dropping {
-                    if told % page() == 0 || o.head.len() == told {
-                        o.safe = o.head.len();
+                    if told % page() == 0 || o.head.len == told {
+                        o.safe = o.head.len;
                     } else {
                         o.dropping = true;
                         self.wanted.push(TailDrop { ino, from: told });
@@ -184,12 +228,12 @@ impl Inner {
                 }
             }
             let d = Described {
-                data: o.head.clone(),
-                size: o.safe.min(o.head.len()),
+                head: o.head.clone(),
+                size: o.safe.min(o.head.len),
                 perm: c.perm,
                 mtime: o.mtime,
             };
-            let fit = if o.fp == c.fp {
+            let fit = if same(o.head.id(), (c.fp, c.digest)) {
                 Fit::Fits
             } else {
                 Fit::Left { held: true }
@@ -204,26 +248,24 @@ impl Inner {
             return (Fit::Left { held: false }, None);
         }
         match self.told.get_mut(&ino) {
-            Some(t) if t.fp != c.fp => {
-                if t.digest.is_none() || t.digest != digest(&self.keys, &c.data) {
-                    t.digest = None;
-                    return (Fit::Left { held: false }, None);
-                }
-                // The same bytes from other inputs.
-                t.fp = c.fp;
+            Some(t) if !same((t.fp, t.digest), (c.fp, c.digest)) => {
+                t.digest = None;
+                return (Fit::Left { held: false }, None);
             }
-            Some(_) => {}
+            // The same bytes (from other inputs, maybe).
+            Some(t) => t.fp = c.fp,
             None => {
                 let t = Told {
                     fp: c.fp,
-                    digest: digest(&self.keys, &c.data),
+                    digest: c.digest,
+                    whole: false,
                 };
                 self.told.insert(ino, t);
             }
         }
         let d = Described {
-            data: c.data.clone(),
-            size: c.data.len(),
+            head: Head::of(c),
+            size: c.size,
             perm: c.perm,
             mtime: c.mtime,
         };
@@ -237,8 +279,9 @@ impl Inner {
             // Not while a page is being dropped: the idle inode would be described whole.
             if o.handles == 0 && o.until <= now && !o.dropping {
                 let t = Told {
-                    fp: o.fp,
-                    digest: digest(&self.keys, &o.head),
+                    fp: o.head.fp,
+                    digest: o.head.digest,
+                    whole: o.whole,
                 };
                 self.open.remove(&ino);
                 self.told.insert(ino, t);
@@ -275,7 +318,7 @@ impl Versions {
 
     /// The size of what `ino`'s handles read now: what a drop asked for now covers.
     pub fn head_len(&self, ino: u64) -> Option<u64> {
-        self.inner.lock().open.get(&ino).map(|o| o.head.len())
+        self.inner.lock().open.get(&ino).map(|o| o.head.len)
     }
 
     /// The kernel dropped the pages of `ino` from the one a size told ended in, with `head`
@@ -287,12 +330,12 @@ impl Versions {
         let Some(o) = g.open.get_mut(&ino) else {
             return;
         };
-        o.safe = o.safe.max(head.min(o.head.len()));
-        if o.head.len() > o.safe && o.safe % page() != 0 {
+        o.safe = o.safe.max(head.min(o.head.len));
+        if o.head.len > o.safe && o.safe % page() != 0 {
             let from = o.safe;
             g.wanted.push(TailDrop { ino, from });
         } else {
-            o.safe = o.head.len();
+            o.safe = o.head.len;
             o.dropping = false;
         }
         self.ask(g);
@@ -327,14 +370,15 @@ impl Versions {
             (Fit::Fits, None) => return Err(Fit::Left { held: false }),
             (left, _) => return Err(left),
         };
+        let whole = g.told.get(&ino).is_some_and(|t| t.whole);
         let o = g
             .open
             .entry(ino)
-            .or_insert_with(|| Open::new(c, Instant::now()));
+            .or_insert_with(|| Open::new(c, Instant::now(), whole));
         o.handles += 1;
         // The retry's open is this one: later commands end the hold again.
         o.retry = false;
-        let len = o.safe.min(o.head.len());
+        let len = o.safe.min(o.head.len);
         g.told.remove(&ino);
         let size_told = g.attrs.get(&ino).is_some_and(|a| a.size == len);
         self.ask(g);
@@ -358,11 +402,14 @@ impl Versions {
             o.retry |= retry;
             return;
         }
-        if g.told.get(&ino).is_some_and(|t| t.fp != c.fp) {
+        if g.told
+            .get(&ino)
+            .is_some_and(|t| !same((t.fp, t.digest), (c.fp, c.digest)))
+        {
             return;
         }
-        g.told.remove(&ino);
-        let mut o = Open::new(c, until);
+        let whole = g.told.remove(&ino).is_some_and(|t| t.whole);
+        let mut o = Open::new(c, until, whole);
         o.retry = retry;
         g.open.insert(ino, o);
     }
@@ -414,9 +461,68 @@ impl Versions {
         idle.len()
     }
 
-    /// The bytes the open handles of `ino` read.
-    pub(super) fn head(&self, ino: u64) -> Option<Bytes> {
+    /// What the open handles of `ino` read.
+    pub(super) fn head(&self, ino: u64) -> Option<Head> {
         self.inner.lock().open.get(&ino).map(|o| o.head.clone())
+    }
+
+    /// The bytes of the version the handles of `ino` read (of fingerprint `fp` and their
+    /// length), found when a read needed them: kept from now on.
+    pub(super) fn pin(&self, ino: u64, fp: u64, data: &Bytes) {
+        let mut g = self.inner.lock();
+        if let Some(o) = g.open.get_mut(&ino) {
+            if o.head.data.is_none() && o.head.fp == fp && o.head.len == data.len() {
+                o.head.data = Some(data.clone());
+            }
+        }
+    }
+
+    /// The kernel was answered a read of `ino` of `n` bytes from `offset` (of the version
+    /// its handles read).
+    pub(super) fn served(&self, ino: u64, offset: u64, n: u64) {
+        let mut g = self.inner.lock();
+        if let Some(o) = g.open.get_mut(&ino) {
+            if offset <= o.served {
+                o.served = o.served.max(offset.saturating_add(n));
+            }
+            o.whole |= o.served >= o.head.len;
+        }
+    }
+
+    /// Whether the kernel holds every page of the version `ino` stands for: it read them all
+    /// and the mount had none dropped since. Its handles then read the kernel's pages, and
+    /// the version's bytes are needed only should the kernel drop some on its own: an open
+    /// needs no bytes at hand (they are made again from the inputs when a read asks).
+    pub(super) fn whole(&self, ino: u64) -> bool {
+        let g = self.inner.lock();
+        match g.open.get(&ino) {
+            Some(o) => o.whole,
+            None => g.told.get(&ino).is_some_and(|t| t.whole),
+        }
+    }
+
+    /// The mount had the kernel drop the pages of `ino` from offset `from` on.
+    pub fn pages_dropped(&self, ino: u64, from: u64) {
+        let mut g = self.inner.lock();
+        if let Some(o) = g.open.get_mut(&ino) {
+            o.served = o.served.min(from);
+            o.whole &= o.served >= o.head.len;
+        }
+        if let Some(t) = g.told.get_mut(&ino) {
+            t.whole = false;
+        }
+    }
+
+    /// Whether telling how content `c` fits `ino` needs `c`'s bytes: its open handles read
+    /// a version of other inputs, which `c` may extend.
+    pub(super) fn wants_bytes(&self, ino: u64, c: &Content) -> bool {
+        c.data.is_none()
+            && self
+                .inner
+                .lock()
+                .open
+                .get(&ino)
+                .is_some_and(|o| !same(o.head.id(), (c.fp, c.digest)))
     }
 
     /// A handle of `ino` was released; the last one leaves the inode standing for the
@@ -456,12 +562,22 @@ impl Versions {
     }
 
     /// The kernel forgot `ino` (it holds no handle of it either): it stands for nothing now.
-    pub(super) fn forget(&self, ino: u64) {
+    /// The hold of a retry's lookup survives it (`node`: the inode's name): the kernel
+    /// forgets the inode a revalidating lookup answers when it is not the one its entry had,
+    /// and looks the name up afresh, which holds the version again as the retry's.
+    pub(super) fn forget(&self, ino: u64, node: Option<&Node>) {
         let mut g = self.inner.lock();
         g.attrs.remove(&ino);
         g.told.remove(&ino);
         if g.open.get(&ino).is_some_and(|o| o.handles == 0) {
-            g.open.remove(&ino);
+            let now = Instant::now();
+            let retried = g
+                .open
+                .remove(&ino)
+                .is_some_and(|o| o.retry && o.until > now);
+            if let (true, Some(n)) = (retried, node) {
+                g.stale.insert(n.clone(), now);
+            }
         }
     }
 }
@@ -476,15 +592,23 @@ mod tests {
     use crate::fs::{Attr, FileKind};
 
     fn content(s: &str, fp: u64) -> Content {
+        let data = Bytes::from(s.as_bytes().to_vec());
+        let size = data.len();
         Content {
-            data: Bytes::from(s.as_bytes().to_vec()),
+            digest: (size <= crate::fs::computed::SAME_BYTES)
+                .then(|| crate::fs::computed::digest(&data, size))
+                .flatten(),
+            data: Some(data),
+            size,
             fp,
+            made: 0,
             perm: 0o444,
             mtime: SystemTime::UNIX_EPOCH,
         }
     }
 
-    fn text(b: &Bytes) -> String {
+    fn text(h: &super::Head) -> String {
+        let b = h.data.as_ref().expect("pinned");
         String::from_utf8(b.window(0, u32::MAX).into_owned()).expect("utf-8")
     }
 
@@ -493,7 +617,7 @@ mod tests {
         let v = Versions::default();
         let (fit, d) = v.fit(7, true, &content("a\n", 1));
         assert_eq!(fit, Fit::Fits);
-        assert_eq!(text(&d.expect("described").data), "a\n");
+        assert_eq!(text(&d.expect("described").head), "a\n");
         assert_eq!(v.fit(7, true, &content("a\n", 1)).0, Fit::Fits);
         // Even an extension is another version once no handle holds the bytes to compare.
         assert_eq!(
@@ -506,7 +630,7 @@ mod tests {
             Fit::Left { held: false }
         );
         // Forgotten by the kernel: free for the next version.
-        v.forget(7);
+        v.forget(7, None);
         assert_eq!(v.fit(7, true, &content("a\nb\n", 2)).0, Fit::Fits);
     }
 
@@ -534,7 +658,7 @@ mod tests {
             Fit::Left { held: true }
         );
         // Too large to keep for the comparison while idle: another version.
-        let big = "z".repeat(super::SAME_BYTES as usize + 1);
+        let big = "z".repeat(crate::fs::computed::SAME_BYTES as usize + 1);
         assert_eq!(v.fit(11, true, &content(&big, 1)).0, Fit::Fits);
         assert_eq!(
             v.fit(11, true, &content(&big, 2)).0,
@@ -552,12 +676,12 @@ mod tests {
         // The view grew: both handles read the longer version, under the same inode.
         let (fit, d) = v.fit(3, true, &content("a\nb\n", 2));
         assert_eq!(fit, Fit::Fits);
-        assert_eq!(text(&d.expect("described").data), "a\nb\n");
+        assert_eq!(text(&d.expect("described").head), "a\nb\n");
         assert_eq!(text(&v.head(3).expect("open")), "a\nb\n");
         // Rewritten: the handles keep what they read; the name needs another inode.
         let (fit, d) = v.fit(3, true, &content("x\n", 3));
         assert_eq!(fit, Fit::Left { held: true });
-        assert_eq!(text(&d.expect("described").data), "a\nb\n");
+        assert_eq!(text(&d.expect("described").head), "a\nb\n");
         // Not current any more: no extension reaches it either.
         assert_eq!(
             v.fit(3, false, &content("a\nb\nc\n", 4)).0,
@@ -603,7 +727,7 @@ mod tests {
         // Grown: read whole, told as before until the page the old size ends in is dropped.
         let (fit, d) = v.fit(5, true, &content("a\nb\n", 2));
         let d = d.expect("described");
-        assert_eq!((fit, d.size, d.data.len()), (Fit::Fits, 2, 4));
+        assert_eq!((fit, d.size, d.head.len), (Fit::Fits, 2, 4));
         assert_eq!(
             rx.try_recv().ok(),
             Some(super::TailDrop { ino: 5, from: 2 })
@@ -633,6 +757,35 @@ mod tests {
     }
 
     #[test]
+    fn the_kernel_holds_a_version_whole_once_it_read_every_page_and_none_was_dropped() {
+        let v = Versions::default();
+        let c = content("abcdefg\n", 1);
+        v.open(4, true, &c).expect("open");
+        assert!(!v.whole(4));
+        v.served(4, 0, 3);
+        v.served(4, 5, 3);
+        assert!(!v.whole(4), "a gap from 3 to 5");
+        v.served(4, 3, 2);
+        v.served(4, 5, 3);
+        assert!(v.whole(4));
+        // Idle, the inode keeps it; a drop of its pages ends it.
+        v.closed(4);
+        v.release_holds([4], Instant::now());
+        assert!(!v.is_open(4));
+        assert!(v.whole(4));
+        assert_eq!(v.open(4, true, &c).expect("open again").fit, Fit::Fits);
+        assert!(v.whole(4), "an open of it keeps it");
+        v.pages_dropped(4, 4);
+        assert!(!v.whole(4));
+        // A version that grew was not read past its old end.
+        v.served(4, 0, 8);
+        assert!(v.whole(4));
+        let (fit, _) = v.fit(4, true, &content("abcdefg\nh\n", 2));
+        assert_eq!(fit, Fit::Fits);
+        assert!(!v.whole(4));
+    }
+
+    #[test]
     fn the_hold_of_a_retry_outlasts_a_command_until_its_open() {
         let v = Versions::default();
         let node = crate::fs::Node::RootAudit;
@@ -657,6 +810,24 @@ mod tests {
     }
 
     #[test]
+    fn a_retry_hold_survives_the_kernel_forgetting_the_inode_it_revalidated() {
+        let v = Versions::default();
+        let node = crate::fs::Node::RootAudit;
+        v.answered_stale(&node);
+        v.hold(6, &content("b\n", 2), &node);
+        // The revalidating lookup answered an inode other than the entry's: the kernel
+        // forgets it and looks the name up afresh.
+        v.forget(6, Some(&node));
+        v.hold(6, &content("b\n", 2), &node);
+        // A command before the open leaves the retry's hold.
+        v.release_holds([6], Instant::now());
+        let o = v
+            .open(6, true, &content("c\n", 3))
+            .expect("the retried open");
+        assert_eq!(o.fit, Fit::Left { held: true });
+    }
+
+    #[test]
     fn the_attributes_told_are_kept_until_the_kernel_forgets_the_inode() {
         let v = Versions::default();
         let t = SystemTime::UNIX_EPOCH;
@@ -677,7 +848,7 @@ mod tests {
         assert_eq!(v.told(4), None);
         v.tell(4, &a);
         assert_eq!(v.told(4), Some(a));
-        v.forget(4);
+        v.forget(4, None);
         assert_eq!(v.told(4), None);
     }
 }

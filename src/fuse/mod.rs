@@ -21,7 +21,7 @@ use std::fs::File;
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::SystemTime;
 
@@ -41,6 +41,7 @@ mod mount;
 mod signals;
 
 pub use mount::{mount_background, MountHandle};
+pub use signals::report_on;
 pub use signals::{block_exit_signals, wait_for_exit};
 
 /// How to mount.
@@ -73,9 +74,59 @@ impl Default for MountOptions {
     }
 }
 
+/// How many requests of each kind the kernel sent: what `kill -USR1` prints and the bench
+/// reports (a warm pass over covered files should send no `LOOKUP` or `GETATTR`).
+#[derive(Default)]
+pub struct Requests {
+    counts: [AtomicU64; Requests::OPS.len()],
+}
+
+impl Requests {
+    /// The operations counted, by the name their handler runs under.
+    const OPS: [&'static str; 16] = [
+        "lookup",
+        "getattr",
+        "open",
+        "read",
+        "write",
+        "release",
+        "flush",
+        "readdir",
+        "readdirplus",
+        "opendir",
+        "forget",
+        "setattr",
+        "readlink",
+        "statfs",
+        "create",
+        "other",
+    ];
+
+    fn count(&self, op: &str) {
+        let i = Self::OPS
+            .iter()
+            .position(|o| *o == op)
+            .unwrap_or(Self::OPS.len() - 1);
+        if let Some(c) = self.counts.get(i) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Each operation and its count so far.
+    pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
+        Self::OPS
+            .iter()
+            .zip(&self.counts)
+            .map(|(o, c)| (*o, c.load(Ordering::Relaxed)))
+            .collect()
+    }
+}
+
 /// What the mount agreed with the kernel.
 #[derive(Default)]
 struct Shared {
+    /// Requests received, by kind.
+    requests: Requests,
     /// The filesystem as initialized (after `max_write` was negotiated).
     fs: OnceLock<Arc<NormaFs>>,
     /// The kernel granted `FUSE_PASSTHROUGH`.
@@ -211,6 +262,16 @@ fn kernel_max_write(want: u32, caps: InitFlags) -> u32 {
 impl NormaFuse {
     /// Run `f`; a panic becomes `EIO`, an error its errno (both logged).
     fn run<T>(&self, op: &str, f: impl FnOnce() -> Result<T, FsError>) -> Result<T, Errno> {
+        self.shared.requests.count(op);
+        self.run_uncounted(op, f)
+    }
+
+    /// [`NormaFuse::run`] for the second part of a request already counted.
+    fn run_uncounted<T>(
+        &self,
+        op: &str,
+        f: impl FnOnce() -> Result<T, FsError>,
+    ) -> Result<T, Errno> {
         match catch_unwind(AssertUnwindSafe(|| {
             crate::fs::testhook::on_request(op);
             f()
@@ -540,9 +601,9 @@ impl Filesystem for NormaFuse {
             crate::fs::testhook::before_mapped_reply();
             return reply.data(w.for_kernel(range));
         }
-        match self.run("read", || {
+        match self.run_uncounted("read", || {
             match self.fs.computed_snapshot(fh.0, offset, size) {
-                Some(data) => Ok(Ok(data)),
+                Some(data) => data.map(Ok),
                 None => self.fs.read(fh.0, offset, size).map(Err),
             }
         }) {
@@ -579,6 +640,7 @@ impl Filesystem for NormaFuse {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        self.shared.requests.count("flush");
         reply.error(Errno::ENOSYS);
     }
 
@@ -625,6 +687,7 @@ impl Filesystem for NormaFuse {
     /// directories the watcher covers, after the TTL for the others).
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         if self.shared.no_opendir.load(Ordering::Relaxed) {
+            self.shared.requests.count("opendir");
             reply.error(Errno::ENOSYS);
             return;
         }

@@ -33,6 +33,7 @@ pub struct MountHandle {
     passthrough_note: String,
     fs: Arc<NormaFs>,
     via: Via,
+    shared: Arc<Shared>,
 }
 
 /// How the mount was made, which says how it is undone.
@@ -104,6 +105,32 @@ impl MountHandle {
     /// How the mount was made (mount(2), or which helper), for `--verbose`.
     pub fn mounted_via(&self) -> String {
         self.via.describe()
+    }
+
+    /// The requests the kernel sent so far, by kind.
+    pub fn requests(&self) -> Vec<(&'static str, u64)> {
+        self.shared.requests.snapshot()
+    }
+
+    /// One line of what the mount did so far: requests by kind, computations, and the
+    /// cache (what `kill -USR1` prints).
+    pub fn report(&self) -> String {
+        let reqs: Vec<String> = self
+            .requests()
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(op, n)| format!("{op}={n}"))
+            .collect();
+        let c = self.fs.computed_counts();
+        format!(
+            "normafs: requests {}; computations={} renders={} input_checks={}; cache {} of {} MiB",
+            reqs.join(" "),
+            c.computations,
+            c.renders,
+            c.input_checks,
+            self.fs.cache_used() >> 20,
+            self.fs.cache_budget() >> 20
+        )
     }
 
     pub fn fs(&self) -> &Arc<NormaFs> {
@@ -608,6 +635,9 @@ fn invalidate(fs: &NormaFs, n: &Notifier, i: &Inval) {
                 // Attributes, and the pages of an inode no handle reads any more; the name,
                 // so that the next path walk asks which inode it has now.
                 let pages = if i.open { -1 } else { 0 };
+                if pages == 0 {
+                    fs.computed_pages_dropped(i.ino, 0);
+                }
                 if let Err(e) = n.inval_inode(INodeNo(i.ino), pages, 0) {
                     tracing::debug!("invalidate computed inode {}: {e}", i.ino);
                 }
@@ -813,6 +843,7 @@ pub fn mount_background(
         passthrough_note,
         fs: fs.clone(),
         via,
+        shared: shared.clone(),
     };
     if let Some(w) = watcher {
         let t = std::thread::Builder::new()
@@ -822,6 +853,7 @@ pub fn mount_background(
                     // Events were lost: drop every attribute, page and listing the kernel
                     // may have kept for long (new replies get the short TTL from now on).
                     for ino in fs.held_inodes() {
+                        fs.computed_pages_dropped(ino, 0);
                         let _ = notifier.inval_inode(INodeNo(ino), 0, 0);
                     }
                 })

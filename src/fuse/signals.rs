@@ -1,4 +1,5 @@
-//! The foreground process's signals: SIGINT, SIGTERM and SIGHUP end a mount cleanly.
+//! The foreground process's signals: SIGINT, SIGTERM and SIGHUP end a mount cleanly;
+//! SIGUSR1 prints what the mount did so far (requests by kind, computations) to stderr.
 
 use super::MountHandle;
 
@@ -10,11 +11,12 @@ fn exit_signals() -> libc::sigset_t {
         libc::sigaddset(&mut set, libc::SIGINT);
         libc::sigaddset(&mut set, libc::SIGTERM);
         libc::sigaddset(&mut set, libc::SIGHUP);
+        libc::sigaddset(&mut set, libc::SIGUSR1);
         set
     }
 }
 
-/// Block SIGINT, SIGTERM and SIGHUP in this thread and every thread it starts later, so that
+/// Block SIGINT, SIGTERM, SIGHUP (and SIGUSR1) in this thread and every thread it starts later, so that
 /// [`wait_for_exit`] receives them. Call before mounting.
 pub fn block_exit_signals() {
     let set = exit_signals();
@@ -32,6 +34,10 @@ pub fn wait_for_exit(h: &MountHandle) -> Option<i32> {
     loop {
         // SAFETY: valid set and timeout; no siginfo wanted.
         let s = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &timeout) };
+        if s == libc::SIGUSR1 {
+            report_on(h, &mut std::io::stderr());
+            continue;
+        }
         if s > 0 {
             return Some(s);
         }
@@ -39,4 +45,9 @@ pub fn wait_for_exit(h: &MountHandle) -> Option<i32> {
             return None;
         }
     }
+}
+
+/// Write the mount's report line (see [`MountHandle::report`]) to `out`.
+pub fn report_on(h: &MountHandle, out: &mut dyn std::io::Write) {
+    let _ = writeln!(out, "{}", h.report());
 }

@@ -3,9 +3,12 @@
 //!
 //! Parsed transcripts are kept for incremental refresh and counted as [`PARSED_PER_BYTE`]
 //! times the bytes parsed; parsed states the same factor of the file size; contents their
-//! bytes. Parse state is evicted first, least recently used first, then contents: a scan of
-//! many sessions (`ls -lR`, `grep -r`) keeps what it serves instead of evicting it in a
-//! cycle. What does not fit is loaded (or computed), served and dropped.
+//! bytes. Whatever was used least recently is evicted first, contents and parse state
+//! alike: a scan of many sessions (`ls -lR`, `grep -r`) keeps the session it is at, whose
+//! files are being served, and lets the earlier ones go (a mount's computed files are read
+//! through the kernel's page cache, which holds what was served; a later pass needs their
+//! bytes only where the kernel dropped its pages). What does not fit is loaded (or
+//! computed), served and dropped.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
@@ -48,7 +51,7 @@ struct Caches<K, V> {
     states: HashMap<String, Kept<Arc<StateLoad>>>,
     /// Computed contents by their last use.
     lru_content: BTreeMap<u64, Key<K>>,
-    /// Parsed transcripts and states by their last use (evicted first).
+    /// Parsed transcripts and states by their last use.
     lru_parsed: BTreeMap<u64, Key<K>>,
     tick: u64,
     /// Bytes counted for all entries.
@@ -171,11 +174,20 @@ impl<K: Hash + Eq + Clone, V: Clone> Caches<K, V> {
     fn trim(&mut self, budget: usize) -> usize {
         let mut freed = 0;
         while self.bytes > budget {
-            let Some((_, key)) = self
-                .lru_parsed
-                .pop_first()
-                .or_else(|| self.lru_content.pop_first())
-            else {
+            // The least recently used of either order (ticks are shared).
+            let content_older = match (
+                self.lru_content.first_key_value(),
+                self.lru_parsed.first_key_value(),
+            ) {
+                (Some((c, _)), Some((p, _))) => c < p,
+                (c, _) => c.is_some(),
+            };
+            let oldest = if content_older {
+                self.lru_content.pop_first()
+            } else {
+                self.lru_parsed.pop_first()
+            };
+            let Some((_, key)) = oldest else {
                 break;
             };
             freed += self.remove(&key);

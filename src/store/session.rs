@@ -22,14 +22,33 @@ pub struct ArchiveFile {
     pub text: Result<String, String>,
 }
 
+/// A session's main transcript: loaded for the session, or borrowed from a cache that holds
+/// it parsed already (a mount's).
+#[derive(Debug)]
+pub enum TranscriptOf<'t> {
+    Owned(Box<Transcript>),
+    Borrowed(&'t Transcript),
+}
+
+impl std::ops::Deref for TranscriptOf<'_> {
+    type Target = Transcript;
+
+    fn deref(&self) -> &Transcript {
+        match self {
+            TranscriptOf::Owned(t) => t,
+            TranscriptOf::Borrowed(t) => t,
+        }
+    }
+}
+
 /// Everything on disk about one session.
 #[derive(Debug)]
-pub struct SessionData {
+pub struct SessionData<'t> {
     pub sid: String,
     pub archive_root: PathBuf,
     pub transcript_path: PathBuf,
     pub transcript_exists: bool,
-    pub transcript: Transcript,
+    pub transcript: TranscriptOf<'t>,
     /// Sidechains: agent id, path, loaded transcript.
     pub sidechains: Vec<(String, PathBuf, Transcript)>,
     pub state: StateLoad,
@@ -131,11 +150,30 @@ pub fn exists(paths: &RootPaths, sid: &str) -> bool {
 }
 
 /// Load everything about session `sid`.
-pub fn load(paths: &RootPaths, sid: &str) -> SessionData {
+pub fn load(paths: &RootPaths, sid: &str) -> SessionData<'static> {
     let transcript_path = paths.transcript_path(sid);
     let (transcript, error) = load_transcript(&transcript_path, sid);
     let transcript_exists = error.is_none() && transcript_path.is_file();
     let sidechains = sidechains(paths, sid);
+    load_around(
+        paths,
+        sid,
+        TranscriptOf::Owned(Box::new(transcript)),
+        transcript_exists,
+        sidechains,
+    )
+}
+
+/// Everything about session `sid` but its transcripts, which the caller has parsed
+/// already: the main one (`exists`: its file was there and readable) and the sidechains.
+pub fn load_around<'t>(
+    paths: &RootPaths,
+    sid: &str,
+    transcript: TranscriptOf<'t>,
+    transcript_exists: bool,
+    sidechains: Vec<(String, PathBuf, Transcript)>,
+) -> SessionData<'t> {
+    let transcript_path = paths.transcript_path(sid);
     let archive_root = paths.archive_root(sid);
     // An archive root that is a symlink leading elsewhere is not followed (discovery reports
     // it as a bad name): the session then has no archive root.
@@ -242,7 +280,7 @@ pub fn locate_archive(paths: &RootPaths, sid: &str, b: &Block) -> Option<PathBuf
         .find(|p| regular(p))
 }
 
-impl SessionData {
+impl SessionData<'_> {
     pub fn messages(&self) -> Vec<&Message> {
         messages(&self.transcript)
     }

@@ -1,0 +1,180 @@
+//! Unit tests of the computed files' cache and versions.
+
+use super::*;
+use crate::gen::{generate, GenOptions};
+use crate::store::cache::PARSED_PER_BYTE;
+
+/// A generated root of `sessions` sessions, and its session ids.
+fn root(sessions: usize, messages: usize) -> (tempfile::TempDir, RootPaths, Vec<String>) {
+    let d = tempfile::tempdir().expect("tempdir");
+    let mut opts = GenOptions {
+        sessions,
+        messages,
+        max_result_bytes: 20_000,
+        ..GenOptions::default()
+    };
+    // A small window: the sessions compress, so they have a state.json.
+    opts.config.window = 20_000;
+    let r = generate(d.path(), &opts, &mut |_, _| {}).expect("gen");
+    let paths = RootPaths::from_root(d.path());
+    (d, paths, r.clean_sessions)
+}
+
+fn computed(paths: &RootPaths, cache_mb: u64) -> Computed {
+    let cfg = Config {
+        cache_mb: Some(cache_mb),
+        ..Config::default()
+    };
+    Computed::new(paths.clone(), cfg)
+}
+
+fn data(c: &Content) -> &Bytes {
+    c.data.as_ref().expect("the bytes")
+}
+
+fn view(sid: &str) -> Node {
+    Node::Computed(sid.to_string(), ComputedKind::View)
+}
+
+#[test]
+fn parsed_transcripts_are_kept_within_the_budget() {
+    let (_d, paths, sids) = root(6, 150);
+    let size = |sid: &str| {
+        std::fs::metadata(paths.transcript_path(sid))
+            .expect("meta")
+            .len() as usize
+    };
+    let largest = sids.iter().map(|s| size(s)).max().expect("sessions");
+    // A budget that holds about two parsed transcripts.
+    let mb = (2 * largest * PARSED_PER_BYTE).div_ceil(1 << 20) as u64;
+    let s = computed(&paths, mb);
+    let budget = s.cache.budget();
+    for sid in &sids {
+        let v = s.content(&view(sid)).expect("view");
+        assert!(!data(&v).is_empty());
+        assert!(
+            s.budget_bytes() <= budget,
+            "{} counted bytes exceed the budget {budget}",
+            s.budget_bytes()
+        );
+    }
+    assert!(s.kept_transcripts() >= 1, "the latest transcript is kept");
+    assert!(
+        s.kept_transcripts() < sids.len(),
+        "older transcripts were evicted"
+    );
+    let last = sids.last().expect("a session");
+    assert!(
+        s.cache.keeps_transcript(last),
+        "the most recently used transcript stays"
+    );
+}
+
+#[test]
+fn known_versions_are_described_without_making_them_again() {
+    let (_d, paths, sids) = root(8, 400);
+    // A budget far smaller than the session's files: their bytes cannot stay.
+    let s = computed(&paths, 1);
+    let every = |sid: &str| {
+        ComputedKind::ALL
+            .iter()
+            .map(|k| Node::Computed(sid.to_string(), *k))
+            .collect::<Vec<_>>()
+    };
+    let mut sizes = Vec::new();
+    for sid in &sids {
+        for n in every(sid) {
+            sizes.push(s.current(&n, true, Want::Size).expect("described").size);
+        }
+    }
+    let first = s.counts();
+    assert_eq!(
+        first.computations as usize,
+        sids.len(),
+        "one computation per session serves all its files"
+    );
+    assert_eq!(s.cached_bytes(), 0, "a size keeps no bytes");
+    // A second pass while the watcher reported nothing: nothing made, nothing checked; an
+    // open (`Pin`) of a file with a digest needs no bytes either.
+    let mut again = Vec::new();
+    for sid in &sids {
+        for n in every(sid) {
+            let c = s.current(&n, true, Want::Pin).expect("described");
+            assert!(c.digest.is_some());
+            again.push(c.size);
+        }
+    }
+    assert_eq!(again, sizes);
+    assert_eq!(s.counts(), first);
+    // A change reported in one session: its inputs are checked again (unchanged on disk:
+    // nothing is made).
+    s.changed(&Affected::Session(sids[0].clone()));
+    s.current(&view(&sids[0]), true, Want::Size)
+        .expect("described");
+    s.current(&view(&sids[1]), true, Want::Size)
+        .expect("described");
+    let after = s.counts();
+    assert_eq!(after.input_checks, first.input_checks + 1);
+    assert_eq!(after.computations, first.computations);
+    // Not covered by the watcher: every request checks the inputs.
+    s.current(&view(&sids[1]), false, Want::Size)
+        .expect("described");
+    assert_eq!(s.counts().input_checks, after.input_checks + 1);
+    // The bytes, when asked for, are the same as a fresh computation's.
+    let b = s
+        .current(&view(&sids[2]), true, Want::Bytes)
+        .expect("bytes");
+    let fresh = computed(&paths, 256)
+        .content(&view(&sids[2]))
+        .expect("view");
+    assert!(data(&b) == data(&fresh));
+    assert_eq!(b.size, data(&b).len());
+    assert_eq!(b.digest, fresh.digest);
+}
+
+#[test]
+fn a_transcript_larger_than_the_budget_is_served_and_dropped() {
+    let (_d, paths, sids) = root(1, 1000);
+    let sid = &sids[0];
+    let len = std::fs::metadata(paths.transcript_path(sid))
+        .expect("meta")
+        .len() as usize;
+    assert!(len * PARSED_PER_BYTE > 1 << 20, "the transcript is large");
+    let small = computed(&paths, 1);
+    let big = computed(&paths, 1024);
+    let a = small.content(&view(sid)).expect("view");
+    let b = big.content(&view(sid)).expect("view");
+    assert!(data(&a) == data(&b), "the same view either way");
+    assert_eq!(small.kept_transcripts(), 0);
+    assert!(small.budget_bytes() <= 1 << 20);
+    assert_eq!(big.kept_transcripts(), 1);
+}
+
+#[test]
+fn a_replaced_state_is_parsed_again() {
+    let (_d, paths, sids) = root(3, 300);
+    let s = computed(&paths, 256);
+    let sid = sids
+        .iter()
+        .find(|sid| paths.state_path(sid).is_file())
+        .expect("a session with state.json");
+    let before = s.content(&view(sid)).expect("view");
+    assert!(data(&s.content(&view(sid)).expect("view")) == data(&before));
+    // Replaced by rename, the way the store writes it: every summary says something else.
+    let bytes = std::fs::read(paths.state_path(sid)).expect("read");
+    let mut st = crate::format::state::parse_state(&bytes).expect("state");
+    for b in st.blocks.iter_mut().flatten() {
+        b.summary.push_str(" (edited)");
+    }
+    let text = st.to_json();
+    let tmp = paths.archive_root(sid).join(".state.json.tmp-test");
+    std::fs::write(&tmp, text).expect("write");
+    std::fs::rename(&tmp, paths.state_path(sid)).expect("rename");
+    let after = s.content(&view(sid)).expect("view");
+    assert!(data(&after) != data(&before), "the new state is used");
+    let fresh = computed(&paths, 256).content(&view(sid)).expect("view");
+    assert!(
+        data(&after) == data(&fresh),
+        "the same as a fresh computation"
+    );
+}
