@@ -137,8 +137,98 @@ fn daemon_returns_once_mounted_and_ends_on_sigterm() {
     assert!(!is_mounted(mnt.path()));
 }
 
-/// `mount -t fuse.<normafs> ROOT MNT -o …` and an fstab line mount through `mount.fuse3`
-/// (which runs `normafs ROOT MNT -o …`, with mount(8)'s own words such as `rw,dev,suid`);
+/// Where `mount -t fuse.normafs` finds its helper: mount(8) clears `PATH` before it runs
+/// `mount.fuse3`, which runs `/bin/sh -c 'normafs ROOT MNT -o …'`, so the shell's built-in
+/// default applies whatever the caller's `PATH` (dash's begins `/usr/local/sbin:/usr/local/bin`,
+/// bash's `/usr/local/bin:/usr/local/sbin`).
+const HELPER_DIRS: [&str; 2] = ["/usr/local/sbin", "/usr/local/bin"];
+
+/// mount(2), failing the test with the error.
+fn sys_mount(source: Option<&Path>, target: &Path, flags: libc::c_ulong) {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| CString::new(p.as_os_str().as_bytes()).expect("a path");
+    let (source, target) = (source.map(c), c(target));
+    // SAFETY: NUL-terminated strings that outlive the call; null for the arguments not used.
+    let r = unsafe {
+        libc::mount(
+            source.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+            target.as_ptr(),
+            std::ptr::null(),
+            flags,
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(
+        r,
+        0,
+        "mount {target:?}: {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+/// Runs `f` on a thread of its own, in a mount namespace of its own where the built binary is
+/// installed as a user installs it: copied as `normafs` into a directory whose name has a dot
+/// (as a checkout's or `mktemp -d`'s path may), which is bind-mounted over [`HELPER_DIRS`].
+/// Nothing mounted in that namespace shows outside it, and it goes with the thread. `f` gets
+/// the copy. (A type naming the binary by its path, `fuse./a.b/normafs`, fails where the path
+/// has a dot: mount(8), looking for a helper `mount.fuse./a.b/normafs`, cuts the type at its
+/// last dot, finds none and answers "wrong fs type, bad option, bad superblock".)
+fn with_normafs_installed(f: impl FnOnce(&Path) + Send) {
+    let dir = tempfile::Builder::new()
+        .prefix("normafs.bin.")
+        .tempdir()
+        .expect("tempdir");
+    let helper = dir.path().join("normafs");
+    std::fs::copy(BIN, &helper).expect("copy the binary");
+    let over: Vec<&Path> = HELPER_DIRS
+        .iter()
+        .map(Path::new)
+        .filter(|d| d.is_dir())
+        .collect();
+    if over.is_empty() {
+        eprintln!("notice: none of {HELPER_DIRS:?} exists: test skipped");
+        return;
+    }
+    let name = std::thread::current().name().map(str::to_string);
+    std::thread::scope(|s| {
+        let mut thread = std::thread::Builder::new();
+        if let Some(name) = name {
+            thread = thread.name(name);
+        }
+        thread
+            .spawn_scoped(s, || {
+                // SAFETY: unshare takes no pointers; with CLONE_NEWNS it gives this thread (and
+                // what it starts) a copy of the mount table, the other threads keep theirs.
+                let r = unsafe { libc::unshare(libc::CLONE_NEWNS) };
+                assert_eq!(r, 0, "unshare: {}", std::io::Error::last_os_error());
+                sys_mount(None, Path::new("/"), libc::MS_REC | libc::MS_PRIVATE);
+                for d in over {
+                    sys_mount(Some(dir.path()), d, libc::MS_BIND);
+                }
+                f(&helper)
+            })
+            .expect("a thread")
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e))
+    });
+}
+
+/// Whether process `pid` runs the file at `exe`.
+fn runs(pid: i32, exe: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let (Ok(a), Ok(b)) = (
+        std::fs::metadata(format!("/proc/{pid}/exe")),
+        std::fs::metadata(exe),
+    ) else {
+        return false;
+    };
+    (a.dev(), a.ino()) == (b.dev(), b.ino())
+}
+
+/// `mount -t fuse.normafs ROOT MNT -o …` and an fstab line mount through `mount.fuse3`
+/// (which runs `normafs ROOT MNT -o …`, with mount(8)'s own words such as `rw,dev,suid`),
+/// with the built binary installed where the shell finds it ([`with_normafs_installed`]);
 /// `umount` ends the daemon.
 #[test]
 fn mount_t_fuse_normafs_and_an_fstab_line() {
@@ -150,11 +240,15 @@ fn mount_t_fuse_normafs_and_an_fstab_line() {
         eprintln!("notice: mount(8) with a helper needs root here: test skipped");
         return;
     }
+    with_normafs_installed(mount_t_fuse_normafs);
+}
+
+fn mount_t_fuse_normafs(helper: &Path) {
     let root = example_root();
     let mnt = tempfile::tempdir().expect("tempdir");
-    let fstype = format!("fuse.{BIN}");
+    let fstype = "fuse.normafs";
     let o = Command::new("mount")
-        .args(["-t", &fstype])
+        .args(["-t", fstype])
         .arg(root.path())
         .arg(mnt.path())
         .args(["-o", "ro,window=128000,noatime"])
@@ -168,6 +262,7 @@ fn mount_t_fuse_normafs_and_an_fstab_line() {
         mnt: mnt.path().to_path_buf(),
     };
     assert!(is_mounted(mnt.path()));
+    assert!(runs(pid, helper), "the daemon runs {}", helper.display());
     let status = std::fs::read_to_string(mnt.path().join("sessions/s2-tier1/status.json"))
         .expect("status.json");
     assert!(status.contains("128000"), "{status}");
@@ -213,6 +308,7 @@ fn mount_t_fuse_normafs_and_an_fstab_line() {
         pid: Some(pid),
         mnt: mnt.path().to_path_buf(),
     };
+    assert!(runs(pid, helper), "the daemon runs {}", helper.display());
     let status = std::fs::read_to_string(mnt.path().join("sessions/s2-tier1/status.json"))
         .expect("status.json");
     assert!(status.contains("64000"), "{status}");

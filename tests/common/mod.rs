@@ -354,10 +354,11 @@ pub fn fuse_available() -> bool {
     }
 }
 
-/// Whether `p` is a mount point now (per /proc/self/mountinfo).
+/// Whether `p` is a mount point now, in this thread's mount namespace (per
+/// /proc/thread-self/mountinfo: a test may run in a namespace of its own).
 pub fn is_mounted(p: &std::path::Path) -> bool {
     let p = p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let info = std::fs::read_to_string("/proc/thread-self/mountinfo").unwrap_or_default();
     let want = p.to_string_lossy();
     info.lines()
         .any(|l| l.split(' ').nth(4).is_some_and(|m| m == want))
