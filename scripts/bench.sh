@@ -93,7 +93,9 @@ want() { [ -z "$ONLY" ] || [[ "$ONLY" == *",$1,"* ]]; }
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 echo "bench.sh: building (release)" >&2
 (cd "$HERE" && cargo build --release --quiet)
-BIN="$HERE/target/release/normafs"
+# Where cargo put it: CARGO_TARGET_DIR (or a target-dir of the cargo config) when set.
+BIN="$(cd "$HERE" && cargo metadata --format-version 1 --no-deps | jq -r .target_directory)/release/normafs"
+[ -x "$BIN" ] || { echo "bench.sh: no binary at $BIN" >&2; exit 1; }
 
 if [ -z "$WORK" ]; then
     WORK=$(mktemp -d /tmp/normafs-bench.XXXXXX)
