@@ -3,17 +3,25 @@
 #! the same run (never absolute times). Needs root (drop_caches) and /dev/fuse.
 #
 # Usage: scripts/bench.sh [--quick] [--keep] [--dir DIR] [--runs N] [--only IDS]
-#   --quick   small data and few runs: a smoke run of every step (about a minute)
+#   --quick   small data and few runs: a smoke run of every step (about three minutes)
 #   --keep    keep the generated data and logs (printed at the end)
 #   --dir D   work directory (default: a new directory under /tmp); must be on the disk measured
-#   --runs N  runs of each warm measurement (default 10; quick 3)
+#   --runs N  runs of each warm measurement (default 10; quick 3, and 2 for P9's rows)
 #   --only L  only these rows, a comma-separated list of P1,P1u,P1o,P2,P3,P3u,P3o,P4 (P4 runs
-#             P4-P7),P8
+#             P4-P7),P8,P9 (P9 runs P9, P9r, P9m, P9b),P9u (P9u, P9ur),P9o (P9o, P9or)
+#
+# A full run of every row takes about 30 minutes: P9, P9u and P9o about 25 of them (data and
+# its native copy 2, P9 13 with 9 fresh mounts whose first grep computes every view, P9u and
+# P9o 5 each); --quick about three minutes.
 #
 # Data (made with `normafs gen`):
 #   A: a 1,000-session root (40 messages each), for P2, P3, P8;
 #   B: one session of 100,000 messages (about 150 MB of transcript), plus memory/big.md, a
-#      1 GiB real file, for P1 and P4-P7.
+#      1 GiB real file, for P1 and P4-P7;
+#   C: a 1,000-session root of realistic size (200 messages each) plus one session of 100,000
+#      messages (made with --seed 2, so its id does not collide), for P9; and a native copy of
+#      the mount's tree of C (`cp -a` through a mount: the same bytes the mount shows, links
+#      as links, ctl files included). Quick: 100 sessions of 20 messages, and 2,000 messages.
 #
 # What "warm" means: the data is in the page cache, and each run starts after a pause longer
 # than the default attribute TTL (1 s), as when a person runs one command after another. A run
@@ -41,6 +49,19 @@
 #   P7  peak RSS of the mount process during P4, and its idle RSS after a read that exceeds a
 #       small --cache-mb budget, in MB and as a ratio to the transcript's size.
 #   P8  normafs audit of root A vs cat of all its files.
+#   P9  root C's mount vs the native copy of its tree (issue 24), as root with passthrough;
+#       P9u: the same --no-passthrough; P9o: as an ordinary user (both sides as that user, the
+#       native copy made that user's, as the mount shows its computed files and ctl):
+#       - first whole-mount grep -r after mounting (it computes every view): each run of the
+#         mount a fresh mount after drop_caches, each native run after drop_caches;
+#       - warm: whole-mount grep -r, du -a, find -type f | xargs wc -c, ls -lR, and
+#         grep -r --include=transcript.jsonl;
+#       each figure the ratio of the medians, then each side's median and [fastest–slowest].
+#       P9r, P9ur, P9or: the requests the kernel sent for one more warm whole-mount grep, and
+#       the computations it caused (the mount's counters, by kill -USR1, before and after).
+#       P9m: the passthrough mount's idle RSS after those greps vs its cache budget (MiB).
+#       P9b: peak RSS (VmHWM) of a fresh mount of C while it serves view.jsonl of the big
+#       session, as a ratio to that session's transcript.
 set -euo pipefail
 
 QUICK=0
@@ -55,7 +76,7 @@ while [ $# -gt 0 ]; do
         --dir) shift; WORK="$1" ;;
         --runs) shift; RUNS="$1" ;;
         --only) shift; ONLY=",$1," ;;
-        -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,/^set -e/{/^set -e/!p}' "$0"; exit 0 ;;
         *) echo "bench.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -68,11 +89,15 @@ fi
 [ -c /dev/fuse ] || { echo "bench.sh: /dev/fuse is missing" >&2; exit 2; }
 
 if [ "$QUICK" = 1 ]; then
-    SESSIONS=100; SESSION_MSGS=20; BIG_MSGS=5000; BIG_FILE_MB=64
+    SESSIONS=100; SESSION_MSGS=20; BIG_MSGS=5000; BIG_FILE_MB=64; C_MSGS=20
     COLD_RUNS=2; WARM_RUNS=${RUNS:-3}; FIRST_RUNS=2; APPEND_RUNS=2; PAUSE=1.1
+    # C's big session: 2,000 messages (5,000 would have 264 compressed blocks, whose raw/
+    # files take some 6 s to compute on each first grep); 2 warm runs of each P9 row.
+    C_WARM_RUNS=${RUNS:-2}; C_BIG_MSGS=2000
 else
-    SESSIONS=1000; SESSION_MSGS=40; BIG_MSGS=100000; BIG_FILE_MB=1024
+    SESSIONS=1000; SESSION_MSGS=40; BIG_MSGS=100000; BIG_FILE_MB=1024; C_MSGS=200
     COLD_RUNS=9; WARM_RUNS=${RUNS:-10}; FIRST_RUNS=3; APPEND_RUNS=5; PAUSE=1.1
+    C_WARM_RUNS=$WARM_RUNS; C_BIG_MSGS=$BIG_MSGS
 fi
 # The budget of the mount that serves P4-P6: the big session's parse state must fit, or every
 # read after an append parses everything again. P7's idle row uses a budget it cannot fit in.
@@ -211,14 +236,16 @@ row() {
 }
 
 # verdict FIGURE TARGET: ✓ when the figure meets the target's bound, else ✗ ("?" when the
-# figure has no number in the target's unit). The bound is the target's first "≤N×" or
-# "≤N MB"; the figure's number is its first one in that unit.
+# figure has no number in the target's unit). The bound is the target's first "≤N×",
+# "≤N MB" or "≤N MiB"; the figure's number is its first one in that unit.
 verdict() {
     local bound unit limit value
-    bound=$(grep -oE '≤[0-9]+(\.[0-9]+)? ?(×|MB)' <<<"$2" | head -n 1)
+    [[ "$2" == *≤* ]] || { echo ' '; return; } # no target ("—")
+    bound=$(grep -oE '≤[0-9]+(\.[0-9]+)? ?(×|MB|MiB)' <<<"$2" | head -n 1)
     case "$bound" in
         *×) unit='×' ;;
         *MB) unit='MB' ;;
+        *MiB) unit='MiB' ;;
         *) echo '?'; return ;;
     esac
     limit=$(grep -oE '[0-9]+(\.[0-9]+)?' <<<"$bound" | head -n 1)
@@ -272,19 +299,63 @@ hf() {
     ratio "$(median "$OUT/$name.mount")" "$(median "$OUT/$name.base")"
 }
 
+# span FILE: the median of the times (s) in FILE and their range, "1.10 s [0.98–1.30]" (ms
+# below a second).
+span() {
+    sort -g "$1" | awk -v med="$(median "$1")" 'NR == 1 { lo = $1 } { hi = $1 } END {
+        if (med >= 1) { f = 1; u = "s"; p = 2 } else { f = 1000; u = "ms"; p = (med >= 0.01) ? 0 : 1 }
+        printf "%.*f %s [%.*f–%.*f]", p, med * f, u, p, lo * f, p, hi * f
+    }'
+}
+
+# spread NAME: the ratio of the medians in $OUT/NAME.mount and $OUT/NAME.base (first, for
+# verdict), then each side's median and range:
+# "1.42× (mount 1.10 s [0.98–1.30], native 0.77 s [0.70–0.85])".
+spread() {
+    printf '%s (mount %s, native %s)' \
+        "$(ratio "$(median "$OUT/$1.mount")" "$(median "$OUT/$1.base")")" \
+        "$(span "$OUT/$1.mount")" "$(span "$OUT/$1.base")"
+}
+
+# hfs NAME MODE RUNS CMD_MOUNT CMD_BASELINE: hf, its figure with the spread of both sides.
+hfs() {
+    hf "$@" >/dev/null
+    spread "$1"
+}
+
 # ---- data -------------------------------------------------------------------------------------
 
 echo "bench.sh: generating data in $WORK" >&2
 if want P2 || want P3 || want P3u || want P3o || want P8; then
     "$BIN" gen "$A" --sessions "$SESSIONS" --messages "$SESSION_MSGS" >"$OUT/gen-a.log" 2>&1
 fi
-"$BIN" gen "$B" --sessions 1 --messages "$BIG_MSGS" >"$OUT/gen-b.log" 2>&1
-# `yes` ends by SIGPIPE when head has enough.
-(yes "The quick brown fox jumps over the lazy dog; normafs benchmark filler 0123456789." || true) |
-    head -c $((BIG_FILE_MB << 20)) >"$B/memory/big.md"
-SID=$(basename "$(ls "$B"/transcripts/*.jsonl | head -n 1)" .jsonl)
-TRANSCRIPT="$B/transcripts/$SID.jsonl"
-T_BYTES=$(stat -c %s "$TRANSCRIPT")
+if want P1 || want P1u || want P1o || want P4; then
+    "$BIN" gen "$B" --sessions 1 --messages "$BIG_MSGS" >"$OUT/gen-b.log" 2>&1
+    # `yes` ends by SIGPIPE when head has enough.
+    (yes "The quick brown fox jumps over the lazy dog; normafs benchmark filler 0123456789." || true) |
+        head -c $((BIG_FILE_MB << 20)) >"$B/memory/big.md"
+    SID=$(basename "$(ls "$B"/transcripts/*.jsonl | head -n 1)" .jsonl)
+    TRANSCRIPT="$B/transcripts/$SID.jsonl"
+    T_BYTES=$(stat -c %s "$TRANSCRIPT")
+fi
+C="$WORK/c"
+NATIVE="$WORK/native"
+if want P9 || want P9u || want P9o; then
+    "$BIN" gen "$C" --sessions "$SESSIONS" --messages "$C_MSGS" >"$OUT/gen-c.log" 2>&1
+    # The big session: `gen` names sessions s<seed in hex>-NNNN, so seed 2 does not collide
+    # with C's; its transcripts (subagent directories too) and archives join C.
+    "$BIN" gen "$WORK/c2" --seed 2 --sessions 1 --messages "$C_BIG_MSGS" >"$OUT/gen-c2.log" 2>&1
+    C_SID=$(find "$WORK/c2/transcripts" -maxdepth 1 -name '*.jsonl' -printf '%f\n' | head -n 1)
+    C_SID=${C_SID%.jsonl}
+    [ ! -e "$C/transcripts/$C_SID.jsonl" ] || { echo "bench.sh: $C_SID is in C already" >&2; exit 1; }
+    # (A session of 100,000 messages has no compressions, so no archive directory.)
+    for d in transcripts noa; do
+        [ -d "$WORK/c2/$d" ] || continue
+        find "$WORK/c2/$d" -mindepth 1 -maxdepth 1 -exec mv -t "$C/$d/" {} +
+    done
+    rm -rf "$WORK/c2"
+    C_BYTES=$(stat -c %s "$C/transcripts/$C_SID.jsonl")
+fi
 NEEDLE="zq9-normafs-needle-absent-xq7"
 # grep -r of the mount's real files: computed files excluded by name (every name of
 # `normafs::fs::layout::computed_files`, materialized.jsonl included).
@@ -293,7 +364,7 @@ MNT="$WORK/mnt"
 
 # ---- P1 ---------------------------------------------------------------------------------------
 
-echo "bench.sh: P1 sequential reads" >&2
+if want P1 || want P1u || want P1o; then echo "bench.sh: P1 sequential reads" >&2; fi
 p1() {
     local tag="$1" mnt="$2" target="$3"
     local f="$mnt/memory/big.md" n="$B/memory/big.md"
@@ -469,6 +540,149 @@ if want P8; then
     echo "bench.sh: P8 audit" >&2
     row P8 "normafs audit of the $SESSIONS-session root vs cat of all its files" \
         "$(hf P8 plain "$COLD_RUNS" "$BIN audit $A" "find $A -type f -exec cat {} +")" "≤3×"
+fi
+
+# ---- P9 ---------------------------------------------------------------------------------------
+
+# mount_pid MNT: the pid of the normafs process serving MNT (setpriv execs it, so the pid
+# mount_fs started; a child named normafs otherwise).
+mount_pid() {
+    local pid="${MOUNT_PID[$1]}"
+    if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = normafs ]; then
+        echo "$pid"
+    else
+        pgrep -n -P "$pid" -x normafs
+    fi
+}
+
+# report MNT: the line the mount prints on SIGUSR1 (requests by kind, computations, cache).
+report() {
+    local pid log n i
+    pid=$(mount_pid "$1")
+    log="$OUT/mount-$(basename "$1").log"
+    n=$(grep -c '^normafs: requests' "$log" || true)
+    kill -USR1 "$pid"
+    for i in $(seq 1 50); do
+        [ "$(grep -c '^normafs: requests' "$log" || true)" -gt "$n" ] && break
+        sleep 0.1
+    done
+    grep '^normafs: requests' "$log" | tail -n 1
+}
+
+# requests BEFORE AFTER: each counter of AFTER minus BEFORE (two report lines): lookup,
+# getattr, open, read, release and computations always, the others when not 0.
+requests() {
+    awk -v b="$1" -v a="$2" '
+        function parse(line, m,   w, n, i, kv) {
+            n = split(line, w, /[ ;]+/)
+            for (i = 1; i <= n; i++) {
+                if (w[i] !~ /^[a-z_]+=[0-9]+$/) continue
+                split(w[i], kv, "=")
+                m[kv[1]] = kv[2]
+                if (!(kv[1] in seen)) { seen[kv[1]] = 1; order[++k] = kv[1] }
+            }
+        }
+        BEGIN {
+            split("lookup getattr open read release computations", always, " ")
+            for (i in always) keep[always[i]] = 1
+            k = 0
+            for (i = 1; i <= 5; i++) { seen[always[i]] = 1; order[++k] = always[i] }
+            parse(a, A); parse(b, B)
+            out = ""
+            for (i = 1; i <= k; i++) {
+                d = A[order[i]] - B[order[i]]
+                if (d != 0 || order[i] in keep) out = out (out == "" ? "" : " ") order[i] "=" d
+            }
+            print out
+        }'
+}
+
+# p9 TAG HOW [mount flags…]: P9's rows for root C through a mount with these flags, vs the
+# native copy; both sides run through RUNAS (the ordinary user of as_user, or no one).
+p9() {
+    local tag="$1" how="$2"
+    shift 2
+    local pre="${RUNAS[*]}" m="$MNT" n="$NATIVE" i
+    echo "bench.sh: $tag ($how): first whole-mount grep, $COLD_RUNS fresh mounts" >&2
+    : >"$OUT/$tag-first.mount"
+    : >"$OUT/$tag-first.base"
+    for i in $(seq 1 "$COLD_RUNS"); do
+        if [ $((i % 2)) = 0 ]; then
+            one "$pre grep -r $NEEDLE $n" --prepare "$COLD" >>"$OUT/$tag-first.base"
+        fi
+        unmount_fs "$m"
+        drop_caches
+        mount_fs "$m" "$C" "$@"
+        one "$pre grep -r $NEEDLE $m" >>"$OUT/$tag-first.mount"
+        if [ $((i % 2)) = 1 ]; then
+            one "$pre grep -r $NEEDLE $n" --prepare "$COLD" >>"$OUT/$tag-first.base"
+        fi
+    done
+    row "$tag" "first whole-mount grep -r after mounting, cold ($how)" \
+        "$(spread "$tag-first")" "≤5×"
+    echo "bench.sh: $tag ($how): warm rows, $C_WARM_RUNS runs each" >&2
+    row "$tag" "warm whole-mount grep -r" \
+        "$(hfs "$tag-grep" warm "$C_WARM_RUNS" "$pre grep -r $NEEDLE $m" "$pre grep -r $NEEDLE $n")" "≤1.5×"
+    row "$tag" "warm du -a" \
+        "$(hfs "$tag-du" warm "$C_WARM_RUNS" "$pre du -a $m" "$pre du -a $n")" "—"
+    row "$tag" "warm find . -type f | xargs wc -c" \
+        "$(hfs "$tag-wc" warm "$C_WARM_RUNS" \
+            "$pre sh -c 'cd $m && find . -type f -print0 | xargs -0 wc -c'" \
+            "$pre sh -c 'cd $n && find . -type f -print0 | xargs -0 wc -c'")" "—"
+    row "$tag" "warm ls -lR" \
+        "$(hfs "$tag-ls" warm "$C_WARM_RUNS" "$pre ls -lR $m" "$pre ls -lR $n")" "—"
+    row "$tag" "warm grep -r --include=transcript.jsonl" \
+        "$(hfs "$tag-incl" warm "$C_WARM_RUNS" \
+            "$pre grep -r --include=transcript.jsonl $NEEDLE $m" \
+            "$pre grep -r --include=transcript.jsonl $NEEDLE $n")" "≤1.5×"
+    # The requests of one more warm whole-mount grep, after the pause of the warm runs.
+    local before after
+    before=$(report "$m")
+    sleep "$PAUSE"
+    "${RUNAS[@]}" grep -r "$NEEDLE" "$m" >/dev/null 2>&1 || true
+    after=$(report "$m")
+    row "${tag}r" "requests of one warm whole-mount grep ($how)" "$(requests "$before" "$after")" "—"
+    if [ "$tag" = P9 ]; then
+        sleep 2
+        local rss budget
+        rss=$(rss_kb "$(mount_pid "$m")" VmRSS)
+        budget=$(grep -oE 'cache [0-9]+ of [0-9]+ MiB' <<<"$after" | awk '{ print $4 }')
+        row P9m "idle RSS after whole-mount greps" \
+            "$(awk -v k="$rss" 'BEGIN { printf "%.0f MiB", k / 1024 }') (cache budget $budget MiB)" "≤$budget MiB"
+    fi
+    unmount_fs "$m"
+}
+
+if want P9 || want P9u || want P9o; then
+    echo "bench.sh: P9 on C: $SESSIONS sessions of $C_MSGS messages and one of $C_BIG_MSGS ($((C_BYTES >> 20)) MiB of transcript)" >&2
+    rm -rf "$NATIVE"
+    mount_fs "$MNT" "$C"
+    cp -a "$MNT" "$NATIVE"
+    unmount_fs "$MNT"
+    echo "bench.sh: the native copy: $(du -sm "$NATIVE" | cut -f1) MiB in $(find "$NATIVE" -type f | wc -l) files" >&2
+fi
+if want P9; then
+    p9 P9 "passthrough"
+    # P9b: the peak of a fresh mount (caches dropped) serving the big session's view.
+    drop_caches
+    mount_fs "$MNT" "$C"
+    cat "$MNT/sessions/$C_SID/view.jsonl" >/dev/null
+    hwm=$(rss_kb "$(mount_pid "$MNT")" VmHWM)
+    unmount_fs "$MNT"
+    row P9b "fresh mount's peak RSS for view.jsonl, $C_BIG_MSGS-message session" \
+        "$(ratio "$((hwm * 1024))" "$C_BYTES") ($((hwm >> 10)) MiB; transcript $((C_BYTES >> 20)) MiB)" "≤1.5×"
+fi
+if want P9u; then
+    p9 P9u "--no-passthrough" --no-passthrough
+fi
+if want P9o; then
+    as_user
+    # Both sides readable by that user as its mount shows them: its mount shows computed
+    # files and ctl as the user's, so the native copy becomes the user's too.
+    chmod -R a+rX "$C"
+    chown -R "$BENCH_USER" "$NATIVE"
+    p9 P9o "ordinary user"
+    RUNAS=()
 fi
 
 # ---- the table --------------------------------------------------------------------------------
