@@ -280,12 +280,14 @@ impl NormaFs {
         ino: u64,
         hold: bool,
     ) -> Result<super::versions::Described, FsError> {
-        // A lookup's version is held for the open that follows (see `open_want`); an
-        // attribute needs no bytes.
-        let want = if hold {
-            self.open_want(ino)
-        } else {
-            Want::Size
+        // A lookup's version is held for the open that may follow, with its bytes when they
+        // are at hand (the open gets them otherwise, see `open_want`); an attribute needs no
+        // bytes.
+        // The retry's lookup after an ESTALE takes the bytes: its open must not fail again.
+        let want = match hold {
+            true if self.versions.retrying(node) => Want::Bytes,
+            true => Want::Pin,
+            false => Want::Size,
         };
         let c = self.current_content(node, ino, want)?;
         let current = self.inodes.get(node) == Some(ino);
@@ -303,11 +305,10 @@ impl NormaFs {
         d.ok_or(FsError::Stale)
     }
 
-    /// What an open (or the lookup before it) of computed inode `ino` needs of its version:
-    /// its bytes, unless the kernel holds every page of it (`Versions::whole`), when they
-    /// are needed only if at hand.
+    /// What an open of computed inode `ino` needs of its version: its bytes, unless the
+    /// kernel holds every page of it (`Versions::whole`) or a lookup's hold has them.
     pub(super) fn open_want(&self, ino: u64) -> Want {
-        if self.versions.whole(ino) {
+        if self.versions.whole(ino) || self.versions.pinned(ino) {
             Want::Pin
         } else {
             Want::Bytes

@@ -91,12 +91,12 @@ pub fn digest(data: &Bytes, len: u64) -> Option<u64> {
 /// What a caller needs of a version besides its description.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Want {
-    /// The description only (a `stat`): bytes made for it are not kept.
+    /// The description only (an attribute): bytes made for it are not kept.
     Size,
-    /// The bytes if they are at hand, and always for a file without a digest (an open or a
-    /// lookup: what its handles read must be known).
+    /// The bytes if they are at hand (a lookup, whose hold keeps them for the open that may
+    /// follow): bytes made for it are handed over, not kept, so a `stat` keeps none.
     Pin,
-    /// The bytes (a read).
+    /// The bytes (an open, a read): kept within the budget.
     Bytes,
 }
 
@@ -280,10 +280,25 @@ pub struct Computed {
     known: Mutex<HashMap<Node, Known>>,
     gens: Generations,
     counters: Counters,
+    /// The bytes the last computation for a lookup made (see [`RECENT`]).
+    recent: Mutex<Recent>,
     /// Where the mount is, for `archive_paths = mount`.
     mountpoint: Option<PathBuf>,
 }
 
+/// How long the bytes of a computation made for a lookup stay at hand, outside the budget: a
+/// lookup needs only its file's size (its hold takes its bytes), but a reader of a directory
+/// (`grep -r`, `cat *`) opens the session's other files next, which would otherwise make the
+/// session again; a `stat`, `ls -l` or `du` keeps none of them past this.
+pub const RECENT: Duration = Duration::from_secs(1);
+
+/// The bytes of the last computation made for a lookup, by node with the computation that
+/// made them, and when.
+#[derive(Default)]
+struct Recent {
+    at: Option<Instant>,
+    made: Vec<(Node, Bytes, u64)>,
+}
 /// Sessions whose transcript is at most this long have all their computed files made in one
 /// computation (one refresh of the parsed transcript, one pipeline run): a listing or a
 /// `grep -r` asks for every one of them. Longer ones make only the file asked for: their
@@ -300,6 +315,7 @@ impl Computed {
             known: Mutex::new(HashMap::new()),
             gens: Generations::default(),
             counters: Counters::default(),
+            recent: Mutex::new(Recent::default()),
             mountpoint: None,
         }
     }
@@ -311,8 +327,46 @@ impl Computed {
 
     /// The watcher reported (or a ctl command made) a change of what `a` names: the versions
     /// known of its files are checked against the disk again before they are used.
-    pub fn changed(&self, a: &Affected) {
+    /// `false` when a session's inputs turn out unchanged for every version known of its
+    /// files (an event that changed nothing they are made from: an access time, an
+    /// attribute of a file no fingerprint covers): those versions stay current, and the
+    /// kernel's caches of them need not be dropped.
+    pub fn changed(&self, a: &Affected) -> bool {
+        if let Affected::Session(sid) = a {
+            if self.session_unchanged(sid) {
+                self.gens.advance(&Affected::Root);
+                return false;
+            }
+        }
         self.gens.advance(a);
+        true
+    }
+
+    /// Whether every version known of session `sid`'s files is made from its inputs as they
+    /// are now (one `stat` pass); `false` when none is known.
+    fn session_unchanged(&self, sid: &str) -> bool {
+        let mine: Vec<(Node, u64)> = self
+            .known
+            .lock()
+            .iter()
+            .filter(|(n, _)| matches!(n, Node::Computed(s, _) | Node::Raw(s, _, _) if s == sid))
+            .map(|(n, k)| (n.clone(), k.c.fp))
+            .collect();
+        let Some((first, _)) = mine.first() else {
+            return false;
+        };
+        // Raw ranges' fingerprints are a part of the session files' (the transcript and its
+        // own state): one pass over a session file's inputs gives both.
+        let probe = match first {
+            Node::Raw(s, _, _) => Node::Computed(s.clone(), ComputedKind::View),
+            n => n.clone(),
+        };
+        let fps = self.fingerprints(&probe);
+        let raw = fps.of_raw().0;
+        mine.iter().all(|(n, fp)| match n {
+            Node::Raw(..) => *fp == raw,
+            n => fps.of(n).0 == *fp,
+        })
     }
 
     /// The fingerprints of the inputs of `node` (for a session's file, of all the session's
@@ -445,8 +499,16 @@ impl Computed {
             .content(node, c.fp)
             .filter(|(_, made)| *made == c.made)
             .map(|(d, _)| d);
-        let needed = want == Want::Bytes || c.digest.is_none();
-        if c.data.is_some() || !needed {
+        if c.data.is_none() {
+            c.data = self.recent(node, c.made);
+            if let (Some(d), Want::Bytes) = (&c.data, want) {
+                // Read now: kept within the budget from here on.
+                self.cache
+                    .keep_content(node.clone(), (d.clone(), c.made), c.fp, d.len() as usize);
+                self.cache.release_memory();
+            }
+        }
+        if c.data.is_some() || want != Want::Bytes {
             return Ok(c);
         }
         let gen = self.gens.of(&self.cfg, node);
@@ -466,9 +528,9 @@ impl Computed {
     }
 
     /// Make `node` (and, for a session's file, the session's other files with it when the
-    /// session is small: see [`ALL_AT_ONCE`]), remember what was made, keep the bytes unless
-    /// only a size was wanted, and return `node`'s version with its bytes. What the files
-    /// say of time is as of `now`.
+    /// session is small: see [`ALL_AT_ONCE`]), remember what was made, keep the bytes when
+    /// they were wanted (see [`Want`]), and return `node`'s version with its bytes. What the
+    /// files say of time is as of `now`.
     fn make(
         &self,
         node: &Node,
@@ -478,6 +540,7 @@ impl Computed {
         now: DateTime<Utc>,
     ) -> Result<Content, FsError> {
         let id = self.counters.computations.fetch_add(1, Ordering::Relaxed) + 1;
+        tracing::debug!("computation {id}: {node:?} ({want:?})");
         let made = match node {
             Node::Computed(sid, _) | Node::Raw(sid, _, _) => self.make_session(sid, node, now),
             _ => self.make_one(node).map(|b| vec![(node.clone(), b)]),
@@ -488,6 +551,7 @@ impl Computed {
             .renders
             .fetch_add(made.len() as u64, Ordering::Relaxed);
         let mut out = None;
+        let mut recent = Vec::new();
         for (n, data) in made {
             let (fp, mtime, perm, until) = fps.of(&n);
             let size = data.len();
@@ -514,9 +578,13 @@ impl Computed {
                 );
             }
             drop(known);
-            if want != Want::Size {
-                self.cache
-                    .keep_content(n.clone(), (data.clone(), id), fp, size as usize);
+            match want {
+                Want::Bytes => {
+                    self.cache
+                        .keep_content(n.clone(), (data.clone(), id), fp, size as usize);
+                }
+                Want::Pin => recent.push((n.clone(), data.clone(), id)),
+                _ => {}
             }
             if n == *node {
                 out = Some(Content {
@@ -525,8 +593,36 @@ impl Computed {
                 });
             }
         }
+        if want == Want::Pin {
+            *self.recent.lock() = Recent {
+                at: Some(Instant::now()),
+                made: recent,
+            };
+        }
         self.cache.release_memory();
         out.ok_or(FsError::NotFound)
+    }
+
+    /// The bytes computation `made` made of `node` for a lookup a moment ago, if at hand.
+    fn recent(&self, node: &Node, made: u64) -> Option<Bytes> {
+        let mut r = self.recent.lock();
+        if r.at.is_some_and(|at| at.elapsed() >= RECENT) {
+            *r = Recent::default();
+            return None;
+        }
+        r.made
+            .iter()
+            .find(|(n, _, m)| n == node && *m == made)
+            .map(|(_, d, _)| d.clone())
+    }
+
+    /// Let go of the bytes of the last computation for a lookup once [`RECENT`] is over
+    /// (called every half second while mounted).
+    pub fn let_go_recent(&self) {
+        let mut r = self.recent.lock();
+        if r.at.is_some_and(|at| at.elapsed() >= RECENT) {
+            *r = Recent::default();
+        }
     }
 
     /// The content of `node` from the inputs as they are now (for tests and tools that
@@ -543,6 +639,16 @@ impl Computed {
     /// Bytes held by the cache of computed contents.
     pub fn cached_bytes(&self) -> usize {
         self.cache.content_bytes()
+    }
+
+    /// Bytes of a computation for a lookup held a moment outside the budget (see [`RECENT`]).
+    pub fn recent_bytes(&self) -> u64 {
+        self.recent
+            .lock()
+            .made
+            .iter()
+            .map(|(_, d, _)| d.len())
+            .sum()
     }
 
     /// Bytes counted against the budget: computed contents, parsed transcripts and states.

@@ -84,6 +84,29 @@ impl NormaFs {
                     self.versions.answered_stale(n);
                     FsError::Stale
                 })?;
+                // The handle's version needs its bytes at hand unless the kernel holds every
+                // page of it (a hold or a race may have left it without): found now, while
+                // the inputs that make it are likely still there; else the kernel looks the
+                // name up again.
+                if let Some(head) = self.versions.head(ino) {
+                    if head.data.is_none() && !self.versions.whole(ino) {
+                        tracing::debug!(
+                            "open of {n:?} (inode {ino}): {}",
+                            self.versions.describe(ino)
+                        );
+                        if let Err(e) = self.head_bytes(ino, n, &head) {
+                            self.versions.closed(ino);
+                            if current {
+                                self.inodes.renew(n);
+                            }
+                            self.versions.answered_stale(n);
+                            tracing::debug!(
+                                "open of {n:?} (inode {ino}): its bytes are gone ({e})"
+                            );
+                            return Err(FsError::Stale);
+                        }
+                    }
+                }
                 let fh = self.new_handle(Handle::Computed { ino });
                 // Through the page cache, kept across opens: every size and page the kernel
                 // holds of this inode is its version's (`fs/versions.rs`). Not when the
@@ -203,6 +226,13 @@ impl NormaFs {
             }
         }
         let data = self.head_bytes(ino, &node, &head);
+        if data.is_err() {
+            tracing::warn!(
+                "{node:?} (inode {ino}): its inputs were rewritten after it was opened and the \
+                 kernel dropped pages of it before they were read again; answered EIO (open it \
+                 again)"
+            );
+        }
         if data.is_ok() {
             let n = head.len.saturating_sub(offset).min(u64::from(size));
             self.versions.served(ino, offset, n);
@@ -229,13 +259,8 @@ impl NormaFs {
                 self.versions.pin(ino, head.fp, &data);
                 Ok(data)
             }
-            None => {
-                tracing::warn!(
-                    "{node:?} (inode {ino}): its inputs were rewritten after it was opened \
-                     and before its bytes were read; answered EIO (open it again)"
-                );
-                Err(FsError::Os(libc::EIO))
-            }
+            // The inputs were rewritten since the version was made: its bytes are gone.
+            None => Err(FsError::Os(libc::EIO)),
         }
     }
 

@@ -151,6 +151,7 @@ impl NormaFs {
     /// is over (called every half second while mounted); how many.
     pub fn let_go_idle_files(&self) -> usize {
         self.versions.let_go_idle();
+        self.computed.let_go_recent();
         self.inodes.let_go_idle()
     }
 
@@ -194,6 +195,7 @@ impl NormaFs {
     /// from the given offset on), measuring before it what it makes safe to tell.
     pub fn drop_tail(&self, d: TailDrop, drop_pages: impl FnOnce(u64)) {
         let from = d.from - d.from % real::page_size() as u64;
+        tracing::debug!("tail drop of inode {} from {from}", d.ino);
         if self.growth.tracked(d.ino).is_some() {
             self.drop_real_pages(d.ino, || drop_pages(from));
         } else if let Some(head) = self.versions.head_len(d.ino) {
@@ -271,8 +273,9 @@ impl NormaFs {
     /// caller drops the kernel's attributes of them and their names (the next lookup finds
     /// whether the content is still the inode's version, `fs/versions.rs`).
     pub fn invalidate_computed(&self, c: &watch::Affected) -> Vec<Invalidated> {
-        // First: a request from now on checks the inputs again.
-        self.computed.changed(c);
+        // First: a request from now on checks the inputs again (unless they turn out the same
+        // as every version known of the session's files was made from).
+        let changed = self.computed.changed(c);
         let mut out = Vec::new();
         let mut push = |n: Node, parent: Node, name: &str| {
             if let Some(ino) = self.inodes.get(&n) {
@@ -285,6 +288,7 @@ impl NormaFs {
         };
         push(Node::RootAudit, Node::Root, "audit.txt");
         match c {
+            watch::Affected::Session(_) if !changed => {}
             watch::Affected::Session(sid) => {
                 for (name, k, _) in layout::computed_files() {
                     push(
@@ -339,6 +343,12 @@ impl NormaFs {
     /// Bytes held by the computed-content cache.
     pub fn cached_bytes(&self) -> usize {
         self.computed.cached_bytes()
+    }
+
+    /// Computed bytes held a moment outside the cache: the last computation for a lookup's
+    /// (see [`computed::RECENT`]).
+    pub fn recent_bytes(&self) -> u64 {
+        self.computed.recent_bytes()
     }
 
     /// How often computed files were made and their inputs checked (see

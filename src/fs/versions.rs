@@ -47,14 +47,17 @@ struct Open {
     /// command does not end the hold (see [`Versions::answered_stale`]).
     retry: bool,
     /// How far from its start the kernel read this version (reads it was answered).
-    served: u64,
+    served: Served,
     /// The kernel read every page of it and none was dropped since (see
     /// [`Versions::whole`]).
     whole: bool,
+    /// The kernel read some page of the inode since its pages were last dropped (it may hold
+    /// pages of this version).
+    touched: bool,
 }
 
 impl Open {
-    fn new(c: &Content, until: Instant, whole: bool) -> Open {
+    fn new(c: &Content, until: Instant) -> Open {
         Open {
             head: Head::of(c),
             mtime: c.mtime,
@@ -63,8 +66,52 @@ impl Open {
             safe: c.size,
             dropping: false,
             retry: false,
-            served: if whole { c.size } else { 0 },
-            whole,
+            served: Served::default(),
+            whole: false,
+            touched: false,
+        }
+    }
+}
+
+/// The ranges of a version the kernel was answered reads of (workers answer them in any
+/// order), merged.
+#[derive(Debug, Default, Clone)]
+struct Served(Vec<(u64, u64)>);
+
+impl Served {
+    fn upto(end: u64) -> Served {
+        Served(if end > 0 { vec![(0, end)] } else { Vec::new() })
+    }
+
+    fn add(&mut self, start: u64, end: u64) {
+        if start >= end {
+            return;
+        }
+        self.0.push((start, end));
+        self.0.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(self.0.len());
+        for &(s, e) in &self.0 {
+            match merged.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => merged.push((s, e)),
+            }
+        }
+        self.0 = merged;
+    }
+
+    /// How far from the start every byte was served.
+    fn contiguous(&self) -> u64 {
+        match self.0.first() {
+            Some(&(0, e)) => e,
+            _ => 0,
+        }
+    }
+
+    /// Pages from `from` on were dropped.
+    fn cut(&mut self, from: u64) {
+        self.0.retain(|r| r.0 < from);
+        if let Some(last) = self.0.last_mut() {
+            last.1 = last.1.min(from);
         }
     }
 }
@@ -190,8 +237,13 @@ struct Inner {
 struct Told {
     fp: u64,
     digest: Option<u64>,
+    /// Its mtime: told again as it was when the same bytes come from inputs that changed (the
+    /// kernel drops an inode's pages when its mtime changes).
+    mtime: SystemTime,
     /// The kernel read every page of it (see [`Versions::whole`]).
     whole: bool,
+    /// The kernel read some page of it.
+    touched: bool,
 }
 
 impl Inner {
@@ -258,16 +310,19 @@ impl Inner {
                 let t = Told {
                     fp: c.fp,
                     digest: c.digest,
+                    mtime: c.mtime,
                     whole: false,
+                    touched: false,
                 };
                 self.told.insert(ino, t);
             }
         }
+        let mtime = self.told.get(&ino).map_or(c.mtime, |t| t.mtime);
         let d = Described {
             head: Head::of(c),
             size: c.size,
             perm: c.perm,
-            mtime: c.mtime,
+            mtime,
         };
         (Fit::Fits, Some(d))
     }
@@ -281,7 +336,9 @@ impl Inner {
                 let t = Told {
                     fp: o.head.fp,
                     digest: o.head.digest,
+                    mtime: o.mtime,
                     whole: o.whole,
+                    touched: o.touched,
                 };
                 self.open.remove(&ino);
                 self.told.insert(ino, t);
@@ -370,17 +427,38 @@ impl Versions {
             (Fit::Fits, None) => return Err(Fit::Left { held: false }),
             (left, _) => return Err(left),
         };
-        let whole = g.told.get(&ino).is_some_and(|t| t.whole);
-        let o = g
-            .open
-            .entry(ino)
-            .or_insert_with(|| Open::new(c, Instant::now(), whole));
+        let told = g.told.get(&ino).map(|t| (t.whole, t.touched, t.mtime));
+        let o = g.open.entry(ino).or_insert_with(|| {
+            let mut o = Open::new(c, Instant::now());
+            if let Some((whole, touched, mtime)) = told {
+                (o.whole, o.touched, o.mtime) = (whole, touched || whole, mtime);
+                o.served = Served::upto(if whole { o.head.len } else { 0 });
+            }
+            o
+        });
+        // A lookup held a version without its bytes, and the content left it before this
+        // open: while the kernel has no page of the inode and no handle reads it, the inode
+        // is free to stand for the content now (the kernel asks its size again).
+        let mut fit = fit;
+        let rebound = matches!(fit, Fit::Left { held: true })
+            && o.head.data.is_none()
+            && o.handles == 0
+            && !o.touched
+            && c.data.is_some();
+        if rebound {
+            o.head = Head::of(c);
+            o.mtime = c.mtime;
+            o.safe = c.size;
+            o.served = Served::default();
+            o.whole = false;
+            fit = Fit::Fits;
+        }
         o.handles += 1;
         // The retry's open is this one: later commands end the hold again.
         o.retry = false;
         let len = o.safe.min(o.head.len);
         g.told.remove(&ino);
-        let size_told = g.attrs.get(&ino).is_some_and(|a| a.size == len);
+        let size_told = !rebound && g.attrs.get(&ino).is_some_and(|a| a.size == len);
         self.ask(g);
         Ok(Opening { fit, size_told })
     }
@@ -408,8 +486,12 @@ impl Versions {
         {
             return;
         }
-        let whole = g.told.remove(&ino).is_some_and(|t| t.whole);
-        let mut o = Open::new(c, until, whole);
+        let told = g.told.remove(&ino);
+        let mut o = Open::new(c, until);
+        if let Some(t) = told {
+            (o.whole, o.touched, o.mtime) = (t.whole, t.touched || t.whole, t.mtime);
+            o.served = Served::upto(if t.whole { o.head.len } else { 0 });
+        }
         o.retry = retry;
         g.open.insert(ino, o);
     }
@@ -482,10 +564,9 @@ impl Versions {
     pub(super) fn served(&self, ino: u64, offset: u64, n: u64) {
         let mut g = self.inner.lock();
         if let Some(o) = g.open.get_mut(&ino) {
-            if offset <= o.served {
-                o.served = o.served.max(offset.saturating_add(n));
-            }
-            o.whole |= o.served >= o.head.len;
+            o.touched = true;
+            o.served.add(offset, offset.saturating_add(n));
+            o.whole |= o.served.contiguous() >= o.head.len;
         }
     }
 
@@ -501,15 +582,48 @@ impl Versions {
         }
     }
 
+    /// Whether the next lookup of `node` is the kernel's retry after an ESTALE (its open must
+    /// not fail again: its hold takes the version's bytes).
+    pub(super) fn retrying(&self, node: &Node) -> bool {
+        let now = Instant::now();
+        self.inner
+            .lock()
+            .stale
+            .get(node)
+            .is_some_and(|at| now.duration_since(*at) < RETRY)
+    }
+
+    /// What is known of `ino`'s open version (for the log).
+    pub(super) fn describe(&self, ino: u64) -> String {
+        match self.inner.lock().open.get(&ino) {
+            Some(o) => format!(
+                "{} bytes, {} handles, served {:?}, whole {}, touched {}",
+                o.head.len, o.handles, o.served.0, o.whole, o.touched
+            ),
+            None => "not open".into(),
+        }
+    }
+
+    /// Whether the version `ino`'s handles (or a lookup's hold) read has its bytes at hand.
+    pub(super) fn pinned(&self, ino: u64) -> bool {
+        self.inner
+            .lock()
+            .open
+            .get(&ino)
+            .is_some_and(|o| o.head.data.is_some())
+    }
+
     /// The mount had the kernel drop the pages of `ino` from offset `from` on.
     pub fn pages_dropped(&self, ino: u64, from: u64) {
         let mut g = self.inner.lock();
         if let Some(o) = g.open.get_mut(&ino) {
-            o.served = o.served.min(from);
-            o.whole &= o.served >= o.head.len;
+            o.served.cut(from);
+            o.whole &= o.served.contiguous() >= o.head.len;
+            o.touched &= from > 0;
         }
         if let Some(t) = g.told.get_mut(&ino) {
             t.whole = false;
+            t.touched &= from > 0;
         }
     }
 
@@ -762,12 +876,11 @@ mod tests {
         let c = content("abcdefg\n", 1);
         v.open(4, true, &c).expect("open");
         assert!(!v.whole(4));
-        v.served(4, 0, 3);
         v.served(4, 5, 3);
+        v.served(4, 0, 3);
         assert!(!v.whole(4), "a gap from 3 to 5");
         v.served(4, 3, 2);
-        v.served(4, 5, 3);
-        assert!(v.whole(4));
+        assert!(v.whole(4), "answered in any order");
         // Idle, the inode keeps it; a drop of its pages ends it.
         v.closed(4);
         v.release_holds([4], Instant::now());
@@ -807,6 +920,30 @@ mod tests {
         // Opened: the next command ends the hold as any other.
         v.release_holds([4], Instant::now());
         assert!(!v.is_open(4));
+    }
+
+    #[test]
+    fn a_lookup_held_without_bytes_gives_its_inode_to_the_content_at_the_open() {
+        let v = Versions::default();
+        let node = crate::fs::Node::RootAudit;
+        let mut old = content("a\n", 1);
+        old.data = None;
+        assert_eq!(v.fit(8, true, &old).0, Fit::Fits);
+        v.hold(8, &old, &node);
+        // Rewritten before the open: the kernel has no page of the inode, so the open reads
+        // the content now, and is told to ask the size again.
+        let o = v.open(8, true, &content("xy\n", 2)).expect("open");
+        assert_eq!((o.fit, o.size_told), (Fit::Fits, false));
+        assert_eq!(text(&v.head(8).expect("open")), "xy\n");
+        // Not once the kernel read a page of it: the handles keep their version.
+        v.served(8, 0, 3);
+        let mut held = content("xy\n", 2);
+        held.data = None;
+        v.hold(9, &held, &node);
+        v.served(9, 0, 1);
+        assert!(v
+            .open(9, true, &content("q\n", 3))
+            .is_ok_and(|o| o.fit != Fit::Fits));
     }
 
     #[test]

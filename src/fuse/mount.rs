@@ -632,13 +632,10 @@ fn invalidate(fs: &NormaFs, n: &Notifier, i: &Inval) {
         },
         Inval::Computed(c) => {
             for i in fs.invalidate_computed(c) {
-                // Attributes, and the pages of an inode no handle reads any more; the name,
-                // so that the next path walk asks which inode it has now.
-                let pages = if i.open { -1 } else { 0 };
-                if pages == 0 {
-                    fs.computed_pages_dropped(i.ino, 0);
-                }
-                if let Err(e) = n.inval_inode(INodeNo(i.ino), pages, 0) {
+                // Attributes and the name, so that the next path walk asks which inode it
+                // has now; never the pages: an inode stands for one version, whose bytes they
+                // stay (a version left behind goes with its inode once the kernel lets it go).
+                if let Err(e) = n.inval_inode(INodeNo(i.ino), -1, 0) {
                     tracing::debug!("invalidate computed inode {}: {e}", i.ino);
                 }
                 if let Some((dir, name)) = i.entry {

@@ -1,0 +1,232 @@
+//! The whole mount read again, warm (issue 24): a second `grep -r` over a root whose computed
+//! files are far larger than the cache's budget computes nothing and asks the mount for no
+//! lookup; a `stat` of computed files keeps none of their bytes; a change is seen by the next
+//! read though the kernel keeps the pages of computed files across opens.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::{fuse_available, within, Mounted};
+use normafs::config::Config;
+use normafs::fuse::MountOptions;
+use normafs::gen::{generate, GenOptions};
+
+/// A mount is possible here: else a notice and `false`, and under CI (where a mount must be
+/// possible) a failure.
+fn mount_possible() -> bool {
+    if fuse_available() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI is set but /dev/fuse is absent: this test must mount"
+    );
+    false
+}
+
+/// A generated root of `sessions` sessions of `messages` messages.
+fn root(sessions: usize, messages: usize) -> tempfile::TempDir {
+    let d = tempfile::tempdir().expect("tempdir");
+    let opts = GenOptions {
+        sessions,
+        messages,
+        ..GenOptions::default()
+    };
+    generate(d.path(), &opts, &mut |_, _| {}).expect("gen");
+    d
+}
+
+/// Read every file under `dir` the way `grep -r` does (open, fstat, read to the end, close),
+/// links not followed; how many bytes.
+fn read_all(dir: &Path) -> u64 {
+    let mut total = 0;
+    for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
+        let t = e.file_type().expect("type");
+        if t.is_dir() {
+            total += read_all(&e.path());
+        } else if t.is_file() {
+            let f = std::fs::File::open(e.path()).expect("open");
+            let _ = f.metadata().expect("fstat");
+            let mut f = f;
+            total += std::io::copy(&mut f, &mut std::io::sink()).expect("read");
+        }
+    }
+    total
+}
+
+/// The count of `op` among the mount's requests.
+fn count(m: &Mounted, op: &str) -> u64 {
+    m.handle()
+        .requests()
+        .into_iter()
+        .find(|(o, _)| *o == op)
+        .map_or(0, |(_, n)| n)
+}
+
+/// Files under `dir` named `name`.
+fn named(dir: &Path, name: &str) -> u64 {
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
+        let t = e.file_type().expect("type");
+        if t.is_dir() {
+            n += named(&e.path(), name);
+        } else if e.file_name() == name {
+            n += 1;
+        }
+    }
+    n
+}
+
+#[test]
+fn a_warm_pass_over_a_root_past_the_budget_computes_nothing() {
+    if !mount_possible() {
+        return;
+    }
+    for passthrough in [true, false] {
+        let cfg = Config {
+            cache_mb: Some(1),
+            ..Config::default()
+        };
+        let m = Mounted::new(
+            root(24, 200),
+            cfg,
+            MountOptions {
+                passthrough,
+                ..MountOptions::default()
+            },
+        );
+        let first = read_all(m.mnt());
+        let c1 = m.handle().fs().computed_counts();
+        assert!(
+            first > 4 << 20,
+            "the computed files ({first} bytes in all) are far past the 1 MiB budget"
+        );
+        // One computation per session (and one each for MEMORY.md and the root's audit).
+        assert!(
+            c1.computations <= 24 + 2,
+            "first pass: {c1:?} for 24 sessions"
+        );
+        assert!(m.handle().fs().cache_used() <= 1 << 20, "within the budget");
+        // The second pass: the kernel holds every page; the mount makes nothing.
+        let reads1 = count(&m, "read");
+        assert_eq!(read_all(m.mnt()), first);
+        let reads2 = count(&m, "read") - reads1;
+        let c2 = m.handle().fs().computed_counts();
+        assert_eq!(c2.computations, c1.computations, "second pass: {c2:?}");
+        assert_eq!(c2.input_checks, c1.input_checks, "no stat of inputs either");
+        // The third: no lookup at all, and attributes asked only of what the kernel cannot
+        // keep (ctl, whose size changes with every command; real files read through
+        // passthrough, whose access time the kernel drops after each read, as it does after
+        // every read that reaches the mount: ctl's, and the second pass's others).
+        let (lookups, getattrs) = (count(&m, "lookup"), count(&m, "getattr"));
+        assert_eq!(read_all(m.mnt()), first);
+        let c3 = m.handle().fs().computed_counts();
+        assert_eq!(c3.computations, c1.computations);
+        assert_eq!(count(&m, "lookup"), lookups, "a warm pass sends no LOOKUP");
+        let ctl = named(m.mnt(), "ctl");
+        let real = read_real(m.root());
+        let allowed = 2 * ctl + reads2 + if passthrough { real } else { 0 };
+        let asked = count(&m, "getattr") - getattrs;
+        assert!(
+            asked <= allowed,
+            "passthrough {passthrough}: {asked} GETATTRs in a warm pass, at most {allowed} \
+             (ctl {ctl}, real files {real}, reads in the pass before {reads2})"
+        );
+        assert!(
+            m.handle().fs().cache_used() <= 1 << 20,
+            "the cache keeps to its budget"
+        );
+
+        // A change is seen by the next read, though the kernel keeps the view's pages.
+        let sid = "s1-0003";
+        let view = m.at(&format!("sessions/{sid}/view.jsonl"));
+        let before = std::fs::read(&view).expect("view");
+        let t = m.root().join(format!("transcripts/{sid}.jsonl"));
+        common::append_user_message(&t, sid, "warm-pass-marker-7f3a");
+        assert!(
+            within(Duration::from_secs(5), || std::fs::read(&view)
+                .is_ok_and(|b| b.len() > before.len()
+                    && String::from_utf8_lossy(&b)
+                        .contains("warm-pass-marker-7f3a"))),
+            "the appended message shows in view.jsonl"
+        );
+    }
+}
+
+/// Real files under the backing root (transcripts, archives, memory), for the GETATTR bound.
+fn read_real(root: &Path) -> u64 {
+    let mut n = 0;
+    for d in ["noa", "memory"] {
+        let p = root.join(d);
+        if p.is_dir() {
+            n += files(&p);
+        }
+    }
+    n + files(&root.join("transcripts"))
+}
+
+fn files(dir: &Path) -> u64 {
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
+        let t = e.file_type().expect("type");
+        if t.is_dir() {
+            n += files(&e.path());
+        } else {
+            n += 1;
+        }
+    }
+    n
+}
+
+#[test]
+fn a_stat_of_computed_files_keeps_none_of_their_bytes() {
+    if !mount_possible() {
+        return;
+    }
+    let m = Mounted::new(root(6, 120), Config::default(), MountOptions::default());
+    let mut sizes = 0;
+    for e in std::fs::read_dir(m.at("sessions"))
+        .expect("sessions")
+        .flatten()
+    {
+        for name in [
+            "view.jsonl",
+            "view.md",
+            "materialized.jsonl",
+            "audit.txt",
+            "status.json",
+        ] {
+            sizes += std::fs::metadata(e.path().join(name)).expect("stat").len();
+        }
+    }
+    assert!(sizes > 0);
+    assert_eq!(
+        m.handle().fs().cached_bytes(),
+        0,
+        "a stat computes the sizes and keeps no bytes in the cache"
+    );
+    // The last computation's bytes are at hand outside the cache for a moment (a reader of
+    // the directory opens its files next), then let go.
+    let recent = normafs::fs::computed::RECENT + Duration::from_millis(700);
+    assert!(within(recent + Duration::from_secs(2), || m
+        .handle()
+        .fs()
+        .recent_bytes()
+        == 0));
+    let c = m.handle().fs().computed_counts();
+    assert!(
+        c.computations <= 6 + 1,
+        "one computation per session: {c:?}"
+    );
+    // Reading them makes them again (from the parsed transcripts kept) and serves them.
+    let sid = "s1-0002";
+    let v = std::fs::read(m.at(&format!("sessions/{sid}/view.jsonl"))).expect("read");
+    assert_eq!(
+        v.len() as u64,
+        std::fs::metadata(m.at(&format!("sessions/{sid}/view.jsonl")))
+            .expect("stat")
+            .len()
+    );
+}
