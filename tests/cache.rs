@@ -69,11 +69,11 @@ fn long_ttls_and_kept_caches_only_where_inotify_covers() {
     assert_eq!(ttl(&fs, "sessions"), WATCHED_TTL);
     assert_eq!(ttl(&fs, "memory/ci-dashboard.md"), WATCHED_TTL);
     // A session is covered once its own directories are watched: the lookup that has the
-    // kernel hold it starts the watches (its own reply gets the short TTL), and from the
-    // next request on it is covered.
+    // kernel hold it starts the watches before its reply is made, so that reply gets the
+    // long TTL already.
     let session = |sid: &str| Node::Session(sid.to_string());
     assert!(!w.covers(&session(SID), true));
-    assert_eq!(ttl(&fs, &s), short);
+    assert_eq!(ttl(&fs, &s), WATCHED_TTL);
     assert!(w.covers(&session(SID), true));
     assert_eq!(ttl(&fs, &format!("{s}/state.json")), WATCHED_TTL);
     // A session the kernel links from a readdirplus answer is watched alike.

@@ -1,7 +1,8 @@
 //! The whole mount read again, warm (issue 24): a second `grep -r` over a root whose computed
-//! files are far larger than the cache's budget computes nothing and asks the mount for no
-//! lookup; a `stat` of computed files keeps none of their bytes; a change is seen by the next
-//! read though the kernel keeps the pages of computed files across opens.
+//! files are far larger than the cache's budget computes nothing (but for a read of a page
+//! the kernel let go, which it may do now and then) and asks the mount for no lookup, and the
+//! kernel forgets no inode; a `stat` of computed files keeps none of their bytes; a change is
+//! seen by the next read though the kernel keeps the pages of computed files across opens.
 
 mod common;
 
@@ -10,6 +11,7 @@ use std::time::Duration;
 
 use common::{fuse_available, within, Mounted};
 use normafs::config::Config;
+use normafs::fs::computed::Counts;
 use normafs::fuse::MountOptions;
 use normafs::gen::{generate, GenOptions};
 
@@ -65,14 +67,14 @@ fn count(m: &Mounted, op: &str) -> u64 {
         .map_or(0, |(_, n)| n)
 }
 
-/// Files under `dir` named `name`.
-fn named(dir: &Path, name: &str) -> u64 {
+/// Files under `dir` (named `name`, when given).
+fn files(dir: &Path, name: Option<&str>) -> u64 {
     let mut n = 0;
     for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
         let t = e.file_type().expect("type");
         if t.is_dir() {
-            n += named(&e.path(), name);
-        } else if e.file_name() == name {
+            n += files(&e.path(), name);
+        } else if name.is_none_or(|name| e.file_name() == name) {
             n += 1;
         }
     }
@@ -99,6 +101,11 @@ fn a_warm_pass_over_a_root_past_the_budget_computes_nothing() {
         );
         let first = read_all(m.mnt());
         let c1 = m.handle().fs().computed_counts();
+        let computed = files(m.mnt(), None).saturating_sub(files(m.root(), None));
+        assert!(
+            computed > 200,
+            "{computed} computed files (mount less backing root)"
+        );
         assert!(
             first > 4 << 20,
             "the computed files ({first} bytes in all) are far past the 1 MiB budget"
@@ -109,23 +116,27 @@ fn a_warm_pass_over_a_root_past_the_budget_computes_nothing() {
             "first pass: {c1:?} for 24 sessions"
         );
         assert!(m.handle().fs().cache_used() <= 1 << 20, "within the budget");
-        // The second pass: the kernel holds every page; the mount makes nothing.
+        // The second pass: the kernel holds the pages; the mount makes nothing but for a
+        // page the kernel let go (it may, now and then, even with memory to spare).
         let reads1 = count(&m, "read");
         assert_eq!(read_all(m.mnt()), first);
         let reads2 = count(&m, "read") - reads1;
         let c2 = m.handle().fs().computed_counts();
-        assert_eq!(c2.computations, c1.computations, "second pass: {c2:?}");
-        assert_eq!(c2.input_checks, c1.input_checks, "no stat of inputs either");
+        warm_pass_made_nothing(&c1, &c2, computed, "second pass");
         // The third: no lookup at all, and attributes asked only of what the kernel cannot
         // keep (ctl, whose size changes with every command; real files read through
         // passthrough, whose access time the kernel drops after each read, as it does after
         // every read that reaches the mount: ctl's, and the second pass's others).
         let (lookups, getattrs) = (count(&m, "lookup"), count(&m, "getattr"));
+        let forgets = count(&m, "forget");
         assert_eq!(read_all(m.mnt()), first);
         let c3 = m.handle().fs().computed_counts();
-        assert_eq!(c3.computations, c1.computations);
+        warm_pass_made_nothing(&c2, &c3, computed, "third pass");
         assert_eq!(count(&m, "lookup"), lookups, "a warm pass sends no LOOKUP");
-        let ctl = named(m.mnt(), "ctl");
+        // Nor does the kernel let an inode go (its pages would go with it): a listing must
+        // not cut the time an entry is kept.
+        assert_eq!(count(&m, "forget"), forgets, "a warm pass forgets no inode");
+        let ctl = files(m.mnt(), Some("ctl"));
         let real = read_real(m.root());
         let allowed = 2 * ctl + reads2 + if passthrough { real } else { 0 };
         let asked = count(&m, "getattr") - getattrs;
@@ -155,29 +166,33 @@ fn a_warm_pass_over_a_root_past_the_budget_computes_nothing() {
     }
 }
 
-/// Real files under the backing root (transcripts, archives, memory), for the GETATTR bound.
-fn read_real(root: &Path) -> u64 {
-    let mut n = 0;
-    for d in ["noa", "memory"] {
-        let p = root.join(d);
-        if p.is_dir() {
-            n += files(&p);
-        }
-    }
-    n + files(&root.join("transcripts"))
+/// Between counts `a` and `b` (a warm pass over `computed` computed files), every
+/// computation was for a read of pages the kernel had let go, and those were few.
+fn warm_pass_made_nothing(a: &Counts, b: &Counts, computed: u64, pass: &str) {
+    let refills = b.refills - a.refills;
+    assert!(
+        b.computations - a.computations <= refills,
+        "{pass}: {b:?} after {a:?}: computations not asked for by a read of pages the kernel \
+         let go"
+    );
+    assert!(
+        b.input_checks - a.input_checks <= refills,
+        "{pass}: {b:?} after {a:?}: inputs checked"
+    );
+    assert!(
+        refills * 10 <= computed,
+        "{pass}: {refills} reads of {computed} computed files found their pages gone"
+    );
 }
 
-fn files(dir: &Path) -> u64 {
-    let mut n = 0;
-    for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
-        let t = e.file_type().expect("type");
-        if t.is_dir() {
-            n += files(&e.path());
-        } else {
-            n += 1;
-        }
-    }
-    n
+/// Real files under the backing root (transcripts, archives, memory), for the GETATTR bound.
+fn read_real(root: &Path) -> u64 {
+    ["transcripts", "noa", "memory"]
+        .iter()
+        .map(|d| root.join(d))
+        .filter(|p| p.is_dir())
+        .map(|p| files(&p, None))
+        .sum()
 }
 
 #[test]

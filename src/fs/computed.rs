@@ -127,6 +127,9 @@ pub struct Counters {
     pub renders: AtomicU64,
     /// `stat` passes over a computed file's inputs.
     pub input_checks: AtomicU64,
+    /// Reads that reached the mount for a version whose bytes were not at hand: the kernel
+    /// no longer held those pages (it may let a page go at any time), so they are made again.
+    pub refills: AtomicU64,
 }
 
 /// A snapshot of [`Counters`].
@@ -135,6 +138,7 @@ pub struct Counts {
     pub computations: u64,
     pub renders: u64,
     pub input_checks: u64,
+    pub refills: u64,
 }
 
 /// The generation of what computed files are made from, advanced by the watcher's reports.
@@ -452,6 +456,13 @@ impl Computed {
         fresh.then(|| k.c.clone())
     }
 
+    /// The version of `node` known current without a look at its inputs (they are watched and
+    /// no change of them was reported since it was made), described; `None` when finding out
+    /// would take that look.
+    pub fn known_now(&self, node: &Node) -> Option<Content> {
+        self.known_current(node, self.gens.of(&self.cfg, node))
+    }
+
     /// The current version of computed file `node`, described, with its bytes as `want`
     /// asks. `covered`: the watcher reports every change of its inputs (asked before this
     /// call), so while its generation stays, the version known is current.
@@ -667,12 +678,18 @@ impl Computed {
     }
 
     /// What the counters say now.
+    /// A read reached the mount for a version whose bytes were not at hand.
+    pub fn count_refill(&self) {
+        self.counters.refills.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn counts(&self) -> Counts {
         let c = &self.counters;
         Counts {
             computations: c.computations.load(Ordering::Relaxed),
             renders: c.renders.load(Ordering::Relaxed),
             input_checks: c.input_checks.load(Ordering::Relaxed),
+            refills: c.refills.load(Ordering::Relaxed),
         }
     }
 

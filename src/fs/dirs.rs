@@ -198,6 +198,9 @@ impl NormaFs {
             return PlusEntry::Gone;
         };
         if node.is_computed_file() {
+            if let Some(en) = self.held_computed_entry(&node) {
+                return PlusEntry::Linked(en);
+            }
             if let Some(attr) = self.versions.told(e.ino) {
                 return PlusEntry::Linked(Entry {
                     attr,
@@ -230,6 +233,8 @@ impl NormaFs {
                 Err(_) => PlusEntry::Linked(placeholder()),
             };
         }
+        // A session listed is watched before its attributes are read (see `lookup`).
+        self.known_to_kernel(&node);
         match self.attr_of(&node, e.ino) {
             Ok(a) => PlusEntry::Linked(a),
             // Gone since the listing: left out, as a listing a moment later would.
@@ -237,6 +242,24 @@ impl NormaFs {
             // The `lookup` that the placeholder's zero TTL brings reports the error.
             Err(_) => PlusEntry::Linked(placeholder()),
         }
+    }
+
+    /// A computed file's entry as the kernel holds it, when the version its inode was last
+    /// described as is still the current one (known without a look at the inputs): its
+    /// lookup's inode, attributes and TTLs. A listing must not shorten them: an entry given
+    /// no time is dropped by the kernel once unused, and its inode with it, pages and all.
+    fn held_computed_entry(&self, node: &Node) -> Option<Entry> {
+        if !self.covered(node, false) {
+            return None;
+        }
+        let ino = self.inodes.get(node)?;
+        let c = self.computed.known_now(node)?;
+        let attr = self.versions.told_of(ino, &c)?;
+        Some(Entry {
+            attr,
+            ttl: self.opts.watched_ttl,
+            entry_ttl: self.opts.watched_ttl,
+        })
     }
 }
 

@@ -90,10 +90,6 @@ impl NormaFs {
                 // name up again.
                 if let Some(head) = self.versions.head(ino) {
                     if head.data.is_none() && !self.versions.whole(ino) {
-                        tracing::debug!(
-                            "open of {n:?} (inode {ino}): {}",
-                            self.versions.describe(ino)
-                        );
                         if let Err(e) = self.head_bytes(ino, n, &head) {
                             self.versions.closed(ino);
                             if current {
@@ -101,7 +97,8 @@ impl NormaFs {
                             }
                             self.versions.answered_stale(n);
                             tracing::debug!(
-                                "open of {n:?} (inode {ino}): its bytes are gone ({e})"
+                                "open of {n:?} (inode {ino}): its bytes are gone ({e}; {})",
+                                self.versions.describe(ino)
                             );
                             return Err(FsError::Stale);
                         }
@@ -225,17 +222,20 @@ impl NormaFs {
                 }
             }
         }
+        if head.data.is_none() {
+            self.computed.count_refill();
+        }
         let data = self.head_bytes(ino, &node, &head);
-        if data.is_err() {
-            tracing::warn!(
+        match &data {
+            Ok(_) => {
+                let n = head.len.saturating_sub(offset).min(u64::from(size));
+                self.versions.served(ino, offset, n);
+            }
+            Err(_) => tracing::warn!(
                 "{node:?} (inode {ino}): its inputs were rewritten after it was opened and the \
                  kernel dropped pages of it before they were read again; answered EIO (open it \
                  again)"
-            );
-        }
-        if data.is_ok() {
-            let n = head.len.saturating_sub(offset).min(u64::from(size));
-            self.versions.served(ino, offset, n);
+            ),
         }
         Some(data)
     }

@@ -123,6 +123,8 @@ impl NormaFs {
         testhook::on_lookup(name);
         let p = self.node(parent)?;
         let child = self.child(&p, name)?;
+        // Watched before its attributes are read, so that they get the covered TTL.
+        self.known_to_kernel(&child);
         let e = self.entry_of(&child)?;
         self.tell(&child, &e);
         tracing::trace!(
@@ -132,7 +134,6 @@ impl NormaFs {
             e.ttl,
             e.entry_ttl
         );
-        self.known_to_kernel(&child);
         Ok(e)
     }
 
@@ -146,16 +147,23 @@ impl NormaFs {
 
     /// The kernel now holds `node`: a session is watched from then on (its directories'
     /// changes are reported, so its nodes are covered from their next request).
-    fn known_to_kernel(&self, node: &Node) {
+    pub(super) fn known_to_kernel(&self, node: &Node) {
         if let (Some(w), Node::Session(_)) = (&self.watcher, node) {
             w.seen(node);
         }
     }
 
+    /// Whether the kernel holds `ino` (it looked it up more times than it forgot it).
+    pub fn held_by_kernel(&self, ino: u64) -> bool {
+        self.inodes.lookups(ino) > 0
+    }
+
     pub fn forget(&self, ino: u64, n: u64) {
         self.inodes.forget(ino, n);
         if self.inodes.lookups(ino) == 0 {
-            self.versions.forget(ino, self.node(ino).ok().as_ref());
+            let forgotten = || self.inodes.lookups(ino) == 0;
+            self.versions
+                .forget(ino, self.node(ino).ok().as_ref(), &forgotten);
             self.growth.forget(ino);
             // A computed file's inode of a version gone, forgotten and read by no handle:
             // nothing can ask for it again, so it names nothing from now on.

@@ -63,12 +63,13 @@ impl Access {
     }
 }
 
-/// A passthrough open of an inode, given the backing id its other open handles share.
+/// A passthrough open of an inode, given the backing id kept for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Share {
     /// The inode's backing id serves this open too.
     Reuse,
-    /// No handle of the inode passes through: register its backing file.
+    /// The inode has no backing id, or one no open handle uses that does not serve this
+    /// open: register its backing file (in place of that one).
     Register,
     /// Another open of the inode passes through with an access that does not serve this one:
     /// direct I/O (the kernel wants one backing id per inode, and refuses to mix passthrough
@@ -76,13 +77,13 @@ pub enum Share {
     DirectIo,
 }
 
-/// How a passthrough open shares the inode's backing id (`existing`: the access of the live
-/// one, if any).
-pub fn share(existing: Option<Access>, need: Access) -> Share {
+/// How a passthrough open shares the inode's backing id (`existing`: the access of the one
+/// kept, and whether an open handle uses it).
+pub fn share(existing: Option<(Access, bool)>, need: Access) -> Share {
     match existing {
-        Some(has) if has.serves(need) => Share::Reuse,
-        Some(_) => Share::DirectIo,
-        None => Share::Register,
+        Some((has, _)) if has.serves(need) => Share::Reuse,
+        Some((_, true)) => Share::DirectIo,
+        Some((_, false)) | None => Share::Register,
     }
 }
 
@@ -149,11 +150,16 @@ mod tests {
         let rw = Access::of(libc::O_RDWR);
         let ra = Access::of(libc::O_RDWR | libc::O_APPEND);
         assert_eq!(share(None, r), Share::Register);
-        assert_eq!(share(Some(rw), r), Share::Reuse);
-        assert_eq!(share(Some(rw), w), Share::Reuse);
-        assert_eq!(share(Some(r), w), Share::DirectIo);
-        assert_eq!(share(Some(r), rw), Share::DirectIo);
-        assert_eq!(share(Some(rw), ra), Share::DirectIo);
-        assert_eq!(share(Some(ra), ra), Share::Reuse);
+        for used in [true, false] {
+            assert_eq!(share(Some((rw, used)), r), Share::Reuse);
+            assert_eq!(share(Some((rw, used)), w), Share::Reuse);
+            assert_eq!(share(Some((ra, used)), ra), Share::Reuse);
+        }
+        assert_eq!(share(Some((r, true)), w), Share::DirectIo);
+        assert_eq!(share(Some((r, true)), rw), Share::DirectIo);
+        assert_eq!(share(Some((rw, true)), ra), Share::DirectIo);
+        // Kept for the inode, used by no handle: replaced by one that serves the open.
+        assert_eq!(share(Some((r, false)), w), Share::Register);
+        assert_eq!(share(Some((rw, false)), ra), Share::Register);
     }
 }

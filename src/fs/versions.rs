@@ -67,7 +67,8 @@ impl Open {
             dropping: false,
             retry: false,
             served: Served::default(),
-            whole: false,
+            // Nothing to hold of an empty version: the kernel reads none of it.
+            whole: c.size == 0,
             touched: false,
         }
     }
@@ -311,7 +312,7 @@ impl Inner {
                     fp: c.fp,
                     digest: c.digest,
                     mtime: c.mtime,
-                    whole: false,
+                    whole: c.size == 0,
                     touched: false,
                 };
                 self.told.insert(ino, t);
@@ -450,7 +451,7 @@ impl Versions {
             o.mtime = c.mtime;
             o.safe = c.size;
             o.served = Served::default();
-            o.whole = false;
+            o.whole = c.size == 0;
             fit = Fit::Fits;
         }
         o.handles += 1;
@@ -668,6 +669,18 @@ impl Versions {
         self.inner.lock().attrs.get(&ino).cloned()
     }
 
+    /// The attributes last sent for `ino` when they describe content `c` (the same bytes).
+    pub(super) fn told_of(&self, ino: u64, c: &Content) -> Option<Attr> {
+        let g = self.inner.lock();
+        let a = g.attrs.get(&ino)?;
+        let id = match (g.told.get(&ino), g.open.get(&ino)) {
+            (Some(t), _) => (t.fp, t.digest),
+            (None, Some(o)) => o.head.id(),
+            (None, None) => return None,
+        };
+        (a.size == c.size && same(id, (c.fp, c.digest))).then(|| a.clone())
+    }
+
     /// Whether `ino` has open handles (or is held a moment after a lookup).
     pub(super) fn is_open(&self, ino: u64) -> bool {
         let mut g = self.inner.lock();
@@ -679,8 +692,15 @@ impl Versions {
     /// The hold of a retry's lookup survives it (`node`: the inode's name): the kernel
     /// forgets the inode a revalidating lookup answers when it is not the one its entry had,
     /// and looks the name up afresh, which holds the version again as the retry's.
-    pub(super) fn forget(&self, ino: u64, node: Option<&Node>) {
+    ///
+    /// `forgotten` tells, asked under this table's lock, whether the kernel still holds no
+    /// lookup of `ino`: a lookup that came in since the caller found none may already have
+    /// been answered, and what the kernel reads of it from then on must stay recorded.
+    pub(super) fn forget(&self, ino: u64, node: Option<&Node>, forgotten: &dyn Fn() -> bool) {
         let mut g = self.inner.lock();
+        if !forgotten() {
+            return;
+        }
         g.attrs.remove(&ino);
         g.told.remove(&ino);
         if g.open.get(&ino).is_some_and(|o| o.handles == 0) {
@@ -744,7 +764,7 @@ mod tests {
             Fit::Left { held: false }
         );
         // Forgotten by the kernel: free for the next version.
-        v.forget(7, None);
+        v.forget(7, None, &|| true);
         assert_eq!(v.fit(7, true, &content("a\nb\n", 2)).0, Fit::Fits);
     }
 
@@ -871,6 +891,28 @@ mod tests {
     }
 
     #[test]
+    fn a_forget_overtaken_by_a_lookup_keeps_what_the_kernel_read_since() {
+        let v = Versions::default();
+        let c = content("abcdefg\n", 1);
+        v.open(4, true, &c).expect("open");
+        v.served(4, 0, 8);
+        v.closed(4);
+        assert!(v.whole(4));
+        // The kernel looked the inode up again before the forget was handled.
+        v.forget(4, None, &|| false);
+        assert!(v.whole(4), "kept: the kernel holds the inode and its pages");
+        v.forget(4, None, &|| true);
+        assert!(!v.whole(4), "forgotten: the kernel holds no page of it");
+    }
+
+    #[test]
+    fn an_empty_version_is_whole_from_the_start() {
+        let v = Versions::default();
+        v.open(4, true, &content("", 1)).expect("open");
+        assert!(v.whole(4), "the kernel reads nothing of an empty file");
+    }
+
+    #[test]
     fn the_kernel_holds_a_version_whole_once_it_read_every_page_and_none_was_dropped() {
         let v = Versions::default();
         let c = content("abcdefg\n", 1);
@@ -954,7 +996,7 @@ mod tests {
         v.hold(6, &content("b\n", 2), &node);
         // The revalidating lookup answered an inode other than the entry's: the kernel
         // forgets it and looks the name up afresh.
-        v.forget(6, Some(&node));
+        v.forget(6, Some(&node), &|| true);
         v.hold(6, &content("b\n", 2), &node);
         // A command before the open leaves the retry's hold.
         v.release_holds([6], Instant::now());
@@ -985,7 +1027,7 @@ mod tests {
         assert_eq!(v.told(4), None);
         v.tell(4, &a);
         assert_eq!(v.told(4), Some(a));
-        v.forget(4, None);
+        v.forget(4, None, &|| true);
         assert_eq!(v.told(4), None);
     }
 }

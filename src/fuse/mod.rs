@@ -22,7 +22,7 @@ use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
 
 use fuser::{
@@ -143,12 +143,14 @@ struct Shared {
     passthrough: AtomicBool,
 }
 
-/// Passthrough backing ids: one per inode while any handle of it is open (the kernel requires
-/// all passthrough opens of an inode to share one), kept alive by the handles using it.
+/// Passthrough backing ids: one per inode (the kernel requires all passthrough opens of an
+/// inode to share one), registered at its first passthrough open and kept until the kernel
+/// forgets the inode, so that later opens cost no registration; the handles using one hold
+/// it too.
 #[derive(Default)]
 struct Backings {
     by_handle: HashMap<u64, Arc<BackingId>>,
-    by_inode: HashMap<u64, (Weak<BackingId>, Access)>,
+    by_inode: HashMap<u64, (Arc<BackingId>, Access)>,
 }
 
 /// How to answer an open of a real file.
@@ -293,6 +295,20 @@ impl NormaFuse {
         i64::try_from(offset).unwrap_or(i64::MAX)
     }
 
+    /// Unregister the backing id kept for `ino` once the kernel holds the inode no more and
+    /// no handle uses the id: while a handle does, the kernel's inode may still pass through
+    /// it, and an open registering another would fail (`EIO`).
+    fn let_go_backing(&self, ino: u64) {
+        let mut b = self.backings.lock();
+        let unused = b
+            .by_inode
+            .get(&ino)
+            .is_some_and(|(id, _)| Arc::strong_count(id) == 1);
+        if unused && !self.fs.held_by_kernel(ino) {
+            b.by_inode.remove(&ino);
+        }
+    }
+
     /// How to answer the open of `ino` (handle `o`, open `flags`). `open_backing` registers a
     /// backing file with the kernel.
     fn open_as(
@@ -314,20 +330,19 @@ impl NormaFuse {
         };
         let need = Access::of(flags);
         let mut b = self.backings.lock();
-        let existing = b
-            .by_inode
-            .get(&ino)
-            .and_then(|(w, has)| w.upgrade().map(|id| (id, *has)));
-        let id = match (open::share(existing.as_ref().map(|e| e.1), need), existing) {
-            (Share::Reuse, Some((id, _))) => id,
+        let existing = b.by_inode.get(&ino).map(|(id, has)| {
+            // In use when a handle holds it besides this table.
+            let used = Arc::strong_count(id) > 1;
+            (id.clone(), *has, used)
+        });
+        let shared = existing.as_ref().map(|(_, has, used)| (*has, *used));
+        let id = match (open::share(shared, need), existing) {
+            (Share::Reuse, Some((id, _, _))) => id,
             (Share::DirectIo, _) => return OpenAs::Plain(FopenFlags::FOPEN_DIRECT_IO),
             (Share::Register | Share::Reuse, _) => match open_backing(file) {
                 Ok(id) => {
                     let id = Arc::new(id);
-                    if b.by_inode.len() > 2 * b.by_handle.len() + 64 {
-                        b.by_inode.retain(|_, (w, _)| w.strong_count() > 0);
-                    }
-                    b.by_inode.insert(ino, (Arc::downgrade(&id), need));
+                    b.by_inode.insert(ino, (id.clone(), need));
                     id
                 }
                 Err(e) => {
@@ -415,6 +430,7 @@ impl Filesystem for NormaFuse {
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
         let _ = self.run("forget", || {
             self.fs.forget(ino.0, nlookup);
+            self.let_go_backing(ino.0);
             Ok(())
         });
     }
@@ -647,7 +663,7 @@ impl Filesystem for NormaFuse {
     fn release(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
@@ -657,6 +673,7 @@ impl Filesystem for NormaFuse {
         let _ = self.run("release", || {
             self.fs.release(fh.0);
             self.backings.lock().by_handle.remove(&fh.0);
+            self.let_go_backing(ino.0);
             Ok(())
         });
         reply.ok();

@@ -123,11 +123,12 @@ impl MountHandle {
             .collect();
         let c = self.fs.computed_counts();
         format!(
-            "normafs: requests {}; computations={} renders={} input_checks={}; cache {} of {} MiB",
+            "normafs: requests {}; computations={} renders={} input_checks={} refills={}; cache {} of {} MiB",
             reqs.join(" "),
             c.computations,
             c.renders,
             c.input_checks,
+            c.refills,
             self.fs.cache_used() >> 20,
             self.fs.cache_budget() >> 20
         )
