@@ -479,6 +479,12 @@ impl Versions {
         if let Some(o) = g.open.get_mut(&ino) {
             o.until = o.until.max(until);
             o.retry |= retry;
+            // The lookup found the version's bytes: the open it holds for needs them
+            // unless the kernel holds every page.
+            let fits = c.data.as_ref().is_some_and(|d| d.len() == o.head.len);
+            if o.head.data.is_none() && fits && same(o.head.id(), (c.fp, c.digest)) {
+                o.head.data.clone_from(&c.data);
+            }
             return;
         }
         if g.told
@@ -903,6 +909,26 @@ mod tests {
         assert!(v.whole(4), "kept: the kernel holds the inode and its pages");
         v.forget(4, None, &|| true);
         assert!(!v.whole(4), "forgotten: the kernel holds no page of it");
+    }
+
+    #[test]
+    fn a_lookup_that_found_the_bytes_leaves_them_to_the_open_it_holds_for() {
+        let v = Versions::default();
+        let node = crate::fs::Node::RootAudit;
+        let c = content("abc\n", 1);
+        let bare = crate::fs::computed::Content {
+            data: None,
+            ..c.clone()
+        };
+        v.hold(3, &bare, &node);
+        assert!(!v.pinned(3), "a lookup without the bytes holds none");
+        v.hold(3, &content("abd\n", 2), &node);
+        assert!(!v.pinned(3), "another version's bytes are not this one's");
+        v.hold(3, &c, &node);
+        assert!(
+            v.pinned(3),
+            "the retry's lookup made them: its open reads them"
+        );
     }
 
     #[test]
