@@ -162,7 +162,8 @@ impl NormaFs {
         self.inodes.forget(ino, n);
         if self.inodes.lookups(ino) == 0 {
             let forgotten = || self.inodes.lookups(ino) == 0;
-            self.versions.forget(ino, &forgotten);
+            self.versions
+                .forget(ino, self.node(ino).ok().as_ref(), &forgotten);
             self.growth.forget(ino);
             // A computed file's inode of a version gone, forgotten and read by no handle:
             // nothing can ask for it again, so it names nothing from now on.

@@ -694,35 +694,31 @@ impl Versions {
         g.open.contains_key(&ino)
     }
 
-    /// The kernel forgot `ino` (it holds no handle of it either): it stands for nothing now,
-    /// but for a lookup's hold still on, which survives it without the pages (see below).
+    /// The kernel forgot `ino` (it holds no handle of it either): it stands for nothing now.
+    /// The hold of a retry's lookup survives it (`node`: the inode's name): the kernel
+    /// forgets the inode a revalidating lookup answers when it is not the one its entry had,
+    /// and looks the name up afresh, which holds the version again as the retry's.
     ///
     /// `forgotten` tells, asked under this table's lock, whether the kernel still holds no
     /// lookup of `ino`: a lookup that came in since the caller found none may already have
     /// been answered, and what the kernel reads of it from then on must stay recorded.
-    pub(super) fn forget(&self, ino: u64, forgotten: &dyn Fn() -> bool) {
+    pub(super) fn forget(&self, ino: u64, node: Option<&Node>, forgotten: &dyn Fn() -> bool) {
         let mut g = self.inner.lock();
         if !forgotten() {
             return;
         }
         g.attrs.remove(&ino);
         g.told.remove(&ino);
-        let now = Instant::now();
-        let Some(o) = g.open.get_mut(&ino).filter(|o| o.handles == 0) else {
-            return;
-        };
-        if o.until > now {
-            // A lookup's hold, still on: the FORGET may be of an instance of the inode the
-            // kernel let go before a lookup that answered with it again (handled in another
-            // order by the workers), whose open must find the hold; or of the inode a
-            // retry's revalidating lookup answered, which the kernel looks up afresh. The
-            // hold stays; the kernel holds no page of the inode now.
-            o.served = Served::default();
-            o.whole = o.head.len == 0;
-            o.touched = false;
-            return;
+        if g.open.get(&ino).is_some_and(|o| o.handles == 0) {
+            let now = Instant::now();
+            let retried = g
+                .open
+                .remove(&ino)
+                .is_some_and(|o| o.retry && o.until > now);
+            if let (true, Some(n)) = (retried, node) {
+                g.stale.insert(n.clone(), now);
+            }
         }
-        g.open.remove(&ino);
     }
 }
 
@@ -774,7 +770,7 @@ mod tests {
             Fit::Left { held: false }
         );
         // Forgotten by the kernel: free for the next version.
-        v.forget(7, &|| true);
+        v.forget(7, None, &|| true);
         assert_eq!(v.fit(7, true, &content("a\nb\n", 2)).0, Fit::Fits);
     }
 
@@ -909,9 +905,9 @@ mod tests {
         v.closed(4);
         assert!(v.whole(4));
         // The kernel looked the inode up again before the forget was handled.
-        v.forget(4, &|| false);
+        v.forget(4, None, &|| false);
         assert!(v.whole(4), "kept: the kernel holds the inode and its pages");
-        v.forget(4, &|| true);
+        v.forget(4, None, &|| true);
         assert!(!v.whole(4), "forgotten: the kernel holds no page of it");
     }
 
@@ -1026,7 +1022,7 @@ mod tests {
         v.hold(6, &content("b\n", 2), &node);
         // The revalidating lookup answered an inode other than the entry's: the kernel
         // forgets it and looks the name up afresh.
-        v.forget(6, &|| true);
+        v.forget(6, Some(&node), &|| true);
         v.hold(6, &content("b\n", 2), &node);
         // A command before the open leaves the retry's hold.
         v.release_holds([6], Instant::now());
@@ -1057,7 +1053,7 @@ mod tests {
         assert_eq!(v.told(4), None);
         v.tell(4, &a);
         assert_eq!(v.told(4), Some(a));
-        v.forget(4, &|| true);
+        v.forget(4, None, &|| true);
         assert_eq!(v.told(4), None);
     }
 }
