@@ -329,6 +329,11 @@ impl Computed {
         self.mountpoint = Some(mnt.to_path_buf());
     }
 
+    /// Let the cache's budget bound the whole process's resident memory (a mount).
+    pub fn bound_resident(&self) {
+        self.cache.bound_resident();
+    }
+
     /// The watcher reported (or a ctl command made) a change of what `a` names: the versions
     /// known of its files are checked against the disk again before they are used.
     /// `false` when a session's inputs turn out unchanged for every version known of its

@@ -108,6 +108,12 @@ impl NormaFs {
         self.computed.set_mountpoint(mnt);
     }
 
+    /// Let the cache budget bound the process's resident memory: the process is this mount's
+    /// (see [`crate::store::cache::Cache`]).
+    pub fn bound_resident_memory(&self) {
+        self.computed.bound_resident();
+    }
+
     /// Use `w`'s coverage for TTLs and caching (before requests are served). Without a
     /// watcher every node gets `real_ttl` and nothing is kept across opens.
     pub fn set_watcher(&mut self, w: Arc<watch::Watcher>) {
@@ -361,6 +367,11 @@ impl NormaFs {
     /// states).
     pub fn cache_used(&self) -> usize {
         self.computed.budget_bytes()
+    }
+
+    /// Versions whose bytes are held for open handles or lookups: how many, and their bytes.
+    pub fn held_versions(&self) -> (usize, u64) {
+        self.versions.held()
     }
 
     /// The budget of the computed-file cache, in bytes.

@@ -611,6 +611,16 @@ impl Versions {
         }
     }
 
+    /// The versions whose bytes are held for open handles or lookups: how many, and their
+    /// bytes (memory outside the cache's budget).
+    pub fn held(&self) -> (usize, u64) {
+        let g = self.inner.lock();
+        g.open
+            .values()
+            .filter_map(|o| o.head.data.as_ref().map(|d| d.len()))
+            .fold((0, 0), |(n, b), len| (n + 1, b + len))
+    }
+
     /// Whether the version `ino`'s handles (or a lookup's hold) read has its bytes at hand.
     pub(super) fn pinned(&self, ino: u64) -> bool {
         self.inner

@@ -122,15 +122,18 @@ impl MountHandle {
             .map(|(op, n)| format!("{op}={n}"))
             .collect();
         let c = self.fs.computed_counts();
+        let held = self.fs.held_versions();
         format!(
-            "normafs: requests {}; computations={} renders={} input_checks={} refills={}; cache {} of {} MiB",
+            "normafs: requests {}; computations={} renders={} input_checks={} refills={}; cache {} of {} MiB; held {} versions, {} MiB",
             reqs.join(" "),
             c.computations,
             c.renders,
             c.input_checks,
             c.refills,
             self.fs.cache_used() >> 20,
-            self.fs.cache_budget() >> 20
+            self.fs.cache_budget() >> 20,
+            held.0,
+            held.1 >> 20
         )
     }
 
@@ -704,6 +707,8 @@ pub fn mount_background(
     );
     // Summaries name archives inside the mount under `archive_paths = mount`.
     fs.set_mountpoint(&mountpoint);
+    // The budget (`--cache-mb`) bounds the mount's resident memory, not only its cache.
+    fs.bound_resident_memory();
     // Each real file the kernel holds an inode of is held open (see `InodeTable`): as
     // many descriptors as may be had, three quarters of them for held files.
     fs.set_files_held_at_most(raise_descriptor_limit() / 4 * 3);

@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -204,12 +204,53 @@ pub const PARSED_PER_BYTE: usize = 2;
 /// Freed cache memory from which it is worth giving memory back to the system.
 const TRIM_AFTER_BYTES: usize = 16 << 20;
 
+/// How many measurements of the memory outside the cache its estimate is the least of (a
+/// computation in flight, whose memory is gone a moment later, is not taken for overhead).
+const OVERHEAD_SAMPLES: usize = 16;
+
 /// The cache of a root's parsed files and of contents keyed by `K`.
+///
+/// Once [`Cache::bound_resident`] is called (a mount: the process is the cache's), the budget
+/// bounds the process's resident memory, not only what the cache counts: what the process
+/// holds besides (inode tables, the allocator's own, structures the count misses) is measured
+/// after each computation, and the cache keeps that much less.
 pub struct Cache<K, V> {
     budget: usize,
     caches: Mutex<Caches<K, V>>,
     /// Cache memory was freed since memory was last given back to the system.
     freed: AtomicBool,
+    /// Resident memory the cache does not count, as last estimated (see [`Overhead`]).
+    overhead: AtomicUsize,
+    samples: Mutex<Overhead>,
+    /// The budget bounds the process's resident memory.
+    resident: AtomicBool,
+}
+
+/// The last measurements of the resident memory the cache does not count.
+#[derive(Default)]
+struct Overhead {
+    seen: [usize; OVERHEAD_SAMPLES],
+    next: usize,
+    filled: usize,
+}
+
+impl Overhead {
+    /// Record one measurement; the estimate is the least of the recent ones.
+    fn add(&mut self, bytes: usize) -> usize {
+        self.seen[self.next] = bytes;
+        self.next = (self.next + 1) % OVERHEAD_SAMPLES;
+        self.filled = (self.filled + 1).min(OVERHEAD_SAMPLES);
+        self.seen[..self.filled].iter().copied().min().unwrap_or(0)
+    }
+}
+
+/// The process's resident memory in bytes, when the system tells it.
+fn resident_bytes() -> Option<usize> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: usize = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages.saturating_mul(usize::try_from(page).ok().filter(|&p| p > 0)?))
 }
 
 impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
@@ -219,7 +260,23 @@ impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
             budget,
             caches: Mutex::new(Caches::default()),
             freed: AtomicBool::new(false),
+            overhead: AtomicUsize::new(0),
+            samples: Mutex::new(Overhead::default()),
+            resident: AtomicBool::new(false),
         }
+    }
+
+    /// Let the budget bound the process's resident memory: the process serves this cache
+    /// alone (a mount, not a test or a command that computes and exits).
+    pub fn bound_resident(&self) {
+        self.resident.store(true, Ordering::Relaxed);
+    }
+
+    /// What the cache may count: the budget less the memory the process holds besides,
+    /// never less than half the budget.
+    fn limit(&self) -> usize {
+        let other = self.overhead.load(Ordering::Relaxed).min(self.budget / 2);
+        self.budget - other
     }
 
     /// The budget, in bytes.
@@ -229,15 +286,42 @@ impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
 
     /// Evict until within budget (under the caches' lock).
     fn trim(&self, c: &mut Caches<K, V>) {
-        if c.trim(self.budget()) >= TRIM_AFTER_BYTES {
+        if c.trim(self.limit()) >= TRIM_AFTER_BYTES {
             self.freed.store(true, Ordering::Relaxed);
         }
     }
 
     /// Give freed heap memory back to the system after large evictions, so that the mount's
-    /// resident size follows the budget (glibc keeps freed memory otherwise). Called with no
-    /// lock held.
+    /// resident size follows the budget (glibc keeps freed memory otherwise); then, when the
+    /// budget bounds the process, measure what it holds besides the cache and keep the
+    /// cache within what is left of the budget. Called with no lock held, after each
+    /// computation.
     pub fn release_memory(&self) {
+        self.give_back();
+        if !self.resident.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Some(rss) = resident_bytes() {
+            self.settle(rss);
+        }
+    }
+
+    /// Take `rss`, the process's resident bytes just measured, into the estimate of the
+    /// memory outside the cache, and evict what no longer fits beside it.
+    fn settle(&self, rss: usize) {
+        let counted = self.caches.lock().bytes;
+        let other = self.samples.lock().add(rss.saturating_sub(counted));
+        self.overhead.store(other, Ordering::Relaxed);
+        let mut c = self.caches.lock();
+        if c.bytes > self.limit() {
+            self.trim(&mut c);
+            drop(c);
+            self.give_back();
+        }
+    }
+
+    /// `malloc_trim` when cache memory was freed since the last time.
+    fn give_back(&self) {
         if self.freed.swap(false, Ordering::Relaxed) {
             #[cfg(all(target_os = "linux", target_env = "gnu"))]
             // SAFETY: malloc_trim has no preconditions.
@@ -275,7 +359,7 @@ impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
                 }
             }
             c.bytes = c.bytes.saturating_add_signed(grown);
-            if c.bytes > self.budget() {
+            if c.bytes > self.limit() {
                 // The transcript itself is the most recently used: others go first.
                 self.trim(&mut c);
             }
@@ -400,4 +484,63 @@ pub fn parsed_bytes(len: u64) -> usize {
     usize::try_from(len)
         .unwrap_or(usize::MAX)
         .saturating_mul(PARSED_PER_BYTE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cache of a 1,000-byte budget holding four 200-byte contents.
+    fn four_kept() -> Cache<u32, u32> {
+        let cache = Cache::new(1000);
+        for k in 0..4 {
+            cache.keep_content(k, k, 7, 200);
+        }
+        assert_eq!(cache.bytes(), 800);
+        cache
+    }
+
+    #[test]
+    fn memory_held_outside_the_cache_leaves_it_that_much_less() {
+        let cache = four_kept();
+        // The process holds 400 bytes besides: 600 are left, the least recent content goes.
+        cache.settle(800 + 400);
+        assert_eq!(cache.bytes(), 600);
+        assert_eq!(
+            cache.content(&0, 7),
+            None,
+            "the least recently used went first"
+        );
+        assert_eq!(cache.content(&3, 7), Some(3));
+        // A new content is kept within what is left.
+        cache.keep_content(9, 9, 7, 200);
+        assert!(cache.bytes() <= 600, "{} bytes kept", cache.bytes());
+    }
+
+    #[test]
+    fn the_cache_keeps_half_its_budget_whatever_else_the_process_holds() {
+        let cache = four_kept();
+        cache.settle(800 + 10_000);
+        assert_eq!(cache.bytes(), 400);
+    }
+
+    #[test]
+    fn a_passing_peak_is_not_taken_for_memory_held_outside() {
+        let cache = four_kept();
+        cache.settle(800 + 100);
+        // A computation in flight for a moment: the estimate stays the least seen lately.
+        cache.settle(800 + 900);
+        assert_eq!(cache.bytes(), 800, "nothing evicted for a peak");
+        // Held for as long as the samples remember, it counts.
+        for _ in 0..OVERHEAD_SAMPLES {
+            cache.settle(cache.bytes() + 300);
+        }
+        assert_eq!(cache.bytes(), 600);
+    }
+
+    #[test]
+    fn resident_size_is_read() {
+        let rss = resident_bytes().expect("/proc/self/statm");
+        assert!(rss > 1 << 20, "{rss} bytes resident");
+    }
 }
