@@ -277,19 +277,14 @@ fn other_session<'p>(archive_path: &'p str, own: &str) -> Option<&'p str> {
     (crate::store::session::is_tier_dir(tier) && sid != own && !sid.is_empty()).then_some(sid)
 }
 
-/// Audit one session into `a`: its transcripts, journal, `state.json` and archives (SPEC 9).
-pub fn audit_session(a: &mut Audit, s: &SessionData, cfg: &NoaConfig, style: PathStyle) {
-    audit_session_in(a, s, cfg, style, None);
-}
-
-/// [`audit_session`] with the root's paths, so that archives of inherited blocks are found in
-/// the sessions they live in.
+/// Audit one session into `a`: its transcripts, journal, `state.json` and archives (SPEC 9);
+/// the root's paths find archives of inherited blocks in the sessions they live in.
 pub fn audit_session_in(
     a: &mut Audit,
     s: &SessionData,
     cfg: &NoaConfig,
     style: PathStyle,
-    paths: Option<&RootPaths>,
+    paths: &RootPaths,
 ) {
     audit_session_with(a, s, None, cfg, style, paths);
 }
@@ -302,7 +297,7 @@ pub fn audit_session_with(
     projection: Option<&Projection<'_>>,
     cfg: &NoaConfig,
     style: PathStyle,
-    paths: Option<&RootPaths>,
+    paths: &RootPaths,
 ) {
     let sid = &s.sid;
     transcript_findings(a, &s.transcript, &style.transcript(sid));
@@ -600,17 +595,7 @@ pub fn audit_session_with(
             );
             continue;
         }
-        let found = match paths {
-            Some(paths) => crate::store::session::locate_archive(paths, sid, b),
-            None => {
-                let p = s.archive_root.join(&b.archive_rel);
-                (!b.archive_rel.is_empty()
-                    && crate::format::check_no_links(&s.archive_root, Path::new(&b.archive_rel))
-                        .is_ok()
-                    && std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_file()))
-                .then_some(p)
-            }
-        };
+        let found = crate::store::session::locate_archive(paths, sid, b);
         let apath = if b.archive_rel.is_empty() {
             spath.clone()
         } else {

@@ -76,6 +76,9 @@ enum Cmd {
         /// Have fusermount3 unmount when normafs ends, even by kill -9 (FUSE auto_unmount)
         #[arg(long)]
         auto_unmount: bool,
+        /// Mount ROOT even when it has none of transcripts/, noa/ and memory/ yet (a root the runtime will fill)
+        #[arg(long)]
+        allow_empty: bool,
         #[command(flatten)]
         dirs: RootArgs,
         #[command(flatten)]
@@ -122,15 +125,15 @@ enum Cmd {
     },
     /// Run a control command without mounting; prints its result line
     #[command(
-        after_help = "Session commands: compress {json} | compress START END SUMMARY… | rebuild | help.\nUse `-` as SID for the root commands: reindex-memory | help."
+        after_help = "Session commands: compress {json} | compress START END SUMMARY… | rebuild | help; compress! … and rebuild! run on a session that looks live (its runtime may overwrite the result).\nUse `-` as SID for the root commands: reindex-memory | help.\nA command with a word that starts with `-`: put `--` before it (normafs ctl ROOT SID -- compress m00010 m00042 -- a summary)."
     )]
     Ctl {
         /// The session root
         root: PathBuf,
         /// The session id, or `-` for the root control file
         sid: String,
-        /// The command and its arguments
-        /// (flags may come before or after it; quote a summary word that starts with `-`)
+        /// The command and its arguments (flags may come before or after it; after `--` every word
+        /// is the command's, those that start with `-` too)
         #[arg(required = true, num_args = 1..)]
         command: Vec<String>,
         #[command(flatten)]
@@ -548,6 +551,7 @@ fn demo(mnt: &Path, no_passthrough: bool) -> Result<i32, CliError> {
     crate::fuse::block_exit_signals();
     let opts = crate::fuse::MountOptions {
         passthrough: !no_passthrough,
+        source: Some(root.clone()),
         ..crate::fuse::MountOptions::default()
     };
     let h = match crate::fuse::mount_background(RootPaths::from_root(&root), cfg, opts, mnt) {
@@ -590,6 +594,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             daemon,
             log_file,
             auto_unmount,
+            allow_empty,
             mut dirs,
             mut settings,
         } => {
@@ -600,6 +605,17 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             dirs.memory = dirs.memory.or(o.memory);
             dirs.archives = dirs.archives.or(o.archives);
             let log_file = log_file.or(o.log_file);
+            // A typo of the root (its parent, a sibling) mounts an empty tree that looks
+            // fine: refused, as view, audit and ctl refuse it, before any daemon starts.
+            let paths = resolve_root(&root, &dirs)?;
+            if !(allow_empty || o.allow_empty) {
+                check_root(&paths, &root).map_err(|e| {
+                    CliError::new(format!(
+                        "{} (--allow-empty mounts it anyway, for a root that will be filled)",
+                        e.message
+                    ))
+                })?;
+            }
             let opts = crate::fuse::MountOptions {
                 read_only: read_only || o.read_only,
                 passthrough: !(no_passthrough || o.no_passthrough),
@@ -607,6 +623,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
                 threads: usize::from(o.threads.unwrap_or(threads)),
                 auto_unmount: auto_unmount || o.auto_unmount,
                 no_exec: o.no_exec,
+                source: Some(std::path::absolute(&root).unwrap_or_else(|_| root.clone())),
             };
             if daemon {
                 let args: Vec<std::ffi::OsString> = cli
@@ -685,7 +702,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
                     let mut a = audit::Audit::default();
                     let s = crate::store::session::load(&paths, sid);
                     let noa = cfg.for_session(sid);
-                    audit::audit_session_in(&mut a, &s, &noa, PathStyle::Root, Some(&paths));
+                    audit::audit_session_in(&mut a, &s, &noa, PathStyle::Root, &paths);
                     a.sort();
                     a
                 }

@@ -69,7 +69,7 @@ pub fn audit_root_with(
     let one = |sid: &str| {
         let s = crate::store::session::load(paths, sid);
         let mut a = Audit::default();
-        audit_session_in(&mut a, &s, &cfg.for_session(sid), style, Some(paths));
+        audit_session_in(&mut a, &s, &cfg.for_session(sid), style, paths);
         a.findings
     };
     let total = d.sessions.len();

@@ -12,6 +12,7 @@ pub struct MountItems {
     pub auto_unmount: bool,
     pub no_exec: bool,
     pub no_passthrough: bool,
+    pub allow_empty: bool,
     pub verbose: bool,
     pub threads: Option<u16>,
     pub log_file: Option<PathBuf>,
@@ -101,6 +102,7 @@ impl MountItems {
             ("auto_unmount", None) => self.auto_unmount = true,
             ("noexec", None) => self.no_exec = true,
             ("no_passthrough", None) => self.no_passthrough = true,
+            ("allow_empty", None) => self.allow_empty = true,
             ("verbose", None) => self.verbose = true,
             ("threads", v) => {
                 self.threads = Some(

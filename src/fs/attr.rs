@@ -173,9 +173,9 @@ impl NormaFs {
                     Some(s) => Scope::Session(s.clone()),
                     None => Scope::Root,
                 };
-                let size = self.ctl_size(&scope);
+                let (size, mtime) = self.ctl_size_and_time(&scope);
                 return Ok(Entry {
-                    attr: self.made_attr(ino, FileKind::File, 0o600, size, self.started),
+                    attr: self.made_attr(ino, FileKind::File, 0o600, size, mtime),
                     ttl: Duration::ZERO,
                     entry_ttl: self.ttl_of(node, false),
                 });

@@ -288,6 +288,8 @@ pub struct Computed {
     recent: Mutex<Recent>,
     /// Where the mount is, for `archive_paths = mount`.
     mountpoint: Option<PathBuf>,
+    /// When this was made: the mtime of files made of nothing.
+    started: SystemTime,
 }
 
 /// How long the bytes of a computation made for a lookup stay at hand, outside the budget: a
@@ -321,6 +323,7 @@ impl Computed {
             counters: Counters::default(),
             recent: Mutex::new(Recent::default()),
             mountpoint: None,
+            started: SystemTime::now(),
         }
     }
 
@@ -381,6 +384,16 @@ impl Computed {
     /// The fingerprints of the inputs of `node` (for a session's file, of all the session's
     /// inputs at once).
     fn fingerprints(&self, node: &Node) -> Fingerprints {
+        let mut fps = self.fingerprints_of_inputs(node);
+        // Made of nothing yet (a root mounted with --allow-empty): as of the mount's start,
+        // not 1970.
+        if fps.base.mtime == UNIX_EPOCH {
+            fps.base.mtime = self.started;
+        }
+        fps
+    }
+
+    fn fingerprints_of_inputs(&self, node: &Node) -> Fingerprints {
         let taken = self.counters.input_checks.fetch_add(1, Ordering::Relaxed) + 1;
         let p = &self.paths;
         let part = |f: &dyn Fn(&mut Inputs)| {

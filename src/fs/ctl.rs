@@ -9,7 +9,8 @@ use parking_lot::Mutex;
 
 use super::handles::Handle;
 use super::{FsError, NormaFs};
-use crate::store::ctl::{CtlRecord, Runner, Scope};
+use crate::store::ctl::{parse, quote, CtlRecord, Runner, Scope, QUOTE_CHARS};
+use crate::store::txn::TxnError;
 
 /// How many results a fresh `ctl` handle reads.
 pub const CTL_HISTORY: usize = 32;
@@ -21,8 +22,9 @@ pub(super) struct CtlLog {
     by_scope: Mutex<HashMap<Option<String>, ScopeLog>>,
 }
 
-/// A scope's last sequence number and latest results.
-type ScopeLog = (u64, VecDeque<CtlRecord>);
+/// A scope's last sequence number, latest results, and when the last was recorded (the ctl
+/// file's mtime: rsync's quick check sees a new result).
+type ScopeLog = (u64, VecDeque<CtlRecord>, Option<std::time::SystemTime>);
 
 fn scope_key(s: &Scope) -> Option<String> {
     match s {
@@ -58,6 +60,7 @@ impl CtlLog {
         while e.1.len() > CTL_HISTORY {
             e.1.pop_front();
         }
+        e.2 = Some(std::time::SystemTime::now());
     }
 
     /// The latest results of `scope`, oldest first.
@@ -65,15 +68,19 @@ impl CtlLog {
         self.by_scope
             .lock()
             .get(&scope_key(scope))
-            .map(|(_, q)| q.iter().cloned().collect())
+            .map(|(_, q, _)| q.iter().cloned().collect())
             .unwrap_or_default()
     }
 
     /// A read of a ctl handle: its own results once it wrote, else the scope's latest, as
-    /// JSON lines. The first read after a write (or any read at or before where the last
-    /// snapshot started, as a read from 0 is) makes them and starts them at its offset: a
-    /// handle open for reading and writing, whose offset the writes moved, reads its results
-    /// from their start (SPEC 6). The reads after it go on in the same snapshot.
+    /// JSON lines.
+    ///
+    /// A handle that never wrote reads them as a file: the bytes at `offset` of what a
+    /// fresh read shows (`tail -c`, `tail -n` seek to near the end first), from one
+    /// snapshot made by its first read, or afresh by a read from 0. A handle that wrote
+    /// reads its own results starting at the offset of its first read after the write: one
+    /// open for reading and writing, whose offset the writes moved, reads them from their
+    /// start (SPEC 6); a read at or before that offset takes them afresh.
     pub(super) fn read(
         &self,
         scope: &Scope,
@@ -85,12 +92,12 @@ impl CtlLog {
     ) -> Vec<u8> {
         let fresh = snapshot.as_ref().is_none_or(|(start, _)| offset <= *start);
         if fresh {
-            let records = if wrote {
-                own.to_vec()
+            let (records, start) = if wrote {
+                (own.to_vec(), offset)
             } else {
-                self.recent(scope)
+                (self.recent(scope), 0)
             };
-            *snapshot = Some((offset, Arc::new(render(&records))));
+            *snapshot = Some((start, Arc::new(render(&records))));
         }
         snapshot
             .as_ref()
@@ -102,18 +109,28 @@ impl CtlLog {
     pub(super) fn fresh_len(&self, scope: &Scope) -> u64 {
         render(&self.recent(scope)).len() as u64
     }
+
+    /// When the latest result of `scope` was recorded, if any was.
+    pub(super) fn changed(&self, scope: &Scope) -> Option<std::time::SystemTime> {
+        self.by_scope
+            .lock()
+            .get(&scope_key(scope))
+            .and_then(|(_, _, t)| *t)
+    }
 }
 
 impl NormaFs {
     /// A write to `ctl`: one or more whole commands, run in order, stopping at the first failure.
     pub(super) fn write_ctl(&self, fh: u64, data: &[u8]) -> Result<u32, FsError> {
-        let scope = match self.handles.lock().get(&fh) {
-            Some(Handle::Ctl {
-                failed: Some(e), ..
-            }) => return Err(e.clone()),
-            Some(Handle::Ctl { scope, .. }) => scope.clone(),
+        let (scope, failed) = match self.handles.lock().get(&fh) {
+            Some(Handle::Ctl { scope, failed, .. }) => (scope.clone(), failed.clone()),
             _ => return Err(FsError::BadHandle),
         };
+        if let Some(e) = failed {
+            let why = format!("not run: a command written earlier to this handle failed ({e})");
+            self.refuse(fh, &scope, data, TxnError::Invalid(why));
+            return Err(e);
+        }
         let result = self.run_commands(fh, &scope, data);
         if let Err(e) = &result {
             // Sticky: the rest of what the writer meant to run is refused alike.
@@ -124,16 +141,76 @@ impl NormaFs {
         result
     }
 
-    /// The commands of one write, in order, stopping at the first failure.
+    /// The largest write `ctl` takes: the kernel splits a longer `write()` into requests of
+    /// at most `max_write` bytes at page boundaries of the writer's buffer, so a request
+    /// within a page of `max_write` may be a piece of one. Refusing it refuses the first
+    /// piece, and the kernel sends no other: a write runs whole or not at all.
+    pub(super) fn ctl_write_limit(&self) -> usize {
+        (self.opts.max_write as usize).saturating_sub(super::real::page_size())
+    }
+
+    /// Record a write refused before any of it ran, on the handle and in the scope's log.
+    fn refuse(&self, fh: u64, scope: &Scope, data: &[u8], e: TxnError) {
+        let head = &data[..data.len().min(4 * QUOTE_CHARS)];
+        let quoted = String::from_utf8_lossy(head);
+        let quoted = quoted.trim_end_matches('\n');
+        let rec = CtlRecord::refused(self.ctl_log.next_seq(scope), chrono::Utc::now(), quoted, e);
+        self.keep_result(fh, scope, rec);
+    }
+
+    /// Keep the result of a command written to handle `fh` (its own results) and in the
+    /// scope's log.
+    fn keep_result(&self, fh: u64, scope: &Scope, rec: CtlRecord) {
+        self.ctl_log.record(scope, rec.clone());
+        if let Some(Handle::Ctl {
+            own,
+            wrote,
+            snapshot,
+            ..
+        }) = self.handles.lock().get_mut(&fh)
+        {
+            own.push(rec);
+            *wrote = true;
+            *snapshot = None;
+        }
+    }
+
+    /// The commands of one write, in order, stopping at the first failure. Every line is
+    /// parsed first: a write with a line that is no command runs none of them.
     fn run_commands(&self, fh: u64, scope: &Scope, data: &[u8]) -> Result<u32, FsError> {
-        if data.len() >= self.opts.max_write as usize {
-            return Err(FsError::Invalid(format!(
-                "a ctl write must be shorter than {} bytes",
-                self.opts.max_write
+        let refuse = |e: TxnError| {
+            let errno = FsError::from(&e);
+            self.refuse(fh, scope, data, e);
+            Err(errno)
+        };
+        if data.len() > self.ctl_write_limit() {
+            return refuse(TxnError::Invalid(format!(
+                "a ctl write must be at most {} bytes (a longer one reaches the mount in pieces); \
+                 this one was {} bytes, and none of it was run",
+                self.ctl_write_limit(),
+                data.len()
             )));
         }
-        let text = std::str::from_utf8(data)
-            .map_err(|_| FsError::Invalid("ctl commands must be UTF-8".into()))?;
+        let Ok(text) = std::str::from_utf8(data) else {
+            return refuse(TxnError::Invalid(
+                "ctl commands must be UTF-8; none of this write was run".into(),
+            ));
+        };
+        let lines: Vec<&str> = text
+            .split('\n')
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        if lines.len() > 1 {
+            for line in &lines {
+                if let Err(m) = parse(line, scope) {
+                    return refuse(TxnError::Invalid(format!(
+                        "{m} (in `{}`); none of this write was run",
+                        quote(line)
+                    )));
+                }
+            }
+        }
         let noa = match scope {
             Scope::Session(sid) => self.cfg.for_session(sid),
             Scope::Root => self.cfg.noa.clone(),
@@ -143,33 +220,25 @@ impl NormaFs {
             cfg: &noa,
             read_only: self.opts.read_only,
         };
-        for line in text.split('\n').map(str::trim).filter(|l| !l.is_empty()) {
+        for line in lines {
             let seq = self.ctl_log.next_seq(scope);
             let started = std::time::Instant::now();
             let rec = runner.run(scope, line, seq, chrono::Utc::now());
             self.after_command(scope, started);
-            self.ctl_log.record(scope, rec.clone());
-            if let Some(Handle::Ctl {
-                own,
-                wrote,
-                snapshot,
-                ..
-            }) = self.handles.lock().get_mut(&fh)
-            {
-                own.push(rec.clone());
-                *wrote = true;
-                *snapshot = None;
-            }
-            if let Some(e) = &rec.error {
+            let error = rec.error.clone();
+            self.keep_result(fh, scope, rec);
+            if let Some(e) = &error {
                 return Err(FsError::from(e));
             }
         }
         Ok(data.len() as u32)
     }
 
-    /// The size of what a fresh open of the ctl file of `scope` reads.
-    pub(super) fn ctl_size(&self, scope: &Scope) -> u64 {
-        self.ctl_log.fresh_len(scope)
+    /// The size of what a fresh open of the ctl file of `scope` reads, and its mtime: when
+    /// its latest result was recorded (the mount's start before any).
+    pub(super) fn ctl_size_and_time(&self, scope: &Scope) -> (u64, std::time::SystemTime) {
+        let at = self.ctl_log.changed(scope).unwrap_or(self.started);
+        (self.ctl_log.fresh_len(scope), at)
     }
 }
 
@@ -229,5 +298,24 @@ mod tests {
         let own = [rec(3, "compress m1 m2")];
         let mine = log.read(&s, &own, true, &mut None, 0, 4096);
         assert_eq!(commands(&mine), ["\"compress m1 m2\""]);
+    }
+
+    #[test]
+    fn a_handle_that_never_wrote_reads_at_its_offset_what_a_fresh_read_shows() {
+        let log = CtlLog::default();
+        let s = Scope::Session("s1".into());
+        for i in 0..20 {
+            log.record(&s, rec(i, &format!("compress m{i} m{}", i + 1)));
+        }
+        let whole = log.read(&s, &[], false, &mut None, 0, 1 << 20);
+        assert_eq!(whole.len() as u64, log.fresh_len(&s));
+        // `tail` seeks near the end of a fresh handle and reads from there.
+        let at = whole.len() as u64 - 60;
+        let mut snap = None;
+        let tail = log.read(&s, &[], false, &mut snap, at, 4096);
+        assert_eq!(tail, whole[whole.len() - 60..]);
+        // Beyond the end: nothing.
+        let past = log.read(&s, &[], false, &mut snap, whole.len() as u64 + 10, 4096);
+        assert!(past.is_empty());
     }
 }

@@ -59,6 +59,9 @@ pub struct MountOptions {
     pub auto_unmount: bool,
     /// Mount `noexec`.
     pub no_exec: bool,
+    /// What `mount` and `df` show as the mount's source (the root's path); `normafs` when
+    /// not given.
+    pub source: Option<std::path::PathBuf>,
 }
 
 impl Default for MountOptions {
@@ -70,6 +73,7 @@ impl Default for MountOptions {
             threads: 4,
             auto_unmount: false,
             no_exec: false,
+            source: None,
         }
     }
 }

@@ -222,7 +222,12 @@ fn c_path(p: &Path) -> io::Result<std::ffi::CString> {
 /// `umount -t fuse.normafs` name — with the options fuser's own mount would give (the caller's
 /// ids, `default_permissions`, `nosuid`, `nodev`, `noatime`; `noexec` and `allow_other` when
 /// asked). The descriptor serves the session.
-fn mount_syscall(mnt: &Path, no_exec: bool, allow_other: bool) -> io::Result<std::os::fd::OwnedFd> {
+fn mount_syscall(
+    mnt: &Path,
+    source: &str,
+    no_exec: bool,
+    allow_other: bool,
+) -> io::Result<std::os::fd::OwnedFd> {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let dev = std::fs::OpenOptions::new()
         .read(true)
@@ -245,10 +250,11 @@ fn mount_syscall(mnt: &Path, no_exec: bool, allow_other: bool) -> io::Result<std
     }
     let target = c_path(mnt)?;
     let data = std::ffi::CString::new(data).map_err(|_| io::Error::other("mount data"))?;
+    let source = std::ffi::CString::new(source).map_err(|_| io::Error::other("mount source"))?;
     // SAFETY: valid C strings for the call's duration; `data` is the FUSE mount data string.
     let r = unsafe {
         libc::mount(
-            c"normafs".as_ptr(),
+            source.as_ptr(),
             target.as_ptr(),
             c"fuse.normafs".as_ptr(),
             flags,
@@ -398,6 +404,49 @@ pub fn dead_mount_advice(mnt: &Path) -> String {
     format!("is a mount whose normafs process is gone (Transport endpoint is not connected): run `{cmd}`, then mount again")
 }
 
+/// What is mounted at `mnt` now, from `/proc/self/mountinfo`: the source and the type.
+fn mounted_at(mnt: &Path) -> Option<(String, String)> {
+    let canon = mnt.canonicalize().ok()?;
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    // Fields: id parent dev root MOUNTPOINT opts [optional…] - TYPE SOURCE superopts; spaces
+    // and the like in paths are octal escapes.
+    let unescape = |f: &str| {
+        let b = f.as_bytes();
+        let mut out = Vec::with_capacity(b.len());
+        let mut i = 0;
+        while i < b.len() {
+            let oct = b.get(i + 1..i + 4).and_then(|d| {
+                std::str::from_utf8(d)
+                    .ok()
+                    .and_then(|d| u8::from_str_radix(d, 8).ok())
+            });
+            match (b[i], oct) {
+                (b'\\', Some(c)) => {
+                    out.push(c);
+                    i += 4;
+                }
+                (c, _) => {
+                    out.push(c);
+                    i += 1;
+                }
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    info.lines().rev().find_map(|line| {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let at = unescape(fields.get(4)?);
+        if Path::new(&at) != canon {
+            return None;
+        }
+        let dash = fields.iter().position(|f| *f == "-")?;
+        Some((
+            unescape(fields.get(dash + 2)?),
+            fields.get(dash + 1)?.to_string(),
+        ))
+    })
+}
+
 /// The mount point exists, is an empty directory, and is not inside a backing directory.
 fn check_mountpoint(paths: &RootPaths, mnt: &Path) -> io::Result<PathBuf> {
     let bad = |kind: io::ErrorKind, what: &str| {
@@ -415,6 +464,20 @@ fn check_mountpoint(paths: &RootPaths, mnt: &Path) -> io::Result<PathBuf> {
     let mut rd =
         std::fs::read_dir(mnt).map_err(|e| bad(e.kind(), &format!("cannot be read: {e}")))?;
     if rd.next().is_some() {
+        if let Some((source, kind)) = mounted_at(mnt) {
+            // SAFETY: geteuid cannot fail.
+            let root = unsafe { libc::geteuid() } == 0;
+            let m = mnt.display();
+            let cmd = if root {
+                format!("umount '{m}'")
+            } else {
+                format!("fusermount3 -u '{m}'")
+            };
+            return Err(bad(
+                io::ErrorKind::InvalidInput,
+                &format!("is already a mount ({source}, type {kind}): `{cmd}` unmounts it"),
+            ));
+        }
         return Err(bad(io::ErrorKind::InvalidInput, "is not empty"));
     }
     let canon = mnt.canonicalize()?;
@@ -731,8 +794,12 @@ pub fn mount_background(
         backings: Mutex::new(Backings::default()),
     };
     let mut config = fuser::Config::default();
+    let source = opts.source.as_ref().map_or_else(
+        || "normafs".to_string(),
+        |p| p.to_string_lossy().into_owned(),
+    );
     config.mount_options = vec![
-        MountOption::FSName("normafs".into()),
+        MountOption::FSName(source.clone()),
         MountOption::Subtype("normafs".into()),
         MountOption::DefaultPermissions,
         MountOption::NoAtime,
@@ -760,7 +827,8 @@ pub fn mount_background(
     };
     let (session, via) = match helper_bin {
         None => {
-            let fd = mount_syscall(&mountpoint, opts.no_exec, opts.allow_other).map_err(cannot)?;
+            let fd = mount_syscall(&mountpoint, &source, opts.no_exec, opts.allow_other)
+                .map_err(cannot)?;
             match Session::from_fd(nf, fd, config.acl, config.clone()) {
                 Ok(s) => (s, Via::Syscall),
                 Err(e) => {
@@ -770,8 +838,13 @@ pub fn mount_background(
             }
         }
         Some(bin) => {
+            // fusermount3 reads `\,` and `\\` in a value as the character.
+            let fsname = format!(
+                "fsname={}",
+                source.replace('\\', "\\\\").replace(',', "\\,")
+            );
             let mut o = vec![
-                "fsname=normafs",
+                fsname.as_str(),
                 "subtype=normafs",
                 "default_permissions",
                 "noatime",

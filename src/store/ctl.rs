@@ -126,6 +126,18 @@ pub fn live_reason(
     })
 }
 
+/// At most this many characters of a command are quoted in its result (a bad write may be
+/// megabytes long).
+pub const QUOTE_CHARS: usize = 300;
+
+/// `command` as its result quotes it: at most [`QUOTE_CHARS`] characters, then `…`.
+pub fn quote(command: &str) -> String {
+    match command.char_indices().nth(QUOTE_CHARS) {
+        Some((at, _)) => format!("{}…", command.get(..at).unwrap_or_default()),
+        None => command.to_string(),
+    }
+}
+
 /// The record of one command, as read back from `ctl`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CtlRecord {
@@ -140,6 +152,19 @@ pub struct CtlRecord {
 }
 
 impl CtlRecord {
+    /// The result of a write refused before any of it ran: `what` quotes it.
+    pub fn refused(seq: u64, now: DateTime<Utc>, what: &str, e: TxnError) -> CtlRecord {
+        CtlRecord {
+            seq,
+            at: txn::timestamp(now),
+            command: quote(what),
+            ok: false,
+            message: e.to_string(),
+            result: Value::Null,
+            error: Some(e),
+        }
+    }
+
     /// The JSON line `{"seq","at","command","ok","message","result"}`.
     pub fn to_json(&self) -> Value {
         json!({
@@ -165,7 +190,7 @@ impl Runner<'_> {
     /// Run one command line; never panics on bad input.
     pub fn run(&self, scope: &Scope, line: &str, seq: u64, now: DateTime<Utc>) -> CtlRecord {
         let at = txn::timestamp(now);
-        let command = line.trim().to_string();
+        let command = quote(line.trim());
         let fail = |e: TxnError| CtlRecord {
             seq,
             at: at.clone(),

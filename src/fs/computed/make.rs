@@ -147,7 +147,7 @@ impl Computed {
                 sidechains,
             );
             let mut a = Audit::default();
-            audit::audit_session_with(&mut a, &s, Some(&p), cfg, PathStyle::Mount, None);
+            audit::audit_session_with(&mut a, &s, Some(&p), cfg, PathStyle::Mount, &self.paths);
             a.sort();
             out.push((
                 file(ComputedKind::Audit),
