@@ -686,12 +686,23 @@ fn ctl_runs_commands_and_reports_results() {
     // The view shows the block.
     let view = lookup_path(&fs, "sessions/s2-tier1/view.jsonl").expect("view");
     assert!(String::from_utf8_lossy(&read_all(&fs, view)).contains("\"block\":\"b16\""));
-    // A fresh handle reads the session's latest results (the refused `help` never ran), and
-    // that is the file's size.
+    // A fresh handle reads the session's latest results, and that is the file's size. The
+    // `help` written after the failure never ran: its refusal is recorded.
     let o = fs.open(ctl, libc::O_RDONLY).expect("open");
     let text = String::from_utf8(fs.read(o.fh, 0, 1 << 20).expect("read")).expect("utf8");
-    assert_eq!(text.lines().count(), 3, "{text}");
-    assert!(!text.contains("\"help\""), "{text}");
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert_eq!(lines[1]["command"], "help");
+    assert_eq!(lines[1]["ok"], false, "{text}");
+    assert!(
+        lines[1]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("not run")),
+        "{text}"
+    );
     assert_eq!(fs.getattr(ctl).expect("attr").attr.size, text.len() as u64);
     fs.release(o.fh);
     // A write at max_write is refused: it may be a split command.

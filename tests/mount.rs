@@ -631,7 +631,8 @@ fn ctl_for_shell_scripts() {
     assert_eq!(results[0]["ok"], true, "{out}");
     assert_eq!(results[0]["result"]["blocks"][0]["blockId"], "b1", "{out}");
 
-    // One write of three lines stops at the bad one; so do three writes of one line each.
+    // The shell writes line by line (bash's printf too): the lines after the bad one are
+    // refused, each result saying it was not run.
     for script in [
         format!("printf 'help\\nfrob\\nrebuild\\n' > '{c}'"),
         format!("{{ echo help; echo frob; echo rebuild; }} > '{c}'"),
@@ -639,15 +640,25 @@ fn ctl_for_shell_scripts() {
         let before = snapshot(m.root());
         let e = err(&sh(&script));
         assert!(e.contains("Invalid argument"), "{script}: {e}");
-        let last: Vec<String> = common::lines(&cat(&ctl))
+        let results = common::lines(&cat(&ctl));
+        let last: Vec<(String, bool)> = results[results.len() - 3..]
             .iter()
-            .map(|r| r["command"].as_str().unwrap_or("").to_string())
+            .map(|r| {
+                let command = r["command"].as_str().unwrap_or("").to_string();
+                (command, r["ok"] == true)
+            })
             .collect();
         assert_eq!(
-            last[last.len() - 2..],
-            ["help", "frob"],
-            "{script}: {last:?}"
+            last,
+            [
+                ("help".to_string(), true),
+                ("frob".to_string(), false),
+                ("rebuild".to_string(), false)
+            ],
+            "{script}: {results:?}"
         );
+        let why = results[results.len() - 1]["message"].as_str().unwrap_or("");
+        assert!(why.starts_with("not run"), "{script}: {why}");
         assert_eq!(snapshot(m.root()), before, "{script}: rebuild never ran");
     }
 
