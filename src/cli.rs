@@ -109,6 +109,18 @@ enum Cmd {
         #[command(flatten)]
         settings: ConfigArgs,
     },
+    /// Print the settings each session gets, and where each value came from
+    Config {
+        /// The session root
+        root: PathBuf,
+        /// Only this session, every key (without it: the top level, then for each session
+        /// its window and what differs from the top level)
+        sid: Option<String>,
+        #[command(flatten)]
+        dirs: RootArgs,
+        #[command(flatten)]
+        settings: ConfigArgs,
+    },
     /// Audit a root (or one session): exit 0 when no errors, 1 when there are errors
     Audit {
         /// The session root
@@ -223,7 +235,7 @@ fn resolve_root(root: &Path, dirs: &RootArgs) -> Result<RootPaths, CliError> {
 #[derive(Debug, Clone, Default)]
 struct ConfigArgs(Sources);
 
-const SETTINGS_HELP: &str = "Settings (SPEC 10; flags win over -o, -o over --config)";
+const SETTINGS_HELP: &str = "Settings (SPEC 10; flags win over -o, -o over --config, --config over ROOT/.normafs.toml, that over $XDG_CONFIG_HOME/normafs/config.toml; `normafs config ROOT` shows what each session gets)";
 
 impl Args for ConfigArgs {
     fn augment_args(cmd: clap::Command) -> clap::Command {
@@ -236,7 +248,9 @@ impl Args for ConfigArgs {
                     .value_parser(clap::value_parser!(PathBuf))
                     .help(
                         "A TOML file: any key below at the top level, and \
-                         [sessions.\"<sid>\"] tables overriding noa keys for one session",
+                         [sessions.\"<sid>\"] tables overriding noa keys for one session; \
+                         read over ROOT/.normafs.toml and ~/.config/normafs/config.toml, \
+                         which are read when present",
                     ),
             )
             .arg(
@@ -320,10 +334,82 @@ where
         .map_err(|e| e.to_string())
 }
 
+/// What `normafs config` prints: the files read, the top level's keys, and each session's
+/// (`every`: all its keys; else its window and the keys whose value differs from the top
+/// level's), each `key = value  # where it came from`.
+fn show_config(cfg: &Config, root: &Path, sids: &[String], every: bool) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let files = &cfg.origins.files;
+    let _ = writeln!(
+        out,
+        "# settings files read, lowest first: {}",
+        if files.is_empty() {
+            "none".to_string()
+        } else {
+            files
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    );
+    let absent: Vec<String> = config::default_files(Some(root))
+        .into_iter()
+        .filter(|p| !files.contains(p))
+        .map(|p| p.display().to_string())
+        .collect();
+    if !absent.is_empty() {
+        let _ = writeln!(out, "# read when present: {}", absent.join(", "));
+    }
+    let line = |out: &mut String, name: &str, value: serde_json::Value, origin: String| {
+        let _ = writeln!(out, "{name} = {value}  # {origin}");
+    };
+    let _ = writeln!(
+        out,
+        "\n# the top level (every session, unless its table says otherwise)"
+    );
+    let top = &cfg.noa;
+    for k in config::keys() {
+        let value = match k.scope {
+            config::Scope::Noa => top.get(k.name),
+            config::Scope::Mount => match k.name {
+                "ttl_ms" => serde_json::json!(cfg.ttl_ms),
+                _ => cfg
+                    .cache_mb
+                    .map_or_else(|| serde_json::json!("auto"), |n| serde_json::json!(n)),
+            },
+        };
+        line(&mut out, k.name, value, cfg.origins.of(None, k.name));
+    }
+    for sid in sids {
+        let noa = cfg.for_session(sid);
+        let _ = writeln!(out, "\n[sessions.{sid:?}]");
+        for k in config::keys().filter(|k| k.scope == config::Scope::Noa) {
+            let origin = cfg.origins.of(Some(sid), k.name);
+            let differs =
+                noa.get(k.name) != top.get(k.name) || origin != cfg.origins.of(None, k.name);
+            if every || differs || k.name == "window" {
+                let origin = if k.name == "window" && cfg.window_assumed(sid).is_some() {
+                    format!("{origin}: assumed, no setting gives this session's window")
+                } else {
+                    origin
+                };
+                line(&mut out, k.name, noa.get(k.name), origin);
+            }
+        }
+    }
+    out
+}
+
 /// Load the settings and print their warnings; with `sid`, also those about that session's.
 /// A setting that cannot be used is a usage error (exit 2).
-fn config(args: &ConfigArgs, sid: Option<&str>) -> Result<Config, CliError> {
-    let (cfg, warnings) = args.0.load().map_err(|e| CliError {
+fn config(args: &ConfigArgs, root: &Path, sid: Option<&str>) -> Result<Config, CliError> {
+    let sources = Sources {
+        root: Some(root.to_path_buf()),
+        ..args.0.clone()
+    };
+    let (cfg, warnings) = sources.load().map_err(|e| CliError {
         message: e.to_string(),
         code: 2,
     })?;
@@ -464,8 +550,14 @@ fn mount(
     settings: &ConfigArgs,
 ) -> Result<i32, CliError> {
     let paths = resolve_root(root, dirs)?;
-    let cfg = config(settings, None)?;
+    let cfg = config(settings, root, None)?;
     let ttl_ms = cfg.ttl_ms;
+    let files_read: Vec<String> = cfg
+        .origins
+        .files
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
     init_logging(verbose, log_file)?;
     // Before any thread exists, so that every thread leaves these signals to `wait_for_exit`.
     crate::fuse::block_exit_signals();
@@ -488,6 +580,22 @@ fn mount(
             "Ctrl-C to unmount".to_string()
         }
     )];
+    lines.push(format!(
+        "normafs: settings from {}; `normafs config {}` shows what each session gets",
+        if files_read.is_empty() {
+            format!(
+                "the defaults (no {} or {})",
+                root.join(config::ROOT_FILE).display(),
+                config::user_file().map_or_else(
+                    || "~/.config/normafs/config.toml".to_string(),
+                    |p| p.display().to_string()
+                )
+            )
+        } else {
+            files_read.join(", ")
+        },
+        root.display()
+    ));
     for (dir, fs) in h.blind_dirs() {
         lines.push(format!(
             "normafs: {} is on {fs}, where inotify misses changes made elsewhere: what is in \
@@ -655,7 +763,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         } => {
             let paths = resolve_root(&root, &dirs)?;
             check_root(&paths, &root)?;
-            let cfg = config(&settings, Some(&sid))?;
+            let cfg = config(&settings, &root, Some(&sid))?;
             check_session(&paths, &sid)?;
             let noa = cfg.for_session(&sid);
             let s = session::load(&paths, &sid);
@@ -691,7 +799,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         } => {
             let paths = resolve_root(&root, &dirs)?;
             check_root(&paths, &root)?;
-            let cfg = config(&settings, sid.as_deref())?;
+            let cfg = config(&settings, &root, sid.as_deref())?;
             let d = root::discover(&paths)
                 .map_err(|e| CliError::new(format!("cannot list the root: {e}")))?;
             // One session: its own files only, as its audit.txt (SPEC 9); memory findings and
@@ -728,7 +836,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         } => {
             let paths = resolve_root(&root, &dirs)?;
             check_root(&paths, &root)?;
-            let cfg = config(&settings, (sid != "-").then_some(sid.as_str()))?;
+            let cfg = config(&settings, &root, (sid != "-").then_some(sid.as_str()))?;
             let (scope, noa) = if sid == "-" {
                 (Scope::Root, cfg.noa.clone())
             } else {
@@ -755,6 +863,29 @@ fn run(cli: Cli) -> Result<i32, CliError> {
                 })
             }
         }
+        Cmd::Config {
+            root,
+            sid,
+            dirs,
+            settings,
+        } => {
+            let paths = resolve_root(&root, &dirs)?;
+            check_root(&paths, &root)?;
+            let cfg = config(&settings, &root, sid.as_deref())?;
+            let sids: Vec<String> = match &sid {
+                Some(sid) => {
+                    check_session(&paths, sid)?;
+                    vec![sid.clone()]
+                }
+                None => {
+                    root::discover(&paths)
+                        .map_err(|e| CliError::new(format!("cannot list the root: {e}")))?
+                        .sessions
+                }
+            };
+            write_stdout(show_config(&cfg, &root, &sids, sid.is_some()).as_bytes())?;
+            Ok(0)
+        }
         Cmd::Gen {
             root,
             sessions,
@@ -763,7 +894,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             corrupt,
             settings,
         } => {
-            let cfg = config(&settings, None)?;
+            let cfg = config(&settings, &root, None)?;
             let opts = crate::gen::GenOptions {
                 sessions,
                 messages,

@@ -424,6 +424,8 @@ pub struct Config {
     /// The cache's budget in MiB; `None`: sized from the machine's memory
     /// ([`Config::cache_bytes`]).
     pub cache_mb: Option<u64>,
+    /// Where each setting came from.
+    pub origins: Origins,
 }
 
 impl Default for Config {
@@ -433,6 +435,7 @@ impl Default for Config {
             sessions: BTreeMap::new(),
             ttl_ms: 1000,
             cache_mb: None,
+            origins: Origins::default(),
         }
     }
 }
@@ -501,6 +504,25 @@ impl Config {
             warnings.extend(config.session_checked(sid).1);
         }
         (config, warnings)
+    }
+
+    /// When no setting gives the window of session `sid`: that its window is the default,
+    /// assumed, and how to give it. The runtime runs sessions at other windows (40,000,
+    /// 128,000), and every band and nudge depends on it.
+    pub fn window_assumed(&self, sid: &str) -> Option<String> {
+        self.origins.is_default(sid, "window").then(|| {
+            format!(
+                "no setting gives this session's window: {} tokens (the runtime's default) is \
+                 assumed; set window in a [sessions.{sid:?}] table of ROOT/{ROOT_FILE} or \
+                 {}, or give --window (`normafs config ROOT {sid}` shows each setting and \
+                 where it came from)",
+                self.for_session(sid).window,
+                user_file().map_or_else(
+                    || "~/.config/normafs/config.toml".to_string(),
+                    |p| p.display().to_string()
+                ),
+            )
+        })
     }
 
     /// The settings of session `sid`: the top level with its table applied over them.

@@ -384,3 +384,111 @@ fn ctl_help_names_the_forced_commands_and_the_way_to_pass_a_dash() {
         .expect("run normafs ctl");
     assert!(String::from_utf8_lossy(&o.stderr).contains("unexpected argument"));
 }
+
+/// `normafs config ROOT [SID]` with `XDG_CONFIG_HOME` at `home`.
+fn config_cmd(root: &Path, home: &Path, args: &[&str]) -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_normafs"))
+        .arg("config")
+        .arg(root)
+        .args(args)
+        .env("XDG_CONFIG_HOME", home)
+        .output()
+        .expect("run normafs config");
+    stdout(&o)
+}
+
+#[test]
+fn settings_have_a_home_and_normafs_config_says_where_each_came_from() {
+    let root = common::example_root();
+    let home = tempfile::tempdir().expect("tempdir");
+    // No file anywhere: every window is the default, assumed.
+    let out = config_cmd(root.path(), home.path(), &[]);
+    assert!(
+        out.contains("settings files read, lowest first: none"),
+        "{out}"
+    );
+    assert!(
+        out.contains("[sessions.\"s2-tier1\"]\nwindow = 200000  # default: assumed"),
+        "{out}"
+    );
+    // The user's file, then the root's, then the command line.
+    let user = home.path().join("normafs/config.toml");
+    std::fs::create_dir_all(user.parent().expect("dir")).expect("mkdir");
+    std::fs::write(&user, "floor_ratio = 0.5\nwindow = 100000\n").expect("write");
+    let beside = root.path().join(".normafs.toml");
+    std::fs::write(&beside, "[sessions.\"s2-tier1\"]\nwindow = 40000\n").expect("write");
+    let out = config_cmd(root.path(), home.path(), &[]);
+    assert!(
+        out.contains(&format!("floor_ratio = 0.5  # {}", user.display())),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "[sessions.\"s2-tier1\"]\nwindow = 40000  # {} [sessions.\"s2-tier1\"]",
+            beside.display()
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "[sessions.\"s3-tier2\"]\nwindow = 100000  # {}",
+            user.display()
+        )),
+        "{out}"
+    );
+    let one = config_cmd(root.path(), home.path(), &["s2-tier1", "--window", "9000"]);
+    assert!(one.contains("window = 9000  # --window"), "{one}");
+    assert!(
+        one.contains("max_tier = 3  # default"),
+        "every key of one session: {one}"
+    );
+    // The other commands read the same files: the view is judged at the root file's window.
+    let o = Command::new(env!("CARGO_BIN_EXE_normafs"))
+        .args(["view", "--md"])
+        .arg(root.path())
+        .arg("s2-tier1")
+        .env("XDG_CONFIG_HOME", home.path())
+        .output()
+        .expect("run normafs view");
+    assert!(
+        stdout(&o).contains("window=40000"),
+        "view.md's settings line"
+    );
+}
+
+#[test]
+fn status_json_says_when_a_window_is_assumed_and_how_to_set_it() {
+    if !Path::new("/dev/fuse").exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "/dev/fuse is absent under CI"
+        );
+        eprintln!("skipped: /dev/fuse is absent, no mount can be made");
+        return;
+    }
+    let root = common::example_root();
+    std::fs::write(
+        root.path().join(".normafs.toml"),
+        "[sessions.\"s2-tier1\"]\nwindow = 40000\n",
+    )
+    .expect("write");
+    let sources = normafs::config::Sources {
+        root: Some(root.path().to_path_buf()),
+        ..normafs::config::Sources::default()
+    };
+    let (cfg, _) = sources.load().expect("settings");
+    let m = Mounted::new(root, cfg, normafs::fuse::MountOptions::default());
+    let status = |sid: &str| -> Value {
+        let text = std::fs::read(m.at(&format!("sessions/{sid}/status.json"))).expect("read");
+        serde_json::from_slice(&text).expect("json")
+    };
+    assert_eq!(status("s2-tier1")["windowAssumed"], Value::Null);
+    let why = status("s3-tier2")["windowAssumed"]
+        .as_str()
+        .map(str::to_string);
+    let why = why.expect("the window is said to be assumed");
+    assert!(
+        why.contains("200000") && why.contains(".normafs.toml"),
+        "{why}"
+    );
+}

@@ -176,6 +176,7 @@ pub fn core_on_state(s: &state::State) {
         idle_seconds: None,
         inherited_from: None,
         settings: cfg.describe(),
+        window_assumed: None,
     };
     let _ = render::status(&turn, s, &cfg, &inputs);
     let _ = turn.ledger(s, &shown.tagged).to_json();

@@ -88,7 +88,48 @@ pub(super) fn read_key(
     Ok(())
 }
 
-/// Where a command's settings come from (the `--config`, `-o` and flag arguments).
+impl ConfigFile {
+    /// `self`'s settings over `lower`'s: top-level keys and each session's table key by key.
+    fn over(self, lower: ConfigFile) -> ConfigFile {
+        let mut sessions = lower.sessions;
+        for (sid, t) in self.sessions {
+            let merged = sessions.remove(&sid).unwrap_or_default().overridden_by(&t);
+            sessions.insert(sid, merged);
+        }
+        ConfigFile {
+            top: lower.top.overridden_by(&self.top),
+            sessions,
+        }
+    }
+}
+
+/// The name of the settings file normafs reads beside a root (`ROOT/.normafs.toml`).
+pub const ROOT_FILE: &str = ".normafs.toml";
+
+/// The user's settings file: `$XDG_CONFIG_HOME/normafs/config.toml`, else
+/// `~/.config/normafs/config.toml`.
+pub fn user_file() -> Option<PathBuf> {
+    let absolute = |v: std::ffi::OsString| Some(PathBuf::from(v)).filter(|p| p.is_absolute());
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .and_then(absolute)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .and_then(absolute)
+                .map(|h| h.join(".config"))
+        })?;
+    Some(base.join("normafs").join("config.toml"))
+}
+
+/// The settings files read when present, lowest first: the user's, then the root's.
+pub fn default_files(root: Option<&Path>) -> Vec<PathBuf> {
+    user_file()
+        .into_iter()
+        .chain(root.map(|r| r.join(ROOT_FILE)))
+        .collect()
+}
+
+/// Where a command's settings come from (the `--config`, `-o` and flag arguments, and the
+/// settings files read when present).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Sources {
     pub file: Option<PathBuf>,
@@ -96,16 +137,80 @@ pub struct Sources {
     pub options: Vec<String>,
     /// Flags, already parsed.
     pub flags: Settings,
+    /// The session root, whose `.normafs.toml` is read when present.
+    pub root: Option<PathBuf>,
 }
 
 impl Sources {
-    /// Read the file, parse `-o`, and build the configuration with its warnings.
+    /// Read the files (the user's and the root's when present, then `--config`), parse `-o`,
+    /// and build the configuration with its warnings and where each setting came from.
     pub fn load(&self) -> Result<(Config, Vec<Warning>), ConfigError> {
-        let file = match &self.file {
-            Some(path) => ConfigFile::read(path)?,
-            None => ConfigFile::default(),
-        };
-        let command_line = parse_options(&self.options)?.overridden_by(&self.flags);
-        Ok(Config::build(file, &command_line))
+        let mut paths: Vec<PathBuf> = default_files(self.root.as_deref())
+            .into_iter()
+            .filter(|p| p.is_file())
+            .collect();
+        paths.extend(self.file.clone());
+        let mut file = ConfigFile::default();
+        let mut origins = Origins::default();
+        for path in paths {
+            let f = ConfigFile::read(&path)?;
+            origins.read(&path, &f);
+            file = f.over(file);
+        }
+        let options = parse_options(&self.options)?;
+        origins.given(&options, |_| "-o".to_string());
+        origins.given(&self.flags, |k| format!("--{}", k.replace('_', "-")));
+        let command_line = options.overridden_by(&self.flags);
+        let (mut config, warnings) = Config::build(file, &command_line);
+        config.origins = origins;
+        Ok((config, warnings))
+    }
+}
+
+/// Where each setting came from: `default`, a file (its path, and the session table), `-o`
+/// or a flag.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Origins {
+    /// The settings files read, lowest first.
+    pub files: Vec<PathBuf>,
+    top: BTreeMap<&'static str, String>,
+    sessions: BTreeMap<String, BTreeMap<&'static str, String>>,
+    command_line: BTreeMap<&'static str, String>,
+}
+
+impl Origins {
+    fn read(&mut self, path: &Path, f: &ConfigFile) {
+        self.files.push(path.to_path_buf());
+        for name in f.top.names() {
+            self.top.insert(name, path.display().to_string());
+        }
+        for (sid, t) in &f.sessions {
+            let e = self.sessions.entry(sid.clone()).or_default();
+            for name in t.names() {
+                e.insert(name, format!("{} [sessions.{sid:?}]", path.display()));
+            }
+        }
+    }
+
+    fn given(&mut self, s: &Settings, how: impl Fn(&str) -> String) {
+        for name in s.names() {
+            self.command_line.insert(name, how(name));
+        }
+    }
+
+    /// Where the value of `key` for session `sid` (the top level for `None`) came from. The
+    /// command line wins over session tables, a session table over the top level.
+    pub fn of(&self, sid: Option<&str>, key: &str) -> String {
+        self.command_line
+            .get(key)
+            .or_else(|| sid.and_then(|s| self.sessions.get(s)?.get(key)))
+            .or_else(|| self.top.get(key))
+            .cloned()
+            .unwrap_or_else(|| "default".to_string())
+    }
+
+    /// Whether no source set `key` for session `sid`: its value is the default.
+    pub fn is_default(&self, sid: &str, key: &str) -> bool {
+        self.of(Some(sid), key) == "default"
     }
 }

@@ -311,6 +311,8 @@ pub struct StatusInputs<'a> {
     pub inherited_from: Option<&'a str>,
     /// The settings used, every key (SPEC 10).
     pub settings: Value,
+    /// Why the window is only assumed, when no setting gives it.
+    pub window_assumed: Option<String>,
 }
 
 /// `status.json`'s value.
@@ -364,5 +366,6 @@ pub fn status(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig, inp: &StatusInpu
             "liveSeconds": cfg.live_seconds,
         },
         "settings": inp.settings,
+        "windowAssumed": inp.window_assumed,
     })
 }

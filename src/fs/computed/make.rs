@@ -130,6 +130,7 @@ impl Computed {
                 idle_seconds: crate::store::ctl::idle_seconds(&self.paths, sid, now),
                 inherited_from: inherited.as_deref(),
                 settings: cfg.describe(),
+                window_assumed: self.cfg.window_assumed(sid),
             };
             let mut b = serde_json::to_vec_pretty(&render::status(turn, &state, cfg, &inp))
                 .unwrap_or_default();
