@@ -265,7 +265,9 @@ impl Args for ConfigArgs {
                          threads=N, log_file=FILE, config=FILE, … (README, \"Mounting\")",
                     ),
             );
-        for k in config::keys() {
+        // The mount's own keys (`ttl_ms`, `cache_mb`) are flags of the commands that mount.
+        let mounts = !matches!(cmd.get_name(), "view" | "audit" | "ctl" | "gen");
+        for k in config::keys().filter(|k| mounts || k.scope != config::Scope::Mount) {
             let kind = k.kind;
             let mut arg = Arg::new(k.name)
                 .long(k.flag())
@@ -302,7 +304,10 @@ impl clap::FromArgMatches for ConfigArgs {
             ..Sources::default()
         };
         for k in config::keys() {
-            for v in m.get_many::<config::Value>(k.name).into_iter().flatten() {
+            let Ok(values) = m.try_get_many::<config::Value>(k.name) else {
+                continue;
+            };
+            for v in values.into_iter().flatten() {
                 src.flags
                     .insert(k.name, v.clone())
                     .map_err(|e| clap::Error::raw(clap::error::ErrorKind::ValueValidation, e))?;

@@ -492,3 +492,33 @@ fn status_json_says_when_a_window_is_assumed_and_how_to_set_it() {
         "{why}"
     );
 }
+
+#[test]
+fn only_the_commands_that_mount_list_the_mounts_own_flags() {
+    let help = |cmd: &str| {
+        let o = Command::new(env!("CARGO_BIN_EXE_normafs"))
+            .args([cmd, "--help"])
+            .output()
+            .expect("run normafs --help");
+        stdout(&o)
+    };
+    for cmd in ["view", "audit", "ctl", "gen"] {
+        let h = help(cmd);
+        assert!(
+            !h.contains("--ttl-ms") && !h.contains("--cache-mb"),
+            "{cmd} --help lists a mount flag:\n{h}"
+        );
+    }
+    let h = help("mount");
+    assert!(h.contains("--ttl-ms") && h.contains("--cache-mb"), "{h}");
+    // Refused as any unknown flag, pointing at the command's own help.
+    let root = common::example_root();
+    let o = Command::new(env!("CARGO_BIN_EXE_normafs"))
+        .arg("view")
+        .arg(root.path())
+        .args([SID, "--ttl-ms", "5"])
+        .output()
+        .expect("run normafs view");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("normafs view --help"));
+}
