@@ -1043,6 +1043,13 @@ fn the_binary_mounts_and_unmounts_on_signals() {
             )) && first.trim_end().ends_with("); Ctrl-C to unmount"),
             "{first:?}"
         );
+        // The files the settings came from (none here) and where to see each session's.
+        let settings = b.read_line();
+        assert!(
+            settings.starts_with("normafs: settings from the defaults (no ")
+                && settings.contains("`normafs config "),
+            "{settings}"
+        );
         let via = b.read_line();
         assert!(via.starts_with("normafs: mounted with mount(2)"), "{via}");
         let note = b.read_line();

@@ -522,3 +522,37 @@ fn only_the_commands_that_mount_list_the_mounts_own_flags() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("normafs view --help"));
 }
+
+#[test]
+fn a_reader_finds_which_refs_raw_opens() {
+    let Some(m) = example() else { return };
+    let status: Value = serde_json::from_slice(
+        &std::fs::read(m.at(&format!("sessions/{SID}/status.json"))).expect("read"),
+    )
+    .expect("json");
+    let hint = status["refs"]["raw"]
+        .as_str()
+        .expect("status.json says how raw/ opens refs");
+    let md = std::fs::read_to_string(m.at(&format!("sessions/{SID}/view.md"))).expect("read");
+    assert!(md.contains(hint), "view.md says it too");
+    // What it says is true: the first and the last ref open, one and as a range, though
+    // `ls raw/` lists only the blocks' ranges.
+    let (first, last) = (
+        status["refs"]["first"].as_str().expect("first"),
+        status["refs"]["last"].as_str().expect("last"),
+    );
+    assert!(hint.contains(first) && hint.contains(last), "{hint}");
+    let listed = stdout(&sh(&format!(
+        "ls {}",
+        q(&m.at(&format!("sessions/{SID}/raw")))
+    )));
+    assert!(!listed.contains(&format!("{last}.md")), "{listed}");
+    for name in [
+        format!("{first}.md"),
+        format!("{last}.md"),
+        format!("{first}-{last}.md"),
+    ] {
+        let text = std::fs::read_to_string(m.at(&format!("sessions/{SID}/raw/{name}")));
+        assert!(text.is_ok_and(|t| !t.is_empty()), "raw/{name} opens");
+    }
+}

@@ -154,6 +154,9 @@ pub fn markdown(
             .map_or("none", |k| k.as_str())
     );
     let _ = writeln!(s, "Settings: {}\n", settings_line(cfg));
+    if let Some(line) = raw_hint(t) {
+        let _ = writeln!(s, "{line}\n");
+    }
     for m in &out_msgs.messages {
         match &m.meta {
             Meta::Message { refs, truncated } => {
@@ -315,6 +318,21 @@ pub struct StatusInputs<'a> {
     pub window_assumed: Option<String>,
 }
 
+/// How to open the originals of any ref (`raw/` lists only the blocks' ranges), when the
+/// session has refs.
+fn raw_hint(t: &Turn<'_, '_>) -> Option<String> {
+    let refs = t.slots.iter().filter_map(Slot::number);
+    let (first, last) = refs.fold(None, |acc: Option<(u32, u32)>, n| {
+        Some(acc.map_or((n, n), |(a, b)| (a.min(n), b.max(n))))
+    })?;
+    Some(format!(
+        "Originals: raw/<ref>.md opens one message, raw/<start>-<end>.md a range, for any refs \
+         from {} to {} (raw/ lists the compressed blocks' ranges).",
+        super::refs::format_ref(first),
+        super::refs::format_ref(last)
+    ))
+}
+
 /// `status.json`'s value.
 pub fn status(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig, inp: &StatusInputs<'_>) -> Value {
     let mut live_by_tier: BTreeMap<String, usize> = BTreeMap::new();
@@ -356,6 +374,7 @@ pub fn status(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig, inp: &StatusInpu
             "inMemoryOnly": t.new_refs.iter().filter(|&&i| t.slots[i as usize].is_ref()).count(),
             "first": refs.iter().min().map(|&n| super::refs::format_ref(n)),
             "last": refs.iter().max().map(|&n| super::refs::format_ref(n)),
+            "raw": raw_hint(t),
         },
         "usage": {"parent": usage_json(inp.usage), "subagents": subs, "sum": usage_json(&sum)},
         "transcriptProblems": {"errors": inp.problems.0, "warnings": inp.problems.1, "info": inp.problems.2},
