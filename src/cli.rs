@@ -104,6 +104,10 @@ enum Cmd {
         /// Print view.md instead of view.jsonl
         #[arg(long)]
         md: bool,
+        /// The view of the request after the first N transcript messages: compression as the
+        /// recorded Compress calls had left it then, refs and truncation as then
+        #[arg(long, value_name = "N")]
+        at: Option<usize>,
         #[command(flatten)]
         dirs: RootArgs,
         #[command(flatten)]
@@ -763,6 +767,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             sid,
             md,
             materialized,
+            at,
             dirs,
             settings,
         } => {
@@ -776,8 +781,18 @@ fn run(cli: Cli) -> Result<i32, CliError> {
                 eprintln!("normafs: warning: {e}; showing the view without compression state");
             }
             use crate::noa::{assemble, render, session as view};
-            let (state, _) = session::opened_state(&paths, &sid, &s.state.state, &noa);
-            let p = view::Projection::new(s.messages());
+            let mut msgs = s.messages();
+            let own = match at {
+                Some(n) => {
+                    let st = crate::store::txn::state_at(&paths, &sid, &noa, n, chrono::Utc::now())
+                        .map_err(|e| CliError::new(e.to_string()))?;
+                    msgs.truncate(n);
+                    st
+                }
+                None => s.state.state.clone(),
+            };
+            let (state, _) = session::opened_state(&paths, &sid, &own, &noa);
+            let p = view::Projection::new(msgs);
             let path = &view::runtime_path;
             if materialized {
                 let b = view::materialized_bytes(&p, &state, &noa, path, &mut Default::default());

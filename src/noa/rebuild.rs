@@ -33,8 +33,14 @@ pub struct Rebuilt {
 }
 
 enum Event<'j> {
-    Call { index: usize },
+    Call {
+        index: usize,
+    },
     Journal(&'j JournalBatch),
+    /// A request the runtime made: the view of the messages before an assistant message.
+    Request,
+    /// The state wanted for the request after the first messages of the `k`-th point.
+    Capture(usize),
 }
 
 /// Replay a session's history.
@@ -46,7 +52,50 @@ pub fn rebuild(
     journal: &[JournalBatch],
     path: ArchivePath<'_>,
 ) -> Rebuilt {
-    let cores = &p.cores;
+    replay(p, cfg, session, place, journal, path, None).0
+}
+
+/// The state the runtime held when it built the request after the first `n` messages of
+/// `p`, for each `n` of `points`, in one replay: the rebuild replay stopped there, with every
+/// request the runtime made before it made again (one before each assistant message), so
+/// that the refs it assigned and the token counts its tags first showed are recorded as the
+/// runtime recorded them.
+pub fn states_at(
+    p: &Projection<'_>,
+    cfg: &NoaConfig,
+    session: &str,
+    place: &Placement<'_>,
+    journal: &[JournalBatch],
+    path: ArchivePath<'_>,
+    points: &[usize],
+) -> Vec<State> {
+    replay(p, cfg, session, place, journal, path, Some(points)).1
+}
+
+/// How many of `p`'s cores come from its first `m` messages.
+fn cores_before(p: &Projection<'_>, m: usize) -> usize {
+    p.cores
+        .iter()
+        .position(|c| match c.origin {
+            super::content::Origin::Block { msg, .. } => msg as usize >= m,
+            _ => false,
+        })
+        .unwrap_or(p.cores.len())
+}
+
+/// The replay, and the states at `points` when given.
+fn replay(
+    p: &Projection<'_>,
+    cfg: &NoaConfig,
+    session: &str,
+    place: &Placement<'_>,
+    journal: &[JournalBatch],
+    path: ArchivePath<'_>,
+    points: Option<&[usize]>,
+) -> (Rebuilt, Vec<State>) {
+    let last = points.map(|ps| ps.iter().copied().max().unwrap_or(0));
+    let end = last.map_or(p.cores.len(), |n| cores_before(p, n));
+    let cores = &p.cores[..end];
     // A call counts as having made blocks when its result's panel lists one: the runtime's
     // own test (its `is_error` is not consulted).
     let mut succeeded = std::collections::HashMap::new();
@@ -55,16 +104,32 @@ pub fn rebuild(
             succeeded.insert(c.call, compress::panel_block_count(&c.text) > 0);
         }
     }
-    let mut events: Vec<(usize, u8, Event<'_>)> = Vec::new();
+    // By place in the cores, then calls before the journal's batches before requests and
+    // captures; those by message, a capture before the request at its own message.
+    let mut events: Vec<((usize, u8, usize, u8), Event<'_>)> = Vec::new();
     for (i, c) in cores.iter().enumerate() {
         if c.kind == Kind::ToolCall && c.tool == COMPRESS_TOOL && !c.call.is_empty() {
-            events.push((i + 1, 0, Event::Call { index: i }));
+            events.push(((i + 1, 0, 0, 0), Event::Call { index: i }));
         }
     }
     for b in journal {
-        events.push((b.prefix.min(cores.len()), 1, Event::Journal(b)));
+        if last.is_some() && b.prefix > cores.len() {
+            continue;
+        }
+        events.push(((b.prefix.min(cores.len()), 1, 0, 0), Event::Journal(b)));
     }
-    events.sort_by_key(|(at, order, _)| (*at, *order));
+    if let (Some(n), Some(ps)) = (last, points) {
+        for (m, msg) in p.msgs.iter().enumerate().take(n) {
+            if m > 0 && msg.role == "assistant" {
+                events.push(((cores_before(p, m), 2, m, 1), Event::Request));
+            }
+        }
+        for (k, &at) in ps.iter().enumerate() {
+            events.push(((cores_before(p, at), 2, at, 0), Event::Capture(k)));
+        }
+    }
+    events.sort_by_key(|(key, _)| *key);
+    let mut captured = vec![State::initial(session); points.map_or(0, <[usize]>::len)];
 
     let mut out = Rebuilt {
         state: State::initial(session),
@@ -72,7 +137,7 @@ pub fn rebuild(
         replayed: 0,
         skipped: Vec::new(),
     };
-    for (at, _, ev) in events {
+    for ((at, ..), ev) in events {
         let prefix = &cores[..at];
         let (journal_batch, call, applied) = match ev {
             Event::Call { index } => {
@@ -92,6 +157,20 @@ pub fn rebuild(
                 let ledger = t.ledger(&out.state, &[]);
                 let applied = compress::apply(&t, &ledger, &parsed.ranges, cfg, c.call, place);
                 (false, c.call.to_string(), applied)
+            }
+            Event::Capture(k) => {
+                captured[k] = out.state.clone();
+                continue;
+            }
+            Event::Request => {
+                let sub = Projection {
+                    msgs: p.msgs.clone(),
+                    cores: prefix.to_vec(),
+                };
+                let t = super::session::turn(&sub, &out.state, cfg, path);
+                let shown = super::assemble::assemble(&t, &sub.msgs, &out.state, true);
+                out.state = t.ledger(&out.state, &shown.tagged);
+                continue;
             }
             Event::Journal(b) => {
                 let parsed = args::parse(&b.input);
@@ -131,7 +210,7 @@ pub fn rebuild(
         .map(|b| b.block_id.as_str())
         .collect();
     out.archives.retain(|a| ids.contains(a.block_id.as_str()));
-    out
+    (out, captured)
 }
 
 /// A ctl batch as ctl runs it: against the view a resumed runtime sends (nudge included),

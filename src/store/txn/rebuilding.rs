@@ -129,3 +129,85 @@ pub fn rebuild(
         }),
     })
 }
+
+/// The state the runtime had when it built the request after the first `n` messages of the
+/// transcript (issue 26): the rebuild replay stopped there — the transcript's Compress calls,
+/// the journal's batches and the requests before it — over which the view of those `n`
+/// messages is the one the runtime sent. Archive paths are where the session's state names
+/// its archives (the runtime's), else the archive root as normafs sees it. Reads only; no
+/// lock is taken.
+pub fn state_at(
+    paths: &RootPaths,
+    sid: &str,
+    cfg: &NoaConfig,
+    n: usize,
+    now: DateTime<Utc>,
+) -> Result<State, TxnError> {
+    let mut states = states_at(paths, sid, cfg, &[n], now)?;
+    Ok(states.pop().unwrap_or_else(|| State::initial(sid)))
+}
+
+/// [`state_at`] for each of `points`, from one replay.
+pub fn states_at(
+    paths: &RootPaths,
+    sid: &str,
+    cfg: &NoaConfig,
+    points: &[usize],
+    now: DateTime<Utc>,
+) -> Result<Vec<State>, TxnError> {
+    let t = command_transcript(paths, sid)?;
+    let all = session::messages(&t);
+    if let Some(&n) = points.iter().find(|&&n| n > all.len()) {
+        return Err(TxnError::Invalid(format!(
+            "the transcript of {sid} has {} messages, not {n}",
+            all.len()
+        )));
+    }
+    let full = Projection::new(all.clone());
+    let uuids = session::message_uuids(&t);
+    let jpath = paths.journal_path(sid);
+    let jr = journal::read(&jpath).map_err(|e| io_err("cannot read", &jpath, e))?;
+    let batches: Vec<JournalBatch> = jr
+        .entries
+        .iter()
+        .map(|(_, e)| journal_batch(e, &full, &uuids, &t))
+        .collect();
+    let recorded = crate::format::state::load_state(&paths.state_path(sid), sid);
+    let root = recorded
+        .state
+        .blocks()
+        .iter()
+        .find_map(|b| {
+            // `<base>/<sid>/tier<N>/<file>`: this session's root under the same base (an
+            // inherited block names its parent's).
+            let base = Path::new(&b.archive_path).parent()?.parent()?.parent()?;
+            base.is_absolute()
+                .then(|| base.join(sid).to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| absolute(&paths.archive_root(sid)));
+    let created = now.to_rfc3339_opts(SecondsFormat::Secs, true);
+    let place = Placement {
+        root: &root,
+        session: sid,
+        created: &created,
+        now: now.timestamp(),
+    };
+    let path = &noa_session::runtime_path;
+    let mut states = rebuild::states_at(&full, cfg, sid, &place, &batches, path, points);
+    // A block the session's state holds (made by the same call) is where that state says:
+    // a fork's inherited blocks live in its parent's archives.
+    for state in &mut states {
+        for b in state.blocks.iter_mut().flatten() {
+            if let Some(r) = recorded
+                .state
+                .blocks()
+                .iter()
+                .find(|r| r.block_id == b.block_id && r.compress_call_id == b.compress_call_id)
+            {
+                b.archive_path.clone_from(&r.archive_path);
+                b.archive_rel.clone_from(&r.archive_rel);
+            }
+        }
+    }
+    Ok(states)
+}
