@@ -1,7 +1,8 @@
 //! Real mounts, used with the tools people use: `ls`, `cat`, `stat`, `grep`, `jq`, `tail`, `cp`,
 //! `sed -i`, shell redirections and python. Each test mounts its own temporary copy of a root on
 //! its own temporary directory; the guard unmounts even when the test fails. Without /dev/fuse
-//! every test prints a notice and passes.
+//! every test prints a notice and skips; under CI (`NORMAFS_REQUIRE_MOUNT`, which `.ci/run`
+//! sets, or `CI`) it fails instead.
 
 mod common;
 

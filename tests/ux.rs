@@ -20,7 +20,7 @@ fn example() -> Option<Mounted> {
         return Some(Mounted::example());
     }
     assert!(
-        std::env::var_os("CI").is_none(),
+        !common::mount_required(),
         "/dev/fuse is absent under CI, where a mount must be possible"
     );
     eprintln!("skipped: /dev/fuse is absent, no mount can be made");
@@ -270,12 +270,7 @@ fn refused_within(cmd: &mut Command) -> Output {
 
 #[test]
 fn allow_empty_mounts_a_root_that_will_be_filled() {
-    if !Path::new("/dev/fuse").exists() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "/dev/fuse is absent under CI"
-        );
-        eprintln!("skipped: /dev/fuse is absent, no mount can be made");
+    if !common::fuse_available() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
@@ -458,12 +453,7 @@ fn settings_have_a_home_and_normafs_config_says_where_each_came_from() {
 
 #[test]
 fn status_json_says_when_a_window_is_assumed_and_how_to_set_it() {
-    if !Path::new("/dev/fuse").exists() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "/dev/fuse is absent under CI"
-        );
-        eprintln!("skipped: /dev/fuse is absent, no mount can be made");
+    if !common::fuse_available() {
         return;
     }
     let root = common::example_root();

@@ -347,11 +347,22 @@ pub fn write_session(root: &std::path::Path, s: &Session) {
 /// Whether FUSE mounts can be tested here; prints a notice when not.
 pub fn fuse_available() -> bool {
     if std::path::Path::new("/dev/fuse").exists() {
-        true
-    } else {
-        eprintln!("notice: /dev/fuse is absent: mount test skipped");
-        false
+        return true;
     }
+    assert!(
+        !mount_required(),
+        "/dev/fuse is absent where a mount must be possible (CI, NORMAFS_REQUIRE_MOUNT)"
+    );
+    eprintln!("notice: /dev/fuse is absent: mount test skipped");
+    false
+}
+
+/// Whether a test that needs a mount must fail rather than skip without one: under CI
+/// (`CI`, or `NORMAFS_REQUIRE_MOUNT`, which `.ci/run` sets).
+pub fn mount_required() -> bool {
+    ["CI", "NORMAFS_REQUIRE_MOUNT"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty() && x != "0" && x != "false"))
 }
 
 /// Whether `p` is a mount point now, in this thread's mount namespace (per
