@@ -1,9 +1,10 @@
-//! The one owner of inode numbers: node identity -> stable inode, with lookup counts.
+//! The one owner of inode numbers: node identity -> inode, with lookup counts.
 //!
-//! An inode number is never reused for another node during the life of the mount, and a node
-//! keeps its number while it exists. Lookup counts follow the kernel's lookup/forget protocol;
-//! forgetting does not free the number (so a path keeps its inode), it only lets the table know
-//! the kernel holds no reference.
+//! Lookup counts follow the kernel's lookup/forget protocol. A real file's inode stands for one
+//! backing file for life (device, inode, birth time); a computed file's for one version of it
+//! (a new version of other bytes gets a new inode: see `versions.rs`). A retired computed
+//! inode the kernel has forgotten gives its slot to a later inode, under a new number (the
+//! slot's generation is in its high bits).
 
 use std::collections::{HashMap, HashSet};
 

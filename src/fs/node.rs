@@ -53,7 +53,8 @@ pub enum Node {
     RawDir(String),
     /// `/sessions/<sid>/raw/<start>-<end>.md`
     Raw(String, String, String),
-    /// `/sessions/<sid>/{view.jsonl,view.md,audit.txt,status.json}`
+    /// `/sessions/<sid>/{view.jsonl,view.md,materialized.jsonl,audit.txt,status.json}` (the
+    /// layout's table, `layout::SESSION`, names them)
     Computed(String, ComputedKind),
     /// `/sessions/<sid>/memory -> ../../memory`
     MemoryLink(String),

@@ -7,11 +7,13 @@
 //! serving.
 //!
 //! Real files use kernel FUSE passthrough when the kernel grants it (decided once at mount by
-//! registering one backing file; `--no-passthrough` turns it off): reads and writes then go from
-//! the kernel straight to the backing file. Otherwise they go through `NormaFs::read`/`write`
-//! (pread/pwrite on the handle's backing file) with direct I/O: the page cache would cut a file
-//! replaced by rename (the runtime's `state.json`) at the size the kernel cached for the path.
-//! Computed files and `ctl` always use direct I/O. Nodes covered by inotify get a long
+//! registering one backing file; `--no-passthrough` turns it off; a backing id is kept per
+//! inode and shared by its opens): reads and writes then go from the kernel straight to the
+//! backing file. Otherwise they go through `NormaFs::read`/`write` (pread/pwrite on the
+//! handle's backing file, large cached reads from mappings of it). How each open is read is
+//! `fs/open.rs`'s decision: the page cache kept across opens for watched real files and for
+//! computed files (an inode stands for one version of a computed file), direct I/O for `ctl`,
+//! unwatched real files and everything under `--ttl-ms 0`. Nodes covered by inotify get a long
 //! attribute and entry TTL and directory listings cached by the kernel; the watcher invalidates
 //! them on every change (`fs/watch.rs`).
 
