@@ -382,12 +382,7 @@ fn show_config(cfg: &Config, root: &Path, sids: &[String], every: bool) -> Strin
     for k in config::keys() {
         let value = match k.scope {
             config::Scope::Noa => top.get(k.name),
-            config::Scope::Mount => match k.name {
-                "ttl_ms" => serde_json::json!(cfg.ttl_ms),
-                _ => cfg
-                    .cache_mb
-                    .map_or_else(|| serde_json::json!("auto"), |n| serde_json::json!(n)),
-            },
+            config::Scope::Mount => cfg.get_mount(k.name),
         };
         line(&mut out, k.name, value, cfg.origins.of(None, k.name));
     }
@@ -409,6 +404,19 @@ fn show_config(cfg: &Config, root: &Path, sids: &[String], every: bool) -> Strin
         }
     }
     out
+}
+
+/// The root a command reads (it must look like one) and its settings, warnings printed for
+/// `sid`'s too.
+fn open_root(
+    root: &Path,
+    dirs: &RootArgs,
+    settings: &ConfigArgs,
+    sid: Option<&str>,
+) -> Result<(RootPaths, Config), CliError> {
+    let paths = resolve_root(root, dirs)?;
+    check_root(&paths, root)?;
+    Ok((paths, config(settings, root, sid)?))
 }
 
 /// Load the settings and print their warnings; with `sid`, also those about that session's.
@@ -555,10 +563,9 @@ fn mount(
     opts: crate::fuse::MountOptions,
     verbose: bool,
     log_file: Option<&Path>,
-    dirs: &RootArgs,
+    paths: RootPaths,
     settings: &ConfigArgs,
 ) -> Result<i32, CliError> {
-    let paths = resolve_root(root, dirs)?;
     let cfg = config(settings, root, None)?;
     let ttl_ms = cfg.ttl_ms;
     let files_read: Vec<String> = cfg
@@ -595,10 +602,7 @@ fn mount(
             format!(
                 "the defaults (no {} or {})",
                 root.join(config::ROOT_FILE).display(),
-                config::user_file().map_or_else(
-                    || "~/.config/normafs/config.toml".to_string(),
-                    |p| p.display().to_string()
-                )
+                config::user_file_shown()
             )
         } else {
             files_read.join(", ")
@@ -758,7 +762,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
                 opts,
                 verbose || o.verbose,
                 log_file.as_deref(),
-                &dirs,
+                paths,
                 &settings,
             )
         }
@@ -771,9 +775,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             dirs,
             settings,
         } => {
-            let paths = resolve_root(&root, &dirs)?;
-            check_root(&paths, &root)?;
-            let cfg = config(&settings, &root, Some(&sid))?;
+            let (paths, cfg) = open_root(&root, &dirs, &settings, Some(&sid))?;
             check_session(&paths, &sid)?;
             let noa = cfg.for_session(&sid);
             let s = session::load(&paths, &sid);
@@ -817,9 +819,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             dirs,
             settings,
         } => {
-            let paths = resolve_root(&root, &dirs)?;
-            check_root(&paths, &root)?;
-            let cfg = config(&settings, &root, sid.as_deref())?;
+            let (paths, cfg) = open_root(&root, &dirs, &settings, sid.as_deref())?;
             let d = root::discover(&paths)
                 .map_err(|e| CliError::new(format!("cannot list the root: {e}")))?;
             // One session: its own files only, as its audit.txt (SPEC 9); memory findings and
@@ -854,9 +854,12 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             dirs,
             settings,
         } => {
-            let paths = resolve_root(&root, &dirs)?;
-            check_root(&paths, &root)?;
-            let cfg = config(&settings, &root, (sid != "-").then_some(sid.as_str()))?;
+            let (paths, cfg) = open_root(
+                &root,
+                &dirs,
+                &settings,
+                (sid != "-").then_some(sid.as_str()),
+            )?;
             let (scope, noa) = if sid == "-" {
                 (Scope::Root, cfg.noa.clone())
             } else {
@@ -889,9 +892,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             dirs,
             settings,
         } => {
-            let paths = resolve_root(&root, &dirs)?;
-            check_root(&paths, &root)?;
-            let cfg = config(&settings, &root, sid.as_deref())?;
+            let (paths, cfg) = open_root(&root, &dirs, &settings, sid.as_deref())?;
             let sids: Vec<String> = match &sid {
                 Some(sid) => {
                     check_session(&paths, sid)?;

@@ -517,10 +517,7 @@ impl Config {
                  {}, or give --window (`normafs config ROOT {sid}` shows each setting and \
                  where it came from)",
                 self.for_session(sid).window,
-                user_file().map_or_else(
-                    || "~/.config/normafs/config.toml".to_string(),
-                    |p| p.display().to_string()
-                ),
+                user_file_shown(),
             )
         })
     }
@@ -550,7 +547,8 @@ impl Config {
         }
     }
 
-    fn get_mount(&self, name: &str) -> Json {
+    /// The value of mount key `name` as JSON (`null` for no such key).
+    pub fn get_mount(&self, name: &str) -> Json {
         match name {
             "ttl_ms" => json!(self.ttl_ms),
             "cache_mb" => self.cache_mb.show(),

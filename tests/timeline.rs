@@ -84,16 +84,9 @@ fn view_at(paths: &RootPaths, sid: &str, cfg: &NoaConfig, state: &State, n: usiz
         &view::runtime_path,
         &mut Default::default(),
     );
-    common_lines(&bytes.to_vec())
+    common::lines(&bytes.to_vec())
         .into_iter()
         .map(|mut v| v["message"].take())
-        .collect()
-}
-
-fn common_lines(b: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(b)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json line"))
         .collect()
 }
 
@@ -186,7 +179,7 @@ fn the_view_at_the_end_is_the_sessions_view() {
             &view::runtime_path,
             &mut Default::default(),
         );
-        let want: Vec<Value> = common_lines(&today.to_vec())
+        let want: Vec<Value> = common::lines(&today.to_vec())
             .into_iter()
             .map(|mut v| v["message"].take())
             .collect();
@@ -214,7 +207,7 @@ fn view_at_from_the_command_line() {
     };
     let o = run(&n);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let got: Vec<Value> = common_lines(&o.stdout)
+    let got: Vec<Value> = common::lines(&o.stdout)
         .into_iter()
         .map(|mut v| v["message"].take())
         .filter(|m| !is_nudge(m))

@@ -16,15 +16,7 @@ const SID: &str = "s2-tier1";
 
 /// The corpus mounted, or `None` (said) where no mount can be made; under CI that fails.
 fn example() -> Option<Mounted> {
-    if Path::new("/dev/fuse").exists() {
-        return Some(Mounted::example());
-    }
-    assert!(
-        !common::mount_required(),
-        "/dev/fuse is absent under CI, where a mount must be possible"
-    );
-    eprintln!("skipped: /dev/fuse is absent, no mount can be made");
-    None
+    common::fuse_available().then(Mounted::example)
 }
 
 fn q(p: &Path) -> String {

@@ -120,6 +120,14 @@ pub fn user_file() -> Option<PathBuf> {
     Some(base.join("normafs").join("config.toml"))
 }
 
+/// The user's settings file as messages name it.
+pub fn user_file_shown() -> String {
+    user_file().map_or_else(
+        || "~/.config/normafs/config.toml".to_string(),
+        |p| p.display().to_string(),
+    )
+}
+
 /// The settings files read when present, lowest first: the user's, then the root's.
 pub fn default_files(root: Option<&Path>) -> Vec<PathBuf> {
     user_file()

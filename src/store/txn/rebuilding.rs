@@ -15,15 +15,8 @@ pub fn rebuild(
     let t = command_transcript(paths, sid)?;
     let root = paths.archive_root(sid);
     let root_str = absolute(&root);
-    let jpath = paths.journal_path(sid);
-    let jr = journal::read(&jpath).map_err(|e| io_err("cannot read", &jpath, e))?;
     let p = Projection::new(session::messages(&t));
-    let uuids = session::message_uuids(&t);
-    let batches: Vec<JournalBatch> = jr
-        .entries
-        .iter()
-        .map(|(_, e)| journal_batch(e, &p, &uuids, &t))
-        .collect();
+    let batches = journal_batches(paths, sid, &p, &t)?;
     let created = now.to_rfc3339_opts(SecondsFormat::Secs, true);
     let place = Placement {
         root: &root_str,
@@ -163,15 +156,8 @@ pub fn states_at(
             all.len()
         )));
     }
-    let full = Projection::new(all.clone());
-    let uuids = session::message_uuids(&t);
-    let jpath = paths.journal_path(sid);
-    let jr = journal::read(&jpath).map_err(|e| io_err("cannot read", &jpath, e))?;
-    let batches: Vec<JournalBatch> = jr
-        .entries
-        .iter()
-        .map(|(_, e)| journal_batch(e, &full, &uuids, &t))
-        .collect();
+    let full = Projection::new(all);
+    let batches = journal_batches(paths, sid, &full, &t)?;
     let recorded = crate::format::state::load_state(&paths.state_path(sid), sid);
     let root = recorded
         .state
@@ -210,4 +196,22 @@ pub fn states_at(
         }
     }
     Ok(states)
+}
+
+/// The journal's committed batches of session `sid`, each placed in `p` (the projection of
+/// transcript `t`'s messages).
+fn journal_batches(
+    paths: &RootPaths,
+    sid: &str,
+    p: &Projection<'_>,
+    t: &Transcript,
+) -> Result<Vec<JournalBatch>, TxnError> {
+    let jpath = paths.journal_path(sid);
+    let jr = journal::read(&jpath).map_err(|e| io_err("cannot read", &jpath, e))?;
+    let uuids = session::message_uuids(t);
+    Ok(jr
+        .entries
+        .iter()
+        .map(|(_, e)| journal_batch(e, p, &uuids, t))
+        .collect())
 }
