@@ -6,7 +6,9 @@
 //! the next ctl command), `transcript.unreadable` / `state.unreadable`-style I/O failures are
 //! reported under the nearest catalogue code with the OS message.
 
+mod bounds;
 mod root;
+pub use bounds::*;
 pub use root::*;
 
 use std::collections::{HashMap, HashSet};
@@ -103,7 +105,7 @@ pub enum PathStyle {
 }
 
 impl PathStyle {
-    fn transcript(self, sid: &str) -> String {
+    pub fn transcript(self, sid: &str) -> String {
         match self {
             PathStyle::Root => format!("transcripts/{sid}.jsonl"),
             PathStyle::Mount => format!("sessions/{sid}/transcript.jsonl"),
@@ -128,6 +130,10 @@ impl PathStyle {
 #[derive(Debug, Clone, Default)]
 pub struct Audit {
     pub findings: Vec<Finding>,
+    /// Each replayed session's peak (boundedness, `normafs audit` only).
+    pub peaks: Vec<crate::timeline::Peak>,
+    /// Replayed sessions without a request.
+    pub quiet: Vec<String>,
 }
 
 impl Audit {
@@ -158,6 +164,8 @@ impl Audit {
                 b.message.as_str(),
             ))
         });
+        self.peaks.sort_by(|a, b| a.session.cmp(&b.session));
+        self.quiet.sort();
     }
 
     /// (errors, warnings, info)
@@ -177,6 +185,13 @@ impl Audit {
             s.push_str(&f.to_line());
             s.push('\n');
         }
+        for p in &self.peaks {
+            s.push_str(&peak_line(p));
+            s.push('\n');
+        }
+        for sid in &self.quiet {
+            s.push_str(&format!("peak {sid}: no request\n"));
+        }
         let (e, w, i) = self.counts();
         s.push_str(&format!("summary: {e} errors, {w} warnings, {i} info\n"));
         s
@@ -194,6 +209,18 @@ impl Audit {
                 "message": f.message,
             })).collect::<Vec<_>>(),
             "summary": {"errors": e, "warnings": w, "info": i},
+            "peaks": self.peaks.iter().map(|p| json!({
+                "session": p.session,
+                "fraction": (p.fraction * 10_000.0).round() / 10_000.0,
+                "tokens": p.tokens,
+                "window": p.window,
+                "request": p.request,
+                "messages": p.message,
+                "band": p.band.as_str(),
+                "overTruncate": p.over_truncate,
+                "overWindow": p.over_window,
+            })).chain(self.quiet.iter().map(|sid| json!({"session": sid, "request": null})))
+            .collect::<Vec<_>>(),
         })
     }
 }

@@ -113,6 +113,21 @@ enum Cmd {
         #[command(flatten)]
         settings: ConfigArgs,
     },
+    /// Print a session's timeline.jsonl (or timeline.svg): every request's history and view
+    /// tokens against the window, truncation, the nudge shown, the Compress calls answered
+    Timeline {
+        /// The session root
+        root: PathBuf,
+        /// The session id (without it and with --svg: every session's peak, one bar each)
+        sid: Option<String>,
+        /// Print the picture (SVG) instead of the JSON lines
+        #[arg(long)]
+        svg: bool,
+        #[command(flatten)]
+        dirs: RootArgs,
+        #[command(flatten)]
+        settings: ConfigArgs,
+    },
     /// Print the settings each session gets, and where each value came from
     Config {
         /// The session root
@@ -134,6 +149,10 @@ enum Cmd {
         /// Print JSON instead of audit.txt lines
         #[arg(long)]
         json: bool,
+        /// Leave out boundedness (view.over-window, view.over-truncate, nudge.ignored and each
+        /// session's peak), which replays every session: what the mount's audit.txt shows
+        #[arg(long)]
+        no_bounds: bool,
         #[command(flatten)]
         dirs: RootArgs,
         #[command(flatten)]
@@ -812,10 +831,50 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             }
             Ok(0)
         }
+        Cmd::Timeline {
+            root,
+            sid,
+            svg,
+            dirs,
+            settings,
+        } => {
+            let (paths, cfg) = open_root(&root, &dirs, &settings, sid.as_deref())?;
+            let now = chrono::Utc::now();
+            let out = match &sid {
+                Some(sid) => {
+                    check_session(&paths, sid)?;
+                    let tl = crate::timeline::build(&paths, sid, &cfg.for_session(sid), now)
+                        .map_err(|e| CliError::new(format!("{sid}: {e}")))?;
+                    if svg {
+                        tl.svg().into_bytes()
+                    } else {
+                        tl.to_jsonl()
+                    }
+                }
+                None if svg => {
+                    let d = root::discover(&paths)
+                        .map_err(|e| CliError::new(format!("cannot list the root: {e}")))?;
+                    let mut a = audit::Audit::default();
+                    audit::audit_bounds_of(&mut a, &paths, &d.sessions, &cfg, PathStyle::Root);
+                    crate::timeline::root_svg(
+                        &crate::timeline::peaks_by_session(&d.sessions, &a.peaks),
+                        cfg.noa.pressure_ratio,
+                        cfg.noa.truncate_ratio,
+                    )
+                    .into_bytes()
+                }
+                None => return Err(CliError::new(
+                    "name a session (timeline ROOT SID), or give --svg for every session's peak",
+                )),
+            };
+            write_stdout(&out)?;
+            Ok(0)
+        }
         Cmd::Audit {
             root,
             sid,
             json,
+            no_bounds,
             dirs,
             settings,
         } => {
@@ -831,11 +890,26 @@ fn run(cli: Cli) -> Result<i32, CliError> {
                     let s = crate::store::session::load(&paths, sid);
                     let noa = cfg.for_session(sid);
                     audit::audit_session_in(&mut a, &s, &noa, PathStyle::Root, &paths);
+                    if !no_bounds {
+                        let one = [sid.clone()];
+                        audit::audit_bounds_of(&mut a, &paths, &one, &cfg, PathStyle::Root);
+                    }
                     a.sort();
                     a
                 }
                 None => {
-                    audit::audit_root(&paths, &d, &cfg, PathStyle::Root, &mut progress("audit"))
+                    let mut a = audit::audit_root(
+                        &paths,
+                        &d,
+                        &cfg,
+                        PathStyle::Root,
+                        &mut progress("audit"),
+                    );
+                    if !no_bounds {
+                        audit::audit_bounds_of(&mut a, &paths, &d.sessions, &cfg, PathStyle::Root);
+                        a.sort();
+                    }
+                    a
                 }
             };
             if json {

@@ -25,3 +25,4 @@ pub mod fuse;
 pub mod gen;
 pub mod noa;
 pub mod store;
+pub mod timeline;

@@ -365,6 +365,54 @@ pub fn assemble<'a>(
     Assembled { messages, tagged }
 }
 
+/// The tags [`assemble`] would show without a snapshot entry (its `tagged`), without
+/// building the messages: what a request records (the replay makes one per assistant
+/// message, so this is its hot path).
+pub fn fresh_tags(t: &Turn<'_, '_>, state: &State) -> Vec<(String, i64)> {
+    let snapshot = &state.token_snapshot;
+    let (mut uses, mut results) = (Vec::<bool>::new(), Vec::<bool>::new());
+    for &p in &t.items {
+        let c = t.core(p);
+        let set = match c.kind {
+            Kind::ToolCall => &mut uses,
+            Kind::ToolResult => &mut results,
+            _ => continue,
+        };
+        if c.pair != NO_PAIR {
+            let k = c.pair as usize;
+            if set.len() <= k {
+                set.resize(k + 1, false);
+            }
+            set[k] = true;
+        }
+    }
+    let has = |set: &[bool], pair: u32| set.get(pair as usize).copied().unwrap_or(false);
+    let mut out = Vec::new();
+    for &p in &t.items {
+        let c = t.core(p);
+        if !matches!(c.origin, Origin::Block { .. }) {
+            continue;
+        }
+        // A result no call in the view asked for is dropped with its tag; a user message is
+        // never dropped as empty.
+        let shown = match c.kind {
+            Kind::ToolResult => has(&uses, c.pair),
+            Kind::ToolCall => c.role == Role::User && has(&results, c.pair),
+            _ => c.role == Role::User,
+        };
+        let slot = t.slot(p);
+        if !shown || !slot.is_ref() {
+            continue;
+        }
+        let Some(name) = slot.name() else { continue };
+        if !snapshot.is_empty() && snapshot.contains_key(name.as_ref()) {
+            continue;
+        }
+        out.push((name.into_owned(), t.tokens(p) as i64));
+    }
+    out
+}
+
 /// A message's identity for reuse between views: equal keys, equal lines (a transcript
 /// message is its index, the blocks kept with their refs, edits and tags; a message noa
 /// writes is its text).

@@ -352,6 +352,12 @@ impl<'p, 'a> Turn<'p, 'a> {
     /// tags showed for the first time).
     pub fn ledger(&self, state: &State, tagged: &[(String, i64)]) -> State {
         let mut out = state.clone();
+        self.record(&mut out, tagged);
+        out
+    }
+
+    /// [`Turn::ledger`] in place: `state` becomes the state after this turn.
+    pub fn record(&self, out: &mut State, tagged: &[(String, i64)]) {
         for &i in &self.new_refs {
             let id = &self.proj[i as usize].id;
             match &self.slots[i as usize] {
@@ -378,13 +384,34 @@ impl<'p, 'a> Turn<'p, 'a> {
             }
         }
         if !out.token_snapshot.is_empty() {
-            let live: HashSet<Cow<'_, str>> = self.slots.iter().filter_map(Slot::name).collect();
-            out.token_snapshot.retain(|r, _| live.contains(r.as_str()));
+            // The refs still projected: canonical ones by number (no name is made for each
+            // slot), any other by name.
+            let mut numbered: Vec<bool> = Vec::new();
+            let mut named: HashSet<&str> = HashSet::new();
+            for s in &self.slots {
+                match s {
+                    Slot::Num(n) => {
+                        let n = *n as usize;
+                        if numbered.len() <= n {
+                            numbered.resize(n + 1, false);
+                        }
+                        numbered[n] = true;
+                    }
+                    Slot::Other(name) => {
+                        named.insert(name.as_str());
+                    }
+                    Slot::None | Slot::Blocked => {}
+                }
+            }
+            out.token_snapshot.retain(|r, _| {
+                named.contains(r.as_str())
+                    || matches!(refs::slot_of(r),
+                        Slot::Num(n) if numbered.get(n as usize) == Some(&true))
+            });
         }
         for (r, n) in tagged {
             out.token_snapshot.entry(r.clone()).or_insert(*n);
         }
-        out
     }
 }
 

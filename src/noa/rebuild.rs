@@ -32,6 +32,62 @@ pub struct Rebuilt {
     pub skipped: Vec<String>,
 }
 
+/// What the replay saw at one request: the view the runtime built before an assistant
+/// message (issue 26's timeline).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// Messages before the request: the assistant message at this index answered it.
+    pub at: usize,
+    /// Tokens of the content messages before it, as written (nothing compressed or cut).
+    pub history: u64,
+    /// The view's tokens as the runtime counted them for its decisions (after Compress-call
+    /// hiding, before truncation).
+    pub counted: u64,
+    /// The view's tokens as sent: after truncation, the nudge included.
+    pub sent: u64,
+    /// Tool results cut by the truncation, and the tokens it took.
+    pub cut: usize,
+    pub cut_tokens: u64,
+    /// Live blocks (summaries in the view).
+    pub live_blocks: usize,
+    /// The nudge, when one was shown.
+    pub nudge: Option<Shown>,
+}
+
+/// A nudge as shown at a request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shown {
+    pub kind: super::nudge::NudgeKind,
+    pub tier: u32,
+    /// The blocks a tier-2/3 nudge asks to consolidate.
+    pub targets: Vec<String>,
+}
+
+/// What one replayed Compress call or ctl batch made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Made {
+    pub call: String,
+    /// Messages before it: the request it answered is the one at this place or earlier.
+    pub at: usize,
+    /// The blocks made, with their tiers.
+    pub blocks: Vec<(String, i64)>,
+    /// The tokens the blocks took out of the view, as the runtime counts them.
+    pub tokens: i64,
+    /// Made by a ctl batch (normafs's journal), not by the model.
+    pub journal: bool,
+}
+
+/// A session's history replayed up to a place: the states at the points asked for, and
+/// every request before it.
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    pub states: Vec<State>,
+    pub requests: Vec<Request>,
+    pub made: Vec<Made>,
+    /// Calls that made no block then or that no longer apply, with why.
+    pub skipped: Vec<String>,
+}
+
 enum Event<'j> {
     Call {
         index: usize,
@@ -69,6 +125,19 @@ pub fn states_at(
     path: ArchivePath<'_>,
     points: &[usize],
 ) -> Vec<State> {
+    history(p, cfg, session, place, journal, path, points).states
+}
+
+/// [`states_at`], with what each request and each replayed call saw and made on the way.
+pub fn history(
+    p: &Projection<'_>,
+    cfg: &NoaConfig,
+    session: &str,
+    place: &Placement<'_>,
+    journal: &[JournalBatch],
+    path: ArchivePath<'_>,
+    points: &[usize],
+) -> History {
     replay(p, cfg, session, place, journal, path, Some(points)).1
 }
 
@@ -83,7 +152,7 @@ fn cores_before(p: &Projection<'_>, m: usize) -> usize {
         .unwrap_or(p.cores.len())
 }
 
-/// The replay, and the states at `points` when given.
+/// The replay, and the history at `points` when given.
 fn replay(
     p: &Projection<'_>,
     cfg: &NoaConfig,
@@ -92,7 +161,7 @@ fn replay(
     journal: &[JournalBatch],
     path: ArchivePath<'_>,
     points: Option<&[usize]>,
-) -> (Rebuilt, Vec<State>) {
+) -> (Rebuilt, History) {
     let last = points.map(|ps| ps.iter().copied().max().unwrap_or(0));
     let end = last.map_or(p.cores.len(), |n| cores_before(p, n));
     let cores = &p.cores[..end];
@@ -104,6 +173,11 @@ fn replay(
             succeeded.insert(c.call, compress::panel_block_count(&c.text) > 0);
         }
     }
+    // The message each core comes from (for where a call was made).
+    let msg_of = |i: usize| match cores[i].origin {
+        super::content::Origin::Block { msg, .. } => msg as usize,
+        _ => 0,
+    };
     // By place in the cores, then calls before the journal's batches before requests and
     // captures; those by message, a capture before the request at its own message.
     let mut events: Vec<((usize, u8, usize, u8), Event<'_>)> = Vec::new();
@@ -129,7 +203,17 @@ fn replay(
         }
     }
     events.sort_by_key(|(key, _)| *key);
-    let mut captured = vec![State::initial(session); points.map_or(0, <[usize]>::len)];
+    // Tokens of the first k cores as written.
+    let mut history_tokens = Vec::with_capacity(cores.len() + 1);
+    history_tokens.push(0u64);
+    for c in cores {
+        let last = history_tokens.last().copied().unwrap_or(0);
+        history_tokens.push(last + c.tokens());
+    }
+    let mut seen = History {
+        states: vec![State::initial(session); points.map_or(0, <[usize]>::len)],
+        ..History::default()
+    };
 
     let mut out = Rebuilt {
         state: State::initial(session),
@@ -137,7 +221,7 @@ fn replay(
         replayed: 0,
         skipped: Vec::new(),
     };
-    for ((at, ..), ev) in events {
+    for ((at, _, msg, _), ev) in events {
         let prefix = &cores[..at];
         let (journal_batch, call, applied) = match ev {
             Event::Call { index } => {
@@ -156,20 +240,18 @@ fn replay(
                 let t = pipeline::run(prefix, &out.state, cfg, Count::Given(0), path);
                 let ledger = t.ledger(&out.state, &[]);
                 let applied = compress::apply(&t, &ledger, &parsed.ranges, cfg, c.call, place);
-                (false, c.call.to_string(), applied)
+                (false, (c.call.to_string(), msg_of(index)), applied)
             }
             Event::Capture(k) => {
-                captured[k] = out.state.clone();
+                seen.states[k] = out.state.clone();
                 continue;
             }
             Event::Request => {
-                let sub = Projection {
-                    msgs: p.msgs.clone(),
-                    cores: prefix.to_vec(),
-                };
-                let t = super::session::turn(&sub, &out.state, cfg, path);
-                let shown = super::assemble::assemble(&t, &sub.msgs, &out.state, true);
-                out.state = t.ledger(&out.state, &shown.tagged);
+                let mut t = pipeline::run(prefix, &out.state, cfg, Count::Measured, path);
+                t.inject_nudge();
+                let tagged = super::assemble::fresh_tags(&t, &out.state);
+                t.record(&mut out.state, &tagged);
+                seen.requests.push(observe(&t, msg, history_tokens[at]));
                 continue;
             }
             Event::Journal(b) => {
@@ -180,9 +262,11 @@ fn replay(
                 };
                 let applied =
                     ctl_apply(&sub, &out.state, cfg, &parsed.ranges, &b.call, place, path);
-                (true, b.call.clone(), applied)
+                let at = if at == 0 { 0 } else { msg_of(at - 1) + 1 };
+                (true, (b.call.clone(), at), applied)
             }
         };
+        let (call, made_at) = call;
         if !applied.errors.is_empty() || applied.created.is_empty() {
             let why = if applied.errors.is_empty() {
                 "made no block".to_string()
@@ -198,6 +282,19 @@ fn replay(
                 .push(format!("{call}: part of the batch no longer applies"));
             continue;
         }
+        if points.is_some() {
+            seen.made.push(Made {
+                call: call.clone(),
+                at: made_at,
+                blocks: applied
+                    .created
+                    .iter()
+                    .map(|b| (b.block_id.clone(), b.tier))
+                    .collect(),
+                tokens: applied.tokens_compressed,
+                journal: journal_batch,
+            });
+        }
         out.archives.extend(applied.archives);
         out.state = applied.state;
         out.replayed += 1;
@@ -210,7 +307,37 @@ fn replay(
         .map(|b| b.block_id.as_str())
         .collect();
     out.archives.retain(|a| ids.contains(a.block_id.as_str()));
-    (out, captured)
+    seen.skipped.clone_from(&out.skipped);
+    (out, seen)
+}
+
+/// What a request's turn shows.
+fn observe(t: &pipeline::Turn<'_, '_>, at: usize, history: u64) -> Request {
+    let mut cut_tokens = 0;
+    let mut sent = 0;
+    for &q in &t.items {
+        let n = t.tokens(q);
+        sent += n;
+        if t.is_truncated(q) {
+            cut_tokens += t.core(q).tokens().saturating_sub(n);
+        }
+    }
+    Request {
+        at,
+        history,
+        counted: t.count,
+        sent,
+        cut: t.truncated,
+        cut_tokens,
+        live_blocks: t.active.iter().filter(|&&a| a).count(),
+        nudge: t.injected().and_then(|d| {
+            Some(Shown {
+                kind: d.kind?,
+                tier: d.tier,
+                targets: d.targets.iter().map(|b| b.block_id.clone()).collect(),
+            })
+        }),
+    }
 }
 
 /// A ctl batch as ctl runs it: against the view a resumed runtime sends (nudge included),

@@ -19,18 +19,21 @@ pub fn format_ref(n: u32) -> String {
 
 /// A ref, leniently: trimmed, lowercased, `m0*` + 1-5 digits, within 1..=99999.
 pub fn parse_ref(s: &str) -> Option<u32> {
-    let s = s.trim().to_ascii_lowercase();
-    let digits = s.strip_prefix('m')?;
-    let digits = digits.trim_start_matches('0');
-    let digits = if digits.is_empty() && s.len() > 1 {
-        "0"
-    } else {
-        digits
-    };
-    if digits.is_empty() || digits.len() > 5 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+    // Read for every recorded ref at every view: no copy is made.
+    let s = s.trim();
+    let digits = s.strip_prefix(['m', 'M'])?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let n: u32 = digits.parse().ok()?;
+    let significant = digits.trim_start_matches('0');
+    if significant.len() > 5 {
+        return None;
+    }
+    let n: u32 = if significant.is_empty() {
+        0
+    } else {
+        significant.parse().ok()?
+    };
     (1..=MAX_REF).contains(&n).then_some(n)
 }
 

@@ -148,6 +148,19 @@ pub fn states_at(
     points: &[usize],
     now: DateTime<Utc>,
 ) -> Result<Vec<State>, TxnError> {
+    Ok(history(paths, sid, cfg, points, now)?.0.states)
+}
+
+/// Session `sid`'s history replayed up to the largest of `points` (see [`state_at`]): the
+/// states there, and what every request before it showed and every replayed call made;
+/// with the transcript it was read from.
+pub fn history(
+    paths: &RootPaths,
+    sid: &str,
+    cfg: &NoaConfig,
+    points: &[usize],
+    now: DateTime<Utc>,
+) -> Result<(rebuild::History, Transcript), TxnError> {
     let t = command_transcript(paths, sid)?;
     let all = session::messages(&t);
     if let Some(&n) = points.iter().find(|&&n| n > all.len()) {
@@ -179,10 +192,10 @@ pub fn states_at(
         now: now.timestamp(),
     };
     let path = &noa_session::runtime_path;
-    let mut states = rebuild::states_at(&full, cfg, sid, &place, &batches, path, points);
+    let mut h = rebuild::history(&full, cfg, sid, &place, &batches, path, points);
     // A block the session's state holds (made by the same call) is where that state says:
     // a fork's inherited blocks live in its parent's archives.
-    for state in &mut states {
+    for state in &mut h.states {
         for b in state.blocks.iter_mut().flatten() {
             if let Some(r) = recorded
                 .state
@@ -195,7 +208,8 @@ pub fn states_at(
             }
         }
     }
-    Ok(states)
+    drop(full);
+    Ok((h, t))
 }
 
 /// The journal's committed batches of session `sid`, each placed in `p` (the projection of
