@@ -5,9 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Tools the mount tests drive (installed only when missing; needs root or sudo): jq, python3,
-# and fuse3 (fusermount3, mount.fuse3) for the ordinary-user, daemon and fstab tests.
+# fuse3 (fusermount3, mount.fuse3) for the ordinary-user, daemon and fstab tests, and
+# rsvg-convert (librsvg2-bin), the SVG renderer the timeline tests draw timeline.svg with.
 need=()
-for t in jq:jq python3:python3 fusermount3:fuse3; do
+for t in jq:jq python3:python3 fusermount3:fuse3 rsvg-convert:librsvg2-bin; do
   command -v "${t%%:*}" >/dev/null 2>&1 || need+=("${t#*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then

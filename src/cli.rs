@@ -797,22 +797,30 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             let (paths, cfg) = open_root(&root, &dirs, &settings, Some(&sid))?;
             check_session(&paths, &sid)?;
             let noa = cfg.for_session(&sid);
+            if let Some(n) = at {
+                use crate::timeline::Form;
+                let places = crate::noa::render::Places::Relative;
+                let form = if materialized {
+                    Form::Materialized
+                } else if md {
+                    Form::Markdown(&places)
+                } else {
+                    Form::View
+                };
+                let path = &crate::noa::session::runtime_path;
+                let now = chrono::Utc::now();
+                let b = crate::timeline::view_at(&paths, &sid, &noa, n, now, path, form)
+                    .map_err(|e| CliError::new(e.to_string()))?;
+                write_pieces(&b)?;
+                return Ok(0);
+            }
             let s = session::load(&paths, &sid);
             if let Some(e) = &s.state.error {
                 eprintln!("normafs: warning: {e}; showing the view without compression state");
             }
             use crate::noa::{assemble, render, session as view};
-            let mut msgs = s.messages();
-            let own = match at {
-                Some(n) => {
-                    let st = crate::store::txn::state_at(&paths, &sid, &noa, n, chrono::Utc::now())
-                        .map_err(|e| CliError::new(e.to_string()))?;
-                    msgs.truncate(n);
-                    st
-                }
-                None => s.state.state.clone(),
-            };
-            let (state, _) = session::opened_state(&paths, &sid, &own, &noa);
+            let msgs = s.messages();
+            let (state, _) = session::opened_state(&paths, &sid, &s.state.state, &noa);
             let p = view::Projection::new(msgs);
             let path = &view::runtime_path;
             if materialized {

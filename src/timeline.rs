@@ -188,6 +188,53 @@ pub fn build(
     })
 }
 
+/// What [`view_at`] prints.
+pub enum Form<'p> {
+    /// `view.jsonl`.
+    View,
+    /// `materialized.jsonl`.
+    Materialized,
+    /// `view.md`, naming places as `places` says.
+    Markdown(&'p crate::noa::render::Places<'p>),
+}
+
+/// The view of the request after the first `n` messages of session `sid` (`at/<n>/`,
+/// `normafs view --at N`): over the state the replay had there (opened as the runtime opens
+/// it: a fork without blocks of its own inherits), summaries naming archives by `path`.
+pub fn view_at(
+    paths: &RootPaths,
+    sid: &str,
+    cfg: &NoaConfig,
+    n: usize,
+    now: DateTime<Utc>,
+    path: crate::noa::session::ArchivePath<'_>,
+    form: Form<'_>,
+) -> Result<crate::bytes::Bytes, TxnError> {
+    use crate::noa::{assemble, render, session as view};
+    let own = txn::state_at(paths, sid, cfg, n, now)?;
+    let (t, err) = session::load_transcript(&paths.transcript_path(sid), sid);
+    if let Some(e) = err {
+        return Err(TxnError::Io(format!("cannot read the transcript: {e}")));
+    }
+    let mut msgs = session::messages(&t);
+    msgs.truncate(n);
+    let (state, _) = session::opened_state(paths, sid, &own, cfg);
+    let p = view::Projection::new(msgs);
+    Ok(match form {
+        Form::View => view::view_bytes(&p, &state, cfg, path, &mut Default::default()),
+        Form::Materialized => {
+            view::materialized_bytes(&p, &state, cfg, path, &mut Default::default())
+        }
+        Form::Markdown(places) => {
+            let turn = view::turn(&p, &state, cfg, path);
+            let msgs = assemble::assemble(&turn, &p.msgs, &state, true);
+            crate::bytes::Bytes::from(
+                render::markdown(&msgs, &turn, &state, cfg, sid, places).into_bytes(),
+            )
+        }
+    })
+}
+
 /// `n` over `d`, 0 without a window.
 fn share(n: u64, d: u64) -> f64 {
     if d == 0 {

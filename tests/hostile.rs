@@ -1432,12 +1432,13 @@ fn session_names_that_cannot_be_sessions() {
     assert_finding(&out, "root.bad-name", "transcripts/\\xff\\xfe.jsonl");
     assert_finding(&out, "root.bad-name", "transcripts/.hidden.jsonl");
     assert_finding(&out, "root.bad-name", "noa/new\\nline");
-    // Every finding is one line.
+    // Every finding is one line (and each session's peak).
     for l in out.lines() {
         assert!(
             l.starts_with("error ")
                 || l.starts_with("warn ")
                 || l.starts_with("info ")
+                || l.starts_with("peak ")
                 || l.starts_with("summary: "),
             "{l:?}"
         );

@@ -11,6 +11,9 @@ use normafs::format::state::State;
 use normafs::store::root::RootPaths;
 use serde_json::Value;
 
+/// The sessions of the timeline oracle.
+const SESSIONS: [&str; 3] = ["t1-w9000", "t2-w16000", "t3-w40000"];
+
 fn data() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/norma/timeline")
 }
@@ -94,7 +97,7 @@ fn view_at(paths: &RootPaths, sid: &str, cfg: &NoaConfig, state: &State, n: usiz
 fn the_view_at_every_request_is_the_one_the_runtime_sent() {
     let paths = RootPaths::from_root(&data().join("root"));
     let mut report = Vec::new();
-    for sid in ["t1-w9000", "t2-w16000", "t3-w40000"] {
+    for sid in SESSIONS {
         let cfg = config(sid);
         let requests = trace(sid);
         let points: Vec<usize> = requests
@@ -225,4 +228,333 @@ fn view_at_from_the_command_line() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("messages, not 100000"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+/// The timeline of a session of the timeline oracle, with its settings.
+fn timeline_of(sid: &str) -> normafs::timeline::Timeline {
+    let paths = RootPaths::from_root(&data().join("root"));
+    normafs::timeline::build(&paths, sid, &config(sid), chrono::Utc::now()).expect("timeline")
+}
+
+/// Whether a provider message list holds a cut tool result.
+fn has_cut(view: &Value) -> bool {
+    view.to_string()
+        .contains(normafs::noa::pipeline::TRUNCATION_MARKER)
+}
+
+/// The timeline agrees with the views the runtime sent: at each of its requests the
+/// timeline has a point, which cut tool results exactly when the runtime's view holds a cut
+/// one and showed a nudge exactly when the runtime's did; and the audit's boundedness
+/// findings are the timeline's runs, one finding each.
+#[test]
+fn the_timeline_agrees_with_the_views_the_runtime_sent() {
+    let mut over_window = 0;
+    let mut cut = 0;
+    for sid in SESSIONS {
+        let tl = timeline_of(sid);
+        let requests = trace(sid);
+        for r in &requests {
+            let n = r["messages"].as_u64().expect("messages") as usize;
+            let p = tl
+                .points
+                .iter()
+                .find(|p| p.request.at == n)
+                .unwrap_or_else(|| panic!("{sid}: no point at {n}"));
+            assert_eq!(p.request.cut > 0, has_cut(&r["view"]), "{sid} at {n}");
+            assert_eq!(
+                p.request.nudge.is_some(),
+                r["nudge"] == true,
+                "{sid} at {n}"
+            );
+            if p.request.cut > 0 {
+                assert!(
+                    tl.over_truncate(&p.request),
+                    "{sid} at {n}: cut below the threshold"
+                );
+                cut += 1;
+            }
+        }
+        // Every assistant message answered a request.
+        let assistant = requests.len();
+        assert!(tl.points.len() >= assistant, "{sid}");
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_normafs"))
+            .arg("audit")
+            .arg(data().join("root"))
+            .arg(sid)
+            .args(["--window", &config(sid).window.to_string()])
+            .output()
+            .expect("run normafs audit");
+        let text = String::from_utf8_lossy(&o.stdout);
+        let count = |code: &str| text.lines().filter(|l| l.contains(code)).count();
+        let windows = tl.runs(|r| tl.over_window(r)).len();
+        assert_eq!(count(" view.over-window "), windows, "{sid}:\n{text}");
+        assert_eq!(
+            count(" view.over-truncate "),
+            tl.runs(|r| tl.over_truncate(r)).len(),
+            "{sid}:\n{text}"
+        );
+        let ignored = tl
+            .ignored_nudges()
+            .iter()
+            .filter(|r| r.2 >= normafs::audit::IGNORED_RUN)
+            .count();
+        assert_eq!(count(" nudge.ignored "), ignored, "{sid}:\n{text}");
+        let peak = tl.peak().expect("a peak");
+        let line = format!("peak {sid}: {:.1}%", peak.fraction * 100.0);
+        assert!(text.contains(&line), "{line} in\n{text}");
+        over_window += windows;
+        // Without bounds, none of it.
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_normafs"))
+            .arg("audit")
+            .arg(data().join("root"))
+            .args([sid, "--no-bounds"])
+            .output()
+            .expect("run normafs audit");
+        let quiet = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            !quiet.contains("peak ") && !quiet.contains("view.over-"),
+            "{quiet}"
+        );
+    }
+    // The oracle's sessions go past their windows and are cut: the checks above saw both.
+    assert!(over_window > 0 && cut > 0, "{over_window} {cut}");
+}
+
+/// Right after each recorded Compress call's result, the blocks of the state at that point
+/// are the ones the rebuild replay of the history up to there makes.
+#[test]
+fn after_each_compress_result_the_blocks_are_the_rebuilds() {
+    use normafs::noa::compress::Placement;
+    use normafs::noa::session as view;
+    let roots: Vec<(PathBuf, Vec<(String, NoaConfig)>)> = vec![
+        (
+            common::norma_data().join("corpus"),
+            common::CORPUS_SESSIONS
+                .iter()
+                .map(|s| (s.to_string(), common::corpus_noa(s)))
+                .collect(),
+        ),
+        (
+            data().join("root"),
+            SESSIONS
+                .iter()
+                .map(|s| (s.to_string(), config(s)))
+                .collect(),
+        ),
+    ];
+    let mut checked = 0;
+    for (root, sessions) in roots {
+        let paths = RootPaths::from_root(&root);
+        for (sid, cfg) in sessions {
+            let s = normafs::store::session::load(&paths, &sid);
+            let msgs = s.messages();
+            // Positions right after a message holding a Compress result.
+            let points: Vec<usize> = msgs
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| {
+                    m.content.iter().any(|c| match c {
+                        normafs::format::transcript::Content::ToolResult(r) => {
+                            msgs.iter().flat_map(|m| m.content.iter()).any(|u| {
+                                matches!(u, normafs::format::transcript::Content::ToolUse(u)
+                                if u.id == r.tool_use_id && u.name == "Compress")
+                            })
+                        }
+                        _ => false,
+                    })
+                })
+                .map(|(i, _)| i + 1)
+                .collect();
+            let now = chrono::Utc::now();
+            let states =
+                normafs::store::txn::states_at(&paths, &sid, &cfg, &points, now).expect("states");
+            for (&n, state) in points.iter().zip(&states) {
+                let p = view::Projection::new(msgs[..n].to_vec());
+                let place = Placement {
+                    root: "/archives",
+                    session: &sid,
+                    created: "2026-01-01T00:00:00Z",
+                    now: 0,
+                };
+                let rebuilt = normafs::noa::rebuild::rebuild(
+                    &p,
+                    &cfg,
+                    &sid,
+                    &place,
+                    &[],
+                    &view::runtime_path,
+                );
+                let key = |st: &State| -> Vec<(String, i64, String, String, Vec<String>)> {
+                    st.blocks()
+                        .iter()
+                        .map(|b| {
+                            (
+                                b.block_id.clone(),
+                                b.tier,
+                                b.start_ref.clone(),
+                                b.end_ref.clone(),
+                                b.effective_message_ids.clone(),
+                            )
+                        })
+                        .collect()
+                };
+                assert_eq!(key(state), key(&rebuilt.state), "{sid} after message {n}");
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 30, "{checked} points");
+}
+
+/// Draw an SVG with a real renderer (`rsvg-convert`, which scripts/test.sh installs): it
+/// must parse and give a non-empty picture. `false` (with a notice) where no renderer is
+/// installed and none must be.
+fn renders(svg: &[u8]) -> bool {
+    use std::io::Write as _;
+    let mut child = match std::process::Command::new("rsvg-convert")
+        .args(["--format", "png"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            assert!(
+                !common::mount_required(),
+                "rsvg-convert is not installed ({e}): scripts/test.sh installs librsvg2-bin"
+            );
+            eprintln!("notice: rsvg-convert is not installed: the SVG is not drawn");
+            return false;
+        }
+    };
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(svg)
+        .expect("write svg");
+    let o = child.wait_with_output().expect("rsvg-convert");
+    assert!(
+        o.status.success(),
+        "rsvg-convert: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.stdout.starts_with(b"\x89PNG") && o.stdout.len() > 1000);
+    true
+}
+
+#[test]
+fn timeline_svg_is_drawn_by_a_real_renderer() {
+    for sid in SESSIONS {
+        let tl = timeline_of(sid);
+        let svg = tl.svg();
+        assert!(svg.contains("<polyline"), "{sid}");
+        renders(svg.as_bytes());
+    }
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_normafs"))
+        .arg("timeline")
+        .arg(data().join("root"))
+        .arg("--svg")
+        .output()
+        .expect("run normafs timeline");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for sid in SESSIONS {
+        assert!(String::from_utf8_lossy(&o.stdout).contains(sid));
+    }
+    renders(&o.stdout);
+    // A session without a request yet, and a name XML must escape.
+    let empty = normafs::timeline::Timeline {
+        session: "a<b>&c".into(),
+        window: 1000,
+        floor_ratio: 0.45,
+        pressure_ratio: 0.75,
+        truncate_ratio: 0.95,
+        messages: 0,
+        points: Vec::new(),
+    };
+    renders(empty.svg().as_bytes());
+}
+
+/// The mount's history: `at/<len>/view.jsonl` and `at/latest/view.jsonl` are `view.jsonl`;
+/// `at/` lists the request points; `timeline.jsonl` is the CLI's; the links are not followed
+/// by `grep -r`; the files are read-only.
+#[test]
+fn the_mount_shows_each_sessions_history() {
+    if !common::fuse_available() {
+        return;
+    }
+    let m = common::Mounted::example();
+    for sid in common::CORPUS_SESSIONS {
+        let dir = m.at(&format!("sessions/{sid}"));
+        let view = std::fs::read(dir.join("view.jsonl")).expect("view.jsonl");
+        let s = normafs::store::session::load(&RootPaths::from_root(m.root()), sid);
+        let n = s.messages().len();
+        let at = std::fs::read(dir.join(format!("at/{n}/view.jsonl"))).expect("at/len");
+        assert!(at == view, "{sid}: at/{n}/view.jsonl is not view.jsonl");
+        let latest = std::fs::read(dir.join("at/latest/view.jsonl")).expect("at/latest");
+        assert!(latest == view, "{sid}");
+        assert_eq!(
+            std::fs::read_link(dir.join("at")).expect("link"),
+            Path::new(".history/at")
+        );
+        let mut listed: Vec<String> = std::fs::read_dir(dir.join("at"))
+            .expect("ls at")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        listed.sort();
+        let mut want: Vec<String> = s
+            .messages()
+            .iter()
+            .enumerate()
+            .filter(|(i, m)| *i > 0 && m.role == "assistant")
+            .map(|(i, _)| i.to_string())
+            .chain(["latest".to_string()])
+            .collect();
+        want.sort();
+        assert_eq!(listed, want, "{sid}");
+        // A point's view.md, and names that are no point.
+        let md =
+            std::fs::read_to_string(dir.join(format!("at/{}/view.md", want[0]))).expect("view.md");
+        assert!(md.starts_with(&format!("# View of {sid}")), "{md}");
+        for bad in [format!("{}", n + 1), "01".into(), "x".into()] {
+            let e = std::fs::metadata(dir.join("at").join(&bad)).expect_err(&bad);
+            assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "{bad}");
+        }
+        // timeline.jsonl: the CLI's, one line per request.
+        let mounted = std::fs::read(dir.join("timeline.jsonl")).expect("timeline.jsonl");
+        let cli = std::process::Command::new(env!("CARGO_BIN_EXE_normafs"))
+            .arg("timeline")
+            .arg(m.root())
+            .arg(sid)
+            .args(["-o", &format!("window={}", common::corpus_noa(sid).window)])
+            .output()
+            .expect("run normafs timeline");
+        assert!(cli.status.success());
+        assert_eq!(common::lines(&mounted), common::lines(&cli.stdout), "{sid}");
+        assert_eq!(common::lines(&mounted).len(), want.len() - 1, "{sid}");
+        renders(&std::fs::read(dir.join("timeline.svg")).expect("timeline.svg"));
+        let e = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join("timeline.jsonl"))
+            .expect_err("read-only");
+        assert_eq!(e.raw_os_error(), Some(libc::EACCES), "{e}");
+    }
+    renders(&std::fs::read(m.at("timeline.svg")).expect("the root's timeline.svg"));
+    // `grep -r` does not follow the links into .history/: nothing there is read (each
+    // file there replays its session).
+    let o = std::process::Command::new("grep")
+        .args(["-r", "-l", "-e", "\"role\"", "-e", "\"band\""])
+        .arg(m.mnt())
+        .output()
+        .expect("grep");
+    let r = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(r.contains("view.jsonl"), "{r}");
+    assert!(!r.contains("timeline") && !r.contains(".history"), "{r}");
+    let o = std::process::Command::new("find")
+        .arg(m.mnt())
+        .output()
+        .expect("find");
+    let found = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(!found.contains(".history/"), "{found}");
 }

@@ -160,6 +160,29 @@ impl NormaFs {
                 MEMORY_LINK.len() as u64,
                 self.started,
             ),
+            Node::HistoryLink(..)
+            | Node::HistoryDir(..)
+            | Node::AtDir(..)
+            | Node::AtPoint(..)
+            | Node::AtLatest(..) => {
+                let Some(sid) = node.session_of() else {
+                    // The root's.
+                    return Ok(Entry {
+                        attr: self.history_attr(node, ino),
+                        ttl,
+                        entry_ttl: ttl,
+                    });
+                };
+                if !self.session_exists(sid) {
+                    return Err(FsError::NotFound);
+                }
+                if let Node::AtPoint(_, n) = node {
+                    if *n > self.computed.message_count(sid)? {
+                        return Err(FsError::NotFound);
+                    }
+                }
+                self.history_attr(node, ino)
+            }
             Node::Ctl(sid) => {
                 if let Some(sid) = sid {
                     if !self.session_exists(sid) {
@@ -197,6 +220,18 @@ impl NormaFs {
             ttl,
             entry_ttl: ttl,
         })
+    }
+
+    /// The attributes of `.history/`'s directories and the links into it: made, as of the
+    /// mount's start (what they name is made on each read).
+    fn history_attr(&self, node: &Node, ino: u64) -> Attr {
+        let link = |target: &str| (FileKind::Symlink, 0o777, target.len() as u64);
+        let (kind, perm, size) = match node {
+            Node::HistoryLink(_, l) => link(l.target()),
+            Node::AtLatest(_) => link(super::node::AT_LATEST_TARGET),
+            _ => (FileKind::Dir, 0o555, 0),
+        };
+        self.made_attr(ino, kind, perm, size, self.started)
     }
 
     /// The entry of real node `node`, inode `ino` (`truncated`: see
@@ -240,7 +275,7 @@ impl NormaFs {
     /// [`NormaFs::computed_version`]).
     pub(super) fn computed_entry(&self, n: &Node, ino: u64, hold: bool) -> Result<Entry, FsError> {
         let zero = Duration::ZERO;
-        if let Node::Computed(sid, _) | Node::Raw(sid, _, _) = n {
+        if let Some(sid) = n.session_of() {
             if !self.session_exists(sid) {
                 return Err(FsError::NotFound);
             }

@@ -173,7 +173,7 @@ impl Generations {
     /// that concerns them changes it.
     fn of(&self, cfg: &Config, node: &Node) -> u64 {
         match node {
-            Node::Computed(sid, _) | Node::Raw(sid, _, _) => {
+            Node::Computed(sid, _) | Node::Raw(sid, _, _) | Node::History(Some(sid), _) => {
                 let parents = self.parents(cfg, sid);
                 let g = self.sessions.lock();
                 let at = |s: &str| g.get(s).copied().unwrap_or(0);
@@ -182,7 +182,7 @@ impl Generations {
                     .fold(at(sid), |sum, p| sum.wrapping_add(at(p)))
             }
             Node::MemoryIndex => self.memory.load(Ordering::Acquire),
-            Node::RootAudit => self.root.load(Ordering::Acquire),
+            Node::RootAudit | Node::History(None, _) => self.root.load(Ordering::Acquire),
             _ => 0,
         }
     }
@@ -235,7 +235,11 @@ type Described = (u64, SystemTime, u16, Option<Instant>);
 impl Fingerprints {
     /// What computed file `kind` of the session is made from.
     fn of_kind(&self, kind: ComputedKind) -> Described {
-        let more = kind.inputs();
+        self.of_inputs(kind.inputs())
+    }
+
+    /// What a file made from the transcript, the states and `more` is made from.
+    fn of_inputs(&self, more: super::layout::Inputs) -> Described {
         let mut parts = vec![self.base];
         if more.subagents {
             parts.push(self.subagents);
@@ -268,6 +272,11 @@ impl Fingerprints {
     fn of(&self, node: &Node) -> Described {
         match node {
             Node::Computed(_, kind) => self.of_kind(*kind),
+            // The replay reads the journal, in the archive root.
+            Node::History(Some(_), _) => self.of_inputs(super::layout::Inputs {
+                archives: true,
+                ..Default::default()
+            }),
             _ => self.of_raw(),
         }
     }
@@ -361,7 +370,12 @@ impl Computed {
             .known
             .lock()
             .iter()
-            .filter(|(n, _)| matches!(n, Node::Computed(s, _) | Node::Raw(s, _, _) if s == sid))
+            .filter(|(n, _)| {
+                matches!(
+                    n,
+                    Node::Computed(..) | Node::Raw(..) | Node::History(Some(_), _)
+                ) && n.session_of() == Some(sid)
+            })
             .map(|(n, k)| (n.clone(), k.c.fp))
             .collect();
         let Some((first, _)) = mine.first() else {
@@ -403,7 +417,7 @@ impl Computed {
         };
         let empty = part(&|_| {});
         match node {
-            Node::Computed(sid, _) | Node::Raw(sid, _, _) => {
+            Node::Computed(sid, _) | Node::Raw(sid, _, _) | Node::History(Some(sid), _) => {
                 let raw = matches!(node, Node::Raw(..));
                 let base = part(&|inp| {
                     inp.file(&p.transcript_path(sid));
@@ -572,6 +586,9 @@ impl Computed {
         tracing::debug!("computation {id}: {node:?} ({want:?})");
         let made = match node {
             Node::Computed(sid, _) | Node::Raw(sid, _, _) => self.make_session(sid, node, now),
+            Node::History(Some(sid), f) => self
+                .make_history(sid, *f, now)
+                .map(|b| vec![(node.clone(), b)]),
             _ => self.make_one(node).map(|b| vec![(node.clone(), b)]),
         };
         self.cache.release_memory();

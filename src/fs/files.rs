@@ -56,7 +56,7 @@ impl NormaFs {
                 if Self::writes(flags) {
                     return Err(FsError::Access);
                 }
-                if let Node::Computed(sid, _) | Node::Raw(sid, _, _) = n {
+                if let Some(sid) = n.session_of() {
                     if !self.session_exists(sid) {
                         return Err(FsError::NotFound);
                     }
@@ -138,7 +138,7 @@ impl NormaFs {
                     stale_attr: false,
                 })
             }
-            Node::MemoryLink(_) => Err(FsError::Loop),
+            Node::MemoryLink(_) | Node::HistoryLink(..) | Node::AtLatest(_) => Err(FsError::Loop),
             _ => Err(FsError::IsDir),
         }
     }

@@ -3,6 +3,7 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
+use super::node::{HistoryFile, HistoryLink};
 use super::reply::kind_of;
 use super::{layout, node, real, testhook};
 use super::{Base, DirEntry, Entry, FileKind, FsError, Node, NormaFs, MEMORY_LINK, ROOT_INO};
@@ -23,6 +24,36 @@ impl NormaFs {
             (Node::Root, Some("memory")) => Node::MemoryDir,
             (Node::Root, Some("audit.txt")) => Node::RootAudit,
             (Node::Root, Some("ctl")) => Node::Ctl(None),
+            (Node::Root, Some(node::HISTORY_DIR)) => Node::HistoryDir(None),
+            (Node::Root, Some("timeline.svg")) => Node::HistoryLink(None, HistoryLink::TimelineSvg),
+            (Node::HistoryDir(None), Some("timeline.svg")) => {
+                Node::History(None, HistoryFile::TimelineSvg)
+            }
+            (Node::Session(sid), Some(node::HISTORY_DIR)) => Node::HistoryDir(Some(sid.clone())),
+            (Node::Session(sid), Some(n)) if HistoryLink::of_name(n).is_some() => {
+                Node::HistoryLink(
+                    Some(sid.clone()),
+                    HistoryLink::of_name(n).unwrap_or(HistoryLink::At),
+                )
+            }
+            (Node::HistoryDir(Some(sid)), Some("timeline.jsonl")) => {
+                Node::History(Some(sid.clone()), HistoryFile::Timeline)
+            }
+            (Node::HistoryDir(Some(sid)), Some("timeline.svg")) => {
+                Node::History(Some(sid.clone()), HistoryFile::TimelineSvg)
+            }
+            (Node::HistoryDir(Some(sid)), Some("at")) => Node::AtDir(sid.clone()),
+            (Node::AtDir(sid), Some(node::AT_LATEST)) => Node::AtLatest(sid.clone()),
+            (Node::AtDir(sid), Some(n)) => match node::parse_point(n) {
+                Some(k) if k <= self.computed.message_count(sid)? => Node::AtPoint(sid.clone(), k),
+                _ => return Err(FsError::NotFound),
+            },
+            (Node::AtPoint(sid, k), Some("view.jsonl")) => {
+                Node::History(Some(sid.clone()), HistoryFile::View(*k))
+            }
+            (Node::AtPoint(sid, k), Some("view.md")) => {
+                Node::History(Some(sid.clone()), HistoryFile::ViewMd(*k))
+            }
             (Node::Sessions, Some(sid)) if self.session_exists(sid) => {
                 Node::Session(sid.to_string())
             }
@@ -183,7 +214,7 @@ impl NormaFs {
     /// (never changed in place) in a watched directory. Asked before reading the target.
     pub fn link_kept(&self, ino: u64) -> bool {
         match self.node(ino) {
-            Ok(Node::MemoryLink(_)) => true,
+            Ok(Node::MemoryLink(_) | Node::HistoryLink(..) | Node::AtLatest(_)) => true,
             Ok(n @ Node::Real(..)) => self.covered(&n, false),
             _ => false,
         }
@@ -192,6 +223,8 @@ impl NormaFs {
     pub fn readlink(&self, ino: u64) -> Result<Vec<u8>, FsError> {
         match self.node(ino)? {
             Node::MemoryLink(_) => Ok(MEMORY_LINK.as_bytes().to_vec()),
+            Node::HistoryLink(_, l) => Ok(l.target().as_bytes().to_vec()),
+            Node::AtLatest(_) => Ok(node::AT_LATEST_TARGET.as_bytes().to_vec()),
             Node::Real(b, rel) => self.backing.readlink(b, &rel),
             _ => Err(FsError::Invalid("not a symbolic link".into())),
         }
@@ -203,7 +236,11 @@ impl NormaFs {
         let parent_ino = match &node {
             Node::Root | Node::Sessions | Node::MemoryDir | Node::RootAudit => ROOT_INO,
             Node::Session(_) => self.inodes.ino(&Node::Sessions),
-            Node::RawDir(sid) => self.inodes.ino(&Node::Session(sid.clone())),
+            Node::RawDir(sid) | Node::HistoryDir(Some(sid)) => {
+                self.inodes.ino(&Node::Session(sid.clone()))
+            }
+            Node::AtDir(sid) => self.inodes.ino(&Node::HistoryDir(Some(sid.clone()))),
+            Node::AtPoint(sid, _) => self.inodes.ino(&Node::AtDir(sid.clone())),
             _ => ROOT_INO,
         };
         let mut out: Vec<(u64, FileKind, OsString)> = vec![
@@ -219,6 +256,61 @@ impl NormaFs {
                 add(Node::MemoryDir, FileKind::Dir, OsStr::new("memory"));
                 add(Node::RootAudit, FileKind::File, OsStr::new("audit.txt"));
                 add(Node::Ctl(None), FileKind::File, OsStr::new("ctl"));
+                add(
+                    Node::HistoryLink(None, HistoryLink::TimelineSvg),
+                    FileKind::Symlink,
+                    OsStr::new("timeline.svg"),
+                );
+            }
+            Node::HistoryDir(None) => add(
+                Node::History(None, HistoryFile::TimelineSvg),
+                FileKind::File,
+                OsStr::new("timeline.svg"),
+            ),
+            Node::HistoryDir(Some(sid)) => {
+                if !self.session_exists(sid) {
+                    return Err(FsError::NotFound);
+                }
+                add(
+                    Node::History(Some(sid.clone()), HistoryFile::Timeline),
+                    FileKind::File,
+                    OsStr::new("timeline.jsonl"),
+                );
+                add(
+                    Node::History(Some(sid.clone()), HistoryFile::TimelineSvg),
+                    FileKind::File,
+                    OsStr::new("timeline.svg"),
+                );
+                add(Node::AtDir(sid.clone()), FileKind::Dir, OsStr::new("at"));
+            }
+            Node::AtDir(sid) => {
+                if !self.session_exists(sid) {
+                    return Err(FsError::NotFound);
+                }
+                add(
+                    Node::AtLatest(sid.clone()),
+                    FileKind::Symlink,
+                    OsStr::new(node::AT_LATEST),
+                );
+                for k in self.computed.request_points(sid)? {
+                    add(
+                        Node::AtPoint(sid.clone(), k),
+                        FileKind::Dir,
+                        OsStr::new(&k.to_string()),
+                    );
+                }
+            }
+            Node::AtPoint(sid, k) => {
+                add(
+                    Node::History(Some(sid.clone()), HistoryFile::View(*k)),
+                    FileKind::File,
+                    OsStr::new("view.jsonl"),
+                );
+                add(
+                    Node::History(Some(sid.clone()), HistoryFile::ViewMd(*k)),
+                    FileKind::File,
+                    OsStr::new("view.md"),
+                );
             }
             Node::Sessions => {
                 let d = root::discover(&self.paths).map_err(FsError::from)?;
@@ -267,6 +359,13 @@ impl NormaFs {
                         layout::Entry::Ctl => (Node::Ctl(Some(sid.clone())), FileKind::File),
                     };
                     add(n, kind, OsStr::new(slot.name));
+                }
+                for l in HistoryLink::SESSION {
+                    add(
+                        Node::HistoryLink(Some(sid.clone()), l),
+                        FileKind::Symlink,
+                        OsStr::new(l.name()),
+                    );
                 }
             }
             Node::RawDir(sid) => {

@@ -40,6 +40,73 @@ impl ComputedKind {
     ];
 }
 
+/// A file of a session's (or the root's) history, made by replaying it (issue 26).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HistoryFile {
+    /// `timeline.jsonl`: one line per request.
+    Timeline,
+    /// `timeline.svg`: its picture (the root's: every session's peak).
+    TimelineSvg,
+    /// `at/<n>/view.jsonl`: the view of the request after the first `n` messages.
+    View(usize),
+    /// `at/<n>/view.md`.
+    ViewMd(usize),
+}
+
+/// A link beside a session's files (or the root's) into its `.history/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HistoryLink {
+    Timeline,
+    TimelineSvg,
+    At,
+}
+
+impl HistoryLink {
+    /// In a session directory, in listing order (the root shows `timeline.svg` only).
+    pub const SESSION: [HistoryLink; 3] = [
+        HistoryLink::Timeline,
+        HistoryLink::TimelineSvg,
+        HistoryLink::At,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            HistoryLink::Timeline => "timeline.jsonl",
+            HistoryLink::TimelineSvg => "timeline.svg",
+            HistoryLink::At => "at",
+        }
+    }
+
+    /// What it links to.
+    pub fn target(self) -> &'static str {
+        match self {
+            HistoryLink::Timeline => ".history/timeline.jsonl",
+            HistoryLink::TimelineSvg => ".history/timeline.svg",
+            HistoryLink::At => ".history/at",
+        }
+    }
+
+    pub fn of_name(name: &str) -> Option<HistoryLink> {
+        Self::SESSION.into_iter().find(|l| l.name() == name)
+    }
+}
+
+/// The directory the history links point into: not listed, so that `grep -r` and `find`
+/// (which do not follow links) do not replay every session.
+pub const HISTORY_DIR: &str = ".history";
+/// `at/latest`: the session directory, whose files are today's view.
+pub const AT_LATEST: &str = "latest";
+pub const AT_LATEST_TARGET: &str = "../..";
+
+/// A request point's name in `at/`: a decimal number without leading zeros.
+pub fn parse_point(name: &str) -> Option<usize> {
+    let ok = !name.is_empty()
+        && name.len() <= 9
+        && name.bytes().all(|b| b.is_ascii_digit())
+        && (name == "0" || !name.starts_with('0'));
+    ok.then(|| name.parse().ok()).flatten()
+}
+
 /// A node of the mount.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Node {
@@ -68,6 +135,19 @@ pub enum Node {
     MemoryIndex,
     /// A real file or directory: a path relative to a backing directory.
     Real(Base, PathBuf),
+    /// `/sessions/<sid>/.history` (`Some`) or `/.history` (`None`): not listed.
+    HistoryDir(Option<String>),
+    /// `/sessions/<sid>/{timeline.jsonl,timeline.svg,at}` (`Some`) or `/timeline.svg`
+    /// (`None`): links into `.history/`.
+    HistoryLink(Option<String>, HistoryLink),
+    /// A computed file of `.history/` (the root's: `timeline.svg` only).
+    History(Option<String>, HistoryFile),
+    /// `/sessions/<sid>/.history/at`
+    AtDir(String),
+    /// `/sessions/<sid>/.history/at/<n>`
+    AtPoint(String, usize),
+    /// `/sessions/<sid>/.history/at/latest -> ../..`
+    AtLatest(String),
 }
 
 impl Node {
@@ -75,8 +155,28 @@ impl Node {
     pub fn is_computed_file(&self) -> bool {
         matches!(
             self,
-            Node::Raw(..) | Node::Computed(..) | Node::RootAudit | Node::MemoryIndex
+            Node::Raw(..)
+                | Node::Computed(..)
+                | Node::RootAudit
+                | Node::MemoryIndex
+                | Node::History(..)
         )
+    }
+
+    /// The session a node of a session's files belongs to (computed files, `raw/`,
+    /// `.history/`).
+    pub fn session_of(&self) -> Option<&str> {
+        match self {
+            Node::Computed(sid, _)
+            | Node::Raw(sid, _, _)
+            | Node::History(Some(sid), _)
+            | Node::HistoryDir(Some(sid))
+            | Node::HistoryLink(Some(sid), _)
+            | Node::AtDir(sid)
+            | Node::AtPoint(sid, _)
+            | Node::AtLatest(sid) => Some(sid),
+            _ => None,
+        }
     }
 }
 

@@ -509,6 +509,15 @@ impl Watcher {
             Node::Computed(sid, _) | Node::Raw(sid, _, _) => !dir && session(sid),
             Node::MemoryIndex => !dir && has(Dir::Memory),
             Node::RootAudit => !dir && st.all && base && has(Dir::Memory),
+            // A session's history is made again whenever it is asked for (its replay reads
+            // the journal too, and nothing tells the kernel to drop it); its directories and
+            // links never change.
+            Node::HistoryDir(_)
+            | Node::HistoryLink(..)
+            | Node::History(..)
+            | Node::AtDir(_)
+            | Node::AtPoint(..)
+            | Node::AtLatest(_) => false,
             Node::Real(Base::Memory, rel) => has(Dir::Memory) && rel.iter().count() == 1 && !dir,
             Node::Real(Base::Transcripts, rel) => match parts(rel).as_slice() {
                 [_] => has(Dir::Transcripts) && !dir,

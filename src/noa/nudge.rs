@@ -93,6 +93,35 @@ fn pending_summary(p: &[u64; 3]) -> String {
     )
 }
 
+/// The pacing a live runtime keeps between its requests (in memory only: the state it
+/// writes holds zeros), after a request whose count was `count` and whose decision was `d`:
+/// re-anchored when the context fell by a growth unit, the first count kept as the
+/// baseline, the count of a shown nudge kept (by tier too).
+pub fn stamp(
+    nudge: &mut crate::format::state::NudgeState,
+    cfg: &NoaConfig,
+    count: u64,
+    d: &Decision,
+) {
+    let count = count as i64;
+    let unit = adaptive_growth(cfg) as i64;
+    let baseline = nudge.last_per_message_nudge_tokens;
+    if baseline > 0 && count < baseline - unit {
+        nudge.last_per_message_nudge_tokens = count;
+        nudge.last_nudge_shown_tokens = 0;
+        nudge.last_shown_by_tier.clear();
+    }
+    if nudge.last_per_message_nudge_tokens == 0 {
+        nudge.last_per_message_nudge_tokens = count;
+    }
+    if d.inject {
+        nudge.last_nudge_shown_tokens = count;
+        if d.tier != 0 {
+            nudge.last_shown_by_tier.insert(d.tier.to_string(), count);
+        }
+    }
+}
+
 /// Decide the nudge for a turn's view.
 pub fn decide(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Decision {
     let rec = recommend::recommend(t, state, cfg);

@@ -210,6 +210,9 @@ fn replay(
         let last = history_tokens.last().copied().unwrap_or(0);
         history_tokens.push(last + c.tokens());
     }
+    // The pacing of nudges as the live runtime kept it between requests (never in the state
+    // it wrote, nor in the states captured here: a view of them is a resumed runtime's).
+    let mut pacing = crate::format::state::NudgeState::default();
     let mut seen = History {
         states: vec![State::initial(session); points.map_or(0, <[usize]>::len)],
         ..History::default()
@@ -247,7 +250,12 @@ fn replay(
                 continue;
             }
             Event::Request => {
+                let resumed = std::mem::replace(&mut out.state.nudge, pacing.clone());
                 let mut t = pipeline::run(prefix, &out.state, cfg, Count::Measured, path);
+                out.state.nudge = resumed;
+                if let Some(d) = &t.nudge {
+                    super::nudge::stamp(&mut pacing, cfg, t.count, d);
+                }
                 t.inject_nudge();
                 let tagged = super::assemble::fresh_tags(&t, &out.state);
                 t.record(&mut out.state, &tagged);

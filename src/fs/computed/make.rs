@@ -15,7 +15,7 @@ use crate::store::root;
 use crate::store::session::{self, TranscriptOf};
 
 use super::super::error::FsError;
-use super::super::node::{self, ComputedKind, Node};
+use super::super::node::{self, ComputedKind, HistoryFile, Node};
 use super::{Computed, ALL_AT_ONCE};
 
 impl Computed {
@@ -192,6 +192,63 @@ impl Computed {
         Ok(out)
     }
 
+    /// A file of session `sid`'s `.history/`: its history replayed (issue 26).
+    pub(super) fn make_history(
+        &self,
+        sid: &str,
+        f: HistoryFile,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Bytes, FsError> {
+        use crate::timeline::{self, Form};
+        let cfg = self.cfg.for_session(sid);
+        let err = |e: crate::store::txn::TxnError| FsError::from(&e);
+        match f {
+            HistoryFile::Timeline | HistoryFile::TimelineSvg => {
+                let tl = timeline::build(&self.paths, sid, &cfg, now).map_err(err)?;
+                Ok(Bytes::from(match f {
+                    HistoryFile::Timeline => tl.to_jsonl(),
+                    _ => tl.svg().into_bytes(),
+                }))
+            }
+            HistoryFile::View(n) | HistoryFile::ViewMd(n) => {
+                let namer = self.archive_namer(sid, cfg.archive_paths == ArchivePaths::Mount);
+                let in_mount = self.archive_namer(sid, true);
+                let places = match &self.mountpoint {
+                    Some(mnt) => render::Places::Mount {
+                        mnt,
+                        archive: &*in_mount,
+                    },
+                    None => render::Places::Relative,
+                };
+                let form = match f {
+                    HistoryFile::ViewMd(_) => Form::Markdown(&places),
+                    _ => Form::View,
+                };
+                timeline::view_at(&self.paths, sid, &cfg, n, now, &*namer, form).map_err(err)
+            }
+        }
+    }
+
+    /// How many messages session `sid`'s transcript has (the last point of `at/`).
+    pub fn message_count(&self, sid: &str) -> Result<usize, FsError> {
+        let t = self.transcript(sid)?;
+        let tf = t.lock();
+        Ok(session::messages(tf.transcript()).len())
+    }
+
+    /// The request points of session `sid` (`at/`'s numbered names): before each assistant
+    /// message after the first message, as the replay makes them.
+    pub fn request_points(&self, sid: &str) -> Result<Vec<usize>, FsError> {
+        let t = self.transcript(sid)?;
+        let tf = t.lock();
+        Ok(session::messages(tf.transcript())
+            .iter()
+            .enumerate()
+            .filter(|(m, msg)| *m > 0 && msg.role == "assistant")
+            .map(|(m, _)| m)
+            .collect())
+    }
+
     /// `MEMORY.md` or the root's `audit.txt`.
     pub(super) fn make_one(&self, node: &Node) -> Result<Bytes, FsError> {
         match node {
@@ -206,6 +263,25 @@ impl Computed {
                 let a =
                     audit::audit_root(&self.paths, &d, &self.cfg, PathStyle::Mount, &mut |_, _| {});
                 Ok(Bytes::from(a.to_text().into_bytes()))
+            }
+            Node::History(None, HistoryFile::TimelineSvg) => {
+                let d = root::discover(&self.paths).map_err(FsError::from)?;
+                let mut a = Audit::default();
+                audit::audit_bounds_of(
+                    &mut a,
+                    &self.paths,
+                    &d.sessions,
+                    &self.cfg,
+                    PathStyle::Mount,
+                );
+                Ok(Bytes::from(
+                    crate::timeline::root_svg(
+                        &crate::timeline::peaks_by_session(&d.sessions, &a.peaks),
+                        self.cfg.noa.pressure_ratio,
+                        self.cfg.noa.truncate_ratio,
+                    )
+                    .into_bytes(),
+                ))
             }
             _ => Err(FsError::Invalid("not a computed file".into())),
         }
