@@ -66,7 +66,15 @@ fn namespace_matches_the_spec_layout() {
     let fs = fs_for(d.path(), false);
     assert_eq!(
         names(&fs, ROOT_INO),
-        [".", "..", "sessions", "memory", "audit.txt", "ctl"]
+        [
+            ".",
+            "..",
+            "sessions",
+            "memory",
+            "audit.txt",
+            "ctl",
+            "timeline.svg"
+        ]
     );
     let sessions = lookup_path(&fs, "sessions").expect("sessions");
     assert_eq!(
@@ -89,7 +97,10 @@ fn namespace_matches_the_spec_layout() {
             "status.json",
             "raw",
             "memory",
-            "ctl"
+            "ctl",
+            "timeline.jsonl",
+            "timeline.svg",
+            "at"
         ]
     );
     // A session that never compressed has no state.json and no tier directory; a session

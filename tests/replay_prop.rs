@@ -59,6 +59,20 @@ fn grow(s: &mut Session, n: &mut usize, kind: u8, size: usize) {
             )
         }
         3 => s.thinking(&format!("t{n} {}", text_of(size, 't')), &format!("a{n}")),
+        // What a session may hold besides (only in `odd` runs): a call never answered, a
+        // result no call asked for, a result long before its call, reasoning with no act.
+        5 => s
+            .tool_use(&format!("lost{n}"), "Read", json!({"path": "x"}))
+            .user(&format!("u{n} moving on")),
+        6 => s.tool_result(&format!("nobody{n}"), &text_of(size, 'o')),
+        7 => s
+            .tool_result(&format!("early{n}"), &text_of(size, 'e'))
+            .user(&format!("u{n} meanwhile"))
+            .tool_use(&format!("early{n}"), "Read", json!({"path": "y"})),
+        8 => s.message(
+            "assistant",
+            json!([{"type": "thinking", "thinking": format!("t{n} alone"), "signature": "s"}]),
+        ),
         _ => s.boundary(),
     };
 }
@@ -71,6 +85,18 @@ enum Record {
 }
 
 fn run(steps: &[Step], cfg: &NoaConfig, record: Record) -> Result<State, TestCaseError> {
+    run_with(steps, cfg, record, false)
+}
+
+/// [`run`]; `odd`: the appended messages include the kinds sessions hold besides well-formed
+/// turns (see [`grow`]), and the replay's requests grown from the one before are checked
+/// against the whole pipeline's at every point.
+fn run_with(
+    steps: &[Step],
+    cfg: &NoaConfig,
+    record: Record,
+    odd: bool,
+) -> Result<State, TestCaseError> {
     let mut s = Session::new(SID);
     let mut n = 0usize;
     for _ in 0..6 {
@@ -84,7 +110,12 @@ fn run(steps: &[Step], cfg: &NoaConfig, record: Record) -> Result<State, TestCas
         let picks = match st {
             Step::Grow(ms) => {
                 for (kind, size) in ms {
-                    grow(&mut s, &mut n, *kind, *size);
+                    // Kind 4 (a boundary) stands for the odd kinds in an odd run.
+                    let kind = match (*kind, odd) {
+                        (4, true) => 5 + (*size % 4) as u8,
+                        (k, _) => k,
+                    };
+                    grow(&mut s, &mut n, kind, *size);
                 }
                 continue;
             }
@@ -174,6 +205,17 @@ fn run(steps: &[Step], cfg: &NoaConfig, record: Record) -> Result<State, TestCas
         grow(&mut s, &mut n, 1, 10);
     }
     let p = Projection::new(s.msgs());
+    if odd {
+        let points: Vec<usize> = (0..=p.msgs.len()).collect();
+        let path = &session::runtime_path;
+        let a = rebuild::history(&p, cfg, SID, &place(), &journal, path, &points);
+        let b = rebuild::history_whole(&p, cfg, SID, &place(), &journal, path, &points);
+        prop_assert_eq!(&a.requests, &b.requests);
+        prop_assert_eq!(&a.made, &b.made);
+        prop_assert!(a.states == b.states, "the states differ");
+        prop_assert!(a.grown > 0 || a.requests.len() < 2 || a.whole == a.requests.len());
+        return Ok(state);
+    }
     let rep = rebuild::rebuild(&p, cfg, SID, &place(), &journal, &session::runtime_path);
     prop_assert_eq!(rep.replayed, made, "skipped: {:?}", rep.skipped);
     prop_assert_eq!(&rep.state.blocks, &state.blocks);
@@ -245,6 +287,19 @@ proptest! {
         min_range_chars in prop_oneof![Just(0usize), 50usize..400],
     ) {
         run(&steps, &cfg(max_tier, min_range_chars), Record::Transcript)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Grown requests are the whole pipeline's over sessions with odd messages too.
+    #[test]
+    fn grown_requests_with_odd_messages(
+        steps in prop::collection::vec(step(), 1..12),
+        record in prop_oneof![Just(Record::Journal), Just(Record::Transcript)],
+    ) {
+        run_with(&steps, &cfg(3, 0), record, true)?;
     }
 }
 

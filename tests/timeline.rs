@@ -558,3 +558,78 @@ fn the_mount_shows_each_sessions_history() {
     let found = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(!found.contains(".history/"), "{found}");
 }
+
+/// The replay's requests made from the one before (`pipeline::Growing`) are the ones the
+/// whole pipeline makes: every request's figures and nudge, and the states at every
+/// request point, over generated sessions (Compress calls, refused ones, ctl-free) and the
+/// runtime-written ones.
+#[test]
+fn grown_requests_are_the_whole_pipelines() {
+    use normafs::noa::compress::Placement;
+    use normafs::noa::rebuild;
+    use normafs::noa::session as view;
+    let mut roots: Vec<(PathBuf, Option<NoaConfig>)> = vec![
+        (common::norma_data().join("corpus"), None),
+        (data().join("root"), None),
+    ];
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // The last with every kind of damage `gen` knows (unanswered calls, orphan results…).
+    for (seed, window, corrupt) in [
+        (1u32, 200_000u64, false),
+        (2, 40_000, false),
+        (3, 16_000, false),
+        (4, 40_000, true),
+    ] {
+        let root = tmp.path().join(format!("gen{seed}"));
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_normafs"))
+            .arg("gen")
+            .arg(&root)
+            .args(["--sessions", "3", "--messages", "300", "--seed"])
+            .arg(seed.to_string())
+            .args(corrupt.then_some("--corrupt"))
+            .output()
+            .expect("run normafs gen");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        roots.push((
+            root,
+            Some(NoaConfig {
+                window,
+                ..NoaConfig::default()
+            }),
+        ));
+    }
+    let (mut grown, mut requests) = (0, 0);
+    for (root, cfg) in roots {
+        let paths = RootPaths::from_root(&root);
+        let d = normafs::store::root::discover(&paths).expect("discover");
+        for sid in &d.sessions {
+            let cfg = match &cfg {
+                Some(c) => c.clone(),
+                None if SESSIONS.contains(&sid.as_str()) => config(sid),
+                None => common::corpus_noa(sid),
+            };
+            let s = normafs::store::session::load(&paths, sid);
+            let p = view::Projection::new(s.messages());
+            let points: Vec<usize> = (0..=p.msgs.len()).collect();
+            let place = Placement {
+                root: "/archives",
+                session: sid,
+                created: "2026-01-01T00:00:00Z",
+                now: 0,
+            };
+            let path = &view::runtime_path;
+            let a = rebuild::history(&p, &cfg, sid, &place, &[], path, &points);
+            let b = rebuild::history_whole(&p, &cfg, sid, &place, &[], path, &points);
+            assert_eq!(b.grown, 0);
+            assert_eq!(a.requests, b.requests, "{sid} in {}", root.display());
+            assert_eq!(a.made, b.made, "{sid}");
+            for (k, (x, y)) in a.states.iter().zip(&b.states).enumerate() {
+                assert!(x == y, "{sid}: the states at {k} differ");
+            }
+            grown += a.grown;
+            requests += a.requests.len();
+        }
+    }
+    // Most requests were grown: the check above is of them.
+    assert!(grown * 2 > requests, "{grown} of {requests} grown");
+}

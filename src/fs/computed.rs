@@ -314,6 +314,9 @@ struct Recent {
     at: Option<Instant>,
     made: Vec<(Node, Bytes, u64)>,
 }
+/// How long a version of a history file (`.history/`) is served without a look at its inputs.
+pub const HISTORY_FRESH: chrono::TimeDelta = chrono::TimeDelta::seconds(1);
+
 /// Sessions whose transcript is at most this long have all their computed files made in one
 /// computation (one refresh of the parsed transcript, one pipeline run): a listing or a
 /// `grep -r` asks for every one of them. Longer ones make only the file asked for: their
@@ -504,6 +507,18 @@ impl Computed {
         let gen = self.gens.of(&self.cfg, node);
         if covered {
             if let Some(c) = self.known_current(node, gen) {
+                return self.with_bytes(node, c, want);
+            }
+        }
+        // A history file replays its session: of a live one, a version made within
+        // [`HISTORY_FRESH`] is served as it is (else every call on the file would replay it
+        // again, and the file would move on under its reader at every append).
+        if matches!(node, Node::History(..)) {
+            let recent = self.known.lock().get(node).and_then(|k| {
+                let age = Utc::now().signed_duration_since(k.made_at);
+                (age >= chrono::TimeDelta::zero() && age < HISTORY_FRESH).then(|| k.c.clone())
+            });
+            if let Some(c) = recent {
                 return self.with_bytes(node, c, want);
             }
         }

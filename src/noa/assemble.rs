@@ -404,10 +404,19 @@ pub fn fresh_tags(t: &Turn<'_, '_>, state: &State) -> Vec<(String, i64)> {
         if !shown || !slot.is_ref() {
             continue;
         }
-        let Some(name) = slot.name() else { continue };
-        if !snapshot.is_empty() && snapshot.contains_key(name.as_ref()) {
+        // Most tags of a request were shown before: their names are looked up without
+        // being made.
+        let mut buf = [0u8; 6];
+        let known = match slot {
+            Slot::Num(n) => snapshot.contains_key(super::refs::ref_name_in(*n, &mut buf)),
+            other => other
+                .name()
+                .is_some_and(|name| snapshot.contains_key(name.as_ref())),
+        };
+        if known {
             continue;
         }
+        let Some(name) = slot.name() else { continue };
         out.push((name.into_owned(), t.tokens(p) as i64));
     }
     out

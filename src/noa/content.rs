@@ -148,15 +148,23 @@ pub struct Core<'a> {
     /// Calls and results: a number for the call id, equal for equal ids ([`NO_PAIR`] for a
     /// result no call has the id of, and for any other message).
     pub pair: u32,
-    /// A tool result long enough to be cut: where its cut is kept once made (shared with
-    /// the projection's memo, so that the next view does not cut it again).
+    /// A tool result long enough to be cut, or a Compress call (whose summaries a view
+    /// stubs): where that edit is kept once made (shared with the projection's memo, so that
+    /// the next view does not make it again).
     pub cut: Option<CutCell>,
 }
 
-/// A tool result's cut (`None`: too short to cut), made the first time a view needs it.
+/// A tool result's cut (`None`: too short to cut), or a Compress call's stubbed arguments
+/// (`None`: nothing to stub), made the first time a view needs it.
 pub type CutCell = Arc<OnceLock<Option<super::pipeline::Edit>>>;
 
-/// Whether a message may be cut by a view (and gets a [`CutCell`]).
+/// Whether a view may edit a message (and it gets a [`CutCell`]): a Compress call, or a tool
+/// result it may cut.
+fn edited(kind: Kind, tool: &str, tokens: u32, marked: bool) -> bool {
+    (kind == Kind::ToolCall && tool == COMPRESS_TOOL) || cuttable(kind, tokens, marked)
+}
+
+/// Whether a message may be cut by a view.
 fn cuttable(kind: Kind, tokens: u32, marked: bool) -> bool {
     kind == Kind::ToolResult && !marked && u64::from(tokens) >= super::pipeline::TRUNCATE_MIN_TOKENS
 }
@@ -675,7 +683,7 @@ impl ProjectionMemo {
                     .filter(|_| kind == Kind::ToolResult)
                     .map_or(NO_CALL, |c| c.at);
                 let pair = found.map_or(NO_PAIR, |c| c.seq);
-                let cut = cuttable(kind, tokens, marked).then(CutCell::default);
+                let cut = edited(kind, tool, tokens, marked).then(CutCell::default);
                 let id = RawId::from(self.repeats.next(id_digest(role, kind, call, tool, &text)));
                 self.known.push(Known {
                     id: id.clone(),

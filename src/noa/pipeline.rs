@@ -3,7 +3,9 @@
 //! decision. A [`Turn`] is its result: the view as positions into the projection plus the few
 //! messages noa writes itself (summaries, stubbed or cut texts).
 
+mod growing;
 mod prune;
+pub use growing::Growing;
 use prune::*;
 
 use std::borrow::Cow;
@@ -178,6 +180,32 @@ pub struct Turn<'p, 'a> {
     pub truncated: usize,
     /// The nudge decision (step 7); the nudge is in `items` only after [`Turn::inject_nudge`].
     pub nudge: Option<nudge::Decision>,
+    /// The ids live blocks cover, when kept from an earlier turn over the same blocks
+    /// ([`Growing`]).
+    pub kept_covered: Option<std::sync::Arc<FastSet<String>>>,
+}
+
+/// The ids live blocks cover (SPEC 2.5: `effectiveMessageIds`): gathered for a turn, or kept
+/// for the turns of consecutive requests.
+pub enum Covered<'s> {
+    Made(HashSet<&'s str>),
+    Kept(&'s FastSet<String>),
+}
+
+impl Covered<'_> {
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Covered::Made(s) => s.is_empty(),
+            Covered::Kept(s) => s.is_empty(),
+        }
+    }
+
+    pub fn contains(&self, id: &str) -> bool {
+        match self {
+            Covered::Made(s) => s.contains(id),
+            Covered::Kept(s) => s.contains(id),
+        }
+    }
 }
 
 impl<'p, 'a> Turn<'p, 'a> {
@@ -299,8 +327,11 @@ impl<'p, 'a> Turn<'p, 'a> {
     }
 
     /// The ids live blocks cover (SPEC 2.5: `effectiveMessageIds`).
-    pub fn covered<'s>(&self, state: &'s State) -> HashSet<&'s str> {
-        covered(state, &self.active)
+    pub fn covered<'s>(&'s self, state: &'s State) -> Covered<'s> {
+        match &self.kept_covered {
+            Some(k) => Covered::Kept(k),
+            None => Covered::Made(covered(state, &self.active)),
+        }
     }
 
     /// The view's messages, in order.
@@ -488,6 +519,7 @@ fn sized<'p, 'a>(
         count: 0,
         truncated: 0,
         nudge: None,
+        kept_covered: None,
     };
     if !state.blocks().is_empty() {
         let index = first_index(proj);
@@ -507,15 +539,20 @@ pub fn run<'p, 'a>(
     archive_path: &dyn Fn(&Block) -> String,
 ) -> Turn<'p, 'a> {
     let mut t = sized(proj, state, cfg, archive_path);
-    hide_compress_calls(&mut t, state);
+    finish(&mut t, state, cfg, count);
+    t
+}
+
+/// Steps 4–7 over a turn after step 3.
+fn finish(t: &mut Turn<'_, '_>, state: &State, cfg: &NoaConfig, count: Count) {
+    hide_compress_calls(t, state);
     t.measure = t.items.iter().map(|&p| t.tokens(p)).sum();
     t.count = match count {
         Count::Measured => t.measure,
         Count::Given(n) => n,
     };
-    truncate(&mut t, cfg);
-    t.nudge = Some(nudge::decide(&t, state, cfg));
-    t
+    truncate(t, cfg);
+    t.nudge = Some(nudge::decide(t, state, cfg));
 }
 
 /// How many Compress calls that made no block stay in view (the last ones).
@@ -573,15 +610,23 @@ fn hide_compress_calls(t: &mut Turn<'_, '_>, state: &State) {
             continue;
         }
         if c.is_compress_call() {
-            if let (Pos::Core(i), Some(stub)) = (p, stub_compress_arguments(&c.text)) {
-                edits.push((i, stub));
+            if let Pos::Core(i) = p {
+                // Stubbed once per call while the projection's memo lasts.
+                let stub = || stub_compress_arguments(&c.text).map(Edit::new);
+                let edit = match &c.cut {
+                    Some(cell) => cell.get_or_init(stub).clone(),
+                    None => stub(),
+                };
+                if let Some(edit) = edit {
+                    edits.push((i, edit));
+                }
             }
         }
         items.push(p);
     }
     t.items = items;
-    for (i, text) in edits {
-        t.edits.insert(i, Edit::new(text), t.proj.len());
+    for (i, edit) in edits {
+        t.edits.insert(i, edit, t.proj.len());
     }
 }
 

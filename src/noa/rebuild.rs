@@ -86,6 +86,10 @@ pub struct History {
     pub made: Vec<Made>,
     /// Calls that made no block then or that no longer apply, with why.
     pub skipped: Vec<String>,
+    /// Requests made from the one before (see `pipeline::Growing`), and through the whole
+    /// pipeline.
+    pub grown: usize,
+    pub whole: usize,
 }
 
 enum Event<'j> {
@@ -138,7 +142,21 @@ pub fn history(
     path: ArchivePath<'_>,
     points: &[usize],
 ) -> History {
-    replay(p, cfg, session, place, journal, path, Some(points)).1
+    replay(p, cfg, session, place, journal, path, Some((points, true))).1
+}
+
+/// [`history`] with every request through the whole pipeline (what the grown requests are
+/// checked against).
+pub fn history_whole(
+    p: &Projection<'_>,
+    cfg: &NoaConfig,
+    session: &str,
+    place: &Placement<'_>,
+    journal: &[JournalBatch],
+    path: ArchivePath<'_>,
+    points: &[usize],
+) -> History {
+    replay(p, cfg, session, place, journal, path, Some((points, false))).1
 }
 
 /// How many of `p`'s cores come from its first `m` messages.
@@ -152,7 +170,8 @@ fn cores_before(p: &Projection<'_>, m: usize) -> usize {
         .unwrap_or(p.cores.len())
 }
 
-/// The replay, and the history at `points` when given.
+/// The replay, and the history at the points asked for (with whether requests may grow
+/// from the one before), when asked.
 fn replay(
     p: &Projection<'_>,
     cfg: &NoaConfig,
@@ -160,8 +179,13 @@ fn replay(
     place: &Placement<'_>,
     journal: &[JournalBatch],
     path: ArchivePath<'_>,
-    points: Option<&[usize]>,
+    asked: Option<(&[usize], bool)>,
 ) -> (Rebuilt, History) {
+    // The points asked for, and whether requests may grow from the one before.
+    let (points, grow) = match asked {
+        Some((ps, grow)) => (Some(ps), grow),
+        None => (None, true),
+    };
     let last = points.map(|ps| ps.iter().copied().max().unwrap_or(0));
     let end = last.map_or(p.cores.len(), |n| cores_before(p, n));
     let cores = &p.cores[..end];
@@ -213,6 +237,12 @@ fn replay(
     // The pacing of nudges as the live runtime kept it between requests (never in the state
     // it wrote, nor in the states captured here: a view of them is a resumed runtime's).
     let mut pacing = crate::format::state::NudgeState::default();
+    // Steps 1-3 kept from request to request while the blocks stay.
+    let mut growing = if grow {
+        pipeline::Growing::default()
+    } else {
+        pipeline::Growing::never()
+    };
     let mut seen = History {
         states: vec![State::initial(session); points.map_or(0, <[usize]>::len)],
         ..History::default()
@@ -251,7 +281,7 @@ fn replay(
             }
             Event::Request => {
                 let resumed = std::mem::replace(&mut out.state.nudge, pacing.clone());
-                let mut t = pipeline::run(prefix, &out.state, cfg, Count::Measured, path);
+                let mut t = growing.turn(prefix, &out.state, cfg, path);
                 out.state.nudge = resumed;
                 if let Some(d) = &t.nudge {
                     super::nudge::stamp(&mut pacing, cfg, t.count, d);
@@ -260,6 +290,7 @@ fn replay(
                 let tagged = super::assemble::fresh_tags(&t, &out.state);
                 t.record(&mut out.state, &tagged);
                 seen.requests.push(observe(&t, msg, history_tokens[at]));
+                growing.keep(t);
                 continue;
             }
             Event::Journal(b) => {
@@ -306,6 +337,7 @@ fn replay(
         out.archives.extend(applied.archives);
         out.state = applied.state;
         out.replayed += 1;
+        growing.reset();
     }
     // Keep only the archives of blocks the final state holds.
     let ids: std::collections::HashSet<&str> = out
@@ -316,6 +348,7 @@ fn replay(
         .collect();
     out.archives.retain(|a| ids.contains(a.block_id.as_str()));
     seen.skipped.clone_from(&out.skipped);
+    (seen.grown, seen.whole) = (growing.grown, growing.whole);
     (out, seen)
 }
 

@@ -17,6 +17,17 @@ pub fn format_ref(n: u32) -> String {
     format!("m{n:05}")
 }
 
+/// [`format_ref`] of a number below 100,000 written into `buf`, without an allocation.
+pub fn ref_name_in(n: u32, buf: &mut [u8; 6]) -> &str {
+    let mut n = n.min(MAX_REF);
+    buf[0] = b'm';
+    for k in (1..6).rev() {
+        buf[k] = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+    std::str::from_utf8(buf).unwrap_or("m00000")
+}
+
 /// A ref, leniently: trimmed, lowercased, `m0*` + 1-5 digits, within 1..=99999.
 pub fn parse_ref(s: &str) -> Option<u32> {
     // Read for every recorded ref at every view: no copy is made.
@@ -163,6 +174,10 @@ mod tests {
         assert_eq!(parse_ref("5"), None);
         assert_eq!(parse_ref("m-5"), None);
         assert_eq!(format_ref(42), "m00042");
+        let mut buf = [0u8; 6];
+        for n in [1, 42, 9_999, 99_999] {
+            assert_eq!(ref_name_in(n, &mut buf), format_ref(n));
+        }
     }
 
     #[test]

@@ -1,0 +1,266 @@
+//! Steps 1–3 (refs, liveness, prune) kept from one request of a replay to the next
+//! (issue 26): while the state's blocks stay the same, a request's prefix is the one before
+//! and its new messages, so its refs, liveness and pruned list are the earlier ones and
+//! those of the new messages. What a new message could change in the earlier ones — it
+//! carries an id a block covers, it answers (or is answered by) an earlier call, or the
+//! earlier list ends inside a turn — sends the request through the whole pipeline instead,
+//! as does any request after the blocks changed.
+
+use super::*;
+
+/// What consecutive requests share (see the module).
+#[derive(Default)]
+pub struct Growing<'a> {
+    /// Whether what is kept is of the current blocks (the replay resets it when they change).
+    kept: bool,
+    /// The cores it was made for: the first `len` of the projection.
+    len: usize,
+    slots: Vec<Slot>,
+    active: Vec<bool>,
+    /// The summaries (a request's nudge is pushed after them and taken off again).
+    synth: Vec<Core<'a>>,
+    summaries: usize,
+    /// The view after step 3.
+    items: Vec<Pos>,
+    /// Whether step 3 strips orphans (some block is live and covers something).
+    stripping: bool,
+    /// Call ids of the cores it was made for.
+    calls: FastSet<&'a str>,
+    /// Every effective id of the state's blocks.
+    effective: FastSet<String>,
+    /// The ids the live blocks cover.
+    covered: std::sync::Arc<FastSet<String>>,
+    /// The next ref number to hand out.
+    cursor: u32,
+    /// Every request through the whole pipeline (what grown ones are checked against).
+    never: bool,
+    /// Requests made from what was kept, and through the whole pipeline (what a test or a
+    /// benchmark asks).
+    pub grown: usize,
+    pub whole: usize,
+}
+
+impl<'a> Growing<'a> {
+    /// One that never grows: every request through the whole pipeline.
+    pub fn never() -> Growing<'a> {
+        Growing {
+            never: true,
+            ..Growing::default()
+        }
+    }
+
+    /// The state's blocks changed: the next request goes through the whole pipeline.
+    pub fn reset(&mut self) {
+        self.kept = false;
+    }
+
+    /// The turn of a request over `proj` (a prefix of the projection the earlier requests
+    /// were over), as [`run`] with [`Count::Measured`] makes it. Give it back with
+    /// [`Growing::keep`] once done with it.
+    pub fn turn<'p>(
+        &mut self,
+        proj: &'p [Core<'a>],
+        state: &State,
+        cfg: &NoaConfig,
+        archive_path: &dyn Fn(&Block) -> String,
+    ) -> Turn<'p, 'a> {
+        let mut t = match self.grow(proj, state, cfg) {
+            Some(new_refs) => {
+                self.grown += 1;
+                Turn {
+                    proj,
+                    slots: std::mem::take(&mut self.slots),
+                    new_refs,
+                    active: self.active.clone(),
+                    synth: std::mem::take(&mut self.synth),
+                    edits: Edits::default(),
+                    items: self.items.clone(),
+                    measure: 0,
+                    count: 0,
+                    truncated: 0,
+                    nudge: None,
+                    kept_covered: Some(self.covered.clone()),
+                }
+            }
+            None => {
+                self.whole += 1;
+                let t = sized(proj, state, cfg, archive_path);
+                self.start(&t, state);
+                t
+            }
+        };
+        finish(&mut t, state, cfg, Count::Measured);
+        t
+    }
+
+    /// Take back what a turn from [`Growing::turn`] borrowed.
+    pub fn keep(&mut self, t: Turn<'_, 'a>) {
+        if self.kept && t.slots.len() == self.len {
+            self.slots = t.slots;
+            self.synth = t.synth;
+            self.synth.truncate(self.summaries);
+        } else {
+            self.kept = false;
+        }
+    }
+
+    /// Keep what a whole run of steps 1–3 made.
+    fn start(&mut self, t: &Turn<'_, 'a>, state: &State) {
+        self.len = t.proj.len();
+        self.slots = t.slots.clone();
+        self.active = t.active.clone();
+        self.synth = t.synth.clone();
+        self.summaries = t.synth.len();
+        self.items = t.items.clone();
+        let live = covered(state, &t.active);
+        self.stripping = !state.blocks().is_empty() && !live.is_empty();
+        self.covered = std::sync::Arc::new(live.into_iter().map(str::to_string).collect());
+        self.calls = t
+            .proj
+            .iter()
+            .filter(|c| !c.call.is_empty())
+            .map(|c| c.call)
+            .collect();
+        self.effective = state
+            .blocks()
+            .iter()
+            .flat_map(|b| b.effective_message_ids.iter().cloned())
+            .collect();
+        let mut cursor = refs::highest_recorded(state) + 1;
+        for &i in &t.new_refs {
+            if let Slot::Num(n) = t.slots[i as usize] {
+                cursor = cursor.max(n + 1);
+            }
+        }
+        // Numbers the state's maps disagree on are skipped by the whole pipeline's count:
+        // such a state is never grown.
+        let taken = state
+            .message_refs
+            .by_ref
+            .keys()
+            .filter_map(|r| refs::parse_ref(r))
+            .any(|n| n >= cursor);
+        self.cursor = cursor;
+        self.kept = !taken;
+    }
+
+    /// Steps 1–3 over `proj` from what is kept and its new cores, when nothing of the kept
+    /// can change (see the module); the refs handed out. `None`: the whole pipeline.
+    fn grow(&mut self, proj: &[Core<'a>], state: &State, cfg: &NoaConfig) -> Option<Vec<u32>> {
+        let a = self.len;
+        if self.never || !self.kept || a == 0 || proj.len() < a || self.slots.len() != a {
+            return None;
+        }
+        // The earlier list ends with its last core, shown, outside a turn.
+        let last = &proj[a - 1];
+        if self.items.last() != Some(&Pos::Core(a as u32 - 1))
+            || last.kind == Kind::Reasoning
+            || last.is_act()
+        {
+            return None;
+        }
+        let new = &proj[a..];
+        for c in new {
+            if (!c.call.is_empty() && self.calls.contains(c.call))
+                || (!self.effective.is_empty() && self.effective.contains(c.id.as_ref()))
+            {
+                return None;
+            }
+        }
+        // Step 1 for the new cores, as `refs::assign` hands them out.
+        let by_raw = &state.message_refs.by_raw;
+        let mut cursor = self.cursor;
+        let mut slots = Vec::with_capacity(new.len());
+        let mut new_refs = Vec::new();
+        for (k, c) in new.iter().enumerate() {
+            let i = (a + k) as u32;
+            if c.is_synthetic() || c.id.is_empty() {
+                slots.push(Slot::None);
+                continue;
+            }
+            if let Some(r) = (!by_raw.is_empty())
+                .then(|| by_raw.get(c.id.as_ref()))
+                .flatten()
+            {
+                slots.push(refs::slot_of(r));
+                continue;
+            }
+            if protect::is_hard(c, cfg) {
+                slots.push(Slot::Blocked);
+            } else {
+                if cursor > refs::MAX_REF {
+                    return None;
+                }
+                slots.push(Slot::Num(cursor));
+                cursor += 1;
+            }
+            new_refs.push(i);
+        }
+        // Step 3 for the new cores: none is covered; orphans among them go (their calls and
+        // results are among them).
+        let kept = if self.stripping {
+            strip_new(new, a)
+        } else {
+            (a..proj.len()).map(|i| Pos::Core(i as u32)).collect()
+        };
+        self.items.extend(kept);
+        self.slots.extend(slots);
+        self.calls
+            .extend(new.iter().filter(|c| !c.call.is_empty()).map(|c| c.call));
+        self.cursor = cursor;
+        self.len = proj.len();
+        Some(new_refs)
+    }
+}
+
+/// [`strip_orphans`] over new cores `new` (the first at index `first`) whose calls and
+/// results pair among themselves only.
+fn strip_new(new: &[Core<'_>], first: usize) -> Vec<Pos> {
+    let results: FastSet<&str> = new
+        .iter()
+        .filter(|c| c.kind == Kind::ToolResult && !c.call.is_empty())
+        .map(|c| c.call)
+        .collect();
+    let items: Vec<usize> = (0..new.len())
+        .filter(|&k| {
+            let c = &new[k];
+            c.kind != Kind::ToolCall
+                || c.call.is_empty()
+                || c.tool == COMPRESS_TOOL
+                || results.contains(c.call)
+        })
+        .collect();
+    let calls: FastSet<&str> = items
+        .iter()
+        .map(|&k| &new[k])
+        .filter(|c| c.kind == Kind::ToolCall && !c.call.is_empty())
+        .map(|c| c.call)
+        .collect();
+    let items: Vec<usize> = items
+        .into_iter()
+        .filter(|&k| {
+            let c = &new[k];
+            !(c.kind == Kind::ToolResult && !c.call.is_empty() && !calls.contains(c.call))
+        })
+        .collect();
+    let mut keep = vec![true; items.len()];
+    let mut i = 0;
+    while i < items.len() {
+        if new[items[i]].kind != Kind::Reasoning {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < items.len() && new[items[i]].kind == Kind::Reasoning {
+            i += 1;
+        }
+        if i >= items.len() || !new[items[i]].is_act() {
+            keep[start..i].iter_mut().for_each(|k| *k = false);
+        }
+    }
+    items
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(k, keep)| keep.then_some(Pos::Core((first + k) as u32)))
+        .collect()
+}
