@@ -154,6 +154,13 @@ impl Audit {
         });
     }
 
+    /// Take `other`'s findings and peaks.
+    pub fn absorb(&mut self, other: Audit) {
+        self.findings.extend(other.findings);
+        self.peaks.extend(other.peaks);
+        self.quiet.extend(other.quiet);
+    }
+
     /// Sort by path, then line (findings without a line first), then code and message.
     pub fn sort(&mut self) {
         self.findings.sort_by(|a, b| {

@@ -899,25 +899,19 @@ fn run(cli: Cli) -> Result<i32, CliError> {
                     let noa = cfg.for_session(sid);
                     audit::audit_session_in(&mut a, &s, &noa, PathStyle::Root, &paths);
                     if !no_bounds {
-                        let one = [sid.clone()];
-                        audit::audit_bounds_of(&mut a, &paths, &one, &cfg, PathStyle::Root);
+                        let now = chrono::Utc::now();
+                        audit::audit_bounds_in(&mut a, &s, &noa, PathStyle::Root, &paths, now);
                     }
                     a.sort();
                     a
                 }
                 None => {
-                    let mut a = audit::audit_root(
-                        &paths,
-                        &d,
-                        &cfg,
-                        PathStyle::Root,
-                        &mut progress("audit"),
-                    );
-                    if !no_bounds {
-                        audit::audit_bounds_of(&mut a, &paths, &d.sessions, &cfg, PathStyle::Root);
-                        a.sort();
+                    let mut progress = progress("audit");
+                    if no_bounds {
+                        audit::audit_root(&paths, &d, &cfg, PathStyle::Root, &mut progress)
+                    } else {
+                        audit::audit_root_bounded(&paths, &d, &cfg, PathStyle::Root, &mut progress)
                     }
-                    a
                 }
             };
             if json {

@@ -108,14 +108,31 @@ pub fn build(
     cfg: &NoaConfig,
     now: DateTime<Utc>,
 ) -> Result<Timeline, TxnError> {
-    let len = {
-        let (t, err) = session::load_transcript(&paths.transcript_path(sid), sid);
-        if let Some(e) = err {
-            return Err(TxnError::Io(format!("cannot read the transcript: {e}")));
-        }
-        session::messages(&t).len()
-    };
-    let (h, t) = txn::history(paths, sid, cfg, &[len], now)?;
+    // No point asked: up to the end.
+    let (h, t) = txn::history(paths, sid, cfg, &[], now)?;
+    Ok(of_history(sid, cfg, &h, &t))
+}
+
+/// [`build`] from the session's files read already.
+pub fn build_of(
+    paths: &RootPaths,
+    sid: &str,
+    cfg: &NoaConfig,
+    now: DateTime<Utc>,
+    rec: txn::Recorded<'_>,
+) -> Result<Timeline, TxnError> {
+    let h = txn::history_of(paths, sid, cfg, &[], now, rec)?;
+    Ok(of_history(sid, cfg, &h, rec.transcript))
+}
+
+/// The timeline of a replayed history `h` of transcript `t`.
+fn of_history(
+    sid: &str,
+    cfg: &NoaConfig,
+    h: &crate::noa::rebuild::History,
+    t: &crate::format::loader::Transcript,
+) -> Timeline {
+    let len = session::messages(t).len();
     let records: Vec<_> = t.iter_messages().collect();
     let mut ctl: Vec<&Made> = h.made.iter().filter(|m| m.journal).collect();
     ctl.sort_by_key(|m| m.at);
@@ -177,7 +194,7 @@ pub fn build(
             ctl: before,
         });
     }
-    Ok(Timeline {
+    Timeline {
         session: sid.to_string(),
         window: cfg.window,
         floor_ratio: cfg.floor_ratio,
@@ -185,7 +202,7 @@ pub fn build(
         truncate_ratio: cfg.truncate_ratio,
         messages: len,
         points,
-    })
+    }
 }
 
 /// What [`view_at`] prints.

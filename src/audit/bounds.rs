@@ -112,6 +112,30 @@ pub fn audit_bounds(a: &mut Audit, tl: &Timeline, style: PathStyle) {
     }
 }
 
+/// The boundedness of session `s` (its files read by its audit) into `a`. A session whose
+/// transcript or journal cannot be read is left out (its own findings say why).
+pub fn audit_bounds_in(
+    a: &mut Audit,
+    s: &SessionData,
+    cfg: &NoaConfig,
+    style: PathStyle,
+    paths: &RootPaths,
+    now: chrono::DateTime<chrono::Utc>,
+) {
+    let Ok(journal) = &s.journal else { return };
+    if !s.transcript_exists {
+        return;
+    }
+    let rec = crate::store::txn::Recorded {
+        transcript: &s.transcript,
+        state: &s.state.state,
+        journal,
+    };
+    if let Ok(tl) = timeline::build_of(paths, &s.sid, cfg, now, rec) {
+        audit_bounds(a, &tl, style);
+    }
+}
+
 /// The line of a peak in `audit.txt`.
 pub fn peak_line(p: &timeline::Peak) -> String {
     format!(

@@ -63,24 +63,54 @@ pub fn audit_root_with(
     threads: usize,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Audit {
+    audit_root_in(paths, d, cfg, style, threads, false, progress)
+}
+
+/// [`audit_root`] with each session's boundedness too (see `bounds.rs`), replayed from the
+/// files its audit read.
+pub fn audit_root_bounded(
+    paths: &RootPaths,
+    d: &Discovery,
+    cfg: &Config,
+    style: PathStyle,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Audit {
+    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    audit_root_in(paths, d, cfg, style, threads, true, progress)
+}
+
+fn audit_root_in(
+    paths: &RootPaths,
+    d: &Discovery,
+    cfg: &Config,
+    style: PathStyle,
+    threads: usize,
+    bounds: bool,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Audit {
     let mut a = Audit::default();
     audit_names(&mut a, d);
     audit_memory(&mut a, &paths.memory);
+    let now = chrono::Utc::now();
     let one = |sid: &str| {
         let s = crate::store::session::load(paths, sid);
         let mut a = Audit::default();
-        audit_session_in(&mut a, &s, &cfg.for_session(sid), style, paths);
-        a.findings
+        let noa = cfg.for_session(sid);
+        audit_session_in(&mut a, &s, &noa, style, paths);
+        if bounds {
+            audit_bounds_in(&mut a, &s, &noa, style, paths, now);
+        }
+        a
     };
     let total = d.sessions.len();
     let threads = threads.clamp(1, total.max(1));
     if threads == 1 {
         for (i, sid) in d.sessions.iter().enumerate() {
-            a.findings.extend(one(sid));
+            a.absorb(one(sid));
             progress(i + 1, total);
         }
     } else {
-        let mut per_session: Vec<Vec<Finding>> = vec![Vec::new(); total];
+        let mut per_session: Vec<Audit> = vec![Audit::default(); total];
         let next = std::sync::atomic::AtomicUsize::new(0);
         let take = || {
             let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -108,24 +138,26 @@ pub fn audit_root_with(
             // The helpers hold the only senders left: `rx` ends when they are done.
             drop(tx);
             let mut done = 0;
-            let mut record = |i: usize, findings: Vec<Finding>| {
+            let mut record = |i: usize, part: Audit| {
                 if let Some(slot) = per_session.get_mut(i) {
-                    *slot = findings;
+                    *slot = part;
                 }
                 done += 1;
                 progress(done, total);
             };
             while let Some((i, sid)) = take() {
                 record(i, one(sid));
-                while let Ok((i, findings)) = rx.try_recv() {
-                    record(i, findings);
+                while let Ok((i, part)) = rx.try_recv() {
+                    record(i, part);
                 }
             }
-            for (i, findings) in rx {
-                record(i, findings);
+            for (i, part) in rx {
+                record(i, part);
             }
         });
-        a.findings.extend(per_session.into_iter().flatten());
+        for part in per_session {
+            a.absorb(part);
+        }
     }
     a.sort();
     a

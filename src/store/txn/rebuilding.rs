@@ -151,9 +151,9 @@ pub fn states_at(
     Ok(history(paths, sid, cfg, points, now)?.0.states)
 }
 
-/// Session `sid`'s history replayed up to the largest of `points` (see [`state_at`]): the
-/// states there, and what every request before it showed and every replayed call made;
-/// with the transcript it was read from.
+/// Session `sid`'s history replayed up to the largest of `points` (none: up to the end; see
+/// [`state_at`]): the states there, and what every request before it showed and every
+/// replayed call made; with the transcript it was read from.
 pub fn history(
     paths: &RootPaths,
     sid: &str,
@@ -162,7 +162,40 @@ pub fn history(
     now: DateTime<Utc>,
 ) -> Result<(rebuild::History, Transcript), TxnError> {
     let t = command_transcript(paths, sid)?;
-    let all = session::messages(&t);
+    let jpath = paths.journal_path(sid);
+    let journal = journal::read(&jpath).map_err(|e| io_err("cannot read", &jpath, e))?;
+    let recorded = crate::format::state::load_state(&paths.state_path(sid), sid);
+    let rec = Recorded {
+        transcript: &t,
+        state: &recorded.state,
+        journal: &journal,
+    };
+    let h = history_of(paths, sid, cfg, points, now, rec)?;
+    Ok((h, t))
+}
+
+/// What a session's files hold, read already (an audit has them).
+#[derive(Clone, Copy)]
+pub struct Recorded<'r> {
+    pub transcript: &'r Transcript,
+    /// Its `state.json` (where its blocks' archives are).
+    pub state: &'r State,
+    pub journal: &'r journal::JournalRead,
+}
+
+/// [`history`] from files read already.
+pub fn history_of(
+    paths: &RootPaths,
+    sid: &str,
+    cfg: &NoaConfig,
+    points: &[usize],
+    now: DateTime<Utc>,
+    rec: Recorded<'_>,
+) -> Result<rebuild::History, TxnError> {
+    let t = rec.transcript;
+    let all = session::messages(t);
+    let end = [all.len()];
+    let points = if points.is_empty() { &end[..] } else { points };
     if let Some(&n) = points.iter().find(|&&n| n > all.len()) {
         return Err(TxnError::Invalid(format!(
             "the transcript of {sid} has {} messages, not {n}",
@@ -170,9 +203,14 @@ pub fn history(
         )));
     }
     let full = Projection::new(all);
-    let batches = journal_batches(paths, sid, &full, &t)?;
-    let recorded = crate::format::state::load_state(&paths.state_path(sid), sid);
-    let root = recorded
+    let uuids = session::message_uuids(t);
+    let batches: Vec<JournalBatch> = rec
+        .journal
+        .entries
+        .iter()
+        .map(|(_, e)| journal_batch(e, &full, &uuids, t))
+        .collect();
+    let root = rec
         .state
         .blocks()
         .iter()
@@ -197,7 +235,7 @@ pub fn history(
     // a fork's inherited blocks live in its parent's archives.
     for state in &mut h.states {
         for b in state.blocks.iter_mut().flatten() {
-            if let Some(r) = recorded
+            if let Some(r) = rec
                 .state
                 .blocks()
                 .iter()
@@ -208,8 +246,7 @@ pub fn history(
             }
         }
     }
-    drop(full);
-    Ok((h, t))
+    Ok(h)
 }
 
 /// The journal's committed batches of session `sid`, each placed in `p` (the projection of
