@@ -8,7 +8,8 @@
 #   --dir D   work directory (default: a new directory under /tmp); must be on the disk measured
 #   --runs N  runs of each warm measurement (default 10; quick 3, and 2 for P9's rows)
 #   --only L  only these rows, a comma-separated list of P1,P1u,P1o,P2,P3,P3u,P3o,P4 (P4 runs
-#             P4-P7),P8,P9 (P9 runs P9, P9r, P9m, P9b),P9u (P9u, P9ur),P9o (P9o, P9or)
+#             P4-P7),P8 (P8, P8n),P9 (P9 runs P9, P9r, P9m, P9b),P9u (P9u, P9ur),P9o (P9o, P9or),
+#             P10 (P10, P10a, P10m)
 #
 # A full run of every row takes about 30 minutes: P9, P9u and P9o about 25 of them (data and
 # its native copy 2, P9 13 with 9 fresh mounts whose first grep computes every view, P9u and
@@ -48,7 +49,14 @@
 #   P6  read of view.jsonl after appending 10 records to the transcript vs its first read.
 #   P7  peak RSS of the mount process during P4, and its idle RSS after a read that exceeds a
 #       small --cache-mb budget, in MB and as a ratio to the transcript's size.
-#   P8  normafs audit of root A vs cat of all its files.
+#   P8  normafs audit of root A vs cat of all its files (boundedness included: every session
+#       replayed); P8n: the same with --no-bounds (what the mount's audit.txt checks).
+#   P10 the history of one session of 10,000 messages (issue 26; quick: 2,000), made with
+#       `normafs gen --seed 3` (Compress calls and blocks as a long session has them):
+#       `normafs timeline` (every request replayed) vs `normafs view` (one view), and
+#       P10a `normafs view --at N/2` (the view at one request) vs `normafs view`; P10m the
+#       same timeline through a mount (cat sessions/<sid>/timeline.jsonl, a fresh mount each
+#       run) vs cat of its view.jsonl (a fresh mount each run).
 #   P9  root C's mount vs the native copy of its tree (issue 24), as root with passthrough;
 #       P9u: the same --no-passthrough; P9o: as an ordinary user (both sides as that user, the
 #       native copy made that user's, as the mount shows its computed files and ctl):
@@ -308,13 +316,14 @@ span() {
     }'
 }
 
-# spread NAME: the ratio of the medians in $OUT/NAME.mount and $OUT/NAME.base (first, for
-# verdict), then each side's median and range:
+# spread NAME [LABEL LABEL]: the ratio of the medians in $OUT/NAME.mount and $OUT/NAME.base
+# (first, for verdict), then each side's median and range, named by the labels (default mount
+# and native):
 # "1.42× (mount 1.10 s [0.98–1.30], native 0.77 s [0.70–0.85])".
 spread() {
-    printf '%s (mount %s, native %s)' \
+    printf '%s (%s %s, %s %s)' \
         "$(ratio "$(median "$OUT/$1.mount")" "$(median "$OUT/$1.base")")" \
-        "$(span "$OUT/$1.mount")" "$(span "$OUT/$1.base")"
+        "${2:-mount}" "$(span "$OUT/$1.mount")" "${3:-native}" "$(span "$OUT/$1.base")"
 }
 
 # hfs NAME MODE RUNS CMD_MOUNT CMD_BASELINE: hf, its figure with the spread of both sides.
@@ -540,6 +549,40 @@ if want P8; then
     echo "bench.sh: P8 audit" >&2
     row P8 "normafs audit of the $SESSIONS-session root vs cat of all its files" \
         "$(hf P8 plain "$COLD_RUNS" "$BIN audit $A" "find $A -type f -exec cat {} +")" "≤3×"
+    row P8n "normafs audit --no-bounds of the same root vs cat of all its files" \
+        "$(hf P8n plain "$COLD_RUNS" "$BIN audit --no-bounds $A" "find $A -type f -exec cat {} +")" "≤3×"
+fi
+
+# ---- P10 --------------------------------------------------------------------------------------
+
+if want P10; then
+    D="$WORK/d"
+    D_MSGS=$([ "$QUICK" = 1 ] && echo 2000 || echo 10000)
+    "$BIN" gen "$D" --seed 3 --sessions 1 --messages "$D_MSGS" >"$OUT/gen-d.log" 2>&1
+    D_SID=$(basename "$(ls "$D"/transcripts/*.jsonl | head -n 1)" .jsonl)
+    echo "bench.sh: P10 on a session of $D_MSGS messages ($(cat "$OUT/gen-d.log"))" >&2
+    hf P10 plain "$WARM_RUNS" "$BIN timeline $D $D_SID" "$BIN view $D $D_SID" >/dev/null
+    row P10 "timeline of a $D_MSGS-message session vs one view" \
+        "$(spread P10 timeline view)" "≤2×"
+    hf P10a plain "$WARM_RUNS" "$BIN view --at $((D_MSGS / 2)) $D $D_SID" "$BIN view $D $D_SID" >/dev/null
+    row P10a "view --at $((D_MSGS / 2)) vs one view" "$(spread P10a "--at" view)" "≤1×"
+    # Through a mount: a fresh mount for each run of either side (nothing kept).
+    : >"$OUT/P10m.mount"
+    : >"$OUT/P10m.base"
+    for r in $(seq 1 "$WARM_RUNS"); do
+        for side in mount base; do
+            mount_fs "$MNT" "$D"
+            if [ "$side" = mount ]; then
+                f="$MNT/sessions/$D_SID/timeline.jsonl"
+            else
+                f="$MNT/sessions/$D_SID/view.jsonl"
+            fi
+            one "cat $f" >>"$OUT/P10m.$side"
+            unmount_fs "$MNT"
+        done
+    done
+    row P10m "cat timeline.jsonl vs cat view.jsonl, fresh mounts" \
+        "$(spread P10m timeline.jsonl view.jsonl)" "≤2×"
 fi
 
 # ---- P9 ---------------------------------------------------------------------------------------

@@ -180,8 +180,8 @@ pub struct Turn<'p, 'a> {
     pub truncated: usize,
     /// The nudge decision (step 7); the nudge is in `items` only after [`Turn::inject_nudge`].
     pub nudge: Option<nudge::Decision>,
-    /// The ids live blocks cover, when kept from an earlier turn over the same blocks
-    /// ([`Growing`]).
+    /// The ids live blocks cover, when kept from an earlier turn over the same blocks: set
+    /// only on a turn [`Growing`] grew from the one before.
     pub kept_covered: Option<std::sync::Arc<FastSet<String>>>,
 }
 
@@ -414,7 +414,9 @@ impl<'p, 'a> Turn<'p, 'a> {
                 b.active = live;
             }
         }
-        if !out.token_snapshot.is_empty() {
+        // A turn grown from the one before projects every ref that one did, and that one kept
+        // only projected refs: nothing to drop.
+        if !out.token_snapshot.is_empty() && self.kept_covered.is_none() {
             // The refs still projected: canonical ones by number (no name is made for each
             // slot), any other by name.
             let mut numbered: Vec<bool> = Vec::new();
