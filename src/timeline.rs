@@ -631,10 +631,13 @@ impl Timeline {
             ("#2ca02c", "Compress T1"),
             ("#9467bd", "Compress T2"),
             ("#8c564b", "Compress T3"),
+            ("#999999", "Compress, no block"),
             ("#d62728", "nudge let pass"),
         ];
-        for (k, (color, name)) in legend.iter().enumerate() {
-            let (lx, ly) = (left + 118.0 * k as f64, 38.0);
+        // Each label as wide as its text (about 7 px a character at this size).
+        let mut lx = left;
+        for (color, name) in legend {
+            let ly = 38.0;
             let _ = writeln!(
                 s,
                 "<rect x=\"{lx}\" y=\"{:.1}\" width=\"10\" height=\"10\" fill=\"{color}\"/>\
@@ -643,6 +646,7 @@ impl Timeline {
                 lx + 14.0,
                 ly
             );
+            lx += 30.0 + 7.0 * name.chars().count() as f64;
         }
         s.push_str("</svg>\n");
         s
