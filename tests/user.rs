@@ -238,6 +238,26 @@ fn an_ordinary_user_mounts_and_works_in_the_mount() {
             want,
             "{sid}: the runtime's view"
         );
+        // Its history through the links: the view at the end is view.jsonl, a timeline line
+        // per request point (`at/` lists them and `latest`).
+        let n = normafs::store::session::load(
+            &normafs::store::root::RootPaths::from_root(root.path()),
+            sid,
+        )
+        .messages()
+        .len();
+        let d = format!("{m}/sessions/{sid}");
+        let counts = out(&user.sh(&format!(
+            "cmp '{d}/at/{n}/view.jsonl' '{d}/view.jsonl' && jq -c .request '{d}/timeline.jsonl' | wc -l && ls '{d}/at' | wc -l"
+        )));
+        let c: Vec<usize> = counts
+            .lines()
+            .map(|l| l.trim().parse().expect("a count"))
+            .collect();
+        assert!(
+            c.len() == 2 && c[0] > 0 && c[1] == c[0] + 1,
+            "{sid}: {counts}"
+        );
         // Sizes agree with what a read returns, real and computed files alike.
         for f in [
             "transcript.jsonl",
@@ -245,9 +265,11 @@ fn an_ordinary_user_mounts_and_works_in_the_mount() {
             "view.md",
             "status.json",
             "audit.txt",
+            "timeline.jsonl",
+            "timeline.svg",
         ] {
             let p = format!("{m}/sessions/{sid}/{f}");
-            let o = out(&user.sh(&format!("stat -c %s '{p}'; wc -c < '{p}'")));
+            let o = out(&user.sh(&format!("stat -L -c %s '{p}'; wc -c < '{p}'")));
             let v: Vec<&str> = o.lines().collect();
             assert_eq!(v.first(), v.get(1), "{sid}/{f}: stat and read disagree");
         }
