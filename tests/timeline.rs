@@ -621,6 +621,12 @@ fn grown_requests_are_the_whole_pipelines() {
             let a = rebuild::history(&p, &cfg, sid, &place, &[], path, &points);
             let b = rebuild::history_whole(&p, &cfg, sid, &place, &[], path, &points);
             assert_eq!(b.grown, 0);
+            // The states alone (no nudge decided) are the same states.
+            let c = rebuild::states_at(&p, &cfg, sid, &place, &[], path, &points);
+            assert!(
+                c == a.states,
+                "{sid}: states_at differs from history's states"
+            );
             assert_eq!(a.requests, b.requests, "{sid} in {}", root.display());
             assert_eq!(a.made, b.made, "{sid}");
             for (k, (x, y)) in a.states.iter().zip(&b.states).enumerate() {

@@ -541,12 +541,12 @@ pub fn run<'p, 'a>(
     archive_path: &dyn Fn(&Block) -> String,
 ) -> Turn<'p, 'a> {
     let mut t = sized(proj, state, cfg, archive_path);
-    finish(&mut t, state, cfg, count);
+    finish(&mut t, state, cfg, count, true);
     t
 }
 
-/// Steps 4–7 over a turn after step 3.
-fn finish(t: &mut Turn<'_, '_>, state: &State, cfg: &NoaConfig, count: Count) {
+/// Steps 4–7 over a turn after step 3 (the nudge only when `nudge`).
+fn finish(t: &mut Turn<'_, '_>, state: &State, cfg: &NoaConfig, count: Count, nudge: bool) {
     hide_compress_calls(t, state);
     t.measure = t.items.iter().map(|&p| t.tokens(p)).sum();
     t.count = match count {
@@ -554,7 +554,9 @@ fn finish(t: &mut Turn<'_, '_>, state: &State, cfg: &NoaConfig, count: Count) {
         Count::Given(n) => n,
     };
     truncate(t, cfg);
-    t.nudge = Some(nudge::decide(t, state, cfg));
+    if nudge {
+        t.nudge = Some(nudge::decide(t, state, cfg));
+    }
 }
 
 /// How many Compress calls that made no block stay in view (the last ones).

@@ -129,7 +129,14 @@ pub fn states_at(
     path: ArchivePath<'_>,
     points: &[usize],
 ) -> Vec<State> {
-    history(p, cfg, session, place, journal, path, points).states
+    let asked = Asked {
+        points,
+        grow: true,
+        requests: false,
+    };
+    replay(p, cfg, session, place, journal, path, Some(asked))
+        .1
+        .states
 }
 
 /// [`states_at`], with what each request and each replayed call saw and made on the way.
@@ -142,7 +149,12 @@ pub fn history(
     path: ArchivePath<'_>,
     points: &[usize],
 ) -> History {
-    replay(p, cfg, session, place, journal, path, Some((points, true))).1
+    let asked = Asked {
+        points,
+        grow: true,
+        requests: true,
+    };
+    replay(p, cfg, session, place, journal, path, Some(asked)).1
 }
 
 /// [`history`] with every request through the whole pipeline (what the grown requests are
@@ -156,7 +168,24 @@ pub fn history_whole(
     path: ArchivePath<'_>,
     points: &[usize],
 ) -> History {
-    replay(p, cfg, session, place, journal, path, Some((points, false))).1
+    let asked = Asked {
+        points,
+        grow: false,
+        requests: true,
+    };
+    replay(p, cfg, session, place, journal, path, Some(asked)).1
+}
+
+/// What a replay is asked for besides the rebuild.
+#[derive(Clone, Copy)]
+struct Asked<'p> {
+    /// The states wanted: at the request after the first `n` messages, for each `n`.
+    points: &'p [usize],
+    /// Whether a request may grow from the one before (`pipeline::Growing`).
+    grow: bool,
+    /// Whether what each request showed is wanted (its nudge decided, its figures kept): a
+    /// state needs neither (a nudge has no ref, and its pacing is not in the states).
+    requests: bool,
 }
 
 /// How many of `p`'s cores come from its first `m` messages.
@@ -170,8 +199,7 @@ fn cores_before(p: &Projection<'_>, m: usize) -> usize {
         .unwrap_or(p.cores.len())
 }
 
-/// The replay, and the history at the points asked for (with whether requests may grow
-/// from the one before), when asked.
+/// The replay, and the history `asked` for.
 fn replay(
     p: &Projection<'_>,
     cfg: &NoaConfig,
@@ -179,13 +207,10 @@ fn replay(
     place: &Placement<'_>,
     journal: &[JournalBatch],
     path: ArchivePath<'_>,
-    asked: Option<(&[usize], bool)>,
+    asked: Option<Asked<'_>>,
 ) -> (Rebuilt, History) {
-    // The points asked for, and whether requests may grow from the one before.
-    let (points, grow) = match asked {
-        Some((ps, grow)) => (Some(ps), grow),
-        None => (None, true),
-    };
+    let points = asked.map(|a| a.points);
+    let (grow, requests) = asked.map_or((true, false), |a| (a.grow, a.requests));
     let last = points.map(|ps| ps.iter().copied().max().unwrap_or(0));
     let end = last.map_or(p.cores.len(), |n| cores_before(p, n));
     let cores = &p.cores[..end];
@@ -281,7 +306,7 @@ fn replay(
             }
             Event::Request => {
                 let resumed = std::mem::replace(&mut out.state.nudge, pacing.clone());
-                let mut t = growing.turn(prefix, &out.state, cfg, path);
+                let mut t = growing.turn(prefix, &out.state, cfg, path, requests);
                 out.state.nudge = resumed;
                 if let Some(d) = &t.nudge {
                     super::nudge::stamp(&mut pacing, cfg, t.count, d);
@@ -289,7 +314,9 @@ fn replay(
                 t.inject_nudge();
                 let tagged = super::assemble::fresh_tags(&t, &out.state);
                 t.record(&mut out.state, &tagged);
-                seen.requests.push(observe(&t, msg, history_tokens[at]));
+                if requests {
+                    seen.requests.push(observe(&t, msg, history_tokens[at]));
+                }
                 growing.keep(t);
                 continue;
             }

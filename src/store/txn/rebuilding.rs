@@ -148,7 +148,17 @@ pub fn states_at(
     points: &[usize],
     now: DateTime<Utc>,
 ) -> Result<Vec<State>, TxnError> {
-    Ok(history(paths, sid, cfg, points, now)?.0.states)
+    let t = command_transcript(paths, sid)?;
+    let jpath = paths.journal_path(sid);
+    let journal = journal::read(&jpath).map_err(|e| io_err("cannot read", &jpath, e))?;
+    let recorded = crate::format::state::load_state(&paths.state_path(sid), sid);
+    let rec = Recorded {
+        transcript: &t,
+        state: &recorded.state,
+        journal: &journal,
+    };
+    // The states only: no request's nudge is decided.
+    states_of(paths, sid, cfg, points, now, rec)
 }
 
 /// Session `sid`'s history replayed up to the largest of `points` (none: up to the end; see
@@ -183,6 +193,18 @@ pub struct Recorded<'r> {
     pub journal: &'r journal::JournalRead,
 }
 
+/// [`states_at`] from files read already.
+pub fn states_of(
+    paths: &RootPaths,
+    sid: &str,
+    cfg: &NoaConfig,
+    points: &[usize],
+    now: DateTime<Utc>,
+    rec: Recorded<'_>,
+) -> Result<Vec<State>, TxnError> {
+    Ok(replayed(paths, sid, cfg, points, now, rec, false)?.states)
+}
+
 /// [`history`] from files read already.
 pub fn history_of(
     paths: &RootPaths,
@@ -191,6 +213,19 @@ pub fn history_of(
     points: &[usize],
     now: DateTime<Utc>,
     rec: Recorded<'_>,
+) -> Result<rebuild::History, TxnError> {
+    replayed(paths, sid, cfg, points, now, rec, true)
+}
+
+/// The replay of [`history_of`]; with `requests`, what every request showed too.
+fn replayed(
+    paths: &RootPaths,
+    sid: &str,
+    cfg: &NoaConfig,
+    points: &[usize],
+    now: DateTime<Utc>,
+    rec: Recorded<'_>,
+    requests: bool,
 ) -> Result<rebuild::History, TxnError> {
     let t = rec.transcript;
     let all = session::messages(t);
@@ -230,7 +265,14 @@ pub fn history_of(
         now: now.timestamp(),
     };
     let path = &noa_session::runtime_path;
-    let mut h = rebuild::history(&full, cfg, sid, &place, &batches, path, points);
+    let mut h = if requests {
+        rebuild::history(&full, cfg, sid, &place, &batches, path, points)
+    } else {
+        rebuild::History {
+            states: rebuild::states_at(&full, cfg, sid, &place, &batches, path, points),
+            ..Default::default()
+        }
+    };
     // A block the session's state holds (made by the same call) is where that state says:
     // a fork's inherited blocks live in its parent's archives.
     for state in &mut h.states {
