@@ -365,6 +365,9 @@ fn replay(
         out.state = applied.state;
         out.replayed += 1;
         growing.reset();
+        // A compression starts the pacing of nudges again (the runtime's Compress clears
+        // it in the state it goes on with).
+        pacing = crate::format::state::NudgeState::default();
     }
     // Keep only the archives of blocks the final state holds.
     let ids: std::collections::HashSet<&str> = out
