@@ -122,6 +122,55 @@ pub fn stamp(
     }
 }
 
+/// Whether a nudge is out of the question for a turn's view before anything is measured
+/// for it: below pressure, not a first sight, and grown less than the cadence gate since the
+/// last nudge. [`decide`] decides the same (`inject` false) after measuring what each tier
+/// could reclaim; a replay that wants only what was shown asks this first.
+pub fn held_back(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> bool {
+    let count = t.count;
+    let usage = if cfg.window > 0 {
+        count as f64 / cfg.window as f64
+    } else {
+        0.0
+    };
+    if usage >= cfg.pressure_ratio || usage >= cfg.truncate_ratio {
+        return false;
+    }
+    let nudge = &state.nudge;
+    let baseline = nudge.last_per_message_nudge_tokens;
+    // A first sight needs what the tiers could reclaim: not decided here.
+    if nudge.last_nudge_shown_tokens == 0 && baseline == 0 && usage >= cfg.floor_ratio {
+        return false;
+    }
+    let mut reference = nudge.last_nudge_shown_tokens;
+    if reference == 0 {
+        reference = if baseline > 0 { baseline } else { count as i64 };
+    }
+    (count as i64 - reference) < cadence_gate(cfg) as i64
+}
+
+/// The decision of a view [`held_back`] holds back, without the measures that explain it.
+pub fn not_shown(t: &Turn<'_, '_>, cfg: &NoaConfig) -> Decision {
+    let usage = if cfg.window > 0 {
+        t.count as f64 / cfg.window as f64
+    } else {
+        0.0
+    };
+    Decision {
+        inject: false,
+        tier: 0,
+        kind: None,
+        usage,
+        pressure: false,
+        recommendation: Recommendation::default(),
+        blocks: Vec::new(),
+        targets: Vec::new(),
+        pending: [0; 3],
+        truncated: t.truncated,
+        reason: "below cadence".to_string(),
+    }
+}
+
 /// Decide the nudge for a turn's view.
 pub fn decide(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Decision {
     let rec = recommend::recommend(t, state, cfg);

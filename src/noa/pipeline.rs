@@ -541,12 +541,24 @@ pub fn run<'p, 'a>(
     archive_path: &dyn Fn(&Block) -> String,
 ) -> Turn<'p, 'a> {
     let mut t = sized(proj, state, cfg, archive_path);
-    finish(&mut t, state, cfg, count, true);
+    finish(&mut t, state, cfg, count, Deciding::Whole);
     t
 }
 
-/// Steps 4–7 over a turn after step 3 (the nudge only when `nudge`).
-fn finish(t: &mut Turn<'_, '_>, state: &State, cfg: &NoaConfig, count: Count, nudge: bool) {
+/// How much of the nudge's decision a turn needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deciding {
+    /// None (`Turn::nudge` stays `None`).
+    No,
+    /// Whether one is shown, of what kind, tier and targets: a nudge held back by its cadence
+    /// is decided without measuring what it would have said (`nudge::held_back`).
+    Shown,
+    /// All of it, with its measures and reason (status.json, view.md).
+    Whole,
+}
+
+/// Steps 4–7 over a turn after step 3 (the nudge as `nudge` asks).
+fn finish(t: &mut Turn<'_, '_>, state: &State, cfg: &NoaConfig, count: Count, nudge: Deciding) {
     hide_compress_calls(t, state);
     t.measure = t.items.iter().map(|&p| t.tokens(p)).sum();
     t.count = match count {
@@ -554,9 +566,11 @@ fn finish(t: &mut Turn<'_, '_>, state: &State, cfg: &NoaConfig, count: Count, nu
         Count::Given(n) => n,
     };
     truncate(t, cfg);
-    if nudge {
-        t.nudge = Some(nudge::decide(t, state, cfg));
-    }
+    t.nudge = match nudge {
+        Deciding::No => None,
+        Deciding::Shown if nudge::held_back(t, state, cfg) => Some(nudge::not_shown(t, cfg)),
+        Deciding::Shown | Deciding::Whole => Some(nudge::decide(t, state, cfg)),
+    };
 }
 
 /// How many Compress calls that made no block stay in view (the last ones).

@@ -306,7 +306,14 @@ fn replay(
             }
             Event::Request => {
                 let resumed = std::mem::replace(&mut out.state.nudge, pacing.clone());
-                let mut t = growing.turn(prefix, &out.state, cfg, path, requests);
+                // What was shown is all a timeline keeps (the whole decision where it is
+                // checked against grown requests).
+                let deciding = match (requests, grow) {
+                    (false, _) => pipeline::Deciding::No,
+                    (true, true) => pipeline::Deciding::Shown,
+                    (true, false) => pipeline::Deciding::Whole,
+                };
+                let mut t = growing.turn(prefix, &out.state, cfg, path, deciding);
                 out.state.nudge = resumed;
                 if let Some(d) = &t.nudge {
                     super::nudge::stamp(&mut pacing, cfg, t.count, d);

@@ -55,15 +55,15 @@ impl<'a> Growing<'a> {
     }
 
     /// The turn of a request over `proj` (a prefix of the projection the earlier requests
-    /// were over), as [`run`] with [`Count::Measured`] makes it; without `nudge`, its nudge
-    /// is not decided (`None`). Give it back with [`Growing::keep`] once done with it.
+    /// were over), as [`run`] with [`Count::Measured`] makes it, its nudge decided as `nudge`
+    /// asks. Give it back with [`Growing::keep`] once done with it.
     pub fn turn<'p>(
         &mut self,
         proj: &'p [Core<'a>],
         state: &State,
         cfg: &NoaConfig,
         archive_path: &dyn Fn(&Block) -> String,
-        nudge: bool,
+        nudge: Deciding,
     ) -> Turn<'p, 'a> {
         let mut t = match self.grow(proj, state, cfg) {
             Some(new_refs) => {
