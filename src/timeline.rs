@@ -228,23 +228,11 @@ pub fn view_at(
     form: Form<'_>,
 ) -> Result<crate::bytes::Bytes, TxnError> {
     use crate::noa::{assemble, render, session as view};
-    let (t, err) = session::load_transcript(&paths.transcript_path(sid), sid);
-    if let Some(e) = err {
-        return Err(TxnError::Io(format!("cannot read the transcript: {e}")));
-    }
-    let journal_path = paths.journal_path(sid);
-    let journal = crate::store::journal::read(&journal_path)
-        .map_err(|e| TxnError::Io(format!("cannot read {}: {e}", journal_path.display())))?;
-    let recorded = crate::format::state::load_state(&paths.state_path(sid), sid);
-    let rec = txn::Recorded {
-        transcript: &t,
-        state: &recorded.state,
-        journal: &journal,
-    };
-    let own = txn::states_of(paths, sid, cfg, &[n], now, rec)?
+    let files = txn::SessionFiles::read(paths, sid)?;
+    let own = txn::states_of(paths, sid, cfg, &[n], now, files.recorded())?
         .pop()
         .unwrap_or_else(|| crate::format::state::State::initial(sid));
-    let mut msgs = session::messages(&t);
+    let mut msgs = session::messages(&files.transcript);
     msgs.truncate(n);
     let (state, _) = session::opened_state(paths, sid, &own, cfg);
     let p = view::Projection::new(msgs);

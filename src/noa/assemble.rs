@@ -365,11 +365,9 @@ pub fn assemble<'a>(
     Assembled { messages, tagged }
 }
 
-/// The tags [`assemble`] would show without a snapshot entry (its `tagged`), without
-/// building the messages: what a request records (the replay makes one per assistant
-/// message, so this is its hot path).
-pub fn fresh_tags(t: &Turn<'_, '_>, state: &State) -> Vec<(String, i64)> {
-    let snapshot = &state.token_snapshot;
+/// The tool blocks a turn's rebuilt list holds, by call-id number (`Core::pair`): (calls,
+/// results). Every tool block comes from a view message, so this is known beforehand.
+fn tool_pairs(t: &Turn<'_, '_>) -> (Vec<bool>, Vec<bool>) {
     let (mut uses, mut results) = (Vec::<bool>::new(), Vec::<bool>::new());
     for &p in &t.items {
         let c = t.core(p);
@@ -386,6 +384,15 @@ pub fn fresh_tags(t: &Turn<'_, '_>, state: &State) -> Vec<(String, i64)> {
             set[k] = true;
         }
     }
+    (uses, results)
+}
+
+/// The tags [`assemble`] would show without a snapshot entry (its `tagged`), without
+/// building the messages: what a request records (the replay makes one per assistant
+/// message, so this is its hot path).
+pub fn fresh_tags(t: &Turn<'_, '_>, state: &State) -> Vec<(String, i64)> {
+    let snapshot = &state.token_snapshot;
+    let (uses, results) = tool_pairs(t);
     let has = |set: &[bool], pair: u32| set.get(pair as usize).copied().unwrap_or(false);
     let mut out = Vec::new();
     for &p in &t.items {
@@ -481,24 +488,7 @@ pub fn each_wanted<'a>(
             None => (t.tokens(p), true),
         })
     };
-    // Tool blocks the rebuilt list will hold (every tool block comes from a view message).
-    // By call-id number (`Core::pair`): no id is looked at again.
-    let (mut uses, mut results) = (Vec::<bool>::new(), Vec::<bool>::new());
-    for &p in &t.items {
-        let c = t.core(p);
-        let set = match c.kind {
-            Kind::ToolCall => &mut uses,
-            Kind::ToolResult => &mut results,
-            _ => continue,
-        };
-        if c.pair != NO_PAIR {
-            let k = c.pair as usize;
-            if set.len() <= k {
-                set.resize(k + 1, false);
-            }
-            set[k] = true;
-        }
-    }
+    let (uses, results) = tool_pairs(t);
     let has = |set: &[bool], pair: u32| set.get(pair as usize).copied().unwrap_or(false);
     let items = &t.items;
     let mut kept: Vec<Pos> = Vec::new();

@@ -148,17 +148,9 @@ pub fn states_at(
     points: &[usize],
     now: DateTime<Utc>,
 ) -> Result<Vec<State>, TxnError> {
-    let t = command_transcript(paths, sid)?;
-    let jpath = paths.journal_path(sid);
-    let journal = journal::read(&jpath).map_err(|e| io_err("cannot read", &jpath, e))?;
-    let recorded = crate::format::state::load_state(&paths.state_path(sid), sid);
-    let rec = Recorded {
-        transcript: &t,
-        state: &recorded.state,
-        journal: &journal,
-    };
+    let files = SessionFiles::read(paths, sid)?;
     // The states only: no request's nudge is decided.
-    states_of(paths, sid, cfg, points, now, rec)
+    states_of(paths, sid, cfg, points, now, files.recorded())
 }
 
 /// Session `sid`'s history replayed up to the largest of `points` (none: up to the end; see
@@ -171,17 +163,40 @@ pub fn history(
     points: &[usize],
     now: DateTime<Utc>,
 ) -> Result<(rebuild::History, Transcript), TxnError> {
-    let t = command_transcript(paths, sid)?;
-    let jpath = paths.journal_path(sid);
-    let journal = journal::read(&jpath).map_err(|e| io_err("cannot read", &jpath, e))?;
-    let recorded = crate::format::state::load_state(&paths.state_path(sid), sid);
-    let rec = Recorded {
-        transcript: &t,
-        state: &recorded.state,
-        journal: &journal,
-    };
-    let h = history_of(paths, sid, cfg, points, now, rec)?;
-    Ok((h, t))
+    let files = SessionFiles::read(paths, sid)?;
+    let h = history_of(paths, sid, cfg, points, now, files.recorded())?;
+    Ok((h, files.transcript))
+}
+
+/// A session's files a replay reads: its transcript, journal and `state.json`.
+pub struct SessionFiles {
+    pub transcript: Transcript,
+    pub journal: journal::JournalRead,
+    pub state: State,
+}
+
+impl SessionFiles {
+    /// Read them (an unreadable transcript or journal is an error; a state that is not,
+    /// the initial one, as the audit reports it).
+    pub fn read(paths: &RootPaths, sid: &str) -> Result<SessionFiles, TxnError> {
+        let transcript = command_transcript(paths, sid)?;
+        let jpath = paths.journal_path(sid);
+        let journal = journal::read(&jpath).map_err(|e| io_err("cannot read", &jpath, e))?;
+        let state = crate::format::state::load_state(&paths.state_path(sid), sid).state;
+        Ok(SessionFiles {
+            transcript,
+            journal,
+            state,
+        })
+    }
+
+    pub fn recorded(&self) -> Recorded<'_> {
+        Recorded {
+            transcript: &self.transcript,
+            state: &self.state,
+            journal: &self.journal,
+        }
+    }
 }
 
 /// What a session's files hold, read already (an audit has them).
