@@ -367,9 +367,9 @@ pub fn assemble<'a>(
 
 /// The tool blocks a turn's rebuilt list holds, by call-id number (`Core::pair`): (calls,
 /// results). Every tool block comes from a view message, so this is known beforehand.
-fn tool_pairs(t: &Turn<'_, '_>) -> (Vec<bool>, Vec<bool>) {
+fn tool_pairs(t: &Turn<'_, '_>, items: &[Pos]) -> (Vec<bool>, Vec<bool>) {
     let (mut uses, mut results) = (Vec::<bool>::new(), Vec::<bool>::new());
-    for &p in &t.items {
+    for &p in items {
         let c = t.core(p);
         let set = match c.kind {
             Kind::ToolCall => &mut uses,
@@ -392,10 +392,20 @@ fn tool_pairs(t: &Turn<'_, '_>) -> (Vec<bool>, Vec<bool>) {
 /// message, so this is its hot path).
 pub fn fresh_tags(t: &Turn<'_, '_>, state: &State) -> Vec<(String, i64)> {
     let snapshot = &state.token_snapshot;
-    let (uses, results) = tool_pairs(t);
+    // A grown turn's earlier cores showed their tags at the request before (which is over
+    // the same blocks and the same pairs), and its new cores pair among themselves only:
+    // only those can show a tag first.
+    let from = t.kept.as_ref().map_or(0, |k| k.new_from);
+    let first = t
+        .items
+        .iter()
+        .rposition(|&p| matches!(p, Pos::Core(i) if i < from))
+        .map_or(0, |k| k + 1);
+    let items = &t.items[first..];
+    let (uses, results) = tool_pairs(t, items);
     let has = |set: &[bool], pair: u32| set.get(pair as usize).copied().unwrap_or(false);
     let mut out = Vec::new();
-    for &p in &t.items {
+    for &p in items {
         let c = t.core(p);
         if !matches!(c.origin, Origin::Block { .. }) {
             continue;
@@ -488,7 +498,7 @@ pub fn each_wanted<'a>(
             None => (t.tokens(p), true),
         })
     };
-    let (uses, results) = tool_pairs(t);
+    let (uses, results) = tool_pairs(t, &t.items);
     let has = |set: &[bool], pair: u32| set.get(pair as usize).copied().unwrap_or(false);
     let items = &t.items;
     let mut kept: Vec<Pos> = Vec::new();

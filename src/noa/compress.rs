@@ -17,6 +17,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::args::Range;
 use super::content::{is_summary_text, Core, Kind, Origin, Slot};
+use super::fasthash::FastSet;
 use super::pipeline::Turn;
 use super::protect;
 use super::refs::{self, format_ref, parse_block_id, parse_ref};
@@ -171,14 +172,10 @@ pub fn apply(
         return res;
     }
 
-    // D: build every block.
-    let mut working = state.clone();
-    let pre_existing: HashSet<&str> = state
-        .blocks()
-        .iter()
-        .filter(|b| b.active)
-        .flat_map(|b| b.effective_message_ids.iter().map(String::as_str))
-        .collect();
+    // D: build every block (against one view and one state: what every range is checked
+    // against is found once).
+    let mut working = std::mem::replace(&mut res.state, State::initial(""));
+    let shared = Shared::of(&ctx.msgs, state, cfg);
     let mut built: Vec<(Block, Archive)> = Vec::new();
     for (i, (e, skipped)) in entries.iter().enumerate() {
         let rr = match e {
@@ -195,7 +192,7 @@ pub fn apply(
             rr,
             &mut working,
             cfg,
-            &pre_existing,
+            &shared,
             call,
             place,
         ) {
@@ -212,6 +209,8 @@ pub fn apply(
         }
     }
     if built.is_empty() {
+        // Only a built block takes a block number: nothing of `working` changed.
+        res.state = working;
         return res;
     }
 
@@ -433,6 +432,50 @@ fn decide_tier(kind: EndKind, nested: &[String], working: &State, cfg: &NoaConfi
     d
 }
 
+/// What every range of one batch is checked against (one view, one state): found once
+/// per batch, not once per range.
+struct Shared<'t, 'a, 's> {
+    /// Ids the live blocks cover (SPEC 2.5).
+    covered: FastSet<&'s str>,
+    /// Call ids of hard-protected content.
+    calls: HashSet<&'t str>,
+    /// The soft protected tail.
+    soft: FastSet<Slot>,
+    cores: Vec<&'t Core<'a>>,
+    turns: Vec<super::turns::TurnGroup>,
+}
+
+impl<'t, 'a, 's> Shared<'t, 'a, 's> {
+    fn of(msgs: &[M<'t, 'a>], state: &'s State, cfg: &NoaConfig) -> Self {
+        let covered: FastSet<&'s str> = state
+            .blocks()
+            .iter()
+            .filter(|b| b.active)
+            .flat_map(|b| b.effective_message_ids.iter().map(String::as_str))
+            .collect();
+        let soft = protect::soft_zone(
+            msgs.iter().rev().map(|m| {
+                (
+                    m.core,
+                    is_summary_text(m.lead),
+                    m.slot,
+                    covered.contains(m.id()),
+                    m.tokens,
+                )
+            }),
+            cfg,
+        );
+        let cores: Vec<&'t Core<'a>> = msgs.iter().map(|m| m.core).collect();
+        Shared {
+            calls: protect::protected_calls(cores.iter().copied(), cfg),
+            turns: super::turns::groups(&cores),
+            covered,
+            soft,
+            cores,
+        }
+    }
+}
+
 type Built = (Block, Archive, Vec<String>, Vec<String>);
 type Failed = (Vec<String>, Vec<String>, String);
 
@@ -443,7 +486,7 @@ fn build(
     r: &Resolved,
     working: &mut State,
     cfg: &NoaConfig,
-    pre_existing: &HashSet<&str>,
+    shared: &Shared<'_, '_, '_>,
     call: &str,
     place: &Placement<'_>,
 ) -> Result<Built, Failed> {
@@ -475,15 +518,14 @@ fn build(
     }
     let mut direct: HashSet<String> = effective
         .iter()
-        .filter(|id| !pre_existing.contains(id.as_str()))
+        .filter(|id| !shared.covered.contains(id.as_str()))
         .cloned()
         .collect();
 
     // Hard-protected content and the other half of its exchanges.
-    let calls = protect::protected_calls(msgs.iter().map(|m| m.core), cfg);
     let find = |id: &str| ctx.index.get(id).map(|&i| &msgs[i]);
     direct.retain(|id| {
-        let keep = !find(id).is_some_and(|m| protect::is_hard_paired(m.core, cfg, &calls));
+        let keep = !find(id).is_some_and(|m| protect::is_hard_paired(m.core, cfg, &shared.calls));
         if !keep {
             effective.remove(id);
         }
@@ -491,24 +533,7 @@ fn build(
     });
 
     // The soft protected tail.
-    let covered_now: HashSet<&str> = working
-        .blocks()
-        .iter()
-        .filter(|b| b.active)
-        .flat_map(|b| b.effective_message_ids.iter().map(String::as_str))
-        .collect();
-    let soft = protect::soft_zone(
-        msgs.iter().rev().map(|m| {
-            (
-                m.core,
-                is_summary_text(m.lead),
-                m.slot,
-                covered_now.contains(m.id()),
-                m.tokens,
-            )
-        }),
-        cfg,
-    );
+    let soft = &shared.soft;
     let mut hit: Vec<String> = Vec::new();
     direct.retain(|id| {
         let slot = match working.message_refs.by_raw.get(id) {
@@ -543,12 +568,12 @@ fn build(
     }
 
     // Turn integrity.
-    let cores: Vec<&Core<'_>> = msgs.iter().map(|m| m.core).collect();
     let mut folded: HashSet<&str> = direct.iter().map(String::as_str).collect();
-    let withdrawn: Vec<String> = super::turns::withdraw_split(&cores, &mut folded)
-        .into_iter()
-        .map(str::to_string)
-        .collect();
+    let withdrawn: Vec<String> =
+        super::turns::withdraw_split(&shared.turns, &shared.cores, &mut folded)
+            .into_iter()
+            .map(str::to_string)
+            .collect();
     if !withdrawn.is_empty() {
         for id in &withdrawn {
             direct.remove(id);

@@ -50,7 +50,9 @@ pub struct Decision {
     pub usage: f64,
     pub pressure: bool,
     pub recommendation: Recommendation,
-    pub blocks: Vec<BlockSpan>,
+    /// How many blocks are live, and the last [`LAST_BLOCKS`] of them by where they start.
+    pub live_blocks: usize,
+    pub last_blocks: Vec<BlockSpan>,
     /// The blocks a tier-2/3 nudge asks to consolidate.
     pub targets: Vec<BlockSpan>,
     pub pending: [u64; 3],
@@ -58,6 +60,9 @@ pub struct Decision {
     /// Why (for status.json and view.md).
     pub reason: String,
 }
+
+/// How many of the live blocks a decision lists (the nudge names the last ones).
+pub const LAST_BLOCKS: usize = 8;
 
 /// The growth unit: a share of the window, clamped.
 fn adaptive_growth(cfg: &NoaConfig) -> u64 {
@@ -163,7 +168,8 @@ pub fn not_shown(t: &Turn<'_, '_>, cfg: &NoaConfig) -> Decision {
         usage,
         pressure: false,
         recommendation: Recommendation::default(),
-        blocks: Vec::new(),
+        live_blocks: 0,
+        last_blocks: Vec::new(),
         targets: Vec::new(),
         pending: [0; 3],
         truncated: t.truncated,
@@ -203,22 +209,27 @@ pub fn decide(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Decision {
         .filter(|r| r.chars >= cfg.min_range_chars)
         .map(|r| r.tokens)
         .sum();
-    let mut lower: [Vec<BlockSpan>; 2] = [Vec::new(), Vec::new()];
+    // Blocks by index: a view of a long session has many, and few of them are named.
+    let mut lower: [Vec<usize>; 2] = [Vec::new(), Vec::new()];
     let mut pending = [t1, 0, 0];
     let blocks = state.blocks();
-    let mut spans = Vec::new();
+    let mut live = Vec::new();
     for (i, b) in blocks.iter().enumerate() {
         if !t.active.get(i).copied().unwrap_or(false) {
             continue;
         }
-        spans.push(span(b));
+        live.push((super::refs::parse_ref(&b.start_ref).unwrap_or(0), i));
         if b.tier == 1 || b.tier == 2 {
             let k = b.tier as usize;
             pending[k] += tokens::count(&b.summary);
-            lower[k - 1].push(span(b));
+            lower[k - 1].push(i);
         }
     }
-    spans.sort_by_key(|s| super::refs::parse_ref(&s.start_ref).unwrap_or(0));
+    live.sort_by_key(|&(start, _)| start);
+    let last_blocks = live[live.len().saturating_sub(LAST_BLOCKS)..]
+        .iter()
+        .map(|&(_, i)| span(&blocks[i]))
+        .collect();
     let counts = [0, lower[0].len(), lower[1].len()];
 
     let mut d = Decision {
@@ -228,7 +239,8 @@ pub fn decide(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Decision {
         usage,
         pressure,
         recommendation: rec,
-        blocks: spans,
+        live_blocks: live.len(),
+        last_blocks,
         targets: Vec::new(),
         pending,
         truncated: t.truncated,
@@ -238,7 +250,10 @@ pub fn decide(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Decision {
         d.inject = true;
         d.tier = tier;
         if tier >= 2 {
-            d.targets = lower[tier as usize - 2].clone();
+            d.targets = lower[tier as usize - 2]
+                .iter()
+                .map(|&i| span(&blocks[i]))
+                .collect();
         }
         d.kind = Some(match tier {
             2 => NudgeKind::Tier2,
@@ -353,34 +368,44 @@ pub fn decide(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Decision {
     d
 }
 
-fn slot_name(s: &Slot) -> String {
-    s.name().map(|n| n.into_owned()).unwrap_or_default()
+fn push_slot(s: &mut String, slot: &Slot) {
+    if let Some(n) = slot.name() {
+        s.push_str(&n);
+    }
 }
 
-fn range_line(r: &RangeInfo) -> String {
-    let users = match r.user_msgs {
-        0 => String::new(),
-        1 => ", 1 user message".to_string(),
-        n => format!(", {n} user messages"),
-    };
-    format!(
-        "- {}..{}: {} messages, ~{} tokens ({}% tool output{users})",
-        slot_name(&r.start),
-        slot_name(&r.end),
-        r.count,
-        tokens::format(r.tokens),
-        r.tool_pct
-    )
+/// A range's line (written in place: a nudge of a long session lists many).
+fn push_range_line(s: &mut String, r: &RangeInfo) {
+    s.push_str("- ");
+    push_slot(s, &r.start);
+    s.push_str("..");
+    push_slot(s, &r.end);
+    let _ = write!(s, ": {} messages, ~", r.count);
+    s.push_str(&tokens::format(r.tokens));
+    let _ = write!(s, " tokens ({}% tool output", r.tool_pct);
+    match r.user_msgs {
+        0 => {}
+        1 => s.push_str(", 1 user message"),
+        n => {
+            let _ = write!(s, ", {n} user messages");
+        }
+    }
+    s.push_str(")\n");
 }
 
-fn protected_line(r: &ProtectedRange) -> String {
-    format!(
-        "- {}..{}: {} messages of {} — protected, leave them out",
-        slot_name(&r.start),
-        slot_name(&r.end),
-        r.count,
-        r.tools.join(", ")
-    )
+fn push_protected_line(s: &mut String, r: &ProtectedRange) {
+    s.push_str("- ");
+    push_slot(s, &r.start);
+    s.push_str("..");
+    push_slot(s, &r.end);
+    let _ = write!(s, ": {} messages of ", r.count);
+    for (k, tool) in r.tools.iter().enumerate() {
+        if k > 0 {
+            s.push_str(", ");
+        }
+        s.push_str(tool);
+    }
+    s.push_str(" — protected, leave them out\n");
 }
 
 /// normafs's wording of a nudge (the runtime's prose is its own; SPEC 4.4).
@@ -436,30 +461,26 @@ pub fn render(d: &Decision) -> String {
         } else {
             s.push_str("\nCompressible, oldest first:\n");
             for r in &rec.ranges {
-                s.push_str(&range_line(r));
-                s.push('\n');
+                push_range_line(&mut s, r);
             }
             for r in &rec.protected {
-                s.push_str(&protected_line(r));
-                s.push('\n');
+                push_protected_line(&mut s, r);
             }
         }
     }
-    if !d.blocks.is_empty() {
-        let shown: Vec<String> = d
-            .blocks
-            .iter()
-            .rev()
-            .take(8)
-            .rev()
-            .map(|b| format!("{}(T{})={}..{}", b.block_id, b.tier, b.start_ref, b.end_ref))
-            .collect();
-        let _ = writeln!(
-            s,
-            "\nLive blocks ({}): {}",
-            d.blocks.len(),
-            shown.join(", ")
-        );
+    if d.live_blocks > 0 {
+        let _ = write!(s, "\nLive blocks ({}): ", d.live_blocks);
+        for (k, b) in d.last_blocks.iter().enumerate() {
+            if k > 0 {
+                s.push_str(", ");
+            }
+            let _ = write!(
+                s,
+                "{}(T{})={}..{}",
+                b.block_id, b.tier, b.start_ref, b.end_ref
+            );
+        }
+        s.push('\n');
     }
     s.push_str(
         "\nCall Compress with {\"content\":[{\"startId\":\"m00012\",\"endId\":\"m00045\",\

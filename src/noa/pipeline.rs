@@ -180,9 +180,94 @@ pub struct Turn<'p, 'a> {
     pub truncated: usize,
     /// The nudge decision (step 7); the nudge is in `items` only after [`Turn::inject_nudge`].
     pub nudge: Option<nudge::Decision>,
-    /// The ids live blocks cover, when kept from an earlier turn over the same blocks: set
-    /// only on a turn [`Growing`] grew from the one before.
-    pub kept_covered: Option<std::sync::Arc<FastSet<String>>>,
+    /// What a turn [`Growing`] grew from the one before keeps of it (`None` for any other).
+    pub kept: Option<Kept>,
+}
+
+/// What a turn grown from the request before (over the same blocks) keeps of it.
+#[derive(Debug, Clone)]
+pub struct Kept {
+    /// The ids live blocks cover.
+    pub covered: Arc<FastSet<String>>,
+    /// The first core the request before did not have: every tag of an earlier one was shown
+    /// and recorded then.
+    pub new_from: u32,
+    /// Per core, what the blocks and the view's pairs make of it: [`COVERED`], [`PAIRED`].
+    pub facts: Arc<Vec<u8>>,
+}
+
+/// A live block covers the core (SPEC 2.5).
+pub const COVERED: u8 = 1;
+/// The core is hard-protected or the other half of such an exchange in the view.
+pub const PAIRED: u8 = 2;
+/// A Compress call that made a block of the state.
+pub const MADE: u8 = 4;
+/// A Compress call that made a live block.
+pub const LIVE: u8 = 8;
+
+/// The call ids of the state's blocks, and of its live blocks.
+pub(super) fn block_calls<'s>(
+    state: &'s State,
+    active: &[bool],
+) -> (FastSet<&'s str>, FastSet<&'s str>) {
+    let (mut all, mut live) = (FastSet::default(), FastSet::default());
+    for (i, b) in state.blocks().iter().enumerate() {
+        if b.compress_call_id.is_empty() {
+            continue;
+        }
+        all.insert(b.compress_call_id.as_str());
+        if active.get(i).copied().unwrap_or(false) {
+            live.insert(b.compress_call_id.as_str());
+        }
+    }
+    (all, live)
+}
+
+/// [`MADE`] and [`LIVE`] of a core.
+pub(super) fn call_facts(c: &Core<'_>, calls: &(FastSet<&str>, FastSet<&str>)) -> u8 {
+    if !c.is_compress_call() {
+        return 0;
+    }
+    let mut f = 0;
+    if calls.0.contains(c.call) {
+        f |= MADE;
+    }
+    if calls.1.contains(c.call) {
+        f |= LIVE;
+    }
+    f
+}
+
+/// What the nudge's measures ask of each view message: kept with a grown turn, or found
+/// for this view.
+pub enum Facts<'s> {
+    Kept(&'s [u8]),
+    Found {
+        covered: Covered<'s>,
+        calls: HashSet<&'s str>,
+    },
+}
+
+impl Facts<'_> {
+    /// Whether a live block covers the message.
+    pub fn covered(&self, p: Pos, c: &Core<'_>) -> bool {
+        match (self, p) {
+            (Facts::Kept(f), Pos::Core(i)) => f.get(i as usize).is_some_and(|&f| f & COVERED != 0),
+            (Facts::Kept(_), Pos::Synth(_)) => false,
+            (Facts::Found { covered, .. }, _) => {
+                !covered.is_empty() && covered.contains(c.id.as_ref())
+            }
+        }
+    }
+
+    /// Whether the message is hard-protected or the other half of such an exchange.
+    pub fn paired(&self, p: Pos, c: &Core<'_>, cfg: &NoaConfig) -> bool {
+        match (self, p) {
+            (Facts::Kept(f), Pos::Core(i)) => f.get(i as usize).is_some_and(|&f| f & PAIRED != 0),
+            (Facts::Kept(_), Pos::Synth(_)) => protect::is_hard(c, cfg),
+            (Facts::Found { calls, .. }, _) => protect::is_hard_paired(c, cfg, calls),
+        }
+    }
 }
 
 /// The ids live blocks cover (SPEC 2.5: `effectiveMessageIds`): gathered for a turn, or kept
@@ -328,9 +413,20 @@ impl<'p, 'a> Turn<'p, 'a> {
 
     /// The ids live blocks cover (SPEC 2.5: `effectiveMessageIds`).
     pub fn covered<'s>(&'s self, state: &'s State) -> Covered<'s> {
-        match &self.kept_covered {
-            Some(k) => Covered::Kept(k),
+        match &self.kept {
+            Some(k) => Covered::Kept(&k.covered),
             None => Covered::Made(covered(state, &self.active)),
+        }
+    }
+
+    /// What the nudge's measures ask of each view message.
+    pub fn facts<'s>(&'s self, state: &'s State, cfg: &NoaConfig) -> Facts<'s> {
+        match &self.kept {
+            Some(k) => Facts::Kept(&k.facts),
+            None => Facts::Found {
+                covered: self.covered(state),
+                calls: protect::protected_calls(self.view().map(|(_, c)| c), cfg),
+            },
         }
     }
 
@@ -416,7 +512,7 @@ impl<'p, 'a> Turn<'p, 'a> {
         }
         // A turn grown from the one before projects every ref that one did, and that one kept
         // only projected refs: nothing to drop.
-        if !out.token_snapshot.is_empty() && self.kept_covered.is_none() {
+        if !out.token_snapshot.is_empty() && self.kept.is_none() {
             // The refs still projected: canonical ones by number (no name is made for each
             // slot), any other by name.
             let mut numbered: Vec<bool> = Vec::new();
@@ -521,7 +617,7 @@ fn sized<'p, 'a>(
         count: 0,
         truncated: 0,
         nudge: None,
-        kept_covered: None,
+        kept: None,
     };
     if !state.blocks().is_empty() {
         let index = first_index(proj);
@@ -588,61 +684,65 @@ fn hide_compress_calls(t: &mut Turn<'_, '_>, state: &State) {
     if !any {
         return;
     }
-    let mut all_calls = HashSet::new();
-    let mut live_calls = HashSet::new();
-    for (i, b) in state.blocks().iter().enumerate() {
-        if b.compress_call_id.is_empty() {
-            continue;
-        }
-        all_calls.insert(b.compress_call_id.as_str());
-        if t.active.get(i).copied().unwrap_or(false) {
-            live_calls.insert(b.compress_call_id.as_str());
-        }
-    }
-    let mut orphans_kept: HashSet<&str> = HashSet::new();
+    // What the blocks make of each call: kept with a grown turn, or found now.
+    let found = t.kept.is_none().then(|| block_calls(state, &t.active));
+    let fact = |p: Pos| match (p, &t.kept, &found) {
+        (Pos::Core(i), Some(k), _) => k.facts.get(i as usize).copied().unwrap_or(0),
+        (Pos::Core(_), None, Some(calls)) => call_facts(t.core(p), calls),
+        _ => 0,
+    };
+    // The last two calls that made no block stay (counted per call message).
+    let mut orphans_kept: Vec<&str> = Vec::new();
     let mut kept = 0;
     for &p in t.items.iter().rev() {
         if kept >= KEEP_LAST_ORPHANED {
             break;
         }
         let c = t.core(p);
-        if c.is_compress_call() && !all_calls.contains(c.call) {
-            orphans_kept.insert(c.call);
+        if c.is_compress_call() && fact(p) & MADE == 0 {
+            orphans_kept.push(c.call);
             kept += 1;
         }
     }
-    let dropped: HashSet<&str> = t
+    let dropped: FastSet<&str> = t
         .items
         .iter()
-        .map(|&p| t.core(p))
-        .filter(|c| {
-            c.is_compress_call() && !live_calls.contains(c.call) && !orphans_kept.contains(c.call)
+        .filter(|&&p| {
+            let c = t.core(p);
+            c.is_compress_call() && fact(p) & LIVE == 0 && !orphans_kept.contains(&c.call)
         })
-        .map(|c| c.call)
+        .map(|&p| t.core(p).call)
         .collect();
-    let mut items = Vec::with_capacity(t.items.len());
     let mut edits = Vec::new();
     for &p in &t.items {
         let c = t.core(p);
-        if !c.call.is_empty() && dropped.contains(c.call) {
+        if !c.is_compress_call() || dropped.contains(c.call) {
             continue;
         }
-        if c.is_compress_call() {
-            if let Pos::Core(i) = p {
-                // Stubbed once per call while the projection's memo lasts.
-                let stub = || stub_compress_arguments(&c.text).map(Edit::new);
-                let edit = match &c.cut {
-                    Some(cell) => cell.get_or_init(stub).clone(),
-                    None => stub(),
-                };
-                if let Some(edit) = edit {
-                    edits.push((i, edit));
-                }
+        if let Pos::Core(i) = p {
+            // Stubbed once per call while the projection's memo lasts.
+            let stub = || stub_compress_arguments(&c.text).map(Edit::new);
+            let edit = match &c.cut {
+                Some(cell) => cell.get_or_init(stub).clone(),
+                None => stub(),
+            };
+            if let Some(edit) = edit {
+                edits.push((i, edit));
             }
         }
-        items.push(p);
     }
-    t.items = items;
+    if !dropped.is_empty() {
+        let items: Vec<Pos> = t
+            .items
+            .iter()
+            .copied()
+            .filter(|&p| {
+                let c = t.core(p);
+                c.call.is_empty() || !dropped.contains(c.call)
+            })
+            .collect();
+        t.items = items;
+    }
     for (i, edit) in edits {
         t.edits.insert(i, edit, t.proj.len());
     }

@@ -4,7 +4,7 @@
 
 use super::content::{Kind, Role, Slot};
 use super::fasthash::FastSet;
-use super::pipeline::Turn;
+use super::pipeline::{Facts, Turn};
 use super::{protect, tokens};
 use crate::config::NoaConfig;
 use crate::format::state::State;
@@ -43,17 +43,14 @@ pub struct Recommendation {
 
 /// The soft protected zone of a turn's view.
 pub fn soft_zone(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> FastSet<Slot> {
-    let covered = t.covered(state);
+    zone(t, &t.facts(state, cfg), cfg)
+}
+
+fn zone(t: &Turn<'_, '_>, facts: &Facts<'_>, cfg: &NoaConfig) -> FastSet<Slot> {
     protect::soft_zone(
-        t.view().rev().map(|(p, c)| {
-            (
-                c,
-                t.headed(p),
-                t.slot(p),
-                !covered.is_empty() && covered.contains(c.id.as_ref()),
-                t.tokens(p),
-            )
-        }),
+        t.view()
+            .rev()
+            .map(|(p, c)| (c, t.headed(p), t.slot(p), facts.covered(p, c), t.tokens(p))),
         cfg,
     )
 }
@@ -69,9 +66,8 @@ struct Scanned {
 }
 
 pub fn recommend(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Recommendation {
-    let soft = soft_zone(t, state, cfg);
-    let covered = t.covered(state);
-    let calls = protect::protected_calls(t.view().map(|(_, c)| c), cfg);
+    let facts = t.facts(state, cfg);
+    let soft = zone(t, &facts, cfg);
     let mut groups = Grouper::default();
     let mut protected = Vec::new();
     let mut run: Option<ProtectedRange> = None;
@@ -81,12 +77,10 @@ pub fn recommend(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Recommenda
         if !slot.is_ref() {
             continue;
         }
-        // (An empty set is not asked: a session without blocks would hash every id.)
-        let is_covered = !covered.is_empty() && covered.contains(c.id.as_ref());
-        if is_covered || c.is_summary() || t.headed(p) {
+        if facts.covered(p, c) || c.is_summary() || t.headed(p) {
             gap = true;
             protected.extend(run.take());
-        } else if protect::is_hard_paired(c, cfg, &calls) {
+        } else if facts.paired(p, c, cfg) {
             gap = true;
             let n = t.tokens(p);
             let r = run.get_or_insert_with(|| ProtectedRange {

@@ -57,12 +57,17 @@ pub fn groups<'c, 'a: 'c>(msgs: &[&'c Core<'a>]) -> Vec<TurnGroup> {
 
 /// Remove from `folded` (ids being compressed) every turn whose reasoning would be folded
 /// while one of its tool calls stays visible; returns the ids withdrawn.
-pub fn withdraw_split<'x>(msgs: &[&'x Core<'_>], folded: &mut HashSet<&'x str>) -> Vec<&'x str> {
+/// `turns` are [`groups`] of `msgs`.
+pub fn withdraw_split<'x>(
+    turns: &[TurnGroup],
+    msgs: &[&'x Core<'_>],
+    folded: &mut HashSet<&'x str>,
+) -> Vec<&'x str> {
     let mut withdrawn = Vec::new();
     if folded.is_empty() {
         return withdrawn;
     }
-    for g in groups(msgs) {
+    for g in turns {
         if g.reasoning.is_empty() {
             continue;
         }

@@ -30,6 +30,11 @@ pub struct Growing<'a> {
     effective: FastSet<String>,
     /// The ids the live blocks cover.
     covered: std::sync::Arc<FastSet<String>>,
+    /// Per core: [`COVERED`], [`PAIRED`], [`MADE`], [`LIVE`] (see [`Kept::facts`]).
+    facts: std::sync::Arc<Vec<u8>>,
+    /// The call ids of the state's blocks, and of its live blocks.
+    made: FastSet<String>,
+    live_calls: FastSet<String>,
     /// The next ref number to hand out.
     cursor: u32,
     /// Every request through the whole pipeline (what grown ones are checked against).
@@ -65,6 +70,7 @@ impl<'a> Growing<'a> {
         archive_path: &dyn Fn(&Block) -> String,
         nudge: Deciding,
     ) -> Turn<'p, 'a> {
+        let new_from = self.len as u32;
         let mut t = match self.grow(proj, state, cfg) {
             Some(new_refs) => {
                 self.grown += 1;
@@ -80,13 +86,17 @@ impl<'a> Growing<'a> {
                     count: 0,
                     truncated: 0,
                     nudge: None,
-                    kept_covered: Some(self.covered.clone()),
+                    kept: Some(Kept {
+                        covered: self.covered.clone(),
+                        new_from,
+                        facts: self.facts.clone(),
+                    }),
                 }
             }
             None => {
                 self.whole += 1;
                 let t = sized(proj, state, cfg, archive_path);
-                self.start(&t, state);
+                self.start(&t, state, cfg);
                 t
             }
         };
@@ -106,7 +116,7 @@ impl<'a> Growing<'a> {
     }
 
     /// Keep what a whole run of steps 1–3 made.
-    fn start(&mut self, t: &Turn<'_, 'a>, state: &State) {
+    fn start(&mut self, t: &Turn<'_, 'a>, state: &State, cfg: &NoaConfig) {
         self.len = t.proj.len();
         self.slots = t.slots.clone();
         self.active = t.active.clone();
@@ -115,6 +125,25 @@ impl<'a> Growing<'a> {
         self.items = t.items.clone();
         let live = covered(state, &t.active);
         self.stripping = !state.blocks().is_empty() && !live.is_empty();
+        let calls = protect::protected_calls(t.items.iter().map(|&p| t.core(p)), cfg);
+        let of_blocks = block_calls(state, &t.active);
+        let mut facts = vec![0u8; t.proj.len()];
+        for (f, c) in facts.iter_mut().zip(t.proj) {
+            if !live.is_empty() && live.contains(c.id.as_ref()) {
+                *f |= COVERED;
+            }
+            *f |= call_facts(c, &of_blocks);
+        }
+        self.made = of_blocks.0.iter().map(|c| c.to_string()).collect();
+        self.live_calls = of_blocks.1.iter().map(|c| c.to_string()).collect();
+        for &p in &t.items {
+            if let Pos::Core(i) = p {
+                if protect::is_hard_paired(&t.proj[i as usize], cfg, &calls) {
+                    facts[i as usize] |= PAIRED;
+                }
+            }
+        }
+        self.facts = std::sync::Arc::new(facts);
         self.covered = std::sync::Arc::new(live.into_iter().map(str::to_string).collect());
         self.calls = t
             .proj
@@ -204,6 +233,33 @@ impl<'a> Growing<'a> {
         } else {
             (a..proj.len()).map(|i| Pos::Core(i as u32)).collect()
         };
+        // The new cores' facts: none is covered; their pairs are among them.
+        let calls = protect::protected_calls(
+            kept.iter().filter_map(|&p| match p {
+                Pos::Core(i) => Some(&proj[i as usize]),
+                Pos::Synth(_) => None,
+            }),
+            cfg,
+        );
+        let facts = std::sync::Arc::make_mut(&mut self.facts);
+        facts.resize(proj.len(), 0);
+        for (f, c) in facts[a..].iter_mut().zip(new) {
+            if c.is_compress_call() {
+                if self.made.contains(c.call) {
+                    *f |= MADE;
+                }
+                if self.live_calls.contains(c.call) {
+                    *f |= LIVE;
+                }
+            }
+        }
+        for &p in &kept {
+            if let Pos::Core(i) = p {
+                if protect::is_hard_paired(&proj[i as usize], cfg, &calls) {
+                    facts[i as usize] |= PAIRED;
+                }
+            }
+        }
         self.items.extend(kept);
         self.slots.extend(slots);
         self.calls
