@@ -440,7 +440,7 @@ struct Shared<'t, 'a, 's> {
     /// Call ids of hard-protected content.
     calls: HashSet<&'t str>,
     /// The soft protected tail.
-    soft: FastSet<Slot>,
+    soft: protect::Zone,
     cores: Vec<&'t Core<'a>>,
     turns: Vec<super::turns::TurnGroup>,
 }

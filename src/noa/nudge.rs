@@ -369,8 +369,13 @@ pub fn decide(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Decision {
 }
 
 fn push_slot(s: &mut String, slot: &Slot) {
-    if let Some(n) = slot.name() {
-        s.push_str(&n);
+    match slot {
+        Slot::Num(n) => s.push_str(super::refs::ref_name_in(*n, &mut [0; 6])),
+        other => {
+            if let Some(n) = other.name() {
+                s.push_str(&n);
+            }
+        }
     }
 }
 
@@ -380,9 +385,13 @@ fn push_range_line(s: &mut String, r: &RangeInfo) {
     push_slot(s, &r.start);
     s.push_str("..");
     push_slot(s, &r.end);
-    let _ = write!(s, ": {} messages, ~", r.count);
-    s.push_str(&tokens::format(r.tokens));
-    let _ = write!(s, " tokens ({}% tool output", r.tool_pct);
+    s.push_str(": ");
+    push_int(s, r.count as i64);
+    s.push_str(" messages, ~");
+    tokens::push_format(s, r.tokens);
+    s.push_str(" tokens (");
+    push_int(s, r.tool_pct);
+    s.push_str("% tool output");
     match r.user_msgs {
         0 => {}
         1 => s.push_str(", 1 user message"),
@@ -391,6 +400,25 @@ fn push_range_line(s: &mut String, r: &RangeInfo) {
         }
     }
     s.push_str(")\n");
+}
+
+/// A number, written without the formatting machinery (a nudge writes several per range).
+fn push_int(s: &mut String, n: i64) {
+    let mut buf = [0u8; 20];
+    let mut at = buf.len();
+    let mut m = n.unsigned_abs();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (m % 10) as u8;
+        m /= 10;
+        if m == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        s.push('-');
+    }
+    s.push_str(std::str::from_utf8(&buf[at..]).unwrap_or("0"));
 }
 
 fn push_protected_line(s: &mut String, r: &ProtectedRange) {

@@ -19,7 +19,7 @@ use super::content::{
     is_summary_text, Core, Kind, Origin, Role, Slot, COMPRESS_TOOL, NUDGE_ID, SUMMARY_HEADER,
     SUMMARY_ID_PREFIX,
 };
-use super::fasthash::FastSet;
+use super::fasthash::{FastMap, FastSet};
 use super::{nudge, protect, refs, tokens, turns};
 use crate::config::NoaConfig;
 use crate::format::state::{Block, State};
@@ -178,6 +178,10 @@ pub struct Turn<'p, 'a> {
     /// The count the truncation and nudge decisions used.
     pub count: u64,
     pub truncated: usize,
+    /// What the cuts took: the tokens of the cut results less their cut texts', each at
+    /// least 0 (`cut_tokens`) and as the truncation counts it (`saved`).
+    pub cut_tokens: u64,
+    pub saved: i64,
     /// The nudge decision (step 7); the nudge is in `items` only after [`Turn::inject_nudge`].
     pub nudge: Option<nudge::Decision>,
     /// What a turn [`Growing`] grew from the one before keeps of it (`None` for any other).
@@ -273,7 +277,7 @@ impl Facts<'_> {
 /// The ids live blocks cover (SPEC 2.5: `effectiveMessageIds`): gathered for a turn, or kept
 /// for the turns of consecutive requests.
 pub enum Covered<'s> {
-    Made(HashSet<&'s str>),
+    Made(FastSet<&'s str>),
     Kept(&'s FastSet<String>),
 }
 
@@ -404,6 +408,16 @@ impl<'p, 'a> Turn<'p, 'a> {
         // One more: a projection's worth of positions is not doubled for it.
         self.items.reserve_exact(1);
         self.items.push(Pos::Synth(self.synth.len() as u32 - 1));
+    }
+
+    /// The tokens of the view as sent (after the cuts, the nudge included) of a turn whose
+    /// count was measured: the sum of [`Turn::tokens`] over the view, without a pass over it.
+    pub fn sent(&self) -> u64 {
+        let nudge = match (self.injected(), self.items.last()) {
+            (Some(_), Some(&p @ Pos::Synth(_))) => self.tokens(p),
+            _ => 0,
+        };
+        (self.measure as i64 - self.saved).max(0) as u64 + nudge
     }
 
     /// The injected nudge's decision.
@@ -545,7 +559,7 @@ impl<'p, 'a> Turn<'p, 'a> {
 }
 
 /// The union of the effective coverage of the live blocks.
-pub fn covered<'s>(state: &'s State, active: &[bool]) -> HashSet<&'s str> {
+pub fn covered<'s>(state: &'s State, active: &[bool]) -> FastSet<&'s str> {
     state
         .blocks()
         .iter()
@@ -616,6 +630,8 @@ fn sized<'p, 'a>(
         measure: 0,
         count: 0,
         truncated: 0,
+        cut_tokens: 0,
+        saved: 0,
         nudge: None,
         kept: None,
     };
@@ -656,7 +672,24 @@ pub enum Deciding {
 /// Steps 4–7 over a turn after step 3 (the nudge as `nudge` asks).
 fn finish(t: &mut Turn<'_, '_>, state: &State, cfg: &NoaConfig, count: Count, nudge: Deciding) {
     hide_compress_calls(t, state);
-    t.measure = t.items.iter().map(|&p| t.tokens(p)).sum();
+    settle(t, state, cfg, count, nudge, None);
+}
+
+/// Steps 5–7 over a turn after step 4; `measure` is the view's tokens when already known.
+fn settle(
+    t: &mut Turn<'_, '_>,
+    state: &State,
+    cfg: &NoaConfig,
+    count: Count,
+    nudge: Deciding,
+    measure: Option<u64>,
+) {
+    if nudge == Deciding::No && !new_cut_possible(t, cfg) {
+        // What such a turn is asked for is its new messages (their refs and tags), and the
+        // truncation would cut none of them: no count, no truncation.
+        return;
+    }
+    t.measure = measure.unwrap_or_else(|| t.items.iter().map(|&p| t.tokens(p)).sum());
     t.count = match count {
         Count::Measured => t.measure,
         Count::Given(n) => n,
@@ -669,20 +702,33 @@ fn finish(t: &mut Turn<'_, '_>, state: &State, cfg: &NoaConfig, count: Count, nu
     };
 }
 
+/// Whether the truncation could cut a message a grown turn shows for the first time (any
+/// message of another turn): whether one is before the recent tail the truncation leaves.
+fn new_cut_possible(t: &Turn<'_, '_>, cfg: &NoaConfig) -> bool {
+    let Some(k) = &t.kept else { return true };
+    // A grown turn's new messages end its list.
+    let cutoff = t.items.len().saturating_sub(cfg.protect_recent_messages);
+    cutoff
+        .checked_sub(1)
+        .and_then(|last| t.items.get(last))
+        .is_some_and(|&p| matches!(p, Pos::Core(i) if i >= k.new_from))
+}
+
 /// How many Compress calls that made no block stay in view (the last ones).
 const KEEP_LAST_ORPHANED: usize = 2;
 /// What a Compress call's summary arguments are cut to.
 const SUMMARY_STUB_CHARS: usize = 200;
 
 /// Step 4: Compress calls of live blocks stay with their summaries stubbed; calls of other
-/// blocks go with their results; of the calls that made no block, the last two stay.
-fn hide_compress_calls(t: &mut Turn<'_, '_>, state: &State) {
+/// blocks go with their results; of the calls that made no block, the last two stay. Returns
+/// the stubs it made.
+fn hide_compress_calls(t: &mut Turn<'_, '_>, state: &State) -> Vec<(u32, Edit)> {
     let any = t
         .items
         .iter()
         .any(|&p| t.core(p).kind == Kind::ToolCall && t.core(p).tool == COMPRESS_TOOL);
     if !any {
-        return;
+        return Vec::new();
     }
     // What the blocks make of each call: kept with a grown turn, or found now.
     let found = t.kept.is_none().then(|| block_calls(state, &t.active));
@@ -743,9 +789,10 @@ fn hide_compress_calls(t: &mut Turn<'_, '_>, state: &State) {
             .collect();
         t.items = items;
     }
-    for (i, edit) in edits {
-        t.edits.insert(i, edit, t.proj.len());
+    for (i, edit) in &edits {
+        t.edits.insert(*i, edit.clone(), t.proj.len());
     }
+    edits
 }
 
 /// A Compress call's arguments with every summary longer than 200 characters cut to 199 and
@@ -854,9 +901,11 @@ fn truncate(t: &mut Turn<'_, '_>, cfg: &NoaConfig) {
             continue;
         };
         saved += n as i64 - edit.tokens as i64;
+        t.cut_tokens += core.tokens().saturating_sub(edit.tokens);
         t.edits.insert(i, edit, t.proj.len());
         t.truncated += 1;
     }
+    t.saved = saved;
 }
 
 /// A tool result of `n` tokens cut to its first and last [`TRUNCATE_KEEP_CHARS`] characters

@@ -64,6 +64,36 @@ pub fn is_hard_paired(c: &Core<'_>, cfg: &NoaConfig, calls: &HashSet<&str>) -> b
     is_hard(c, cfg) || (!c.call.is_empty() && !calls.is_empty() && calls.contains(c.call))
 }
 
+/// The soft protected zone: the refs in it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Zone {
+    pub slots: FastSet<Slot>,
+    /// The least canonical ref in it: most messages asked about are older (asked for each
+    /// message of a view, many times per replay).
+    least: u32,
+}
+
+impl Zone {
+    fn new(slots: FastSet<Slot>) -> Zone {
+        let least = slots
+            .iter()
+            .filter_map(|s| match s {
+                Slot::Num(n) => Some(*n),
+                _ => None,
+            })
+            .min()
+            .unwrap_or(u32::MAX);
+        Zone { slots, least }
+    }
+
+    pub fn contains(&self, slot: &Slot) -> bool {
+        match slot {
+            Slot::Num(n) if *n < self.least => false,
+            slot => !self.slots.is_empty() && self.slots.contains(slot),
+        }
+    }
+}
+
 /// The soft protected zone over a view: among the visible, uncovered, addressable,
 /// non-summary messages (bulky re-obtainable tools aside), the last
 /// `protect_recent_messages`, the suffix reaching `protect_recent_tokens`, and the last user
@@ -73,7 +103,7 @@ pub fn is_hard_paired(c: &Core<'_>, cfg: &NoaConfig, calls: &HashSet<&str>) -> b
 pub fn soft_zone<'s, 'a: 's>(
     from_last: impl IntoIterator<Item = (&'s Core<'a>, bool, &'s Slot, bool, u64)>,
     cfg: &NoaConfig,
-) -> FastSet<Slot> {
+) -> Zone {
     let mut out = FastSet::default();
     let n = cfg.protect_recent_messages;
     let want_tokens = cfg.protect_recent_tokens;
@@ -104,7 +134,7 @@ pub fn soft_zone<'s, 'a: 's>(
             break;
         }
     }
-    out
+    Zone::new(out)
 }
 
 #[cfg(test)]
@@ -200,7 +230,7 @@ mod tests {
                     .map(|(c, slot, covered)| (c, c.headed, slot, *covered, c.tokens())),
                 &cfg,
             );
-            assert_eq!(zone, zone_by_rules(&items, &cfg), "round {round}");
+            assert_eq!(zone.slots, zone_by_rules(&items, &cfg), "round {round}");
         }
     }
 }

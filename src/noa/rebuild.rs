@@ -391,15 +391,8 @@ fn replay(
 
 /// What a request's turn shows.
 fn observe(t: &pipeline::Turn<'_, '_>, at: usize, history: u64) -> Request {
-    let mut cut_tokens = 0;
-    let mut sent = 0;
-    for &q in &t.items {
-        let n = t.tokens(q);
-        sent += n;
-        if t.is_truncated(q) {
-            cut_tokens += t.core(q).tokens().saturating_sub(n);
-        }
-    }
+    let (sent, cut_tokens) = (t.sent(), t.cut_tokens);
+    debug_assert_eq!(sent, t.items.iter().map(|&q| t.tokens(q)).sum::<u64>());
     Request {
         at,
         history,

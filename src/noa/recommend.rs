@@ -43,10 +43,10 @@ pub struct Recommendation {
 
 /// The soft protected zone of a turn's view.
 pub fn soft_zone(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> FastSet<Slot> {
-    zone(t, &t.facts(state, cfg), cfg)
+    zone(t, &t.facts(state, cfg), cfg).slots
 }
 
-fn zone(t: &Turn<'_, '_>, facts: &Facts<'_>, cfg: &NoaConfig) -> FastSet<Slot> {
+fn zone(t: &Turn<'_, '_>, facts: &Facts<'_>, cfg: &NoaConfig) -> protect::Zone {
     protect::soft_zone(
         t.view()
             .rev()

@@ -91,17 +91,23 @@ pub fn chars(text: &str) -> usize {
     }
 }
 
+/// [`format`] written onto `s`.
+pub fn push_format(s: &mut String, n: u64) {
+    use std::fmt::Write as _;
+    if n < 1000 {
+        let _ = write!(s, "{n}");
+    } else if n < 10_000 {
+        let _ = write!(s, "{:.1}K", n as f64 / 1000.0);
+    } else {
+        let _ = write!(s, "{}K", (n + 500) / 1000);
+    }
+}
+
 /// A count as tags and panels show it: exact below 1000, `1.2K` below 10000, else `12K`.
 pub fn format(n: u64) -> String {
-    if n < 1000 {
-        n.to_string()
-    } else if n < 10_000 {
-        // Rust and Go both round the binary value's exact decimal expansion, ties to even.
-        format!("{:.1}K", n as f64 / 1000.0)
-    } else {
-        // Whole thousands, half away from zero.
-        format!("{}K", (n + 500) / 1000)
-    }
+    let mut s = String::new();
+    push_format(&mut s, n);
+    s
 }
 
 /// `Math.round` for the non-negative values the runtime rounds.

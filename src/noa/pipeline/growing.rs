@@ -8,6 +8,13 @@
 
 use super::*;
 
+/// A view after step 4.
+struct Hidden {
+    items: Vec<Pos>,
+    stubs: Vec<(u32, Edit)>,
+    measure: u64,
+}
+
 /// What consecutive requests share (see the module).
 #[derive(Default)]
 pub struct Growing<'a> {
@@ -37,6 +44,11 @@ pub struct Growing<'a> {
     live_calls: FastSet<String>,
     /// The next ref number to hand out.
     cursor: u32,
+    /// The view after step 4 of the request before, with its stubs and tokens: what the
+    /// next one starts from while no Compress call comes (`None` after the blocks changed).
+    hidden: Option<Hidden>,
+    /// How many of `items` the last growth added.
+    added: usize,
     /// Every request through the whole pipeline (what grown ones are checked against).
     never: bool,
     /// Requests made from what was kept, and through the whole pipeline (what a test or a
@@ -71,37 +83,78 @@ impl<'a> Growing<'a> {
         nudge: Deciding,
     ) -> Turn<'p, 'a> {
         let new_from = self.len as u32;
-        let mut t = match self.grow(proj, state, cfg) {
+        let (mut t, grown) = match self.grow(proj, state, cfg) {
             Some(new_refs) => {
                 self.grown += 1;
-                Turn {
+                let t = Turn {
                     proj,
                     slots: std::mem::take(&mut self.slots),
                     new_refs,
                     active: self.active.clone(),
                     synth: std::mem::take(&mut self.synth),
                     edits: Edits::default(),
-                    items: self.items.clone(),
+                    items: Vec::new(),
                     measure: 0,
                     count: 0,
                     truncated: 0,
+                    cut_tokens: 0,
+                    saved: 0,
                     nudge: None,
                     kept: Some(Kept {
                         covered: self.covered.clone(),
                         new_from,
                         facts: self.facts.clone(),
                     }),
-                }
+                };
+                (t, true)
             }
             None => {
                 self.whole += 1;
                 let t = sized(proj, state, cfg, archive_path);
                 self.start(&t, state, cfg);
-                t
+                (t, false)
             }
         };
-        finish(&mut t, state, cfg, Count::Measured, nudge);
+        let measure = self.hide(&mut t, state, grown);
+        settle(&mut t, state, cfg, Count::Measured, nudge, Some(measure));
         t
+    }
+
+    /// Step 4 over a turn whose step 3 is `self.items`, from the request before when it
+    /// was `grown` from it and no Compress call came since (nothing new then changes what
+    /// is hidden, and the new messages are shown as they are); the view's tokens. What it
+    /// makes is kept for the next request.
+    fn hide(&mut self, t: &mut Turn<'_, 'a>, state: &State, grown: bool) -> u64 {
+        let before = self.hidden.take().filter(|_| {
+            grown
+                && !t.proj[t.kept.as_ref().map_or(0, |k| k.new_from as usize)..]
+                    .iter()
+                    .any(Core::is_compress_call)
+        });
+        let hidden = match before {
+            Some(mut h) => {
+                let added = &self.items[self.items.len() - self.added..];
+                h.items.extend_from_slice(added);
+                h.measure += added.iter().map(|&p| t.tokens(p)).sum::<u64>();
+                t.items.clone_from(&h.items);
+                for (i, e) in &h.stubs {
+                    t.edits.insert(*i, e.clone(), t.proj.len());
+                }
+                h
+            }
+            None => {
+                t.items.clone_from(&self.items);
+                let stubs = hide_compress_calls(t, state);
+                Hidden {
+                    items: t.items.clone(),
+                    stubs,
+                    measure: t.items.iter().map(|&p| t.tokens(p)).sum(),
+                }
+            }
+        };
+        let measure = hidden.measure;
+        self.hidden = Some(hidden);
+        measure
     }
 
     /// Take back what a turn from [`Growing::turn`] borrowed.
@@ -117,6 +170,7 @@ impl<'a> Growing<'a> {
 
     /// Keep what a whole run of steps 1–3 made.
     fn start(&mut self, t: &Turn<'_, 'a>, state: &State, cfg: &NoaConfig) {
+        self.hidden = None;
         self.len = t.proj.len();
         self.slots = t.slots.clone();
         self.active = t.active.clone();
@@ -260,6 +314,7 @@ impl<'a> Growing<'a> {
                 }
             }
         }
+        self.added = kept.len();
         self.items.extend(kept);
         self.slots.extend(slots);
         self.calls

@@ -5,8 +5,8 @@
 use super::*;
 
 /// Each id's first position in the projection.
-pub(super) fn first_index<'c>(proj: &'c [Core<'_>]) -> HashMap<&'c str, u32> {
-    let mut index = HashMap::with_capacity(proj.len());
+pub(super) fn first_index<'c>(proj: &'c [Core<'_>]) -> FastMap<&'c str, u32> {
+    let mut index = FastMap::with_capacity_and_hasher(proj.len(), Default::default());
     for (i, c) in proj.iter().enumerate() {
         index.entry(c.id.as_ref()).or_insert(i as u32);
     }
@@ -15,8 +15,8 @@ pub(super) fn first_index<'c>(proj: &'c [Core<'_>]) -> HashMap<&'c str, u32> {
 
 /// Step 2: a block absorbed by another is inactive; any other is live iff any of its
 /// effective messages is projected (its rendered summary never is).
-pub(super) fn liveness(state: &State, index: &HashMap<&str, u32>) -> Vec<bool> {
-    let absorbed: HashSet<&str> = state
+pub(super) fn liveness(state: &State, index: &FastMap<&str, u32>) -> Vec<bool> {
+    let absorbed: FastSet<&str> = state
         .blocks()
         .iter()
         .flat_map(|b| b.direct_block_ids.iter().map(String::as_str))
@@ -37,7 +37,7 @@ pub(super) fn liveness(state: &State, index: &HashMap<&str, u32>) -> Vec<bool> {
 pub(super) fn prune(
     t: &mut Turn<'_, '_>,
     state: &State,
-    index: &HashMap<&str, u32>,
+    index: &FastMap<&str, u32>,
     archive_path: &dyn Fn(&Block) -> String,
 ) {
     let mut covered = covered(state, &t.active);
@@ -95,7 +95,7 @@ pub(super) fn prune(
 }
 
 /// A reasoning run whose turn keeps a visible act stays visible with it.
-pub(super) fn keep_reasoning_of_visible_turns(msgs: &[&Core<'_>], covered: &mut HashSet<&str>) {
+pub(super) fn keep_reasoning_of_visible_turns(msgs: &[&Core<'_>], covered: &mut FastSet<&str>) {
     for g in turns::groups(msgs) {
         if g.reasoning.is_empty() {
             continue;
@@ -112,9 +112,9 @@ pub(super) fn keep_reasoning_of_visible_turns(msgs: &[&Core<'_>], covered: &mut 
 }
 
 /// A Compress exchange is covered whole or not at all.
-pub(super) fn keep_compress_pairs_whole(msgs: &[&Core<'_>], covered: &mut HashSet<&str>) {
-    let mut calls: HashMap<&str, &str> = HashMap::new();
-    let mut results: HashMap<&str, &str> = HashMap::new();
+pub(super) fn keep_compress_pairs_whole(msgs: &[&Core<'_>], covered: &mut FastSet<&str>) {
+    let mut calls: FastMap<&str, &str> = FastMap::default();
+    let mut results: FastMap<&str, &str> = FastMap::default();
     let mut compress: Vec<&str> = Vec::new();
     for c in msgs {
         if c.kind == Kind::ToolCall && c.tool == COMPRESS_TOOL && !c.call.is_empty() {
