@@ -383,6 +383,16 @@ impl<'p, 'a> Turn<'p, 'a> {
         }
     }
 
+    /// [`Turn::tokens`], [`Turn::chars`] and [`Turn::headed`] of a projected message, its
+    /// edit looked up once (the nudge's measures ask them of every message of a view).
+    pub fn measures(&self, i: u32) -> (u64, usize, bool) {
+        let c = &self.proj[i as usize];
+        match self.edit(i) {
+            Some(e) => (e.tokens, e.chars, is_summary_text(e.lead(&c.text))),
+            None => (c.tokens(), c.chars as usize, c.headed),
+        }
+    }
+
     /// Characters of a message's text as the view holds it.
     pub fn chars(&self, p: Pos) -> usize {
         match p {

@@ -4,7 +4,7 @@
 
 use super::content::{Kind, Role, Slot};
 use super::fasthash::FastSet;
-use super::pipeline::{Facts, Turn};
+use super::pipeline::{Facts, Pos, Turn};
 use super::{protect, tokens};
 use crate::config::NoaConfig;
 use crate::format::state::State;
@@ -72,17 +72,20 @@ pub fn recommend(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Recommenda
     let mut protected = Vec::new();
     let mut run: Option<ProtectedRange> = None;
     let mut gap = false;
-    for (p, c) in t.view() {
-        let slot = t.slot(p);
+    for &p in &t.items {
+        // What noa writes (summaries, the nudge) has no ref.
+        let Pos::Core(i) = p else { continue };
+        let (c, slot) = (&t.proj[i as usize], &t.slots[i as usize]);
         if !slot.is_ref() {
             continue;
         }
-        if facts.covered(p, c) || c.is_summary() || t.headed(p) {
+        let (tokens, chars, headed) = t.measures(i);
+        if facts.covered(p, c) || c.is_summary() || headed {
             gap = true;
             protected.extend(run.take());
         } else if facts.paired(p, c, cfg) {
             gap = true;
-            let n = t.tokens(p);
+            let n = tokens;
             let r = run.get_or_insert_with(|| ProtectedRange {
                 start: slot.clone(),
                 end: slot.clone(),
@@ -103,8 +106,8 @@ pub fn recommend(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Recommenda
             protected.extend(run.take());
             groups.push(Scanned {
                 slot: slot.clone(),
-                tokens: t.tokens(p),
-                chars: t.chars(p),
+                tokens,
+                chars,
                 tool: matches!(c.kind, Kind::ToolCall | Kind::ToolResult),
                 user: c.role == Role::User,
                 gap_before: gap,
