@@ -191,8 +191,6 @@ pub struct Turn<'p, 'a> {
 /// What a turn grown from the request before (over the same blocks) keeps of it.
 #[derive(Debug, Clone)]
 pub struct Kept {
-    /// The ids live blocks cover.
-    pub covered: Arc<FastSet<String>>,
     /// The first core the request before did not have: every tag of an earlier one was shown
     /// and recorded then.
     pub new_from: u32,
@@ -247,7 +245,7 @@ pub(super) fn call_facts(c: &Core<'_>, calls: &(FastSet<&str>, FastSet<&str>)) -
 pub enum Facts<'s> {
     Kept(&'s [u8]),
     Found {
-        covered: Covered<'s>,
+        covered: FastSet<&'s str>,
         calls: HashSet<&'s str>,
     },
 }
@@ -270,29 +268,6 @@ impl Facts<'_> {
             (Facts::Kept(f), Pos::Core(i)) => f.get(i as usize).is_some_and(|&f| f & PAIRED != 0),
             (Facts::Kept(_), Pos::Synth(_)) => protect::is_hard(c, cfg),
             (Facts::Found { calls, .. }, _) => protect::is_hard_paired(c, cfg, calls),
-        }
-    }
-}
-
-/// The ids live blocks cover (SPEC 2.5: `effectiveMessageIds`): gathered for a turn, or kept
-/// for the turns of consecutive requests.
-pub enum Covered<'s> {
-    Made(FastSet<&'s str>),
-    Kept(&'s FastSet<String>),
-}
-
-impl Covered<'_> {
-    pub fn is_empty(&self) -> bool {
-        match self {
-            Covered::Made(s) => s.is_empty(),
-            Covered::Kept(s) => s.is_empty(),
-        }
-    }
-
-    pub fn contains(&self, id: &str) -> bool {
-        match self {
-            Covered::Made(s) => s.contains(id),
-            Covered::Kept(s) => s.contains(id),
         }
     }
 }
@@ -435,20 +410,12 @@ impl<'p, 'a> Turn<'p, 'a> {
         self.nudge.as_ref().filter(|d| d.inject)
     }
 
-    /// The ids live blocks cover (SPEC 2.5: `effectiveMessageIds`).
-    pub fn covered<'s>(&'s self, state: &'s State) -> Covered<'s> {
-        match &self.kept {
-            Some(k) => Covered::Kept(&k.covered),
-            None => Covered::Made(covered(state, &self.active)),
-        }
-    }
-
     /// What the nudge's measures ask of each view message.
     pub fn facts<'s>(&'s self, state: &'s State, cfg: &NoaConfig) -> Facts<'s> {
         match &self.kept {
             Some(k) => Facts::Kept(&k.facts),
             None => Facts::Found {
-                covered: self.covered(state),
+                covered: covered(state, &self.active),
                 calls: protect::protected_calls(self.view().map(|(_, c)| c), cfg),
             },
         }

@@ -294,10 +294,13 @@ fn replay(
                     out.skipped.push(format!("{}: no usable range", c.call));
                     continue;
                 }
-                // The runtime replays without a token count: no truncation, no nudge.
-                let t = pipeline::run(prefix, &out.state, cfg, Count::Given(0), path);
+                // The runtime replays without a token count: no truncation, no nudge. The
+                // view grows from the request before.
+                let deciding = pipeline::Deciding::No;
+                let t = growing.turn(prefix, &out.state, cfg, path, Count::Given(0), deciding);
                 let ledger = t.ledger(&out.state, &[]);
                 let applied = compress::apply(&t, &ledger, &parsed.ranges, cfg, c.call, place);
+                growing.keep(t);
                 (false, (c.call.to_string(), msg_of(index)), applied)
             }
             Event::Capture(k) => {
@@ -313,7 +316,7 @@ fn replay(
                     (true, true) => pipeline::Deciding::Shown,
                     (true, false) => pipeline::Deciding::Whole,
                 };
-                let mut t = growing.turn(prefix, &out.state, cfg, path, deciding);
+                let mut t = growing.turn(prefix, &out.state, cfg, path, Count::Measured, deciding);
                 out.state.nudge = resumed;
                 if let Some(d) = &t.nudge {
                     super::nudge::stamp(&mut pacing, cfg, t.count, d);
@@ -340,6 +343,14 @@ fn replay(
             }
         };
         let (call, made_at) = call;
+        if !applied.errors.is_empty()
+            || applied.created.is_empty()
+            || (journal_batch && !applied.whole())
+        {
+            // The refs the call's view handed out are not recorded: the next request hands
+            // them out again.
+            growing.reset();
+        }
         if !applied.errors.is_empty() || applied.created.is_empty() {
             let why = if applied.errors.is_empty() {
                 "made no block".to_string()

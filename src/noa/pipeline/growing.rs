@@ -33,10 +33,9 @@ pub struct Growing<'a> {
     stripping: bool,
     /// Call ids of the cores it was made for.
     calls: FastSet<&'a str>,
-    /// Every effective id of the state's blocks.
-    effective: FastSet<String>,
-    /// The ids the live blocks cover.
-    covered: std::sync::Arc<FastSet<String>>,
+    /// Every effective id of the state's blocks, hashed (two ids of one hash only send a
+    /// request through the whole pipeline).
+    effective: FastSet<u64>,
     /// Per core: [`COVERED`], [`PAIRED`], [`MADE`], [`LIVE`] (see [`Kept::facts`]).
     facts: std::sync::Arc<Vec<u8>>,
     /// The call ids of the state's blocks, and of its live blocks.
@@ -72,14 +71,16 @@ impl<'a> Growing<'a> {
     }
 
     /// The turn of a request over `proj` (a prefix of the projection the earlier requests
-    /// were over), as [`run`] with [`Count::Measured`] makes it, its nudge decided as `nudge`
-    /// asks. Give it back with [`Growing::keep`] once done with it.
+    /// were over), as [`run`] makes it, its nudge decided as `nudge` asks. Give it back with
+    /// [`Growing::keep`] once done with it; [`Growing::reset`] when its refs are not
+    /// recorded in the state the next request is over.
     pub fn turn<'p>(
         &mut self,
         proj: &'p [Core<'a>],
         state: &State,
         cfg: &NoaConfig,
         archive_path: &dyn Fn(&Block) -> String,
+        count: Count,
         nudge: Deciding,
     ) -> Turn<'p, 'a> {
         let new_from = self.len as u32;
@@ -101,7 +102,6 @@ impl<'a> Growing<'a> {
                     saved: 0,
                     nudge: None,
                     kept: Some(Kept {
-                        covered: self.covered.clone(),
                         new_from,
                         facts: self.facts.clone(),
                     }),
@@ -116,7 +116,7 @@ impl<'a> Growing<'a> {
             }
         };
         let measure = self.hide(&mut t, state, grown);
-        settle(&mut t, state, cfg, Count::Measured, nudge, Some(measure));
+        settle(&mut t, state, cfg, count, nudge, Some(measure));
         t
     }
 
@@ -198,7 +198,6 @@ impl<'a> Growing<'a> {
             }
         }
         self.facts = std::sync::Arc::new(facts);
-        self.covered = std::sync::Arc::new(live.into_iter().map(str::to_string).collect());
         self.calls = t
             .proj
             .iter()
@@ -208,7 +207,7 @@ impl<'a> Growing<'a> {
         self.effective = state
             .blocks()
             .iter()
-            .flat_map(|b| b.effective_message_ids.iter().cloned())
+            .flat_map(|b| b.effective_message_ids.iter().map(|id| id_hash(id)))
             .collect();
         let mut cursor = refs::highest_recorded(state) + 1;
         for &i in &t.new_refs {
@@ -246,7 +245,7 @@ impl<'a> Growing<'a> {
         let new = &proj[a..];
         for c in new {
             if (!c.call.is_empty() && self.calls.contains(c.call))
-                || (!self.effective.is_empty() && self.effective.contains(c.id.as_ref()))
+                || (!self.effective.is_empty() && self.effective.contains(&id_hash(&c.id)))
             {
                 return None;
             }
@@ -375,4 +374,9 @@ fn strip_new(new: &[Core<'_>], first: usize) -> Vec<Pos> {
         .zip(keep)
         .filter_map(|(k, keep)| keep.then_some(Pos::Core((first + k) as u32)))
         .collect()
+}
+
+fn id_hash(id: &str) -> u64 {
+    use std::hash::BuildHasher;
+    std::hash::BuildHasherDefault::<crate::noa::fasthash::FxHasher>::default().hash_one(id)
 }
