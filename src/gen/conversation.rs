@@ -392,7 +392,7 @@ impl<'a> Session<'a> {
             created: &created,
             now,
         };
-        compress::apply(&t, &ledger, &parsed.ranges, cfg, call_id, &place)
+        compress::apply_owned(&t, ledger, &parsed.ranges, cfg, call_id, &place)
     }
 }
 

@@ -74,8 +74,21 @@ pub fn apply(
     call: &str,
     place: &Placement<'_>,
 ) -> Applied {
+    apply_owned(t, state.clone(), ranges, cfg, call, place)
+}
+
+/// [`apply`] to a state of the caller's that becomes the result's (a state of a long session
+/// is large: it is not copied).
+pub fn apply_owned(
+    t: &Turn<'_, '_>,
+    state: State,
+    ranges: &[Range],
+    cfg: &NoaConfig,
+    call: &str,
+    place: &Placement<'_>,
+) -> Applied {
     let mut res = Applied {
-        state: state.clone(),
+        state: State::initial(""),
         created: Vec::new(),
         archives: Vec::new(),
         tokens_compressed: 0,
@@ -85,6 +98,7 @@ pub fn apply(
         surviving: Vec::new(),
     };
     if ranges.is_empty() {
+        res.state = state;
         return res;
     }
     let msgs: Vec<M<'_, '_>> = t
@@ -104,7 +118,7 @@ pub fn apply(
             index.entry(m.core.id.as_ref()).or_insert(i);
         }
     }
-    let anchor = Ctx::anchors(state, &index);
+    let anchor = Ctx::anchors(&state, &index);
     let by_id = state
         .blocks()
         .iter()
@@ -113,7 +127,7 @@ pub fn apply(
         .collect();
     let ctx = Ctx {
         msgs,
-        state,
+        state: &state,
         index,
         anchor,
         by_id,
@@ -169,13 +183,14 @@ pub fn apply(
         resolvable,
     ) {
         res.errors.push(msg);
+        res.state = state;
         return res;
     }
 
     // D: build every block (against one view and one state: what every range is checked
     // against is found once).
-    let mut working = std::mem::replace(&mut res.state, State::initial(""));
-    let shared = Shared::of(&ctx.msgs, state, cfg);
+    let mut next_block = state.next_block_id;
+    let shared = Shared::of(&ctx.msgs, &state, cfg);
     let mut built: Vec<(Block, Archive)> = Vec::new();
     for (i, (e, skipped)) in entries.iter().enumerate() {
         let rr = match e {
@@ -190,7 +205,7 @@ pub fn apply(
             &ctx,
             &ranges[i],
             rr,
-            &mut working,
+            &mut next_block,
             cfg,
             &shared,
             call,
@@ -208,8 +223,9 @@ pub fn apply(
             }
         }
     }
+    let mut working = state;
+    working.next_block_id = next_block;
     if built.is_empty() {
-        // Only a built block takes a block number: nothing of `working` changed.
         res.state = working;
         return res;
     }
@@ -484,13 +500,14 @@ fn build(
     ctx: &Ctx<'_, '_, '_>,
     req: &Range,
     r: &Resolved,
-    working: &mut State,
+    next_block: &mut i64,
     cfg: &NoaConfig,
     shared: &Shared<'_, '_, '_>,
     call: &str,
     place: &Placement<'_>,
 ) -> Result<Built, Failed> {
     let msgs = &ctx.msgs;
+    let working = ctx.state;
     let mut warnings = Vec::new();
     let (mut start, mut end) = (r.start, r.end);
     let mut ids = r.ids.clone();
@@ -650,8 +667,8 @@ fn build(
         _ => (req.start.clone(), req.end.clone()),
     };
 
-    let n = working.next_block_id.max(1);
-    working.next_block_id = n.saturating_add(1);
+    let n = (*next_block).max(1);
+    *next_block = n.saturating_add(1);
     let block_id = format!("b{n}");
     let rel = format!(
         "{}/{}",

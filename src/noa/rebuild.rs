@@ -299,7 +299,7 @@ fn replay(
                 let deciding = pipeline::Deciding::No;
                 let t = growing.turn(prefix, &out.state, cfg, path, Count::Given(0), deciding);
                 let ledger = t.ledger(&out.state, &[]);
-                let applied = compress::apply(&t, &ledger, &parsed.ranges, cfg, c.call, place);
+                let applied = compress::apply_owned(&t, ledger, &parsed.ranges, cfg, c.call, place);
                 growing.keep(t);
                 (false, (c.call.to_string(), msg_of(index)), applied)
             }
@@ -436,5 +436,5 @@ pub fn ctl_apply(
     let t = super::session::turn(p, state, cfg, path);
     let shown = super::assemble::assemble(&t, &p.msgs, state, true);
     let ledger = t.ledger(state, &shown.tagged);
-    compress::apply(&t, &ledger, ranges, cfg, call, place)
+    compress::apply_owned(&t, ledger, ranges, cfg, call, place)
 }
