@@ -188,15 +188,22 @@ struct Asked<'p> {
     requests: bool,
 }
 
-/// How many of `p`'s cores come from its first `m` messages.
-fn cores_before(p: &Projection<'_>, m: usize) -> usize {
-    p.cores
-        .iter()
-        .position(|c| match c.origin {
-            super::content::Origin::Block { msg, .. } => msg as usize >= m,
-            _ => false,
-        })
-        .unwrap_or(p.cores.len())
+/// How many of `p`'s cores come from its first `m` messages: for every `m` (indexed by it,
+/// one more than the messages), in one pass over the cores.
+fn cores_before_each(p: &Projection<'_>) -> Vec<usize> {
+    let n = p.msgs.len();
+    // The first core of each message, then the first of each message or a later one.
+    let mut first = vec![p.cores.len(); n + 2];
+    for (i, c) in p.cores.iter().enumerate() {
+        if let super::content::Origin::Block { msg, .. } = c.origin {
+            let k = (msg as usize).min(n + 1);
+            first[k] = first[k].min(i);
+        }
+    }
+    for k in (0..=n).rev() {
+        first[k] = first[k].min(first[k + 1]);
+    }
+    first
 }
 
 /// The replay, and the history `asked` for.
@@ -212,7 +219,9 @@ fn replay(
     let points = asked.map(|a| a.points);
     let (grow, requests) = asked.map_or((true, false), |a| (a.grow, a.requests));
     let last = points.map(|ps| ps.iter().copied().max().unwrap_or(0));
-    let end = last.map_or(p.cores.len(), |n| cores_before(p, n));
+    let before = cores_before_each(p);
+    let cores_before = |m: usize| before.get(m).copied().unwrap_or(p.cores.len());
+    let end = last.map_or(p.cores.len(), cores_before);
     let cores = &p.cores[..end];
     // A call counts as having made blocks when its result's panel lists one: the runtime's
     // own test (its `is_error` is not consulted).
@@ -244,11 +253,11 @@ fn replay(
     if let (Some(n), Some(ps)) = (last, points) {
         for (m, msg) in p.msgs.iter().enumerate().take(n) {
             if m > 0 && msg.role == "assistant" {
-                events.push(((cores_before(p, m), 2, m, 1), Event::Request));
+                events.push(((cores_before(m), 2, m, 1), Event::Request));
             }
         }
         for (k, &at) in ps.iter().enumerate() {
-            events.push(((cores_before(p, at), 2, at, 0), Event::Capture(k)));
+            events.push(((cores_before(at), 2, at, 0), Event::Capture(k)));
         }
     }
     events.sort_by_key(|(key, _)| *key);

@@ -36,15 +36,17 @@ pub fn groups<'c, 'a: 'c>(msgs: &[&'c Core<'a>]) -> Vec<TurnGroup> {
             g.reasoning.push(i);
             i += 1;
         }
-        let mut calls = HashSet::new();
+        // A turn makes a few calls: looked through, not hashed (a long session has
+        // thousands of turns).
+        let mut calls: Vec<&str> = Vec::new();
         while i < msgs.len() && msgs[i].is_act() {
             g.acts.push(i);
             if !msgs[i].call.is_empty() {
-                calls.insert(msgs[i].call);
+                calls.push(msgs[i].call);
             }
             i += 1;
         }
-        while i < msgs.len() && msgs[i].kind == Kind::ToolResult && calls.contains(msgs[i].call) {
+        while i < msgs.len() && msgs[i].kind == Kind::ToolResult && calls.contains(&msgs[i].call) {
             g.results.push(i);
             i += 1;
         }
