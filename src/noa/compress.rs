@@ -585,7 +585,7 @@ fn build(
     }
 
     // Turn integrity.
-    let mut folded: HashSet<&str> = direct.iter().map(String::as_str).collect();
+    let mut folded: FastSet<&str> = direct.iter().map(String::as_str).collect();
     let withdrawn: Vec<String> =
         super::turns::withdraw_split(&shared.turns, &shared.cores, &mut folded)
             .into_iter()
@@ -655,9 +655,15 @@ fn build(
         })
     };
     let by_ref = |set: &HashSet<String>| {
-        let mut v: Vec<&String> = set.iter().collect();
-        v.sort_by_key(|id| (ref_of(id).unwrap_or(refs::MAX_REF + 1), (*id).clone()));
-        v.into_iter().cloned().collect::<Vec<String>>()
+        // Each id's ref looked up once (a consolidation lists thousands).
+        let mut v: Vec<(u32, &String)> = set
+            .iter()
+            .map(|id| (ref_of(id).unwrap_or(refs::MAX_REF + 1), id))
+            .collect();
+        v.sort_unstable();
+        v.into_iter()
+            .map(|(_, id)| id.clone())
+            .collect::<Vec<String>>()
     };
     let effective_ids = by_ref(&effective);
     let direct_ids = by_ref(&direct);

@@ -1,9 +1,9 @@
 //! Assistant turns (a reasoning run, the acts after it, their results): the unit that must not
 //! be split between what is compressed and what stays visible.
 
-use std::collections::HashSet;
 
 use super::content::{Core, Kind};
+use super::fasthash::FastSet;
 
 #[derive(Debug, Default, Clone)]
 pub struct TurnGroup {
@@ -63,7 +63,7 @@ pub fn groups<'c, 'a: 'c>(msgs: &[&'c Core<'a>]) -> Vec<TurnGroup> {
 pub fn withdraw_split<'x>(
     turns: &[TurnGroup],
     msgs: &[&'x Core<'_>],
-    folded: &mut HashSet<&'x str>,
+    folded: &mut FastSet<&'x str>,
 ) -> Vec<&'x str> {
     let mut withdrawn = Vec::new();
     if folded.is_empty() {
