@@ -1,10 +1,12 @@
-//! Steps 1–3 (refs, liveness, prune) kept from one request of a replay to the next
-//! (issue 26): while the state's blocks stay the same, a request's prefix is the one before
-//! and its new messages, so its refs, liveness and pruned list are the earlier ones and
-//! those of the new messages. What a new message could change in the earlier ones — it
-//! carries an id a block covers, it answers (or is answered by) an earlier call, or the
-//! earlier list ends inside a turn — sends the request through the whole pipeline instead,
-//! as does any request after the blocks changed.
+//! Steps 1–4 (refs, liveness, prune, Compress-call hiding) kept from one request of a
+//! replay to the next (issue 26): while the state's blocks stay the same, a request's prefix
+//! is the one before and its new messages, so its refs, liveness and pruned list are the
+//! earlier ones and those of the new messages. What a new message could change in the earlier
+//! ones — it carries an id a block covers, it answers (or is answered by) an earlier call, or
+//! the earlier list ends inside a turn — sends the request through the whole pipeline
+//! instead, as does any request after the blocks changed. Step 4 and the view's tokens carry
+//! over while no Compress call comes; what the blocks and pairs make of each message (its
+//! [`Kept::facts`]) is found once per blocks.
 
 use super::*;
 
