@@ -797,17 +797,17 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             let (paths, cfg) = open_root(&root, &dirs, &settings, Some(&sid))?;
             check_session(&paths, &sid)?;
             let noa = cfg.for_session(&sid);
+            use crate::noa::{render, session as view};
+            let places = render::Places::Relative;
+            let form = if materialized {
+                view::Form::Materialized
+            } else if md {
+                view::Form::Markdown(&places)
+            } else {
+                view::Form::View
+            };
+            let path = &view::runtime_path;
             if let Some(n) = at {
-                use crate::timeline::Form;
-                let places = crate::noa::render::Places::Relative;
-                let form = if materialized {
-                    Form::Materialized
-                } else if md {
-                    Form::Markdown(&places)
-                } else {
-                    Form::View
-                };
-                let path = &crate::noa::session::runtime_path;
                 let now = chrono::Utc::now();
                 let b = crate::timeline::view_at(&paths, &sid, &noa, n, now, path, form)
                     .map_err(|e| CliError::new(e.to_string()))?;
@@ -818,25 +818,10 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             if let Some(e) = &s.state.error {
                 eprintln!("normafs: warning: {e}; showing the view without compression state");
             }
-            use crate::noa::{assemble, render, session as view};
-            let msgs = s.messages();
             let (state, _) = session::opened_state(&paths, &sid, &s.state.state, &noa);
-            let p = view::Projection::new(msgs);
-            let path = &view::runtime_path;
-            if materialized {
-                let b = view::materialized_bytes(&p, &state, &noa, path, &mut Default::default());
-                write_pieces(&b)?;
-            } else if md {
-                let t = view::turn(&p, &state, &noa, path);
-                let msgs = assemble::assemble(&t, &p.msgs, &state, true);
-                write_stdout(
-                    render::markdown(&msgs, &t, &state, &noa, &sid, &render::Places::Relative)
-                        .as_bytes(),
-                )?;
-            } else {
-                let b = view::view_bytes(&p, &state, &noa, path, &mut Default::default());
-                write_pieces(&b)?;
-            }
+            let p = view::Projection::new(s.messages());
+            let files = view::Files::new(&p, &state, &noa, &sid, path);
+            write_pieces(&files.bytes(form, &mut Default::default()))?;
             Ok(0)
         }
         Cmd::Timeline {

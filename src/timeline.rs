@@ -205,16 +205,6 @@ fn of_history(
     }
 }
 
-/// What [`view_at`] prints.
-pub enum Form<'p> {
-    /// `view.jsonl`.
-    View,
-    /// `materialized.jsonl`.
-    Materialized,
-    /// `view.md`, naming places as `places` says.
-    Markdown(&'p crate::noa::render::Places<'p>),
-}
-
 /// The view of the request after the first `n` messages of session `sid` (`at/<n>/`,
 /// `normafs view --at N`): over the state the replay had there (opened as the runtime opens
 /// it: a fork without blocks of its own inherits), summaries naming archives by `path`.
@@ -225,9 +215,9 @@ pub fn view_at(
     n: usize,
     now: DateTime<Utc>,
     path: crate::noa::session::ArchivePath<'_>,
-    form: Form<'_>,
+    form: crate::noa::session::Form<'_>,
 ) -> Result<crate::bytes::Bytes, TxnError> {
-    use crate::noa::{assemble, render, session as view};
+    use crate::noa::session as view;
     let files = txn::SessionFiles::read(paths, sid)?;
     let own = txn::states_of(paths, sid, cfg, &[n], now, files.recorded())?
         .pop()
@@ -236,19 +226,7 @@ pub fn view_at(
     msgs.truncate(n);
     let (state, _) = session::opened_state(paths, sid, &own, cfg);
     let p = view::Projection::new(msgs);
-    Ok(match form {
-        Form::View => view::view_bytes(&p, &state, cfg, path, &mut Default::default()),
-        Form::Materialized => {
-            view::materialized_bytes(&p, &state, cfg, path, &mut Default::default())
-        }
-        Form::Markdown(places) => {
-            let turn = view::turn(&p, &state, cfg, path);
-            let msgs = assemble::assemble(&turn, &p.msgs, &state, true);
-            crate::bytes::Bytes::from(
-                render::markdown(&msgs, &turn, &state, cfg, sid, places).into_bytes(),
-            )
-        }
-    })
+    Ok(view::Files::new(&p, &state, cfg, sid, path).bytes(form, &mut Default::default()))
 }
 
 /// `n` over `d`, 0 without a window.

@@ -31,12 +31,14 @@ impl ComputedKind {
         super::layout::of_kind(self).1
     }
 
+    /// Every kind, in the order a session's files are made (the audit last: the view's turn
+    /// is let go before it).
     pub const ALL: [ComputedKind; 5] = [
         ComputedKind::View,
         ComputedKind::ViewMd,
         ComputedKind::Materialized,
-        ComputedKind::Audit,
         ComputedKind::Status,
+        ComputedKind::Audit,
     ];
 }
 

@@ -5,6 +5,7 @@ use super::assemble::{self, Assembled};
 use super::content::{self, Core, Origin, Slot};
 use super::lines::{self, LineCache};
 use super::pipeline::{self, Count, Turn};
+use super::render;
 use crate::bytes::Bytes;
 use crate::config::NoaConfig;
 use crate::format::state::{Block, State};
@@ -51,8 +52,83 @@ impl<'a> Projection<'a> {
 #[derive(Debug, Default)]
 pub struct ViewMemo {
     pub projection: content::ProjectionMemo,
-    pub view: LineCache,
-    pub materialized: LineCache,
+    pub lines: Lines,
+}
+
+/// The lines written for each session file that is made of lines.
+#[derive(Debug, Default)]
+pub struct Lines {
+    view: LineCache,
+    materialized: LineCache,
+}
+
+/// A session file the view makes: the mount's `view.jsonl`, `materialized.jsonl` and
+/// `view.md`, the CLI's `view`, a history point's `at/<n>/` files.
+#[derive(Clone, Copy)]
+pub enum Form<'p> {
+    View,
+    Materialized,
+    /// Naming places as `places` says.
+    Markdown(&'p render::Places<'p>),
+}
+
+/// One session's files over one projection and state: the turn its view and `view.md`
+/// share is made once, when first asked for.
+pub struct Files<'x, 'a> {
+    p: &'x Projection<'a>,
+    state: &'x State,
+    cfg: &'x NoaConfig,
+    sid: &'x str,
+    path: ArchivePath<'x>,
+    turn: std::cell::OnceCell<Turn<'x, 'a>>,
+}
+
+impl<'x, 'a> Files<'x, 'a> {
+    /// Summaries name their archives by `path`.
+    pub fn new(
+        p: &'x Projection<'a>,
+        state: &'x State,
+        cfg: &'x NoaConfig,
+        sid: &'x str,
+        path: ArchivePath<'x>,
+    ) -> Self {
+        Files {
+            p,
+            state,
+            cfg,
+            sid,
+            path,
+            turn: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The view a resumed runtime sends, as a turn (see [`turn`]).
+    pub fn turn(&self) -> &Turn<'x, 'a> {
+        self.turn
+            .get_or_init(|| turn(self.p, self.state, self.cfg, self.path))
+    }
+
+    /// Let the turn go (it is made again if asked for).
+    pub fn let_go(&mut self) {
+        self.turn.take();
+    }
+
+    /// The bytes of `form`, reusing the lines `lines` has and adding the new ones to it.
+    pub fn bytes(&self, form: Form<'_>, lines: &mut Lines) -> Bytes {
+        let (p, state) = (self.p, self.state);
+        match form {
+            Form::View => lines::view_lines(self.turn(), &p.msgs, state, true, &mut lines.view),
+            Form::Materialized => {
+                materialized_bytes(p, state, self.cfg, self.path, &mut lines.materialized)
+            }
+            Form::Markdown(places) => {
+                let t = self.turn();
+                let msgs = assemble::assemble(t, &p.msgs, state, true);
+                let md = render::markdown(&msgs, t, state, self.cfg, self.sid, places);
+                Bytes::from(md.into_bytes())
+            }
+        }
+    }
 }
 
 /// `view.jsonl`'s bytes, reusing the lines `cache` has and adding the new ones to it.

@@ -1,7 +1,6 @@
 //! Assistant turns (a reasoning run, the acts after it, their results): the unit that must not
 //! be split between what is compressed and what stays visible.
 
-
 use super::content::{Core, Kind};
 use super::fasthash::FastSet;
 

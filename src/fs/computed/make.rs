@@ -10,7 +10,7 @@ use crate::format::memory;
 use crate::format::state::Block;
 use crate::noa::render::{self, StatusInputs};
 use crate::noa::session::{self as view, Projection};
-use crate::noa::{assemble, lines, protect, refs};
+use crate::noa::{protect, refs};
 use crate::store::root;
 use crate::store::session::{self, TranscriptOf};
 
@@ -45,6 +45,18 @@ impl Computed {
         })
     }
 
+    /// How `view.md` names places: inside the mount (archives as `in_mount` names them) once
+    /// its mount point is known.
+    fn places<'s>(&'s self, in_mount: &'s dyn Fn(&Block) -> String) -> render::Places<'s> {
+        match &self.mountpoint {
+            Some(mnt) => render::Places::Mount {
+                mnt,
+                archive: in_mount,
+            },
+            None => render::Places::Relative,
+        }
+    }
+
     /// The files of session `sid`, made from one refresh of its transcript and one pipeline
     /// run: all of them when the transcript is at most [`ALL_AT_ONCE`], else `node` only.
     /// `status.json` tells the session's idle time as of `now`.
@@ -70,91 +82,80 @@ impl Computed {
         let path: view::ArchivePath<'_> = &*namer;
         let mut out: Vec<(Node, Bytes)> = Vec::new();
 
-        let turned = [
-            ComputedKind::View,
-            ComputedKind::ViewMd,
-            ComputedKind::Status,
-        ];
-        let turn = turned
-            .iter()
-            .any(|k| wants(&file(*k)))
-            .then(|| view::turn(&p, &state, cfg, path));
-        if let Some(turn) = &turn {
-            if wants(&file(ComputedKind::View)) {
-                let b = lines::view_lines(turn, &p.msgs, &state, true, &mut memo.view);
-                out.push((file(ComputedKind::View), b));
-            }
-            if wants(&file(ComputedKind::ViewMd)) {
-                let msgs = assemble::assemble(turn, &p.msgs, &state, true);
-                let in_mount = self.archive_namer(sid, true);
-                let places = match &self.mountpoint {
-                    Some(mnt) => render::Places::Mount {
-                        mnt,
-                        archive: &*in_mount,
-                    },
-                    None => render::Places::Relative,
-                };
-                let md = render::markdown(&msgs, turn, &state, cfg, sid, &places);
-                out.push((file(ComputedKind::ViewMd), Bytes::from(md.into_bytes())));
-            }
-        }
-        if wants(&file(ComputedKind::Materialized)) {
-            let b = view::materialized_bytes(&p, &state, cfg, path, &mut memo.materialized);
-            out.push((file(ComputedKind::Materialized), b));
-        }
-        let with_sidechains =
-            wants(&file(ComputedKind::Status)) || wants(&file(ComputedKind::Audit));
-        let sidechains = if with_sidechains {
+        let in_mount = self.archive_namer(sid, true);
+        let places = self.places(&*in_mount);
+        let mut files = view::Files::new(&p, &state, cfg, sid, path);
+        let wants_any = |ks: &[ComputedKind]| ks.iter().any(|&k| wants(&file(k)));
+        let sidechains = if wants_any(&[ComputedKind::Status, ComputedKind::Audit]) {
             session::sidechains(&self.paths, sid)
         } else {
             Vec::new()
         };
-        if let (Some(turn), true) = (&turn, wants(&file(ComputedKind::Status))) {
-            let subs: Vec<(String, crate::format::transcript::Usage)> = sidechains
-                .iter()
-                .map(|(aid, _, t)| (aid.clone(), t.usage.clone()))
-                .collect();
-            let problems = tr.problems();
-            let count =
-                |s: crate::audit::Severity| problems.iter().filter(|p| p.severity() == s).count();
-            let inp = StatusInputs {
-                session: sid,
-                usage: &tr.usage,
-                subagents: &subs,
-                problems: (
-                    count(crate::audit::Severity::Error),
-                    count(crate::audit::Severity::Warn),
-                    count(crate::audit::Severity::Info),
-                ),
-                state_error: st.error.as_ref().map(|e| e.to_string()),
-                idle_seconds: crate::store::ctl::idle_seconds(&self.paths, sid, now),
-                inherited_from: inherited.as_deref(),
-                settings: cfg.describe(),
-                window_assumed: self.cfg.window_assumed(sid),
+        let subagents: Vec<(String, crate::format::transcript::Usage)> = sidechains
+            .iter()
+            .map(|(aid, _, t)| (aid.clone(), t.usage.clone()))
+            .collect();
+        let mut sidechains = Some(sidechains);
+        for kind in ComputedKind::ALL {
+            if !wants(&file(kind)) {
+                continue;
+            }
+            let bytes = match kind {
+                ComputedKind::View => files.bytes(view::Form::View, &mut memo.lines),
+                ComputedKind::ViewMd => files.bytes(view::Form::Markdown(&places), &mut memo.lines),
+                ComputedKind::Materialized => {
+                    files.bytes(view::Form::Materialized, &mut memo.lines)
+                }
+                ComputedKind::Status => {
+                    let problems = tr.problems();
+                    let count = |s: crate::audit::Severity| {
+                        problems.iter().filter(|p| p.severity() == s).count()
+                    };
+                    let inp = StatusInputs {
+                        session: sid,
+                        usage: &tr.usage,
+                        subagents: &subagents,
+                        problems: (
+                            count(crate::audit::Severity::Error),
+                            count(crate::audit::Severity::Warn),
+                            count(crate::audit::Severity::Info),
+                        ),
+                        state_error: st.error.as_ref().map(|e| e.to_string()),
+                        idle_seconds: crate::store::ctl::idle_seconds(&self.paths, sid, now),
+                        inherited_from: inherited.as_deref(),
+                        settings: cfg.describe(),
+                        window_assumed: self.cfg.window_assumed(sid),
+                    };
+                    let status = render::status(files.turn(), &state, cfg, &inp);
+                    let mut b = serde_json::to_vec_pretty(&status).unwrap_or_default();
+                    b.push(b'\n');
+                    Bytes::from(b)
+                }
+                ComputedKind::Audit => {
+                    files.let_go();
+                    let s = session::load_around(
+                        &self.paths,
+                        sid,
+                        TranscriptOf::Borrowed(tr),
+                        tf.exists(),
+                        sidechains.take().unwrap_or_default(),
+                    );
+                    let mut a = Audit::default();
+                    audit::audit_session_with(
+                        &mut a,
+                        &s,
+                        Some(&p),
+                        cfg,
+                        PathStyle::Mount,
+                        &self.paths,
+                    );
+                    a.sort();
+                    Bytes::from(a.to_text().into_bytes())
+                }
             };
-            let mut b = serde_json::to_vec_pretty(&render::status(turn, &state, cfg, &inp))
-                .unwrap_or_default();
-            b.push(b'\n');
-            out.push((file(ComputedKind::Status), Bytes::from(b)));
+            out.push((file(kind), bytes));
         }
-        drop(turn);
-        if wants(&file(ComputedKind::Audit)) {
-            let exists = tf.exists();
-            let s = session::load_around(
-                &self.paths,
-                sid,
-                TranscriptOf::Borrowed(tr),
-                exists,
-                sidechains,
-            );
-            let mut a = Audit::default();
-            audit::audit_session_with(&mut a, &s, Some(&p), cfg, PathStyle::Mount, &self.paths);
-            a.sort();
-            out.push((
-                file(ComputedKind::Audit),
-                Bytes::from(a.to_text().into_bytes()),
-            ));
-        }
+        drop(files);
         // Raw ranges: every block's when all are made, else the one asked for.
         let ranges: Vec<(String, String)> = match node {
             Node::Raw(_, s, e) if !all => vec![(s.clone(), e.clone())],
@@ -199,7 +200,7 @@ impl Computed {
         f: HistoryFile,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Result<Bytes, FsError> {
-        use crate::timeline::{self, Form};
+        use crate::timeline;
         let cfg = self.cfg.for_session(sid);
         let err = |e: crate::store::txn::TxnError| FsError::from(&e);
         match f {
@@ -213,16 +214,10 @@ impl Computed {
             HistoryFile::View(n) | HistoryFile::ViewMd(n) => {
                 let namer = self.archive_namer(sid, cfg.archive_paths == ArchivePaths::Mount);
                 let in_mount = self.archive_namer(sid, true);
-                let places = match &self.mountpoint {
-                    Some(mnt) => render::Places::Mount {
-                        mnt,
-                        archive: &*in_mount,
-                    },
-                    None => render::Places::Relative,
-                };
+                let places = self.places(&*in_mount);
                 let form = match f {
-                    HistoryFile::ViewMd(_) => Form::Markdown(&places),
-                    _ => Form::View,
+                    HistoryFile::ViewMd(_) => view::Form::Markdown(&places),
+                    _ => view::Form::View,
                 };
                 timeline::view_at(&self.paths, sid, &cfg, n, now, &*namer, form).map_err(err)
             }
