@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{example_root, fuse_available, tool, within, Mounted};
+use common::{example_root, mount, mount_example, mount_without_passthrough, tool, within};
 use normafs::config::Config;
 use normafs::fs::watch::Watcher;
 use normafs::fs::{FsOptions, Node, NormaFs, ROOT_INO, WATCHED_TTL};
@@ -179,11 +179,10 @@ fn cat(p: &Path) -> Vec<u8> {
 
 #[test]
 fn kept_pages_follow_writes_in_place() {
-    if !fuse_available() {
-        return;
-    }
     // The userspace path reads through the page cache, kept across opens.
-    let m = Mounted::without_passthrough();
+    let Some(m) = mount_without_passthrough() else {
+        return;
+    };
     let mem = m.at("memory/ci-dashboard.md");
     let before = cat(&mem);
     assert_eq!(cat(&mem), before);
@@ -205,10 +204,9 @@ fn kept_pages_follow_writes_in_place() {
 
 #[test]
 fn cached_listings_follow_names_behind_the_mount() {
-    if !fuse_available() {
+    let Some(m) = mount(example_root(), Config::default(), MountOptions::default()) else {
         return;
-    }
-    let m = Mounted::new(example_root(), Config::default(), MountOptions::default());
+    };
     let root = m.root().to_path_buf();
     let s = m.at(&format!("sessions/{SID}"));
     for d in [
@@ -423,13 +421,12 @@ fn retired_computed_inodes_give_their_numbers_back() {
 /// drops it when the directory's mtime changes, seen once the attributes expire.
 #[test]
 fn listings_of_unwatched_directories_follow_their_mtime() {
-    if !fuse_available() {
-        return;
-    }
     let d = example_root();
     std::fs::create_dir(d.path().join("memory/sub")).expect("mkdir");
     std::fs::write(d.path().join("memory/sub/a.md"), "a").expect("write");
-    let m = Mounted::new(d, Config::default(), MountOptions::default());
+    let Some(m) = mount(d, Config::default(), MountOptions::default()) else {
+        return;
+    };
     let sub = m.at("memory/sub");
     assert_eq!(names(&sub), vec!["a.md".to_string()]);
     assert_eq!(names(&sub), vec!["a.md".to_string()], "listed again");
@@ -476,15 +473,14 @@ fn unopened_listing_passes_keep_their_snapshot() {
 /// after the TTL below it.
 #[test]
 fn kept_link_targets_follow_replaced_links() {
-    if !fuse_available() {
-        return;
-    }
     let d = example_root();
     std::fs::create_dir(d.path().join("memory/sub")).expect("mkdir");
     for l in ["memory/link.md", "memory/sub/link.md"] {
         std::os::unix::fs::symlink("a.md", d.path().join(l)).expect("symlink");
     }
-    let m = Mounted::new(d, Config::default(), MountOptions::default());
+    let Some(m) = mount(d, Config::default(), MountOptions::default()) else {
+        return;
+    };
     let target = |l: &str| -> String {
         let o = tool("readlink", &[m.at(l).as_os_str()]);
         assert!(o.status.success(), "readlink {l}");
@@ -522,10 +518,9 @@ fn sizes_by_listing(dir: &Path) -> Vec<(String, u64)> {
 /// holds while its session changes.
 #[test]
 fn a_listing_hands_over_attributes_never_a_placeholder_size() {
-    if !fuse_available() {
+    let Some(m) = mount_example() else {
         return;
-    }
-    let m = Mounted::example();
+    };
     let fs = m.handle().fs().clone();
     let dir = m.at(&format!("sessions/{SID}"));
     let listed = sizes_by_listing(&dir);
@@ -633,10 +628,9 @@ fn deleted_files_open(root: &Path) -> usize {
 /// disk space is not kept.
 #[test]
 fn real_files_without_passthrough_are_kept_in_the_page_cache_and_let_go_once_deleted() {
-    if !fuse_available() {
+    let Some(m) = mount_without_passthrough() else {
         return;
-    }
-    let m = Mounted::without_passthrough();
+    };
     let backing = m.root().join("memory/big-notes.md");
     let body: Vec<u8> = (0..4 << 20).map(|i| b"abcdefghij\n"[i % 11]).collect();
     std::fs::write(&backing, &body).expect("write");
@@ -688,18 +682,17 @@ fn real_files_without_passthrough_are_kept_in_the_page_cache_and_let_go_once_del
 fn computed_files_are_kept_in_the_page_cache_and_a_rewrite_is_a_new_inode() {
     use std::io::{Read, Seek};
     use std::os::unix::fs::MetadataExt;
-    if !fuse_available() {
-        return;
-    }
     for passthrough in [false, true] {
-        let m = Mounted::new(
+        let Some(m) = mount(
             example_root(),
             Config::default(),
             MountOptions {
                 passthrough,
                 ..MountOptions::default()
             },
-        );
+        ) else {
+            return;
+        };
         let view = m.at(&format!("sessions/{SID}/view.jsonl"));
         let first = cat(&view);
         assert!(!first.is_empty());
@@ -751,10 +744,9 @@ fn computed_files_are_kept_in_the_page_cache_and_a_rewrite_is_a_new_inode() {
 #[test]
 fn computed_files_whose_bytes_stay_keep_their_inode() {
     use std::os::unix::fs::MetadataExt;
-    if !fuse_available() {
+    let Some(m) = mount_without_passthrough() else {
         return;
-    }
-    let m = Mounted::without_passthrough();
+    };
     let raw = m.at(&format!("sessions/{SID}/raw"));
     let ranges = names(&raw);
     assert!(!ranges.is_empty(), "the session has archived ranges");

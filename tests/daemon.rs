@@ -52,9 +52,6 @@ fn have_mount_fuse3() -> bool {
 /// command's own one line and exit status.
 #[test]
 fn daemon_returns_once_mounted_and_ends_on_sigterm() {
-    if !fuse_available() {
-        return;
-    }
     let root = example_root();
     let mnt = tempfile::tempdir().expect("tempdir");
     let logs = tempfile::tempdir().expect("tempdir");
@@ -232,7 +229,7 @@ fn runs(pid: i32, exe: &Path) -> bool {
 /// `umount` ends the daemon.
 #[test]
 fn mount_t_fuse_normafs_and_an_fstab_line() {
-    if !fuse_available() || !have_mount_fuse3() || !have("mount") {
+    if !have_mount_fuse3() || !have("mount") {
         return;
     }
     // SAFETY: geteuid cannot fail.
@@ -366,10 +363,9 @@ fn auto_unmount_clears_the_mount_after_kill_9() {
 /// directory's attributes are kept for an hour).
 #[test]
 fn a_backing_directory_on_fuse_is_served_with_ttls() {
-    if !fuse_available() {
+    let Some(lower) = common::mount_example() else {
         return;
-    }
-    let lower = common::Mounted::example();
+    };
     let root = example_root();
     let mnt = tempfile::tempdir().expect("tempdir");
     let o = Command::new(BIN)

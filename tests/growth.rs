@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use common::{fuse_available, Mounted};
+use common::{mount_without_passthrough, Mounted};
 
 /// How long a read may take to show the file once it stops changing.
 const SETTLE: Duration = Duration::from_secs(5);
@@ -231,10 +231,9 @@ fn held_readers(p: &Path, first: &[u8], shared: &Arc<Shared>) -> Vec<thread::Joi
 
 #[test]
 fn reads_of_a_file_growing_behind_the_mount_never_show_zeros() {
-    if !fuse_available() {
+    let Some(m) = mount_without_passthrough() else {
         return;
-    }
-    let m = Mounted::without_passthrough();
+    };
     let rel = "memory/growing.md";
     let first = b"# notes appended to\n".to_vec();
     std::fs::write(m.root().join(rel), &first).expect("write the backing file");
@@ -254,10 +253,9 @@ fn reads_of_a_file_growing_behind_the_mount_never_show_zeros() {
 
 #[test]
 fn a_handle_held_while_the_file_grows_follows_it_without_zeros() {
-    if !fuse_available() {
+    let Some(m) = mount_without_passthrough() else {
         return;
-    }
-    let m = Mounted::without_passthrough();
+    };
     let rel = "memory/held.md";
     let first = b"# notes held open\n".to_vec();
     std::fs::write(m.root().join(rel), &first).expect("write the backing file");
@@ -282,10 +280,9 @@ fn a_handle_held_while_the_file_grows_follows_it_without_zeros() {
 
 #[test]
 fn a_file_cut_and_rewritten_in_place_then_grown_reads_without_zeros() {
-    if !fuse_available() {
+    let Some(m) = mount_without_passthrough() else {
         return;
-    }
-    let m = Mounted::without_passthrough();
+    };
     let rel = "memory/rewritten.md";
     let first = b"# rewritten in place\n".to_vec();
     let backing = m.root().join(rel);

@@ -12,7 +12,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use common::{fuse_available, sh, Mounted};
+use common::{mount_without_passthrough, sh};
 use normafs::fs::set_before_mapped_reply;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -33,11 +33,10 @@ fn patterned(len: usize) -> Vec<u8> {
 
 #[test]
 fn large_reads_of_a_real_file_are_its_bytes_at_every_offset() {
-    if !fuse_available() {
-        return;
-    }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let m = Mounted::without_passthrough();
+    let Some(m) = mount_without_passthrough() else {
+        return;
+    };
     // Past two 8 MiB windows, ending mid-page.
     let bytes = patterned((17 << 20) + 1234);
     std::fs::write(m.root().join("memory/big.md"), &bytes).expect("write backing");
@@ -68,12 +67,11 @@ fn large_reads_of_a_real_file_are_its_bytes_at_every_offset() {
 
 #[test]
 fn a_file_truncated_under_a_mapped_read_fails_that_read_and_the_mount_keeps_serving() {
-    if !fuse_available() {
-        return;
-    }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let _disarm = Disarm;
-    let m = Mounted::without_passthrough();
+    let Some(m) = mount_without_passthrough() else {
+        return;
+    };
     let backing = m.root().join("memory/big.md");
     let bytes = patterned(4 << 20);
     std::fs::write(&backing, &bytes).expect("write backing");
@@ -135,11 +133,10 @@ fn a_file_truncated_under_a_mapped_read_fails_that_read_and_the_mount_keeps_serv
 /// it is quiet.
 #[test]
 fn readers_of_a_file_truncated_and_rewritten_under_them_get_its_bytes() {
-    if !fuse_available() {
-        return;
-    }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let m = Mounted::without_passthrough();
+    let Some(m) = mount_without_passthrough() else {
+        return;
+    };
     let backing = m.root().join("memory/churn.md");
     let bytes = Arc::new(patterned(3 << 20));
     std::fs::write(&backing, &*bytes).expect("write backing");

@@ -13,8 +13,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    example_root, fuse_available, have, is_mounted, sh, snapshot, text_of, tool, within,
-    write_session, Mounted, Session,
+    example_root, fuse_available, have, is_mounted, mount, mount_example, sh, snapshot, text_of,
+    tool, within, write_session, Mounted, Session,
 };
 use normafs::config::Config;
 use normafs::fuse::MountOptions;
@@ -82,10 +82,9 @@ fn synthetic_files(m: &Mounted) -> Vec<PathBuf> {
 
 #[test]
 fn tools_read_the_example_root() {
-    if !fuse_available() {
+    let Some(m) = mount_example() else {
         return;
-    }
-    let m = Mounted::example();
+    };
     let s = m.at(&format!("sessions/{SID}"));
 
     assert_eq!(
@@ -253,10 +252,12 @@ print(views, lines)
 /// (oracle resume-view.json), message for message; likewise materialized.jsonl.
 #[test]
 fn the_corpus_views_through_jq_are_the_runtimes() {
-    if !fuse_available() || !have("jq") {
+    if !have("jq") {
         return;
     }
-    let m = Mounted::example();
+    let Some(m) = mount_example() else {
+        return;
+    };
     let jq = |p: &Path| -> Vec<serde_json::Value> {
         ok(&tool(
             "jq",
@@ -299,10 +300,9 @@ fn the_corpus_views_through_jq_are_the_runtimes() {
 /// ctl shows the runtime's panel.
 #[test]
 fn a_compress_input_of_the_runtime_through_ctl() {
-    if !fuse_available() {
+    let Some(m) = mount_example() else {
         return;
-    }
-    let m = Mounted::example();
+    };
     let ctl = m.at(&format!("sessions/{SID}/ctl"));
     let input = common::norma_data().join("oracle/s2-tier1/compress-1/input.json");
     assert!(!std::fs::read_to_string(&input)
@@ -373,10 +373,9 @@ fn a_compress_input_of_the_runtime_through_ctl() {
 /// with EBUSY, and ctl says why; `compress!` runs anyway.
 #[test]
 fn a_live_session_answers_ebusy_and_compress_bang_runs() {
-    if !fuse_available() {
+    let Some(m) = mount_example() else {
         return;
-    }
-    let m = Mounted::example();
+    };
     let ctl = m.at(&format!("sessions/{SID}/ctl"));
     let input = common::norma_data().join("oracle/s2-tier1/compress-1/input.json");
     // The runtime writes to the transcript.
@@ -425,14 +424,13 @@ fn a_live_session_answers_ebusy_and_compress_bang_runs() {
 
 #[test]
 fn inodes_stay_after_the_kernel_forgets_them() {
-    if !fuse_available() {
-        return;
-    }
     let cfg = Config {
         ttl_ms: 50,
         ..Config::default()
     };
-    let m = Mounted::new(example_root(), cfg, MountOptions::default());
+    let Some(m) = mount(example_root(), cfg, MountOptions::default()) else {
+        return;
+    };
     let p = m.at(&format!("sessions/{SID}/tier1/b1_m00004-m00009.md"));
     let first = stat("%i", &p);
     std::thread::sleep(Duration::from_millis(120));
@@ -441,18 +439,17 @@ fn inodes_stay_after_the_kernel_forgets_them() {
 
 #[test]
 fn memory_edits_with_sed_and_redirection() {
-    if !fuse_available() {
-        return;
-    }
     for passthrough in [true, false] {
-        let m = Mounted::new(
+        let Some(m) = mount(
             example_root(),
             Config::default(),
             MountOptions {
                 passthrough,
                 ..MountOptions::default()
             },
-        );
+        ) else {
+            return;
+        };
         let file = m.at("memory/build-system.md");
         let backing = m.root().join("memory/build-system.md");
         ok(&tool(
@@ -537,11 +534,10 @@ fn compressible_root() -> (tempfile::TempDir, Config) {
 
 #[test]
 fn ctl_through_the_shell() {
-    if !fuse_available() {
-        return;
-    }
     let (root, cfg) = compressible_root();
-    let m = Mounted::new(root, cfg, MountOptions::default());
+    let Some(m) = mount(root, cfg, MountOptions::default()) else {
+        return;
+    };
     let ctl = m.at("sessions/s1/ctl");
     let view = m.at("sessions/s1/view.jsonl");
 
@@ -615,11 +611,10 @@ fn ctl_through_the_shell() {
 /// is what a fresh open reads, so `tar` copies it whole.
 #[test]
 fn ctl_for_shell_scripts() {
-    if !fuse_available() {
-        return;
-    }
     let (root, cfg) = compressible_root();
-    let m = Mounted::new(root, cfg, MountOptions::default());
+    let Some(m) = mount(root, cfg, MountOptions::default()) else {
+        return;
+    };
     let ctl = m.at("sessions/s1/ctl");
     let c = ctl.display();
 
@@ -681,10 +676,9 @@ fn ctl_for_shell_scripts() {
 /// mount's.
 #[test]
 fn memory_files_are_created_with_the_callers_mode_and_umask() {
-    if !fuse_available() {
+    let Some(m) = mount(example_root(), Config::default(), MountOptions::default()) else {
         return;
-    }
-    let m = Mounted::new(example_root(), Config::default(), MountOptions::default());
+    };
     let mem = m.at("memory");
     for (umask, name, how, want) in [
         (
@@ -711,10 +705,9 @@ fn memory_files_are_created_with_the_callers_mode_and_umask() {
 /// `tail -f view.jsonl` follows a live session: an appended message shows without reopening.
 #[test]
 fn tail_f_follows_the_view_of_a_live_session() {
-    if !fuse_available() {
+    let Some(m) = mount(example_root(), Config::default(), MountOptions::default()) else {
         return;
-    }
-    let m = Mounted::new(example_root(), Config::default(), MountOptions::default());
+    };
     let sid = "s1-small";
     let view = m.at(&format!("sessions/{sid}/view.jsonl"));
     let out = m.root().join("tail.out");
@@ -748,10 +741,9 @@ fn tail_f_follows_the_view_of_a_live_session() {
 
 #[test]
 fn synthetic_files_refuse_writes() {
-    if !fuse_available() {
+    let Some(m) = mount_example() else {
         return;
-    }
-    let m = Mounted::example();
+    };
     let before = snapshot(m.root());
     for f in [
         format!("sessions/{SID}/view.jsonl"),
@@ -776,17 +768,16 @@ fn synthetic_files_refuse_writes() {
 
 #[test]
 fn read_only_mount() {
-    if !fuse_available() {
-        return;
-    }
-    let m = Mounted::new(
+    let Some(m) = mount(
         example_root(),
         Config::default(),
         MountOptions {
             read_only: true,
             ..MountOptions::default()
         },
-    );
+    ) else {
+        return;
+    };
     let before = snapshot(m.root());
     let mem = m.at("memory/build-system.md");
     let e = err(&sh(&format!("echo x >> '{}'", mem.display())));
@@ -814,22 +805,21 @@ fn read_only_mount() {
 
 #[test]
 fn changes_in_the_backing_dirs_show_at_once() {
-    if !fuse_available() {
-        return;
-    }
     // A long TTL: anything fresh within a second was invalidated through inotify.
     let cfg = Config {
         ttl_ms: 60_000,
         ..Config::default()
     };
-    let m = Mounted::new(
+    let Some(m) = mount(
         example_root(),
         cfg,
         MountOptions {
             passthrough: false,
             ..MountOptions::default()
         },
-    );
+    ) else {
+        return;
+    };
     let s = m.at(&format!("sessions/{SID}"));
     let root = m.root().to_path_buf();
     let transcript = root.join(format!("transcripts/{SID}.jsonl"));
@@ -913,16 +903,15 @@ fn changes_in_the_backing_dirs_show_at_once() {
 
 #[test]
 fn a_thousand_sessions() {
-    if !fuse_available() {
-        return;
-    }
     let root = tempfile::tempdir().expect("tempdir");
     let dir = root.path().join("transcripts");
     std::fs::create_dir_all(&dir).expect("mkdir");
     for i in 0..1000 {
         std::fs::write(dir.join(format!("s{i:04}.jsonl")), "").expect("write");
     }
-    let m = Mounted::new(root, Config::default(), MountOptions::default());
+    let Some(m) = mount(root, Config::default(), MountOptions::default()) else {
+        return;
+    };
     let out = ok(&tool("ls", &[os(&m.at("sessions"))]));
     let names: Vec<&str> = out.lines().collect();
     assert_eq!(names.len(), 1000);
@@ -1020,9 +1009,6 @@ impl Drop for BinMount {
 
 #[test]
 fn the_binary_mounts_and_unmounts_on_signals() {
-    if !fuse_available() {
-        return;
-    }
     for (sig, extra) in [
         (libc::SIGTERM, None),
         (libc::SIGINT, Some("--no-passthrough")),
@@ -1288,13 +1274,12 @@ fn the_demo_mounts_an_example_and_cleans_up() {
 /// mount. Without the setting the view is the runtime's (the test above).
 #[test]
 fn an_agent_inside_the_mount_follows_summaries_to_archives_and_originals() {
-    if !fuse_available() {
-        return;
-    }
     let text = common::corpus_config_toml("archive_paths = \"mount\"");
     let file = normafs::config::ConfigFile::parse(&text, Path::new("t.toml")).expect("toml");
     let (cfg, _) = Config::build(file, &normafs::config::Settings::default());
-    let m = Mounted::new(example_root(), cfg, MountOptions::default());
+    let Some(m) = mount(example_root(), cfg, MountOptions::default()) else {
+        return;
+    };
     let mnt = m.mnt().canonicalize().expect("mnt");
     let mut followed = 0;
     for sid in common::CORPUS_SESSIONS {
@@ -1368,10 +1353,9 @@ fn mount_type(mnt: &Path) -> Option<String> {
 /// `findmnt -t fuse.normafs` lists it, and it unmounts cleanly.
 #[test]
 fn a_root_mount_is_of_type_fuse_normafs() {
-    if !fuse_available() {
+    let Some(m) = mount(example_root(), Config::default(), MountOptions::default()) else {
         return;
-    }
-    let m = Mounted::new(example_root(), Config::default(), MountOptions::default());
+    };
     assert_eq!(mount_type(m.mnt()).as_deref(), Some("fuse.normafs"));
     let o = Command::new("findmnt")
         .args(["-n", "-o", "TARGET", "-t", "fuse.normafs"])

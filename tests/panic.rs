@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Output;
 use std::sync::Mutex;
 
-use common::{example_root, force_unmount, fuse_available, Mounted};
+use common::{example_root, force_unmount, mount, Mounted};
 use normafs::config::Config;
 use normafs::fs::{set_panic_on_lookup, set_panic_on_request};
 use normafs::fuse::MountOptions;
@@ -53,9 +53,9 @@ fn quiet_hook_panics() {
 /// Two worker threads: more panics than workers prove that a panic does not end its worker.
 /// `--ttl-ms 0`: nothing is cached by the kernel, so every command reaches the handler it is
 /// meant to reach.
-fn mount() -> Mounted {
+fn mount_two_workers() -> Option<Mounted> {
     quiet_hook_panics();
-    Mounted::new(
+    common::mount(
         example_root(),
         Config {
             ttl_ms: 0,
@@ -117,12 +117,11 @@ fn quoted(p: &Path) -> String {
 
 #[test]
 fn a_panicking_lookup_answers_eio_and_the_mount_keeps_serving() {
-    if !fuse_available() {
-        return;
-    }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let _disarm = Disarm;
-    let m = mount();
+    let Some(m) = mount_two_workers() else {
+        return;
+    };
     let s = m.at(&format!("sessions/{SID}"));
     let view = std::fs::read(s.join("view.jsonl")).expect("view");
     set_panic_on_lookup(Some(OsStr::new("boom")));
@@ -145,12 +144,11 @@ fn a_panicking_lookup_answers_eio_and_the_mount_keeps_serving() {
 /// requests whose answer the caller never sees, succeeds); disarmed, the mount serves as before.
 #[test]
 fn every_request_type_survives_a_panic() {
-    if !fuse_available() {
-        return;
-    }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let _disarm = Disarm;
-    let m = mount();
+    let Some(m) = mount_two_workers() else {
+        return;
+    };
     let mnt = m.mnt();
     let s = m.at(&format!("sessions/{SID}"));
     let view = std::fs::read(s.join("view.jsonl")).expect("view");
@@ -246,20 +244,19 @@ fn every_request_type_survives_a_panic() {
 /// counted or kept, so the next listing is whole.
 #[test]
 fn a_panicking_readdirplus_answers_eio_and_the_mount_keeps_serving() {
-    if !fuse_available() {
-        return;
-    }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let _disarm = Disarm;
     quiet_hook_panics();
-    let m = Mounted::new(
+    let Some(m) = mount(
         example_root(),
         Config::default(),
         MountOptions {
             threads: 2,
             ..MountOptions::default()
         },
-    );
+    ) else {
+        return;
+    };
     let s = m.at(&format!("sessions/{SID}"));
     set_panic_on_request(Some("readdirplus"));
     // Three times: more panics than the mount has workers. A failed listing is not kept by

@@ -12,8 +12,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use common::{
-    force_unmount, fuse_available, have, is_mounted, sh, snapshot, text_of, within, write_session,
-    Mounted, Session,
+    force_unmount, fuse_available, have, is_mounted, mount, sh, snapshot, text_of, within,
+    write_session, Session,
 };
 use normafs::config::Config;
 use normafs::fuse::MountOptions;
@@ -125,14 +125,13 @@ fn mode_of(p: &Path) -> (u32, u32) {
 /// and another user is refused at the mount point itself.
 #[test]
 fn the_default_mount_is_private_to_its_owner() {
-    if !fuse_available() {
-        return;
-    }
-    let m = Mounted::new(
+    let Some(m) = mount(
         root_with_private_memory(),
         Config::default(),
         MountOptions::default(),
-    );
+    ) else {
+        return;
+    };
     let line = mountinfo_line(m.mnt());
     assert!(!line.contains("allow_other"), "{line}");
     assert!(line.contains("default_permissions"), "{line}");
@@ -166,17 +165,16 @@ fn the_default_mount_is_private_to_its_owner() {
 /// nothing more: no ctl command (0600), no private memory, no change to any file.
 #[test]
 fn allow_other_still_enforces_every_mode() {
-    if !fuse_available() {
-        return;
-    }
-    let m = Mounted::new(
+    let Some(m) = mount(
         root_with_private_memory(),
         Config::default(),
         MountOptions {
             allow_other: true,
             ..MountOptions::default()
         },
-    );
+    ) else {
+        return;
+    };
     let line = mountinfo_line(m.mnt());
     assert!(line.contains("allow_other"), "{line}");
     assert!(line.contains("default_permissions"), "{line}");
@@ -269,20 +267,19 @@ fn allow_other_still_enforces_every_mode() {
 /// index computed from them. Making the input readable makes them readable again.
 #[test]
 fn derived_files_are_as_private_as_their_inputs() {
-    if !fuse_available() {
-        return;
-    }
     let root = root_with_private_memory();
     let transcript = root.path().join(format!("transcripts/{SID}.jsonl"));
     std::fs::set_permissions(&transcript, std::fs::Permissions::from_mode(0o600)).expect("chmod");
-    let m = Mounted::new(
+    let Some(m) = mount(
         root,
         Config::default(),
         MountOptions {
             allow_other: true,
             ..MountOptions::default()
         },
-    );
+    ) else {
+        return;
+    };
     let s = m.at(&format!("sessions/{SID}"));
     let derived = [
         s.join("view.jsonl"),

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::{force_unmount, fuse_available, within, Mounted};
+use common::{force_unmount, mount, within};
 use normafs::config::Config;
 use normafs::fuse::MountOptions;
 use serde_json::{json, Value};
@@ -807,9 +807,6 @@ fn stop_and_join<T>(shared: &Shared, handles: Vec<JoinHandle<T>>) -> Vec<T> {
 /// fails or is short, every byte read is valid, nothing deadlocks, and nothing appended is lost.
 #[test]
 fn live_writers_soak() {
-    if !fuse_available() {
-        return;
-    }
     let duration = soak_duration();
     let rate = append_rate();
     let sid = "s1";
@@ -817,7 +814,9 @@ fn live_writers_soak() {
     let mut app = Appender::create(root.path(), sid, 0x5eed);
     app.append_many(40);
     let state_path = root.path().join("noa").join(sid).join("state.json");
-    let m = Mounted::new(root, soak_config(), MountOptions::default());
+    let Some(m) = mount(root, soak_config(), MountOptions::default()) else {
+        return;
+    };
     let shared = Arc::new(Shared::default());
     let _dog = Watchdog::start(
         "live_writers_soak",
@@ -985,23 +984,22 @@ fn runtime_state_rename_soak_without_passthrough() {
 }
 
 fn state_rename_soak(passthrough: bool) {
-    if !fuse_available() {
-        return;
-    }
     let duration = soak_duration();
     let sid = "s2";
     let root = tempfile::tempdir().expect("tempdir");
     let mut app = Appender::create(root.path(), sid, 0xfeed);
     app.append_many(120);
     let state_path = root.path().join("noa").join(sid).join("state.json");
-    let m = Mounted::new(
+    let Some(m) = mount(
         root,
         soak_config(),
         MountOptions {
             passthrough,
             ..MountOptions::default()
         },
-    );
+    ) else {
+        return;
+    };
     let shared = Arc::new(Shared::default());
     let _dog = Watchdog::start(
         "runtime_state_rename_soak",
@@ -1355,21 +1353,20 @@ fn replaced_state_json_reads_whole_with_passthrough() {
 }
 
 fn replaced_state_json_reads_whole(passthrough: bool) {
-    if !fuse_available() {
-        return;
-    }
     let sid = if passthrough { "s6" } else { "s5" };
     let root = tempfile::tempdir().expect("tempdir");
     let mut app = Appender::create(root.path(), sid, 0x55);
     app.append_many(30);
-    let m = Mounted::new(
+    let Some(m) = mount(
         root,
         soak_config(),
         MountOptions {
             passthrough,
             ..MountOptions::default()
         },
-    );
+    ) else {
+        return;
+    };
     ctl(
         &m.at(&format!("sessions/{sid}/ctl")),
         "compress m00001 m00004 the first messages of the session, summarised at length\n",

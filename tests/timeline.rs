@@ -481,10 +481,9 @@ fn timeline_svg_is_drawn_by_a_real_renderer() {
 /// by `grep -r`; the files are read-only.
 #[test]
 fn the_mount_shows_each_sessions_history() {
-    if !common::fuse_available() {
+    let Some(m) = common::mount_example() else {
         return;
-    }
-    let m = common::Mounted::example();
+    };
     for sid in common::CORPUS_SESSIONS {
         let dir = m.at(&format!("sessions/{sid}"));
         let view = std::fs::read(dir.join("view.jsonl")).expect("view.jsonl");

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::{lines, sh, Mounted};
+use common::{lines, mount, sh, Mounted};
 use serde_json::Value;
 
 /// The corpus session with 15 tier-1 blocks.
@@ -16,7 +16,7 @@ const SID: &str = "s2-tier1";
 
 /// The corpus mounted, or `None` (said) where no mount can be made; under CI that fails.
 fn example() -> Option<Mounted> {
-    common::fuse_available().then(Mounted::example)
+    common::mount_example()
 }
 
 fn q(p: &Path) -> String {
@@ -445,9 +445,6 @@ fn settings_have_a_home_and_normafs_config_says_where_each_came_from() {
 
 #[test]
 fn status_json_says_when_a_window_is_assumed_and_how_to_set_it() {
-    if !common::fuse_available() {
-        return;
-    }
     let root = common::example_root();
     std::fs::write(
         root.path().join(".normafs.toml"),
@@ -459,7 +456,9 @@ fn status_json_says_when_a_window_is_assumed_and_how_to_set_it() {
         ..normafs::config::Sources::default()
     };
     let (cfg, _) = sources.load().expect("settings");
-    let m = Mounted::new(root, cfg, normafs::fuse::MountOptions::default());
+    let Some(m) = mount(root, cfg, normafs::fuse::MountOptions::default()) else {
+        return;
+    };
     let status = |sid: &str| -> Value {
         let text = std::fs::read(m.at(&format!("sessions/{sid}/status.json"))).expect("read");
         serde_json::from_slice(&text).expect("json")

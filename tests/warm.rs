@@ -9,24 +9,11 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{fuse_available, within, Mounted};
+use common::{mount, within, Mounted};
 use normafs::config::Config;
 use normafs::fs::computed::Counts;
 use normafs::fuse::MountOptions;
 use normafs::gen::{generate, GenOptions};
-
-/// A mount is possible here: else a notice and `false`, and under CI (where a mount must be
-/// possible) a failure.
-fn mount_possible() -> bool {
-    if fuse_available() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI is set but /dev/fuse is absent: this test must mount"
-    );
-    false
-}
 
 /// A generated root of `sessions` sessions of `messages` messages.
 fn root(sessions: usize, messages: usize) -> tempfile::TempDir {
@@ -83,22 +70,21 @@ fn files(dir: &Path, name: Option<&str>) -> u64 {
 
 #[test]
 fn a_warm_pass_over_a_root_past_the_budget_computes_nothing() {
-    if !mount_possible() {
-        return;
-    }
     for passthrough in [true, false] {
         let cfg = Config {
             cache_mb: Some(1),
             ..Config::default()
         };
-        let m = Mounted::new(
+        let Some(m) = mount(
             root(24, 200),
             cfg,
             MountOptions {
                 passthrough,
                 ..MountOptions::default()
             },
-        );
+        ) else {
+            return;
+        };
         let first = read_all(m.mnt());
         let c1 = m.handle().fs().computed_counts();
         let computed = files(m.mnt(), None).saturating_sub(files(m.root(), None));
@@ -197,10 +183,9 @@ fn read_real(root: &Path) -> u64 {
 
 #[test]
 fn a_stat_of_computed_files_keeps_none_of_their_bytes() {
-    if !mount_possible() {
+    let Some(m) = mount(root(6, 120), Config::default(), MountOptions::default()) else {
         return;
-    }
-    let m = Mounted::new(root(6, 120), Config::default(), MountOptions::default());
+    };
     let mut sizes = 0;
     for e in std::fs::read_dir(m.at("sessions"))
         .expect("sessions")

@@ -393,8 +393,31 @@ pub struct Mounted {
     pub mnt: tempfile::TempDir,
 }
 
+/// A mount of `root` for a test, with `cfg` and `opts`; `None`, said on stderr, where no
+/// mount is possible (a failure under CI: [`fuse_available`]). Every mount test starts here,
+/// so none mounts without asking and none passes silently for want of a mount:
+/// `let Some(m) = mount(..) else { return };`.
+pub fn mount(
+    root: tempfile::TempDir,
+    cfg: normafs::config::Config,
+    opts: normafs::fuse::MountOptions,
+) -> Option<Mounted> {
+    fuse_available().then(|| Mounted::new(root, cfg, opts))
+}
+
+/// [`mount`] of a copy of the corpus with each session's settings.
+pub fn mount_example() -> Option<Mounted> {
+    fuse_available().then(Mounted::example)
+}
+
+/// [`mount`] of a copy of the corpus with default settings, without passthrough (normafs's
+/// own read path: the page cache, kept across opens).
+pub fn mount_without_passthrough() -> Option<Mounted> {
+    fuse_available().then(Mounted::without_passthrough)
+}
+
 impl Mounted {
-    pub fn new(
+    fn new(
         root: tempfile::TempDir,
         cfg: normafs::config::Config,
         opts: normafs::fuse::MountOptions,
@@ -411,7 +434,7 @@ impl Mounted {
 
     /// A copy of the corpus ([`example_root`]), mounted with each session's settings
     /// ([`corpus_config`]).
-    pub fn example() -> Mounted {
+    fn example() -> Mounted {
         Mounted::new(
             example_root(),
             corpus_config(),
@@ -421,7 +444,7 @@ impl Mounted {
 
     /// A copy of the corpus with default settings, mounted without passthrough (normafs's own
     /// read path: the page cache, kept across opens).
-    pub fn without_passthrough() -> Mounted {
+    fn without_passthrough() -> Mounted {
         Mounted::new(
             example_root(),
             normafs::config::Config::default(),
@@ -483,7 +506,8 @@ pub fn tool(prog: &str, args: &[&std::ffi::OsStr]) -> std::process::Output {
         .expect("run tool")
 }
 
-/// Whether a program is installed (prints a notice when not).
+/// Whether a program is installed (prints a notice when not). Under CI ([`mount_required`])
+/// a missing one fails the test: scripts/test.sh installs every program the tests drive.
 pub fn have(prog: &str) -> bool {
     let ok = std::process::Command::new("sh")
         .arg("-c")
@@ -491,6 +515,10 @@ pub fn have(prog: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
+        assert!(
+            !mount_required(),
+            "{prog} is not installed where the tests must run whole (CI, NORMAFS_REQUIRE_MOUNT)"
+        );
         eprintln!("notice: {prog} is not installed: that step is skipped");
     }
     ok
