@@ -4,9 +4,15 @@
 //! messages noa writes itself (summaries, stubbed or cut texts).
 
 mod growing;
+mod hide;
 mod prune;
+mod truncate;
 pub use growing::Growing;
+pub use hide::stub_compress_arguments;
+use hide::*;
 use prune::*;
+use truncate::*;
+pub use truncate::{truncate_threshold, TRUNCATE_MIN_TOKENS, TRUNCATION_MARKER};
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -206,39 +212,6 @@ pub const PAIRED: u8 = 2;
 pub const MADE: u8 = 4;
 /// A Compress call that made a live block.
 pub const LIVE: u8 = 8;
-
-/// The call ids of the state's blocks, and of its live blocks.
-pub(super) fn block_calls<'s>(
-    state: &'s State,
-    active: &[bool],
-) -> (FastSet<&'s str>, FastSet<&'s str>) {
-    let (mut all, mut live) = (FastSet::default(), FastSet::default());
-    for (i, b) in state.blocks().iter().enumerate() {
-        if b.compress_call_id.is_empty() {
-            continue;
-        }
-        all.insert(b.compress_call_id.as_str());
-        if active.get(i).copied().unwrap_or(false) {
-            live.insert(b.compress_call_id.as_str());
-        }
-    }
-    (all, live)
-}
-
-/// [`MADE`] and [`LIVE`] of a core.
-pub(super) fn call_facts(c: &Core<'_>, calls: &(FastSet<&str>, FastSet<&str>)) -> u8 {
-    if !c.is_compress_call() {
-        return 0;
-    }
-    let mut f = 0;
-    if calls.0.contains(c.call) {
-        f |= MADE;
-    }
-    if calls.1.contains(c.call) {
-        f |= LIVE;
-    }
-    f
-}
 
 /// What the nudge's measures ask of each view message: kept with a grown turn, or found
 /// for this view.
@@ -671,7 +644,7 @@ fn settle(
         Count::Measured => t.measure,
         Count::Given(n) => n,
     };
-    truncate(t, cfg);
+    cut_results(t, cfg);
     t.nudge = match nudge {
         Deciding::No => None,
         Deciding::Shown if nudge::held_back(t, state, cfg) => Some(nudge::not_shown(t, cfg)),
@@ -691,277 +664,7 @@ fn new_cut_possible(t: &Turn<'_, '_>, cfg: &NoaConfig) -> bool {
         .is_some_and(|&p| matches!(p, Pos::Core(i) if i >= k.new_from))
 }
 
-/// How many Compress calls that made no block stay in view (the last ones).
-const KEEP_LAST_ORPHANED: usize = 2;
-/// What a Compress call's summary arguments are cut to.
-const SUMMARY_STUB_CHARS: usize = 200;
-
-/// Step 4: Compress calls of live blocks stay with their summaries stubbed; calls of other
-/// blocks go with their results; of the calls that made no block, the last two stay. Returns
-/// the stubs it made.
-fn hide_compress_calls(t: &mut Turn<'_, '_>, state: &State) -> Vec<(u32, Edit)> {
-    let any = t
-        .items
-        .iter()
-        .any(|&p| t.core(p).kind == Kind::ToolCall && t.core(p).tool == COMPRESS_TOOL);
-    if !any {
-        return Vec::new();
-    }
-    // What the blocks make of each call: kept with a grown turn, or found now.
-    let found = t.kept.is_none().then(|| block_calls(state, &t.active));
-    let fact = |p: Pos| match (p, &t.kept, &found) {
-        (Pos::Core(i), Some(k), _) => k.facts.get(i as usize).copied().unwrap_or(0),
-        (Pos::Core(_), None, Some(calls)) => call_facts(t.core(p), calls),
-        _ => 0,
-    };
-    // The last two calls that made no block stay (counted per call message).
-    let mut orphans_kept: Vec<&str> = Vec::new();
-    let mut kept = 0;
-    for &p in t.items.iter().rev() {
-        if kept >= KEEP_LAST_ORPHANED {
-            break;
-        }
-        let c = t.core(p);
-        if c.is_compress_call() && fact(p) & MADE == 0 {
-            orphans_kept.push(c.call);
-            kept += 1;
-        }
-    }
-    let dropped: FastSet<&str> = t
-        .items
-        .iter()
-        .filter(|&&p| {
-            let c = t.core(p);
-            c.is_compress_call() && fact(p) & LIVE == 0 && !orphans_kept.contains(&c.call)
-        })
-        .map(|&p| t.core(p).call)
-        .collect();
-    let mut edits = Vec::new();
-    for &p in &t.items {
-        let c = t.core(p);
-        if !c.is_compress_call() || dropped.contains(c.call) {
-            continue;
-        }
-        if let Pos::Core(i) = p {
-            // Stubbed once per call while the projection's memo lasts.
-            let stub = || stub_compress_arguments(&c.text).map(Edit::new);
-            let edit = match &c.cut {
-                Some(cell) => cell.get_or_init(stub).clone(),
-                None => stub(),
-            };
-            if let Some(edit) = edit {
-                edits.push((i, edit));
-            }
-        }
-    }
-    if !dropped.is_empty() {
-        let items: Vec<Pos> = t
-            .items
-            .iter()
-            .copied()
-            .filter(|&p| {
-                let c = t.core(p);
-                c.call.is_empty() || !dropped.contains(c.call)
-            })
-            .collect();
-        t.items = items;
-    }
-    for (i, edit) in &edits {
-        t.edits.insert(*i, edit.clone(), t.proj.len());
-    }
-    edits
-}
-
-/// A Compress call's arguments with every summary longer than 200 characters cut to 199 and
-/// `…`; `None` when nothing changes or the arguments cannot be read (they are then kept as
-/// they are). The rewrite is Go's re-encoding of a decoded object, as the runtime's.
-pub fn stub_compress_arguments(text: &str) -> Option<String> {
-    let brace = text.find('{')?;
-    let (prefix, body) = text.split_at(brace);
-    let mut obj: Value = serde_json::from_str(body).ok()?;
-    let content = obj.as_object_mut()?.get_mut("content")?;
-    let (mut list, was_string) = match content {
-        Value::Array(a) => (std::mem::take(a), false),
-        Value::String(s) => match serde_json::from_str::<Value>(s).ok()? {
-            Value::Array(a) => (a, true),
-            _ => return None,
-        },
-        _ => return None,
-    };
-    let mut changed = false;
-    for item in &mut list {
-        let Some(Value::String(s)) = item.as_object_mut().and_then(|m| m.get_mut("summary")) else {
-            continue;
-        };
-        if s.chars().count() > SUMMARY_STUB_CHARS {
-            let mut cut: String = s.chars().take(SUMMARY_STUB_CHARS - 1).collect();
-            cut.push('…');
-            *s = cut;
-            changed = true;
-        }
-    }
-    if !changed {
-        return None;
-    }
-    let list = Value::Array(list);
-    *content = if was_string {
-        Value::String(crate::format::gojson::marshal_go_any(&list))
-    } else {
-        list
-    };
-    Some(format!(
-        "{prefix}{}",
-        crate::format::gojson::marshal_go_any(&obj)
-    ))
-}
-
-/// The marker a cut tool result carries (detected by substring).
-pub const TRUNCATION_MARKER: &str = "[truncated for context space";
-pub const TRUNCATE_MIN_TOKENS: u64 = 1000;
-const TRUNCATE_KEEP_CHARS: usize = 2000;
-
-/// The truncation threshold in tokens: `truncate_ratio × window`, truncated.
-pub fn truncate_threshold(cfg: &NoaConfig) -> u64 {
-    let t = cfg.truncate_ratio * cfg.window as f64;
-    if t.is_finite() && t > 0.0 {
-        t as u64
-    } else {
-        0
-    }
-}
-
-/// Step 6: at or above the threshold, cut the largest tool results outside the recent tail
-/// until the count is at most 90% of it.
-fn truncate(t: &mut Turn<'_, '_>, cfg: &NoaConfig) {
-    let threshold = truncate_threshold(cfg);
-    if cfg.window == 0 || threshold == 0 || t.count < threshold {
-        return;
-    }
-    let target = (threshold as f64 * 0.9) as u64;
-    let cutoff = t.items.len().saturating_sub(cfg.protect_recent_messages);
-    let mut candidates: Vec<(u32, u64)> = Vec::new();
-    for &p in &t.items[..cutoff] {
-        let Pos::Core(i) = p else { continue };
-        let c = t.core(p);
-        let text = t.text(p);
-        // An edited text is not the core's own: look at it again.
-        let marked = match t.edit(i) {
-            Some(_) => super::content::is_marked(c.kind, &text),
-            None => c.marked,
-        };
-        if c.kind != Kind::ToolResult || text.is_empty() || marked {
-            continue;
-        }
-        let n = t.tokens(p);
-        if n >= TRUNCATE_MIN_TOKENS {
-            candidates.push((i, n));
-        }
-    }
-    candidates.sort_by_key(|c| std::cmp::Reverse(c.1));
-    // Signed, as the runtime counts: a cut that costs more than it saves lowers the savings.
-    let mut saved = 0i64;
-    for (i, n) in candidates {
-        if t.count as i64 - saved <= target as i64 {
-            break;
-        }
-        // A cut is made of the core's own text (a tool result has no other edit).
-        if t.edit(i).is_some() {
-            continue;
-        }
-        let core = &t.proj[i as usize];
-        // Cut once per message while the projection's memo lasts.
-        let edit = match &core.cut {
-            Some(cell) => cell.get_or_init(|| cut(&core.text, n)).clone(),
-            None => cut(&core.text, n),
-        };
-        let Some(edit) = edit else {
-            continue;
-        };
-        saved += n as i64 - edit.tokens as i64;
-        t.cut_tokens += core.tokens().saturating_sub(edit.tokens);
-        t.edits.insert(i, edit, t.proj.len());
-        t.truncated += 1;
-    }
-    t.saved = saved;
-}
-
-/// A tool result of `n` tokens cut to its first and last [`TRUNCATE_KEEP_CHARS`] characters
-/// around the marker; `None` when it is not longer than both.
-fn cut(text: &str, n: u64) -> Option<Edit> {
-    let (head, tail, mut tally) = head_and_tail(text, TRUNCATE_KEEP_CHARS)?;
-    let mut marker = String::with_capacity(80);
-    push_marker(&mut marker, n);
-    tally.add_str(&marker);
-    Some(Edit {
-        body: Body::Cut {
-            head: head.len(),
-            tail: text.len() - tail.len(),
-            n,
-        },
-        tokens: tally.tokens(),
-        chars: tally.chars(),
-    })
-}
-
-/// The first and last `keep` characters of a text longer than `2 * keep` characters, with
-/// their tally (taken on the way: these texts are cut again at every view).
-fn head_and_tail(text: &str, keep: usize) -> Option<(&str, &str, tokens::Tally)> {
-    if text.len() <= 2 * keep || keep == 0 {
-        return None; // no more characters than bytes
-    }
-    let mut tally = tokens::Tally::default();
-    let mut head_end = None;
-    for (k, (at, c)) in text.char_indices().enumerate() {
-        if k == keep {
-            head_end = Some(at);
-            break;
-        }
-        tally.add(c);
-    }
-    let mut tail_start = None;
-    for (at, c) in text.char_indices().rev().take(keep) {
-        tally.add(c);
-        tail_start = Some(at);
-    }
-    let (head_end, tail_start) = (head_end?, tail_start?);
-    (head_end < tail_start).then(|| (&text[..head_end], &text[tail_start..], tally))
-}
-
 /// The nudge message appended to the view (SPEC 4.7): its own id, no ref.
 pub fn nudge_core(text: String) -> Core<'static> {
     Core::synthetic(NUDGE_ID, text, Origin::Nudge)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{cut, head_and_tail, TRUNCATE_KEEP_CHARS};
-    use crate::noa::tokens;
-
-    fn ends(text: &str, keep: usize) -> Option<(&str, &str)> {
-        head_and_tail(text, keep).map(|(h, t, _)| (h, t))
-    }
-
-    #[test]
-    fn head_and_tail_count_characters_not_bytes() {
-        assert_eq!(ends("abcd", 2), None);
-        assert_eq!(ends("abcde", 2), Some(("ab", "de")));
-        assert_eq!(ends("日本語ab", 2), Some(("日本", "ab")));
-        assert_eq!(ends("日本語a", 2), None);
-        assert_eq!(ends("é😀xyé", 2), Some(("é😀", "yé")));
-    }
-
-    #[test]
-    fn a_cut_is_measured_as_its_text_is() {
-        let long = |unit: &str| unit.repeat(2 * TRUNCATE_KEEP_CHARS / unit.chars().count() + 7);
-        for text in [long("abc "), long("한국어 "), long("x😀日")] {
-            let edit = cut(&text, 1234).expect("long enough to cut");
-            let made = edit.text(&text);
-            assert!(made.contains("original ~1234 tokens"));
-            assert_eq!((edit.tokens, edit.chars), tokens::count_and_chars(&made));
-            let (head, tail) = ends(&text, TRUNCATE_KEEP_CHARS).expect("cut");
-            assert!(made.starts_with(head) && made.ends_with(tail));
-            assert_eq!(edit.lead(&text), head);
-        }
-        assert!(cut(&"a".repeat(2 * TRUNCATE_KEEP_CHARS), 9).is_none());
-    }
 }
