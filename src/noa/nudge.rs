@@ -179,7 +179,16 @@ pub fn not_shown(t: &Turn<'_, '_>, cfg: &NoaConfig) -> Decision {
 
 /// Decide the nudge for a turn's view.
 pub fn decide(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Decision {
-    let rec = recommend::recommend(t, state, cfg);
+    decide_with(t, state, cfg, recommend::recommend(t, state, cfg))
+}
+
+/// [`decide`] with the view's recommendation made already.
+pub fn decide_with(
+    t: &Turn<'_, '_>,
+    state: &State,
+    cfg: &NoaConfig,
+    rec: Recommendation,
+) -> Decision {
     let count = t.count;
     let usage = if cfg.window > 0 {
         count as f64 / cfg.window as f64

@@ -188,6 +188,8 @@ pub struct Turn<'p, 'a> {
     /// least 0 (`cut_tokens`) and as the truncation counts it (`saved`).
     pub cut_tokens: u64,
     pub saved: i64,
+    /// The tool results cut, in the order they were cut.
+    pub cuts: Vec<u32>,
     /// The nudge decision (step 7); the nudge is in `items` only after [`Turn::inject_nudge`].
     pub nudge: Option<nudge::Decision>,
     /// What a turn [`Growing`] grew from the one before keeps of it (`None` for any other).
@@ -582,6 +584,7 @@ fn sized<'p, 'a>(
         truncated: 0,
         cut_tokens: 0,
         saved: 0,
+        cuts: Vec::new(),
         nudge: None,
         kept: None,
     };
@@ -622,7 +625,7 @@ pub enum Deciding {
 /// Steps 4–7 over a turn after step 3 (the nudge as `nudge` asks).
 fn finish(t: &mut Turn<'_, '_>, state: &State, cfg: &NoaConfig, count: Count, nudge: Deciding) {
     hide_compress_calls(t, state);
-    settle(t, state, cfg, count, nudge, None);
+    settle(t, state, cfg, count, nudge, None, None);
 }
 
 /// Steps 5–7 over a turn after step 4; `measure` is the view's tokens when already known.
@@ -633,6 +636,7 @@ fn settle(
     count: Count,
     nudge: Deciding,
     measure: Option<u64>,
+    resume: Option<&mut super::recommend::Resume>,
 ) {
     if nudge == Deciding::No && !new_cut_possible(t, cfg) {
         // What such a turn is asked for is its new messages (their refs and tags), and the
@@ -648,7 +652,13 @@ fn settle(
     t.nudge = match nudge {
         Deciding::No => None,
         Deciding::Shown if nudge::held_back(t, state, cfg) => Some(nudge::not_shown(t, cfg)),
-        Deciding::Shown | Deciding::Whole => Some(nudge::decide(t, state, cfg)),
+        Deciding::Shown | Deciding::Whole => Some(match resume {
+            Some(r) => {
+                let rec = r.recommend(t, state, cfg);
+                nudge::decide_with(t, state, cfg, rec)
+            }
+            None => nudge::decide(t, state, cfg),
+        }),
     };
 }
 

@@ -86,6 +86,11 @@ impl Zone {
         Zone { slots, least }
     }
 
+    /// The least canonical ref in it (`u32::MAX` for none).
+    pub fn least(&self) -> u32 {
+        self.least
+    }
+
     pub fn contains(&self, slot: &Slot) -> bool {
         match slot {
             Slot::Num(n) if *n < self.least => false,

@@ -68,62 +68,207 @@ struct Scanned {
 pub fn recommend(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Recommendation {
     let facts = t.facts(state, cfg);
     let soft = zone(t, &facts, cfg);
-    let mut groups = Grouper::default();
-    let mut protected = Vec::new();
-    let mut run: Option<ProtectedRange> = None;
-    let mut gap = false;
-    for &p in &t.items {
-        // What noa writes (summaries, the nudge) has no ref.
-        let Pos::Core(i) = p else { continue };
-        let (c, slot) = (&t.proj[i as usize], &t.slots[i as usize]);
-        if !slot.is_ref() {
-            continue;
-        }
-        let (tokens, chars, headed) = t.measures(i);
-        if facts.covered(p, c) || c.is_summary() || headed {
-            gap = true;
-            protected.extend(run.take());
-        } else if facts.paired(p, c, cfg) {
-            gap = true;
-            let n = tokens;
-            let r = run.get_or_insert_with(|| ProtectedRange {
-                start: slot.clone(),
-                end: slot.clone(),
-                count: 0,
-                tokens: 0,
-                tools: Vec::new(),
-            });
-            r.end = slot.clone();
-            r.count += 1;
-            r.tokens += n;
-            if !c.tool.is_empty() && !r.tools.iter().any(|x| x == c.tool) {
-                r.tools.push(c.tool.to_string());
+    let mut scan = Scan::default();
+    scan.over(t, &facts, &soft, cfg, 0, None);
+    scan.recommendation(cfg)
+}
+
+/// The scan of a view as far as it went: the runs of compressible messages cut so far and
+/// the protected ones.
+#[derive(Debug, Clone, Default)]
+struct Scan {
+    groups: Grouper,
+    protected: Vec<ProtectedRange>,
+    run: Option<ProtectedRange>,
+    gap: bool,
+    /// The highest canonical ref met so far.
+    highest: u32,
+}
+
+/// Where the scan of a view can be taken up again at the next request of a replay: its
+/// state before the first message the soft zone took (nothing before it depends on the
+/// tail, which is all a grown request changes besides the cuts).
+#[derive(Debug, Clone)]
+struct Mark {
+    /// The view position and its core.
+    at: usize,
+    core: u32,
+    /// The scan before it (its lists cut back to these lengths).
+    out: usize,
+    protected: usize,
+    cur: Option<(RangeInfo, usize)>,
+    run: Option<ProtectedRange>,
+    gap: bool,
+    highest: u32,
+}
+
+impl Scan {
+    /// Scan `t`'s view from position `from`; `mark`, when given, is set at the first message
+    /// the soft zone takes.
+    fn over(
+        &mut self,
+        t: &Turn<'_, '_>,
+        facts: &Facts<'_>,
+        soft: &protect::Zone,
+        cfg: &NoaConfig,
+        from: usize,
+        mut mark: Option<&mut Option<Mark>>,
+    ) {
+        for (k, &p) in t.items.iter().enumerate().skip(from) {
+            // What noa writes (summaries, the nudge) has no ref.
+            let Pos::Core(i) = p else { continue };
+            let (c, slot) = (&t.proj[i as usize], &t.slots[i as usize]);
+            if !slot.is_ref() {
+                continue;
             }
-        } else if soft.contains(slot) {
-            gap = true;
-            protected.extend(run.take());
-        } else {
-            protected.extend(run.take());
-            groups.push(Scanned {
-                slot: slot.clone(),
-                tokens,
-                chars,
-                tool: matches!(c.kind, Kind::ToolCall | Kind::ToolResult),
-                user: c.role == Role::User,
-                gap_before: gap,
-            });
-            gap = false;
+            let (tokens, chars, headed) = t.measures(i);
+            if facts.covered(p, c) || c.is_summary() || headed {
+                self.gap = true;
+                self.protected.extend(self.run.take());
+            } else if facts.paired(p, c, cfg) {
+                self.gap = true;
+                let r = self.run.get_or_insert_with(|| ProtectedRange {
+                    start: slot.clone(),
+                    end: slot.clone(),
+                    count: 0,
+                    tokens: 0,
+                    tools: Vec::new(),
+                });
+                r.end = slot.clone();
+                r.count += 1;
+                r.tokens += tokens;
+                if !c.tool.is_empty() && !r.tools.iter().any(|x| x == c.tool) {
+                    r.tools.push(c.tool.to_string());
+                }
+            } else if soft.contains(slot) {
+                if let Some(m) = mark.take() {
+                    *m = Some(Mark {
+                        at: k,
+                        core: i,
+                        out: self.groups.out.len(),
+                        protected: self.protected.len(),
+                        cur: self.groups.cur.clone(),
+                        run: self.run.clone(),
+                        gap: self.gap,
+                        highest: self.highest,
+                    });
+                }
+                self.gap = true;
+                self.protected.extend(self.run.take());
+            } else {
+                self.protected.extend(self.run.take());
+                self.groups.push(Scanned {
+                    slot: slot.clone(),
+                    tokens,
+                    chars,
+                    tool: matches!(c.kind, Kind::ToolCall | Kind::ToolResult),
+                    user: c.role == Role::User,
+                    gap_before: self.gap,
+                });
+                self.gap = false;
+            }
+            if let Slot::Num(n) = slot {
+                self.highest = self.highest.max(*n);
+            }
         }
     }
-    protected.extend(run.take());
-    let ranges = merge_to_threshold(groups.finish(), cfg.min_range_chars);
-    Recommendation {
-        ranges: ranges
-            .into_iter()
-            .filter(|r| r.tokens >= VIABLE_RANGE_MIN_TOKENS)
-            .collect(),
-        protected,
+
+    /// Back to where `m` was taken.
+    fn back_to(&mut self, m: &Mark) {
+        self.groups.out.truncate(m.out);
+        self.groups.cur.clone_from(&m.cur);
+        self.protected.truncate(m.protected);
+        self.run.clone_from(&m.run);
+        self.gap = m.gap;
+        self.highest = m.highest;
     }
+
+    /// The recommendation of the scan so far as if the view ended here.
+    fn recommendation(&self, cfg: &NoaConfig) -> Recommendation {
+        let mut groups = self.groups.clone();
+        groups.flush();
+        let mut protected = self.protected.clone();
+        protected.extend(self.run.clone());
+        let ranges = merge_to_threshold(groups.out, cfg.min_range_chars);
+        Recommendation {
+            ranges: ranges
+                .into_iter()
+                .filter(|r| r.tokens >= VIABLE_RANGE_MIN_TOKENS)
+                .collect(),
+            protected,
+        }
+    }
+}
+
+/// The recommendation of each request of a replay, the scan taken up where the one before
+/// left off when nothing before that place changed: the same view there (the replay's step
+/// 4 carried over: see `pipeline::Growing`), the same cuts, and no message there in the new
+/// soft zone. [`Resume::reset`] whenever the view is not the one before and new messages.
+#[derive(Debug, Default)]
+pub struct Resume {
+    scan: Scan,
+    mark: Option<Mark>,
+    /// The tool results cut when the mark was taken, in order.
+    cuts: Vec<u32>,
+    /// Scans taken up, and made whole (what a benchmark asks).
+    pub resumed: usize,
+    pub whole: usize,
+}
+
+impl Resume {
+    pub fn reset(&mut self) {
+        self.mark = None;
+    }
+
+    /// The recommendation for turn `t` (as [`recommend`] makes it).
+    pub fn recommend(
+        &mut self,
+        t: &Turn<'_, '_>,
+        state: &State,
+        cfg: &NoaConfig,
+    ) -> Recommendation {
+        let facts = t.facts(state, cfg);
+        let soft = zone(t, &facts, cfg);
+        let mut cuts = t.cuts.clone();
+        cuts.sort_unstable();
+        let from = match self.mark.take() {
+            Some(m)
+                if t.kept.is_some()
+                    && !soft.slots.iter().any(|s| !matches!(s, Slot::Num(_)))
+                    && m.highest < soft.least()
+                    && first_difference(&self.cuts, &cuts).is_none_or(|d| d >= m.core) =>
+            {
+                self.scan.back_to(&m);
+                self.resumed += 1;
+                m.at
+            }
+            _ => {
+                self.scan = Scan::default();
+                self.whole += 1;
+                0
+            }
+        };
+        let mut mark = None;
+        self.scan.over(t, &facts, &soft, cfg, from, Some(&mut mark));
+        self.mark = mark;
+        self.cuts = cuts;
+        let rec = self.scan.recommendation(cfg);
+        debug_assert_eq!(rec, recommend(t, state, cfg), "a resumed scan differs");
+        rec
+    }
+}
+
+/// The least element in one sorted list and not the other.
+fn first_difference(a: &[u32], b: &[u32]) -> Option<u32> {
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if a[i] != b[j] {
+            return Some(a[i].min(b[j]));
+        }
+        i += 1;
+        j += 1;
+    }
+    a.get(i).or(b.get(j)).copied()
 }
 
 fn pct(part: f64, whole: usize) -> i64 {
@@ -132,7 +277,7 @@ fn pct(part: f64, whole: usize) -> i64 {
 
 /// Cuts the scanned run into ranges at gaps, and at a user message once a range holds
 /// three, as the scan goes (a large view's messages are not listed first).
-#[derive(Default)]
+#[derive(Debug, Clone, Default)]
 struct Grouper {
     out: Vec<RangeInfo>,
     /// The open range and its tool messages.
@@ -177,11 +322,6 @@ impl Grouper {
         r.chars += it.chars;
         *tools += usize::from(it.tool);
         r.user_msgs += usize::from(it.user);
-    }
-
-    fn finish(mut self) -> Vec<RangeInfo> {
-        self.flush();
-        self.out
     }
 }
 

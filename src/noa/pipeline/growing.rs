@@ -50,6 +50,8 @@ pub struct Growing<'a> {
     hidden: Option<Hidden>,
     /// How many of `items` the last growth added.
     added: usize,
+    /// The nudge's recommendation, taken up from the request before's scan.
+    resume: crate::noa::recommend::Resume,
     /// Every request through the whole pipeline (what grown ones are checked against).
     never: bool,
     /// Requests made from what was kept, and through the whole pipeline (what a test or a
@@ -102,6 +104,7 @@ impl<'a> Growing<'a> {
                     truncated: 0,
                     cut_tokens: 0,
                     saved: 0,
+                    cuts: Vec::new(),
                     nudge: None,
                     kept: Some(Kept {
                         new_from,
@@ -118,7 +121,8 @@ impl<'a> Growing<'a> {
             }
         };
         let measure = self.hide(&mut t, state, grown);
-        settle(&mut t, state, cfg, count, nudge, Some(measure));
+        let resume = Some(&mut self.resume);
+        settle(&mut t, state, cfg, count, nudge, Some(measure), resume);
         t
     }
 
@@ -145,6 +149,8 @@ impl<'a> Growing<'a> {
                 h
             }
             None => {
+                // Another view than the one before and new messages: no scan is taken up.
+                self.resume.reset();
                 t.items.clone_from(&self.items);
                 let stubs = hide_compress_calls(t, state);
                 Hidden {

@@ -67,6 +67,7 @@ pub(super) fn cut_results(t: &mut Turn<'_, '_>, cfg: &NoaConfig) {
         };
         saved += n as i64 - edit.tokens as i64;
         t.cut_tokens += core.tokens().saturating_sub(edit.tokens);
+        t.cuts.push(i);
         t.edits.insert(i, edit, t.proj.len());
         t.truncated += 1;
     }
