@@ -1,6 +1,8 @@
 //! The fuser adapter: each kernel request is converted into a [`NormaFs`] call and its result
-//! into the reply. The mount itself (checks, the passthrough probe, invalidation plumbing) is
-//! in `mount.rs`, the foreground process's signals in `signals.rs`.
+//! into the reply. The mount itself is in `mount.rs` (how to mount in `mount/how.rs`, the
+//! threads that tell the kernel what changed in `mount/notify.rs`), passthrough (the probe,
+//! the backing ids, how an open is answered) in `passthrough.rs`, the foreground process's
+//! signals in `signals.rs`.
 //!
 //! Decisions about the filesystem live in `fs/`; this file only translates. Every handler runs
 //! its work inside `catch_unwind`: a panic is logged and answered with `EIO`, and the mount keeps
@@ -40,6 +42,8 @@ use crate::fs::{Attr, DirEntry, FileKind, FsError, NormaFs, Opened, PlusReplier,
 
 mod helper;
 mod mount;
+mod passthrough;
+use passthrough::{Backings, OpenAs};
 mod signals;
 
 pub use mount::{mount_background, MountHandle};
@@ -147,22 +151,6 @@ struct Shared {
     expire: OnceLock<Mutex<std::sync::mpsc::Sender<(std::time::Instant, u64)>>>,
     /// Real files are opened with passthrough (decided once, at mount).
     passthrough: AtomicBool,
-}
-
-/// Passthrough backing ids: one per inode (the kernel requires all passthrough opens of an
-/// inode to share one), registered at its first passthrough open and kept until the kernel
-/// forgets the inode, so that later opens cost no registration; the handles using one hold
-/// it too.
-#[derive(Default)]
-struct Backings {
-    by_handle: HashMap<u64, Arc<BackingId>>,
-    by_inode: HashMap<u64, (Arc<BackingId>, Access)>,
-}
-
-/// How to answer an open of a real file.
-enum OpenAs {
-    Passthrough(Arc<BackingId>),
-    Plain(FopenFlags),
 }
 
 /// The kernel's `readdirplus` buffer as the filesystem fills it.
@@ -299,66 +287,6 @@ impl NormaFuse {
     /// The kernel's directory offset as the filesystem's.
     fn dir_offset(offset: u64) -> i64 {
         i64::try_from(offset).unwrap_or(i64::MAX)
-    }
-
-    /// Unregister the backing id kept for `ino` once the kernel holds the inode no more and
-    /// no handle uses the id: while a handle does, the kernel's inode may still pass through
-    /// it, and an open registering another would fail (`EIO`).
-    fn let_go_backing(&self, ino: u64) {
-        let mut b = self.backings.lock();
-        let unused = b
-            .by_inode
-            .get(&ino)
-            .is_some_and(|(id, _)| Arc::strong_count(id) == 1);
-        if unused && !self.fs.held_by_kernel(ino) {
-            b.by_inode.remove(&ino);
-        }
-    }
-
-    /// How to answer the open of `ino` (handle `o`, open `flags`). `open_backing` registers a
-    /// backing file with the kernel.
-    fn open_as(
-        &self,
-        ino: u64,
-        flags: i32,
-        o: &Opened,
-        open_backing: &dyn Fn(&File) -> io::Result<BackingId>,
-    ) -> OpenAs {
-        let passthrough = self.shared.passthrough.load(Ordering::Relaxed);
-        let file = match (open::read_path(o, passthrough), &o.backing) {
-            (ReadPath::DirectIo, _) => return OpenAs::Plain(FopenFlags::FOPEN_DIRECT_IO),
-            (ReadPath::PageCache { keep: true }, _) => {
-                return OpenAs::Plain(FopenFlags::FOPEN_KEEP_CACHE)
-            }
-            (ReadPath::PageCache { keep: false }, _) => return OpenAs::Plain(FopenFlags::empty()),
-            (ReadPath::Passthrough, Some(file)) => file,
-            (ReadPath::Passthrough, None) => return OpenAs::Plain(FopenFlags::FOPEN_DIRECT_IO),
-        };
-        let need = Access::of(flags);
-        let mut b = self.backings.lock();
-        let existing = b.by_inode.get(&ino).map(|(id, has)| {
-            // In use when a handle holds it besides this table.
-            let used = Arc::strong_count(id) > 1;
-            (id.clone(), *has, used)
-        });
-        let shared = existing.as_ref().map(|(_, has, used)| (*has, *used));
-        let id = match (open::share(shared, need), existing) {
-            (Share::Reuse, Some((id, _, _))) => id,
-            (Share::DirectIo, _) => return OpenAs::Plain(FopenFlags::FOPEN_DIRECT_IO),
-            (Share::Register | Share::Reuse, _) => match open_backing(file) {
-                Ok(id) => {
-                    let id = Arc::new(id);
-                    b.by_inode.insert(ino, (id.clone(), need));
-                    id
-                }
-                Err(e) => {
-                    tracing::warn!("passthrough refused for inode {ino}: {e}; using pread/pwrite");
-                    return OpenAs::Plain(FopenFlags::FOPEN_DIRECT_IO);
-                }
-            },
-        };
-        b.by_handle.insert(o.fh, id.clone());
-        OpenAs::Passthrough(id)
     }
 }
 
