@@ -1,0 +1,332 @@
+use std::time::{Instant, SystemTime};
+
+use super::{Fit, Versions};
+use crate::bytes::Bytes;
+use crate::fs::computed::Content;
+use crate::fs::{Attr, FileKind};
+
+fn content(s: &str, fp: u64) -> Content {
+    let data = Bytes::from(s.as_bytes().to_vec());
+    let size = data.len();
+    Content {
+        digest: (size <= crate::fs::computed::SAME_BYTES)
+            .then(|| crate::fs::computed::digest(&data, size))
+            .flatten(),
+        data: Some(data),
+        size,
+        fp,
+        made: 0,
+        perm: 0o444,
+        mtime: SystemTime::UNIX_EPOCH,
+    }
+}
+
+fn text(h: &super::Head) -> String {
+    let b = h.data.as_ref().expect("pinned");
+    String::from_utf8(b.window(0, u32::MAX).into_owned()).expect("utf-8")
+}
+
+#[test]
+fn an_idle_inode_stands_for_the_first_version_it_was_told_of() {
+    let v = Versions::default();
+    let (fit, d) = v.fit(7, true, &content("a\n", 1));
+    assert_eq!(fit, Fit::Fits);
+    assert_eq!(text(&d.expect("described").head), "a\n");
+    assert_eq!(v.fit(7, true, &content("a\n", 1)).0, Fit::Fits);
+    // Even an extension is another version once no handle holds the bytes to compare.
+    assert_eq!(
+        v.fit(7, true, &content("a\nb\n", 2)).0,
+        Fit::Left { held: false }
+    );
+    // An inode that is not the name's any more stands for nothing new.
+    assert_eq!(
+        v.fit(8, false, &content("a\n", 1)).0,
+        Fit::Left { held: false }
+    );
+    // Forgotten by the kernel: free for the next version.
+    v.forget(7, None, &|| true);
+    assert_eq!(v.fit(7, true, &content("a\nb\n", 2)).0, Fit::Fits);
+}
+
+#[test]
+fn the_same_bytes_from_other_inputs_are_the_same_version() {
+    let v = Versions::default();
+    assert_eq!(v.fit(7, true, &content("a\n", 1)).0, Fit::Fits);
+    assert_eq!(v.fit(7, true, &content("a\n", 2)).0, Fit::Fits);
+    assert_eq!(
+        v.fit(7, true, &content("b\n", 3)).0,
+        Fit::Left { held: false }
+    );
+    // Open handles too: they read the same bytes either way.
+    assert_eq!(
+        v.open(9, true, &content("x\n", 1)).expect("open").fit,
+        Fit::Fits
+    );
+    assert_eq!(v.fit(9, true, &content("x\n", 2)).0, Fit::Fits);
+    assert_eq!(
+        v.open(9, true, &content("x\n", 2)).expect("open").fit,
+        Fit::Fits
+    );
+    assert_eq!(
+        v.fit(9, true, &content("y\n", 3)).0,
+        Fit::Left { held: true }
+    );
+    // Too large to keep for the comparison while idle: another version.
+    let big = "z".repeat(crate::fs::computed::SAME_BYTES as usize + 1);
+    assert_eq!(v.fit(11, true, &content(&big, 1)).0, Fit::Fits);
+    assert_eq!(
+        v.fit(11, true, &content(&big, 2)).0,
+        Fit::Left { held: false }
+    );
+}
+
+#[test]
+fn open_handles_follow_extensions_and_keep_their_version_otherwise() {
+    let v = Versions::default();
+    let first = content("a\n", 1);
+    assert_eq!(v.open(3, true, &first).expect("open").fit, Fit::Fits);
+    assert_eq!(v.open(3, true, &first).expect("open").fit, Fit::Fits);
+    assert_eq!(text(&v.head(3).expect("open")), "a\n");
+    // The view grew: both handles read the longer version, under the same inode.
+    let (fit, d) = v.fit(3, true, &content("a\nb\n", 2));
+    assert_eq!(fit, Fit::Fits);
+    assert_eq!(text(&d.expect("described").head), "a\nb\n");
+    assert_eq!(text(&v.head(3).expect("open")), "a\nb\n");
+    // Rewritten: the handles keep what they read; the name needs another inode.
+    let (fit, d) = v.fit(3, true, &content("x\n", 3));
+    assert_eq!(fit, Fit::Left { held: true });
+    assert_eq!(text(&d.expect("described").head), "a\nb\n");
+    // Not current any more: no extension reaches it either.
+    assert_eq!(
+        v.fit(3, false, &content("a\nb\nc\n", 4)).0,
+        Fit::Left { held: true }
+    );
+    assert_eq!(text(&v.head(3).expect("open")), "a\nb\n");
+    // An open meanwhile is refused (the kernel looks the name up again), unless a
+    // lookup held the version a moment ago: the open of the kernel's path walk then
+    // reads what the lookup found.
+    assert_eq!(
+        v.open(3, true, &content("x\n", 3)).err(),
+        Some(Fit::Left { held: true })
+    );
+    v.hold(3, &first, &crate::fs::Node::RootAudit);
+    let o = v.open(3, true, &content("x\n", 3)).expect("open");
+    assert_eq!(
+        (text(&v.head(3).expect("open")), o.fit),
+        ("a\nb\n".to_string(), Fit::Left { held: true })
+    );
+    v.closed(3);
+    v.closed(3);
+    assert!(v.is_open(3));
+    v.closed(3);
+    assert!(v.is_open(3), "held a moment after its lookup");
+    // A ctl command ends the hold.
+    v.release_holds([3], Instant::now());
+    assert!(!v.is_open(3));
+    // Idle now, it still stands for the version its handles read.
+    assert_eq!(v.fit(3, true, &content("a\nb\n", 2)).0, Fit::Fits);
+    assert_eq!(
+        v.fit(3, true, &content("x\n", 3)).0,
+        Fit::Left { held: false }
+    );
+}
+
+#[test]
+fn a_growing_size_is_told_once_the_page_it_ended_in_is_dropped() {
+    let v = Versions::default();
+    let (tx, rx) = std::sync::mpsc::channel();
+    v.set_tail_drops(tx);
+    let size = |v: &Versions, c: &Content| v.fit(5, true, c).1.expect("described").size;
+    v.open(5, true, &content("a\n", 1)).expect("open");
+    // Grown: read whole, told as before until the page the old size ends in is dropped.
+    let (fit, d) = v.fit(5, true, &content("a\nb\n", 2));
+    let d = d.expect("described");
+    assert_eq!((fit, d.size, d.head.len), (Fit::Fits, 2, 4));
+    assert_eq!(
+        rx.try_recv().ok(),
+        Some(super::TailDrop { ino: 5, from: 2 })
+    );
+    // Grown again meanwhile: still the old size, no second drop yet.
+    assert_eq!(size(&v, &content("a\nb\nc\n", 3)), 2);
+    assert!(rx.try_recv().is_err());
+    // The drop asked when the handles read 4 bytes: 4 may be told; the 6 needs the next.
+    v.tail_dropped(5, 4);
+    assert_eq!(size(&v, &content("a\nb\nc\n", 3)), 4);
+    assert_eq!(
+        rx.try_recv().ok(),
+        Some(super::TailDrop { ino: 5, from: 4 })
+    );
+    assert_eq!(v.head_len(5), Some(6));
+    v.tail_dropped(5, 6);
+    assert_eq!(size(&v, &content("a\nb\nc\n", 3)), 6);
+    assert!(rx.try_recv().is_err());
+    // Not let go while a drop is under way.
+    assert_eq!(size(&v, &content("a\nb\nc\nd\n", 4)), 6);
+    v.closed(5);
+    v.release_holds([5], Instant::now());
+    assert!(v.is_open(5), "kept until its drop is done");
+    v.tail_dropped(5, 8);
+    v.release_holds([5], Instant::now());
+    assert!(!v.is_open(5));
+}
+
+#[test]
+fn a_forget_overtaken_by_a_lookup_keeps_what_the_kernel_read_since() {
+    let v = Versions::default();
+    let c = content("abcdefg\n", 1);
+    v.open(4, true, &c).expect("open");
+    v.served(4, 0, 8);
+    v.closed(4);
+    assert!(v.whole(4));
+    // The kernel looked the inode up again before the forget was handled.
+    v.forget(4, None, &|| false);
+    assert!(v.whole(4), "kept: the kernel holds the inode and its pages");
+    v.forget(4, None, &|| true);
+    assert!(!v.whole(4), "forgotten: the kernel holds no page of it");
+}
+
+#[test]
+fn a_lookup_that_found_the_bytes_leaves_them_to_the_open_it_holds_for() {
+    let v = Versions::default();
+    let node = crate::fs::Node::RootAudit;
+    let c = content("abc\n", 1);
+    let bare = crate::fs::computed::Content {
+        data: None,
+        ..c.clone()
+    };
+    v.hold(3, &bare, &node);
+    assert!(!v.pinned(3), "a lookup without the bytes holds none");
+    v.hold(3, &content("abd\n", 2), &node);
+    assert!(!v.pinned(3), "another version's bytes are not this one's");
+    v.hold(3, &c, &node);
+    assert!(
+        v.pinned(3),
+        "the retry's lookup made them: its open reads them"
+    );
+}
+
+#[test]
+fn an_empty_version_is_whole_from_the_start() {
+    let v = Versions::default();
+    v.open(4, true, &content("", 1)).expect("open");
+    assert!(v.whole(4), "the kernel reads nothing of an empty file");
+}
+
+#[test]
+fn the_kernel_holds_a_version_whole_once_it_read_every_page_and_none_was_dropped() {
+    let v = Versions::default();
+    let c = content("abcdefg\n", 1);
+    v.open(4, true, &c).expect("open");
+    assert!(!v.whole(4));
+    v.served(4, 5, 3);
+    v.served(4, 0, 3);
+    assert!(!v.whole(4), "a gap from 3 to 5");
+    v.served(4, 3, 2);
+    assert!(v.whole(4), "answered in any order");
+    // Idle, the inode keeps it; a drop of its pages ends it.
+    v.closed(4);
+    v.release_holds([4], Instant::now());
+    assert!(!v.is_open(4));
+    assert!(v.whole(4));
+    assert_eq!(v.open(4, true, &c).expect("open again").fit, Fit::Fits);
+    assert!(v.whole(4), "an open of it keeps it");
+    v.pages_dropped(4, 4);
+    assert!(!v.whole(4));
+    // A version that grew was not read past its old end.
+    v.served(4, 0, 8);
+    assert!(v.whole(4));
+    let (fit, _) = v.fit(4, true, &content("abcdefg\nh\n", 2));
+    assert_eq!(fit, Fit::Fits);
+    assert!(!v.whole(4));
+}
+
+#[test]
+fn the_hold_of_a_retry_outlasts_a_command_until_its_open() {
+    let v = Versions::default();
+    let node = crate::fs::Node::RootAudit;
+    let old = content("a\n", 1);
+    // A lookup before a command: the command ends its hold, and an open after it of
+    // content that moved on is answered ESTALE.
+    v.hold(3, &old, &node);
+    v.release_holds([3], Instant::now());
+    assert!(v.open(3, true, &content("b\n", 2)).is_err());
+    v.answered_stale(&node);
+    // The retry's lookup holds its version; a command before its open leaves the hold.
+    v.hold(4, &content("b\n", 2), &node);
+    v.release_holds([4], Instant::now());
+    let o = v
+        .open(4, true, &content("c\n", 3))
+        .expect("the retried open");
+    assert_eq!(o.fit, Fit::Left { held: true });
+    v.closed(4);
+    // Opened: the next command ends the hold as any other.
+    v.release_holds([4], Instant::now());
+    assert!(!v.is_open(4));
+}
+
+#[test]
+fn a_lookup_held_without_bytes_gives_its_inode_to_the_content_at_the_open() {
+    let v = Versions::default();
+    let node = crate::fs::Node::RootAudit;
+    let mut old = content("a\n", 1);
+    old.data = None;
+    assert_eq!(v.fit(8, true, &old).0, Fit::Fits);
+    v.hold(8, &old, &node);
+    // Rewritten before the open: the kernel has no page of the inode, so the open reads
+    // the content now, and is told to ask the size again.
+    let o = v.open(8, true, &content("xy\n", 2)).expect("open");
+    assert_eq!((o.fit, o.size_told), (Fit::Fits, false));
+    assert_eq!(text(&v.head(8).expect("open")), "xy\n");
+    // Not once the kernel read a page of it: the handles keep their version.
+    v.served(8, 0, 3);
+    let mut held = content("xy\n", 2);
+    held.data = None;
+    v.hold(9, &held, &node);
+    v.served(9, 0, 1);
+    assert!(v
+        .open(9, true, &content("q\n", 3))
+        .is_ok_and(|o| o.fit != Fit::Fits));
+}
+
+#[test]
+fn a_retry_hold_survives_the_kernel_forgetting_the_inode_it_revalidated() {
+    let v = Versions::default();
+    let node = crate::fs::Node::RootAudit;
+    v.answered_stale(&node);
+    v.hold(6, &content("b\n", 2), &node);
+    // The revalidating lookup answered an inode other than the entry's: the kernel
+    // forgets it and looks the name up afresh.
+    v.forget(6, Some(&node), &|| true);
+    v.hold(6, &content("b\n", 2), &node);
+    // A command before the open leaves the retry's hold.
+    v.release_holds([6], Instant::now());
+    let o = v
+        .open(6, true, &content("c\n", 3))
+        .expect("the retried open");
+    assert_eq!(o.fit, Fit::Left { held: true });
+}
+
+#[test]
+fn the_attributes_told_are_kept_until_the_kernel_forgets_the_inode() {
+    let v = Versions::default();
+    let t = SystemTime::UNIX_EPOCH;
+    let a = Attr {
+        ino: 4,
+        kind: FileKind::File,
+        size: 12,
+        blocks: 1,
+        perm: 0o444,
+        nlink: 1,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        atime: t,
+        mtime: t,
+        ctime: t,
+    };
+    assert_eq!(v.told(4), None);
+    v.tell(4, &a);
+    assert_eq!(v.told(4), Some(a));
+    v.forget(4, None, &|| true);
+    assert_eq!(v.told(4), None);
+}
