@@ -261,6 +261,15 @@ impl<'p, 'a> Turn<'p, 'a> {
         }
     }
 
+    /// The positions of `items` whose message passes `keep`.
+    pub fn items_where(&self, items: &[Pos], keep: impl Fn(&Core<'a>) -> bool) -> Vec<Pos> {
+        items
+            .iter()
+            .copied()
+            .filter(|&p| keep(self.core(p)))
+            .collect()
+    }
+
     /// A message's text as the view holds it (a cut's is made on each call: see
     /// [`Turn::lead`]).
     pub fn text(&self, p: Pos) -> Cow<'_, str> {

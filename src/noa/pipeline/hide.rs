@@ -101,16 +101,7 @@ pub(super) fn hide_compress_calls(t: &mut Turn<'_, '_>, state: &State) -> Vec<(u
         }
     }
     if !dropped.is_empty() {
-        let items: Vec<Pos> = t
-            .items
-            .iter()
-            .copied()
-            .filter(|&p| {
-                let c = t.core(p);
-                c.call.is_empty() || !dropped.contains(c.call)
-            })
-            .collect();
-        t.items = items;
+        t.items = t.items_where(&t.items, |c| c.call.is_empty() || !dropped.contains(c.call));
     }
     for (i, edit) in &edits {
         t.edits.insert(*i, edit.clone(), t.proj.len());

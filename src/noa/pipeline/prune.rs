@@ -145,31 +145,21 @@ pub(super) fn strip_orphans(t: &mut Turn<'_, '_>) {
         .filter(|c| c.kind == Kind::ToolResult && !c.call.is_empty())
         .map(|c| c.call)
         .collect();
-    let items: Vec<Pos> = t
-        .items
-        .iter()
-        .copied()
-        .filter(|&p| {
-            let c = t.core(p);
-            c.kind != Kind::ToolCall
-                || c.call.is_empty()
-                || c.tool == COMPRESS_TOOL
-                || results.contains(c.call)
-        })
-        .collect();
+    let items = t.items_where(&t.items, |c| {
+        c.kind != Kind::ToolCall
+            || c.call.is_empty()
+            || c.tool == COMPRESS_TOOL
+            || results.contains(c.call)
+    });
     let calls: FastSet<&str> = items
         .iter()
         .map(|&p| t.core(p))
         .filter(|c| c.kind == Kind::ToolCall && !c.call.is_empty())
         .map(|c| c.call)
         .collect();
-    let items: Vec<Pos> = items
-        .into_iter()
-        .filter(|&p| {
-            let c = t.core(p);
-            !(c.kind == Kind::ToolResult && !c.call.is_empty() && !calls.contains(c.call))
-        })
-        .collect();
+    let items = t.items_where(&items, |c| {
+        !(c.kind == Kind::ToolResult && !c.call.is_empty() && !calls.contains(c.call))
+    });
     let mut keep = vec![true; items.len()];
     let mut i = 0;
     while i < items.len() {
