@@ -208,8 +208,24 @@ fn run_with(
     if odd {
         let points: Vec<usize> = (0..=p.msgs.len()).collect();
         let path = &session::runtime_path;
-        let a = rebuild::history(&p, cfg, SID, &place(), &journal, path, &points);
-        let b = rebuild::history_whole(&p, cfg, SID, &place(), &journal, path, &points);
+        let a = rebuild::history(
+            &p,
+            cfg,
+            SID,
+            &place(),
+            &journal,
+            path,
+            rebuild::Asked::requests(&points),
+        );
+        let b = rebuild::history(
+            &p,
+            cfg,
+            SID,
+            &place(),
+            &journal,
+            path,
+            rebuild::Asked::whole(&points),
+        );
         prop_assert_eq!(&a.requests, &b.requests);
         prop_assert_eq!(&a.made, &b.made);
         prop_assert!(a.states == b.states, "the states differ");

@@ -617,11 +617,36 @@ fn grown_requests_are_the_whole_pipelines() {
                 now: 0,
             };
             let path = &view::runtime_path;
-            let a = rebuild::history(&p, &cfg, sid, &place, &[], path, &points);
-            let b = rebuild::history_whole(&p, &cfg, sid, &place, &[], path, &points);
+            let a = rebuild::history(
+                &p,
+                &cfg,
+                sid,
+                &place,
+                &[],
+                path,
+                rebuild::Asked::requests(&points),
+            );
+            let b = rebuild::history(
+                &p,
+                &cfg,
+                sid,
+                &place,
+                &[],
+                path,
+                rebuild::Asked::whole(&points),
+            );
             assert_eq!(b.grown, 0);
             // The states alone (no nudge decided) are the same states.
-            let c = rebuild::states_at(&p, &cfg, sid, &place, &[], path, &points);
+            let c = rebuild::history(
+                &p,
+                &cfg,
+                sid,
+                &place,
+                &[],
+                path,
+                rebuild::Asked::states(&points),
+            )
+            .states;
             assert!(
                 c == a.states,
                 "{sid}: states_at differs from history's states"

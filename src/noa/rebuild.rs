@@ -115,31 +115,12 @@ pub fn rebuild(
     replay(p, cfg, session, place, journal, path, None).0
 }
 
-/// The state the runtime held when it built the request after the first `n` messages of
-/// `p`, for each `n` of `points`, in one replay: the rebuild replay stopped there, with every
-/// request the runtime made before it made again (one before each assistant message), so
-/// that the refs it assigned and the token counts its tags first showed are recorded as the
-/// runtime recorded them.
-pub fn states_at(
-    p: &Projection<'_>,
-    cfg: &NoaConfig,
-    session: &str,
-    place: &Placement<'_>,
-    journal: &[JournalBatch],
-    path: ArchivePath<'_>,
-    points: &[usize],
-) -> Vec<State> {
-    let asked = Asked {
-        points,
-        grow: true,
-        requests: false,
-    };
-    replay(p, cfg, session, place, journal, path, Some(asked))
-        .1
-        .states
-}
-
-/// [`states_at`], with what each request and each replayed call saw and made on the way.
+/// A session's history replayed as `asked`: the states the runtime held when it built the
+/// request after the first `n` messages of `p`, for each `n` of its points, in one replay —
+/// the rebuild replay stopped there, with every request the runtime made before it made again
+/// (one before each assistant message), so that the refs it assigned and the token counts its
+/// tags first showed are recorded as the runtime recorded them — and, when asked, what each
+/// request and each replayed call saw and made on the way.
 pub fn history(
     p: &Projection<'_>,
     cfg: &NoaConfig,
@@ -147,38 +128,14 @@ pub fn history(
     place: &Placement<'_>,
     journal: &[JournalBatch],
     path: ArchivePath<'_>,
-    points: &[usize],
+    asked: Asked<'_>,
 ) -> History {
-    let asked = Asked {
-        points,
-        grow: true,
-        requests: true,
-    };
     replay(p, cfg, session, place, journal, path, Some(asked)).1
 }
 
-/// [`history`] with every request through the whole pipeline (what the grown requests are
-/// checked against).
-pub fn history_whole(
-    p: &Projection<'_>,
-    cfg: &NoaConfig,
-    session: &str,
-    place: &Placement<'_>,
-    journal: &[JournalBatch],
-    path: ArchivePath<'_>,
-    points: &[usize],
-) -> History {
-    let asked = Asked {
-        points,
-        grow: false,
-        requests: true,
-    };
-    replay(p, cfg, session, place, journal, path, Some(asked)).1
-}
-
-/// What a replay is asked for besides the rebuild.
-#[derive(Clone, Copy)]
-struct Asked<'p> {
+/// What a history replay is asked for besides the rebuild.
+#[derive(Debug, Clone, Copy)]
+pub struct Asked<'p> {
     /// The states wanted: at the request after the first `n` messages, for each `n`.
     points: &'p [usize],
     /// Whether a request may grow from the one before (`pipeline::Growing`).
@@ -186,6 +143,34 @@ struct Asked<'p> {
     /// Whether what each request showed is wanted (its nudge decided, its figures kept): a
     /// state needs neither (a nudge has no ref, and its pacing is not in the states).
     requests: bool,
+}
+
+impl<'p> Asked<'p> {
+    /// The states at `points` only.
+    pub fn states(points: &'p [usize]) -> Self {
+        Asked {
+            points,
+            grow: true,
+            requests: false,
+        }
+    }
+
+    /// The states at `points`, and every request and call on the way.
+    pub fn requests(points: &'p [usize]) -> Self {
+        Asked {
+            requests: true,
+            ..Asked::states(points)
+        }
+    }
+
+    /// [`Asked::requests`] with every request through the whole pipeline (what the grown
+    /// requests are checked against).
+    pub fn whole(points: &'p [usize]) -> Self {
+        Asked {
+            grow: false,
+            ..Asked::requests(points)
+        }
+    }
 }
 
 /// How many of `p`'s cores come from its first `m` messages: for every `m` (indexed by it,

@@ -280,14 +280,12 @@ fn replayed(
         now: now.timestamp(),
     };
     let path = &noa_session::runtime_path;
-    let mut h = if requests {
-        rebuild::history(&full, cfg, sid, &place, &batches, path, points)
+    let asked = if requests {
+        rebuild::Asked::requests(points)
     } else {
-        rebuild::History {
-            states: rebuild::states_at(&full, cfg, sid, &place, &batches, path, points),
-            ..Default::default()
-        }
+        rebuild::Asked::states(points)
     };
+    let mut h = rebuild::history(&full, cfg, sid, &place, &batches, path, asked);
     // A block the session's state holds (made by the same call) is where that state says:
     // a fork's inherited blocks live in its parent's archives.
     for state in &mut h.states {
