@@ -248,6 +248,35 @@ impl Facts<'_> {
 }
 
 impl<'p, 'a> Turn<'p, 'a> {
+    /// A turn after steps 1–3 (its refs, liveness, summaries and list): nothing hidden,
+    /// measured, cut or decided yet.
+    fn before_step4(
+        proj: &'p [Core<'a>],
+        slots: Vec<Slot>,
+        new_refs: Vec<u32>,
+        active: Vec<bool>,
+        synth: Vec<Core<'a>>,
+        items: Vec<Pos>,
+    ) -> Self {
+        Turn {
+            proj,
+            slots,
+            new_refs,
+            active,
+            synth,
+            edits: Edits::default(),
+            items,
+            measure: 0,
+            count: 0,
+            truncated: 0,
+            cut_tokens: 0,
+            saved: 0,
+            cuts: Vec::new(),
+            nudge: None,
+            kept: None,
+        }
+    }
+
     /// The edit of a projected message (most views have none).
     #[inline]
     pub fn edit(&self, i: u32) -> Option<&Edit> {
@@ -580,23 +609,8 @@ fn sized<'p, 'a>(
     archive_path: &dyn Fn(&Block) -> String,
 ) -> Turn<'p, 'a> {
     let (slots, new_refs) = refs::assign(proj, state, |c| protect::is_hard(c, cfg));
-    let mut t = Turn {
-        proj,
-        slots,
-        new_refs,
-        active: Vec::new(),
-        synth: Vec::new(),
-        edits: Edits::default(),
-        items: (0..proj.len() as u32).map(Pos::Core).collect(),
-        measure: 0,
-        count: 0,
-        truncated: 0,
-        cut_tokens: 0,
-        saved: 0,
-        cuts: Vec::new(),
-        nudge: None,
-        kept: None,
-    };
+    let items = (0..proj.len() as u32).map(Pos::Core).collect();
+    let mut t = Turn::before_step4(proj, slots, new_refs, Vec::new(), Vec::new(), items);
     if !state.blocks().is_empty() {
         let index = first_index(proj);
         t.active = liveness(state, &index);

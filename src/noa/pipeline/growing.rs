@@ -91,26 +91,15 @@ impl<'a> Growing<'a> {
         let (mut t, grown) = match self.grow(proj, state, cfg) {
             Some(new_refs) => {
                 self.grown += 1;
-                let t = Turn {
-                    proj,
-                    slots: std::mem::take(&mut self.slots),
-                    new_refs,
-                    active: self.active.clone(),
-                    synth: std::mem::take(&mut self.synth),
-                    edits: Edits::default(),
-                    items: Vec::new(),
-                    measure: 0,
-                    count: 0,
-                    truncated: 0,
-                    cut_tokens: 0,
-                    saved: 0,
-                    cuts: Vec::new(),
-                    nudge: None,
-                    kept: Some(Kept {
-                        new_from,
-                        facts: self.facts.clone(),
-                    }),
-                };
+                let slots = std::mem::take(&mut self.slots);
+                let synth = std::mem::take(&mut self.synth);
+                let active = self.active.clone();
+                // Its list is step 4's, made by `hide`.
+                let mut t = Turn::before_step4(proj, slots, new_refs, active, synth, Vec::new());
+                t.kept = Some(Kept {
+                    new_from,
+                    facts: self.facts.clone(),
+                });
                 (t, true)
             }
             None => {
