@@ -524,160 +524,74 @@ impl<R: Record> Slot for R {
     }
 }
 
-impl Record for State {
-    const FIELDS: &'static [&'static str] = &[
-        "version",
-        "sessionId",
-        "nextBlockId",
-        "blocks",
-        "messageRefs",
-        "tokenSnapshot",
-        "nudge",
-        "stats",
-        "derivedFrom",
-    ];
+/// A [`Record`] from its fields, each a JSON name and the Rust field it decodes into, in the
+/// struct's order (the names and the decoding come from one list).
+macro_rules! record {
+    ($ty:ty { $($json:literal => $field:ident),+ $(,)? }) => {
+        impl Record for $ty {
+            const FIELDS: &'static [&'static str] = &[$($json),+];
 
-    fn extra_mut(&mut self) -> &mut Map<String, Value> {
-        &mut self.extra
-    }
-
-    fn field<'de, A: MapAccess<'de>>(
-        &mut self,
-        field: &str,
-        map: &mut A,
-        path: KeyPath<'_>,
-    ) -> Result<(), A::Error> {
-        match field {
-            "version" => next_into(map, &mut self.version, path),
-            "sessionId" => next_into(map, &mut self.session_id, path),
-            "nextBlockId" => next_into(map, &mut self.next_block_id, path),
-            "blocks" => next_into(map, &mut self.blocks, path),
-            "messageRefs" => next_into(map, &mut self.message_refs, path),
-            "tokenSnapshot" => next_into(map, &mut self.token_snapshot, path),
-            "nudge" => next_into(map, &mut self.nudge, path),
-            "stats" => next_into(map, &mut self.stats, path),
-            "derivedFrom" => next_into(map, &mut self.derived_from, path),
-            _ => map.next_value::<de::IgnoredAny>().map(drop),
-        }
-    }
-}
-
-impl Record for Block {
-    const FIELDS: &'static [&'static str] = &[
-        "blockId",
-        "tier",
-        "topic",
-        "summary",
-        "directMessageIds",
-        "effectiveMessageIds",
-        "directBlockIds",
-        "archivePath",
-        "archiveRel",
-        "compressedTokens",
-        "startRef",
-        "endRef",
-        "createdAt",
-        "active",
-        "compressCallId",
-    ];
-
-    fn extra_mut(&mut self) -> &mut Map<String, Value> {
-        &mut self.extra
-    }
-
-    fn field<'de, A: MapAccess<'de>>(
-        &mut self,
-        field: &str,
-        map: &mut A,
-        path: KeyPath<'_>,
-    ) -> Result<(), A::Error> {
-        match field {
-            "blockId" => next_into(map, &mut self.block_id, path),
-            "tier" => next_into(map, &mut self.tier, path),
-            "topic" => next_into(map, &mut self.topic, path),
-            "summary" => next_into(map, &mut self.summary, path),
-            "directMessageIds" => next_into(map, &mut self.direct_message_ids, path),
-            "effectiveMessageIds" => next_into(map, &mut self.effective_message_ids, path),
-            "directBlockIds" => next_into(map, &mut self.direct_block_ids, path),
-            "archivePath" => next_into(map, &mut self.archive_path, path),
-            "archiveRel" => next_into(map, &mut self.archive_rel, path),
-            "compressedTokens" => next_into(map, &mut self.compressed_tokens, path),
-            "startRef" => next_into(map, &mut self.start_ref, path),
-            "endRef" => next_into(map, &mut self.end_ref, path),
-            "createdAt" => next_into(map, &mut self.created_at, path),
-            "active" => next_into(map, &mut self.active, path),
-            "compressCallId" => next_into(map, &mut self.compress_call_id, path),
-            _ => map.next_value::<de::IgnoredAny>().map(drop),
-        }
-    }
-}
-
-impl Record for MessageRefs {
-    const FIELDS: &'static [&'static str] = &["byRaw", "byRef"];
-
-    fn extra_mut(&mut self) -> &mut Map<String, Value> {
-        &mut self.extra
-    }
-
-    fn field<'de, A: MapAccess<'de>>(
-        &mut self,
-        field: &str,
-        map: &mut A,
-        path: KeyPath<'_>,
-    ) -> Result<(), A::Error> {
-        match field {
-            "byRaw" => next_into(map, &mut self.by_raw, path),
-            "byRef" => next_into(map, &mut self.by_ref, path),
-            _ => map.next_value::<de::IgnoredAny>().map(drop),
-        }
-    }
-}
-
-impl Record for NudgeState {
-    const FIELDS: &'static [&'static str] = &[
-        "lastPerMessageNudgeTokens",
-        "lastNudgeShownTokens",
-        "lastShownByTier",
-    ];
-
-    fn extra_mut(&mut self) -> &mut Map<String, Value> {
-        &mut self.extra
-    }
-
-    fn field<'de, A: MapAccess<'de>>(
-        &mut self,
-        field: &str,
-        map: &mut A,
-        path: KeyPath<'_>,
-    ) -> Result<(), A::Error> {
-        match field {
-            "lastPerMessageNudgeTokens" => {
-                next_into(map, &mut self.last_per_message_nudge_tokens, path)
+            fn extra_mut(&mut self) -> &mut Map<String, Value> {
+                &mut self.extra
             }
-            "lastNudgeShownTokens" => next_into(map, &mut self.last_nudge_shown_tokens, path),
-            "lastShownByTier" => next_into(map, &mut self.last_shown_by_tier, path),
-            _ => map.next_value::<de::IgnoredAny>().map(drop),
+
+            fn field<'de, A: MapAccess<'de>>(
+                &mut self,
+                field: &str,
+                map: &mut A,
+                path: KeyPath<'_>,
+            ) -> Result<(), A::Error> {
+                match field {
+                    $($json => next_into(map, &mut self.$field, path),)+
+                    _ => map.next_value::<de::IgnoredAny>().map(drop),
+                }
+            }
         }
-    }
+    };
 }
 
-impl Record for Stats {
-    const FIELDS: &'static [&'static str] = &["tokensCompressed", "compressionCount"];
+record!(State {
+    "version" => version,
+    "sessionId" => session_id,
+    "nextBlockId" => next_block_id,
+    "blocks" => blocks,
+    "messageRefs" => message_refs,
+    "tokenSnapshot" => token_snapshot,
+    "nudge" => nudge,
+    "stats" => stats,
+    "derivedFrom" => derived_from,
+});
 
-    fn extra_mut(&mut self) -> &mut Map<String, Value> {
-        &mut self.extra
-    }
+record!(Block {
+    "blockId" => block_id,
+    "tier" => tier,
+    "topic" => topic,
+    "summary" => summary,
+    "directMessageIds" => direct_message_ids,
+    "effectiveMessageIds" => effective_message_ids,
+    "directBlockIds" => direct_block_ids,
+    "archivePath" => archive_path,
+    "archiveRel" => archive_rel,
+    "compressedTokens" => compressed_tokens,
+    "startRef" => start_ref,
+    "endRef" => end_ref,
+    "createdAt" => created_at,
+    "active" => active,
+    "compressCallId" => compress_call_id,
+});
 
-    fn field<'de, A: MapAccess<'de>>(
-        &mut self,
-        field: &str,
-        map: &mut A,
-        path: KeyPath<'_>,
-    ) -> Result<(), A::Error> {
-        match field {
-            "tokensCompressed" => next_into(map, &mut self.tokens_compressed, path),
-            "compressionCount" => next_into(map, &mut self.compression_count, path),
-            _ => map.next_value::<de::IgnoredAny>().map(drop),
-        }
-    }
-}
+record!(MessageRefs {
+    "byRaw" => by_raw,
+    "byRef" => by_ref,
+});
+
+record!(NudgeState {
+    "lastPerMessageNudgeTokens" => last_per_message_nudge_tokens,
+    "lastNudgeShownTokens" => last_nudge_shown_tokens,
+    "lastShownByTier" => last_shown_by_tier,
+});
+
+record!(Stats {
+    "tokensCompressed" => tokens_compressed,
+    "compressionCount" => compression_count,
+});
