@@ -17,13 +17,17 @@
 #            state.json under ctl commands (with and without FUSE passthrough). Every read must be
 #            complete and valid, every appended message accounted for, every committed batch in
 #            state.json at the end, no backing descriptor left open.
-#   hostile  (hook, not written yet) hostile and damaged inputs.
+#   hostile  tests/hostile.rs in release with TORTURE_HOSTILE_CASES cases per property: damaged
+#            and hostile transcripts, states, archives, memories, journals and ctl lines, the
+#            core over hostile states, and the hostile corpus with NORMAFS_HOSTILE_FULL=1
+#            (100,000 memories); nothing may panic, every parser's round trip and chunked read
+#            must agree, nothing outside the root is read or written.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # ---- settings (environment overrides) -------------------------------------------------------
 # Stages to run, in order, separated by spaces.
-TORTURE_STAGES="${TORTURE_STAGES:-crash soak}"
+TORTURE_STAGES="${TORTURE_STAGES:-crash soak hostile}"
 # crash: random SIGKILLs (the full run: at least 200) and the PRNG seed (printed, so a failure
 # replays with NORMAFS_TORTURE_SEED=<seed>).
 export NORMAFS_TORTURE_KILLS="${NORMAFS_TORTURE_KILLS:-250}"
@@ -32,7 +36,7 @@ export NORMAFS_TORTURE_SEED="${NORMAFS_TORTURE_SEED:-$(date +%s)}"
 # runtime writer's rate in records per second.
 TORTURE_SOAK_SECONDS="${TORTURE_SOAK_SECONDS:-120}"
 export NORMAFS_SOAK_RATE="${NORMAFS_SOAK_RATE:-400}"
-# hostile (hook): how many hostile inputs the hostile stage tries.
+# hostile: how many cases each hostile-input property tries (tests/hostile.rs runs 256).
 TORTURE_HOSTILE_CASES="${TORTURE_HOSTILE_CASES:-10000}"
 # Where stage logs go.
 TORTURE_LOG_DIR="${TORTURE_LOG_DIR:-target/torture}"
@@ -92,12 +96,21 @@ stage_soak() {
   SUMMARY+=("soak: ${appended:-?} appended and verified, ${reads} reads complete and valid, ${committed} ctl batches committed, $(elapsed "$t0")")
 }
 
-# ---- stage: hostile (hook) ------------------------------------------------------------------
-# To be written: feed $TORTURE_HOSTILE_CASES damaged/hostile transcripts, states, archives,
-# journals and ctl lines; nothing may panic, hang or write outside the root.
+# ---- stage: hostile -------------------------------------------------------------------------
 stage_hostile() {
-  echo "hostile stage: not written yet (TORTURE_HOSTILE_CASES=$TORTURE_HOSTILE_CASES)" >&2
-  return 1
+  local log="$TORTURE_LOG_DIR/hostile.log" t0
+  t0=$(date +%s)
+  echo "== hostile: $TORTURE_HOSTILE_CASES cases per property (log: $log)"
+  if ! NORMAFS_HOSTILE_CASES="$TORTURE_HOSTILE_CASES" NORMAFS_HOSTILE_FULL=1 \
+      cargo test --release --locked --test hostile -- --nocapture >"$log" 2>&1; then
+    grep -E '^(thread .* panicked|test .*FAILED|minimal failing input)' "$log" || true
+    echo "hostile stage FAILED; full output in $log" >&2
+    return 1
+  fi
+  local passed files
+  passed=$(grep -oE 'test result: ok\. [0-9]+ passed' "$log" | grep -oE '[0-9]+' | head -1)
+  files=$(grep -oE 'hostile files tried: [0-9]+' "$log" | awk '{n+=$4} END {print n+0}')
+  SUMMARY+=("hostile: ${passed:-?} tests passed, ${TORTURE_HOSTILE_CASES} cases per property, ${files} hostile files, no panic, $(elapsed "$t0")")
 }
 
 # ---- run ------------------------------------------------------------------------------------

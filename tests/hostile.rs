@@ -365,8 +365,17 @@ fn journal_bytes() -> impl Strategy<Value = Vec<u8>> {
     })
 }
 
+/// Cases per property: 256, or `NORMAFS_HOSTILE_CASES` (scripts/torture.sh's hostile stage
+/// runs thousands).
+fn cases() -> u32 {
+    std::env::var("NORMAFS_HOSTILE_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(), failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn transcript_never_panics_and_chunks_agree((file, cuts) in transcript_file()) {
