@@ -100,7 +100,7 @@ impl NormaFs {
                 attr.size = told.size;
                 if told.held {
                     // Asked again once the larger size may be told.
-                    ttl = ttl.min(super::growth::GRACE);
+                    ttl = ttl.min(super::growth::DROP_GRACE);
                 }
             }
         }

@@ -129,7 +129,7 @@ impl NormaFs {
                 }
                 if let Some(size) = set.size {
                     let handle_file = fh.and_then(|fh| match self.handles.lock().get(&fh) {
-                        Some(Handle::Real(f, ..)) => Some(f.clone()),
+                        Some(Handle::Real { file, .. }) => Some(file.clone()),
                         _ => None,
                     });
                     match handle_file {

@@ -275,7 +275,11 @@ impl NormaFs {
         // Only through the page cache: should a truncation race the reply, the kernel
         // reads the page again; a direct read would answer the reader `EIO`.
         let (f, windows, ino) = match self.handles.lock().get(&fh) {
-            Some(Handle::Real(f, Some(w), ino)) => (f.clone(), w.clone(), *ino),
+            Some(Handle::Real {
+                file,
+                windows: Some(w),
+                ino,
+            }) => (file.clone(), w.clone(), *ino),
             _ => return None,
         };
         let (w, range) = windows.read(&f, offset, size as usize)?;
@@ -297,7 +301,11 @@ impl NormaFs {
                     .unwrap_or_else(|| Ok(Bytes::default()))?;
                 Ok(data.window(offset, size).into_owned())
             }
-            Some(Handle::Real(f, windows, ino)) => {
+            Some(Handle::Real {
+                file: f,
+                windows,
+                ino,
+            }) => {
                 let (f, ino, cached) = (f.clone(), *ino, windows.is_some());
                 drop(handles);
                 let data = super::real::read_at(&f, offset, size as usize)?;
@@ -329,7 +337,7 @@ impl NormaFs {
         let target = {
             let handles = self.handles.lock();
             match handles.get(&fh) {
-                Some(Handle::Real(f, _, ino)) => Ok(Some((f.clone(), *ino))),
+                Some(Handle::Real { file, ino, .. }) => Ok(Some((file.clone(), *ino))),
                 Some(Handle::Ctl { .. }) => Ok(None),
                 Some(Handle::Computed { .. }) => Err(FsError::Access),
                 Some(Handle::Dir(_)) => Err(FsError::IsDir),
@@ -356,7 +364,7 @@ impl NormaFs {
     /// `fsync` of a real file reaches the backing file; computed files have nothing to sync.
     pub fn fsync(&self, fh: u64, datasync: bool) -> Result<(), FsError> {
         let f = match self.handles.lock().get(&fh) {
-            Some(Handle::Real(f, ..)) => f.clone(),
+            Some(Handle::Real { file, .. }) => file.clone(),
             Some(_) => return Ok(()),
             None => return Err(FsError::BadHandle),
         };

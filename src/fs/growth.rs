@@ -13,7 +13,7 @@
 //! A drop takes pages out of the cache, not out of the hands of readers already holding them:
 //! a reader that found the short page (or waited for the read that filled it) and reads the
 //! file's size only after the larger one was set copies the zeros all the same. So the size a
-//! drop makes safe is told only [`GRACE`] after it, and a size held back is told with a short
+//! drop makes safe is told only [`DROP_GRACE`] after it, and a size held back is told with a short
 //! TTL, so that the kernel asks again once it may be told.
 //!
 //! Opens of a file that grew a moment ago ([`GROWING`]) are not read through the page cache
@@ -37,7 +37,7 @@ use super::versions::TailDrop;
 /// How long after a drop its size is held back still: longer than a reader that holds a
 /// dropped page takes from finding it to reading the file's size (it may have waited for the
 /// read that filled the page, and wake up late on a busy machine).
-pub const GRACE: Duration = Duration::from_millis(20);
+pub const DROP_GRACE: Duration = Duration::from_millis(20);
 
 /// How long after it was last seen growing a file counts as growing still.
 pub const GROWING: Duration = Duration::from_secs(2);
@@ -198,7 +198,7 @@ impl Grow {
             // Nothing held back, nothing new.
             return;
         }
-        let d = (h, now + GRACE);
+        let d = (h, now + DROP_GRACE);
         match (self.done, self.next) {
             (None, _) => self.done = Some(d),
             (Some((first, _)), next) => {
@@ -329,7 +329,7 @@ impl Growth {
 mod tests {
     use std::time::{Duration, Instant, SystemTime};
 
-    use super::{Grow, Seen, Told, GRACE};
+    use super::{Grow, Seen, Told, DROP_GRACE};
 
     fn at(n: u64) -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_nanos(n)
@@ -372,7 +372,7 @@ mod tests {
         fn dropped(&mut self, head: Option<u64>) {
             let s = head.map(|h| self.stat(h));
             self.g.dropped(self.g.epoch, s, P, self.now);
-            self.now += GRACE;
+            self.now += DROP_GRACE;
         }
     }
 
@@ -423,9 +423,9 @@ mod tests {
         let s = t.stat(300);
         t.g.dropped(t.g.epoch, Some(s), P, t.now);
         // A reader holding the dropped page may not have read the size yet.
-        t.now += GRACE / 2;
+        t.now += DROP_GRACE / 2;
         assert_eq!(t.tell(300), (100, None));
-        t.now += GRACE / 2;
+        t.now += DROP_GRACE / 2;
         assert_eq!(t.tell(300), (300, None));
     }
 
@@ -449,7 +449,7 @@ mod tests {
             // Never more than a drop whose grace is over made safe.
             let safe = drops
                 .iter()
-                .filter(|&&(_, at)| at + GRACE <= t.now)
+                .filter(|&&(_, at)| at + DROP_GRACE <= t.now)
                 .map(|&(h, _)| h)
                 .max()
                 .unwrap_or(100);
@@ -458,7 +458,7 @@ mod tests {
         }
         // And the size moves on: what was safe a grace or two before.
         assert!(told.windows(2).all(|w| w[0] <= w[1]), "{told:?}");
-        let two_graces = 2 * GRACE.as_millis() as u64 * 50;
+        let two_graces = 2 * DROP_GRACE.as_millis() as u64 * 50;
         assert!(*told.last().unwrap() + two_graces >= size, "{told:?}");
     }
 
@@ -518,7 +518,7 @@ mod tests {
             ctime: at(5),
         };
         t.g.dropped(epoch, Some(before), P, t.now);
-        t.now += GRACE;
+        t.now += DROP_GRACE;
         // It grows again from 9: a page may be short there, so a drop comes first.
         assert_eq!(t.tell(100), (9, Some(9)));
         t.dropped(Some(100));
@@ -554,7 +554,7 @@ mod tests {
         let s = t.stat(700);
         t.g.dropped(t.g.epoch, Some(s), P, t.now);
         t.g.dropped(t.g.epoch, Some(early), P, t.now);
-        t.now += GRACE;
+        t.now += DROP_GRACE;
         assert_eq!(t.tell(700), (700, None));
     }
 

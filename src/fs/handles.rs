@@ -21,7 +21,11 @@ pub(super) enum Handle {
     },
     /// A real file's descriptor, the windows of it its large reads are served from (only
     /// when it is read through the page cache, see `NormaFs::read_mapped`), and its inode.
-    Real(Arc<File>, Option<Arc<Windows>>, u64),
+    Real {
+        file: Arc<File>,
+        windows: Option<Arc<Windows>>,
+        ino: u64,
+    },
     Ctl {
         scope: Scope,
         own: Vec<CtlRecord>,
@@ -41,7 +45,11 @@ impl Handle {
     /// A handle of real file `f`, inode `ino`; `mapped`: its large reads may be answered
     /// from mappings of the file.
     pub(super) fn real(f: Arc<File>, ino: u64, mapped: bool) -> Handle {
-        Handle::Real(f, mapped.then(Arc::default), ino)
+        Handle::Real {
+            file: f,
+            windows: mapped.then(Arc::default),
+            ino,
+        }
     }
 }
 

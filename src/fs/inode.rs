@@ -77,7 +77,7 @@ const DEFAULT_CAP: usize = 4096;
 /// handle open: long enough for the open that follows a lookup (the kernel's path walk, or
 /// its retry after ESTALE) to find it held, short enough that a file removed or replaced
 /// behind the mount is let go at once for all practical purposes.
-pub const GRACE: Duration = Duration::from_secs(1);
+pub const HOLD_GRACE: Duration = Duration::from_secs(1);
 
 #[derive(Debug)]
 pub struct InodeTable {
@@ -139,7 +139,7 @@ impl Inner {
         ino
     }
 
-    /// Hold `file` for `ino` (standing for `id`) unless it is held, for [`GRACE`] at least;
+    /// Hold `file` for `ino` (standing for `id`) unless it is held, for [`HOLD_GRACE`] at least;
     /// over the cap, files let go (idle, the grace over first, then the least recently
     /// used) go to `spare`, to be closed once the table is unlocked.
     fn hold(&mut self, ino: u64, id: Ident, file: Held, spare: &mut Vec<Held>) {
@@ -150,7 +150,7 @@ impl Inner {
             until: now,
             shrunk: false,
         });
-        b.until = now + GRACE;
+        b.until = now + HOLD_GRACE;
         if b.held.is_some() {
             spare.push(file);
             return;
@@ -333,12 +333,12 @@ impl InodeTable {
         spare.len()
     }
 
-    /// The file `ino` is held by, if it is, held for [`GRACE`] more (an open of it).
+    /// The file `ino` is held by, if it is, held for [`HOLD_GRACE`] more (an open of it).
     pub fn held_file_for_open(&self, ino: u64) -> Option<Held> {
         let mut w = self.inner.write();
         let b = w.files.get_mut(&ino)?;
         let h = b.held.clone()?;
-        b.until = Instant::now() + GRACE;
+        b.until = Instant::now() + HOLD_GRACE;
         Some(h)
     }
 
@@ -601,7 +601,7 @@ mod tests {
         assert_eq!(t.let_go_idle(), 0, "within its grace");
         // A handle shares the file past the grace.
         let handle = t.held_file_for_open(ino).expect("held").file;
-        std::thread::sleep(GRACE + Duration::from_millis(100));
+        std::thread::sleep(HOLD_GRACE + Duration::from_millis(100));
         assert_eq!(t.let_go_idle(), 0, "a handle shares it");
         drop(handle);
         assert_eq!(t.let_go_idle(), 1, "idle and its grace over");
