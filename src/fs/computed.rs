@@ -239,7 +239,7 @@ impl Fingerprints {
     }
 
     /// What a file made from the transcript, the states and `more` is made from.
-    fn of_inputs(&self, more: super::layout::Inputs) -> Described {
+    fn of_inputs(&self, more: super::layout::DependsOn) -> Described {
         let mut parts = vec![self.base];
         if more.subagents {
             parts.push(self.subagents);
@@ -273,7 +273,7 @@ impl Fingerprints {
         match node {
             Node::Computed(_, kind) => self.of_kind(*kind),
             // The replay reads the journal, in the archive root.
-            Node::History(Some(_), _) => self.of_inputs(super::layout::Inputs {
+            Node::History(Some(_), _) => self.of_inputs(super::layout::DependsOn {
                 archives: true,
                 ..Default::default()
             }),

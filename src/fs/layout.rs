@@ -12,8 +12,8 @@ pub enum Entry {
     /// A real file or directory, backed in `base` at `backing`.
     Real(Base, Backing),
     /// A computed file, made from its transcript and state (and its ancestors' states) and
-    /// what `Inputs` adds.
-    Computed(ComputedKind, Inputs),
+    /// what `DependsOn` adds.
+    Computed(ComputedKind, DependsOn),
     /// `raw/`: the archived ranges' originals.
     RawDir,
     /// `memory`, a link to the root's `memory/`.
@@ -34,7 +34,7 @@ pub enum Backing {
 /// What a computed file is made from besides the transcript and states: the inputs its
 /// fingerprint (and so its mtime and its staleness) covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Inputs {
+pub struct DependsOn {
     /// The session's `subagents/` transcripts.
     pub subagents: bool,
     /// The session's archive directory, tiers included.
@@ -57,7 +57,7 @@ const fn real(name: &'static str, base: Base, backing: Backing) -> Slot {
     }
 }
 
-const fn computed(name: &'static str, kind: ComputedKind, inputs: Inputs) -> Slot {
+const fn computed(name: &'static str, kind: ComputedKind, inputs: DependsOn) -> Slot {
     Slot {
         name,
         entry: Entry::Computed(kind, inputs),
@@ -65,7 +65,7 @@ const fn computed(name: &'static str, kind: ComputedKind, inputs: Inputs) -> Slo
 }
 
 /// Only the transcript and the states.
-const VIEW_INPUTS: Inputs = Inputs {
+const VIEW_INPUTS: DependsOn = DependsOn {
     subagents: false,
     archives: false,
     liveness: false,
@@ -98,7 +98,7 @@ pub const SESSION: [Slot; 12] = [
     computed(
         "audit.txt",
         ComputedKind::Audit,
-        Inputs {
+        DependsOn {
             subagents: true,
             archives: true,
             liveness: false,
@@ -107,7 +107,7 @@ pub const SESSION: [Slot; 12] = [
     computed(
         "status.json",
         ComputedKind::Status,
-        Inputs {
+        DependsOn {
             subagents: true,
             archives: false,
             liveness: true,
@@ -141,7 +141,7 @@ pub fn shown_in_session_dir(base: Base, leaf: &str) -> Option<&'static str> {
 }
 
 /// The computed files of a session, in listing order.
-pub fn computed_files() -> impl Iterator<Item = (&'static str, ComputedKind, Inputs)> {
+pub fn computed_files() -> impl Iterator<Item = (&'static str, ComputedKind, DependsOn)> {
     SESSION.iter().filter_map(|s| match s.entry {
         Entry::Computed(kind, inputs) => Some((s.name, kind, inputs)),
         _ => None,
@@ -149,7 +149,7 @@ pub fn computed_files() -> impl Iterator<Item = (&'static str, ComputedKind, Inp
 }
 
 /// The name and inputs of a computed file.
-pub fn of_kind(kind: ComputedKind) -> (&'static str, Inputs) {
+pub fn of_kind(kind: ComputedKind) -> (&'static str, DependsOn) {
     computed_files()
         .find(|(_, k, _)| *k == kind)
         .map(|(name, _, inputs)| (name, inputs))

@@ -27,7 +27,7 @@ impl ComputedKind {
     }
 
     /// What it is made from, besides the transcript and the states.
-    pub fn inputs(self) -> super::layout::Inputs {
+    pub fn inputs(self) -> super::layout::DependsOn {
         super::layout::of_kind(self).1
     }
 
