@@ -7,7 +7,7 @@ use normafs::config::NoaConfig;
 use normafs::format::loader::{Parser, Transcript};
 use normafs::format::state::{load_state, State};
 use normafs::gen::{generate, GenOptions};
-use normafs::noa::{args, compress, rebuild, recommend, session};
+use normafs::noa::{args, compress, rebuild, recommend, views};
 use normafs::store::session as store;
 
 /// A generated session of `messages` messages compressed in a `window`-token context: its
@@ -83,34 +83,34 @@ fn parse(c: &mut Criterion) {
 fn view(c: &mut Criterion) {
     let (bytes, sid, state, cfg) = generated(20_000, 40_000);
     let t = Transcript::parse(&bytes, Some(&sid));
-    let path = &session::runtime_path;
+    let path = &views::runtime_path;
     let mut g = c.benchmark_group("view");
     g.sample_size(10);
     let n = store::messages(&t).len();
     let blocks = state.blocks().len();
     g.bench_function(format!("view.jsonl/{n}msg/{blocks}blocks"), |b| {
         b.iter(|| {
-            let p = session::Projection::new(store::messages(&t));
-            session::view_bytes(&p, &state, &cfg, path, &mut Default::default()).len()
+            let p = views::Projection::new(store::messages(&t));
+            views::view_bytes(&p, &state, &cfg, path, &mut Default::default()).len()
         })
     });
     // The same view again with the memo of the previous one (what an append costs, minus the
     // appended messages).
     let mut memo = normafs::noa::content::ProjectionMemo::default();
-    let p = session::Projection::with_memo(store::messages(&t), &mut memo);
+    let p = views::Projection::with_memo(store::messages(&t), &mut memo);
     let mut lines = Default::default();
-    session::view_bytes(&p, &state, &cfg, path, &mut lines);
+    views::view_bytes(&p, &state, &cfg, path, &mut lines);
     drop(p);
     g.bench_function(format!("view.jsonl-again/{n}msg/{blocks}blocks"), |b| {
         b.iter(|| {
-            let p = session::Projection::with_memo(store::messages(&t), &mut memo);
-            session::view_bytes(&p, &state, &cfg, path, &mut lines).len()
+            let p = views::Projection::with_memo(store::messages(&t), &mut memo);
+            views::view_bytes(&p, &state, &cfg, path, &mut lines).len()
         })
     });
     g.bench_function(format!("materialized.jsonl/{n}msg"), |b| {
         b.iter(|| {
-            let p = session::Projection::new(store::messages(&t));
-            session::materialized_bytes(&p, &state, &cfg, path, &mut Default::default()).len()
+            let p = views::Projection::new(store::messages(&t));
+            views::materialized_bytes(&p, &state, &cfg, path, &mut Default::default()).len()
         })
     });
     g.finish();
@@ -119,8 +119,8 @@ fn view(c: &mut Criterion) {
 fn compress_and_rebuild(c: &mut Criterion) {
     let (bytes, sid, state, cfg) = generated(4_000, 40_000);
     let t = Transcript::parse(&bytes, Some(&sid));
-    let p = session::Projection::new(store::messages(&t));
-    let path = &session::runtime_path;
+    let p = views::Projection::new(store::messages(&t));
+    let path = &views::runtime_path;
     let place = compress::Placement {
         root: "/r/noa/s",
         session: &sid,
@@ -128,7 +128,7 @@ fn compress_and_rebuild(c: &mut Criterion) {
         now: 1_798_761_600,
     };
     // A range the session offers now.
-    let turn = session::turn(&p, &state, &cfg, path);
+    let turn = views::turn(&p, &state, &cfg, path);
     let offered = recommend::recommend(&turn, &state, &cfg);
     let range = offered.ranges.first().expect("a compressible range");
     let input = format!(

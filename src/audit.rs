@@ -24,7 +24,7 @@ pub use crate::format::loader::Severity;
 use crate::format::loader::Transcript;
 use crate::format::memory;
 use crate::format::state::StateLoadError;
-use crate::noa::session::Projection;
+use crate::noa::views::Projection;
 use crate::noa::{pipeline, protect, refs};
 use crate::store::root::{Discovery, RootPaths};
 use crate::store::session::SessionData;

@@ -507,7 +507,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             let (paths, cfg) = open_root(&root, &dirs, &settings, Some(&sid))?;
             check_session(&paths, &sid)?;
             let noa = cfg.for_session(&sid);
-            use crate::noa::{render, session as view};
+            use crate::noa::{render, views as view};
             let places = render::Places::Relative;
             let form = if materialized {
                 view::Form::Materialized

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use crate::config::NoaConfig;
 use crate::gen::{generate_profiled, GenOptions, Profile};
 use crate::noa::recommend;
-use crate::noa::session::{self, Projection};
+use crate::noa::views::{self, Projection};
 use crate::store::root::RootPaths;
 use crate::store::session as store_session;
 
@@ -88,7 +88,7 @@ pub fn compress_hint(paths: &RootPaths, sid: &str, cfg: &NoaConfig) -> Option<St
     let s = store_session::load(paths, sid);
     let (state, _) = store_session::opened_state(paths, sid, &s.state.state, cfg);
     let p = Projection::new(store_session::messages(&s.transcript));
-    let t = session::turn(&p, &state, cfg, &session::runtime_path);
+    let t = views::turn(&p, &state, cfg, &views::runtime_path);
     let rec = recommend::recommend(&t, &state, cfg);
     let root = s.archive_root.to_string_lossy().into_owned();
     let place = crate::noa::compress::Placement {
@@ -122,7 +122,7 @@ pub fn compress_hint(paths: &RootPaths, sid: &str, cfg: &NoaConfig) -> Option<St
             std::slice::from_ref(&range),
             "ctl-hint",
             &place,
-            &session::runtime_path,
+            &views::runtime_path,
         );
         if applied.whole() {
             return Some(format!("compress {a} {b} {HINT_SUMMARY}"));

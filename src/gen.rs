@@ -9,7 +9,7 @@
 //!   transcripts; one session in seven holds a built-in compaction marker with the kept tail
 //!   recorded a second time;
 //! - Compress calls are made the way the runtime's model makes them: at spaced points the
-//!   generator takes the view a resumed runtime would send ([`session::turn`]), picks ranges
+//!   generator takes the view a resumed runtime would send ([`views::turn`]), picks ranges
 //!   from the runtime's recommendation ([`recommend::recommend`]) or, once enough tier-1
 //!   blocks are live, a block-endpoint range `b<i>..b<j>`, records the tool_use with the
 //!   runtime's Compress input, applies it with [`compress::apply`] exactly as
@@ -62,7 +62,7 @@ use crate::format::transcript::{
 use crate::noa::compress::{self, Applied, Placement};
 use crate::noa::content::{self, Origin, COMPRESS_TOOL};
 use crate::noa::pipeline::{self, Count, Turn};
-use crate::noa::session::{self, Projection};
+use crate::noa::views::{self, Projection};
 use crate::noa::{args, recommend, refs, tokens};
 
 use conversation::*;

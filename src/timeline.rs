@@ -215,10 +215,10 @@ pub fn view_at(
     cfg: &NoaConfig,
     n: usize,
     now: DateTime<Utc>,
-    path: crate::noa::session::ArchivePath<'_>,
-    form: crate::noa::session::Form<'_>,
+    path: crate::noa::views::ArchivePath<'_>,
+    form: crate::noa::views::Form<'_>,
 ) -> Result<crate::bytes::Bytes, TxnError> {
-    use crate::noa::session as view;
+    use crate::noa::views as view;
     let files = txn::SessionFiles::read(paths, sid)?;
     let own = txn::states_of(paths, sid, cfg, &[n], now, files.recorded())?
         .pop()

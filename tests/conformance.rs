@@ -241,11 +241,11 @@ fn tokens_and_refs_equal_the_runtimes() {
 
 #[test]
 fn materialized_histories_equal_the_runtimes() {
-    use normafs::noa::session;
+    use normafs::noa::views;
     for s in sessions() {
         let tr = Transcript::parse(&s.bytes, Some(&s.sid));
-        let p = session::Projection::new(tr.iter_messages().map(|(_, m)| m).collect());
-        let out = session::materialize(&p, &s.state, &s.cfg, &session::runtime_path);
+        let p = views::Projection::new(tr.iter_messages().map(|(_, m)| m).collect());
+        let out = views::materialize(&p, &s.state, &s.cfg, &views::runtime_path);
         let got: Vec<Value> = out
             .messages
             .iter()
@@ -264,11 +264,11 @@ fn materialized_histories_equal_the_runtimes() {
 
 #[test]
 fn compress_calls_give_the_runtimes_blocks_state_and_panel() {
-    use normafs::noa::{args, compress, session};
+    use normafs::noa::{args, compress, views};
     let mut checked = 0;
     for s in sessions() {
         let tr = Transcript::parse(&s.bytes, Some(&s.sid));
-        let p = session::Projection::new(tr.iter_messages().map(|(_, m)| m).collect());
+        let p = views::Projection::new(tr.iter_messages().map(|(_, m)| m).collect());
         for n in 1.. {
             let dir = data().join(format!("oracle/{}/compress-{n}", s.sid));
             if !dir.is_dir() {
@@ -278,7 +278,7 @@ fn compress_calls_give_the_runtimes_blocks_state_and_panel() {
                 serde_json::from_slice(&fs::read(dir.join("compress.json")).unwrap()).unwrap();
             let input = fs::read_to_string(dir.join("input.json")).unwrap();
             let want_panel = fs::read_to_string(dir.join("result.txt")).unwrap();
-            let t = session::turn(&p, &s.state, &s.cfg, &session::runtime_path);
+            let t = views::turn(&p, &s.state, &s.cfg, &views::runtime_path);
             let shown = assemble::assemble(&t, &p.msgs, &s.state, true);
             let ledger = t.ledger(&s.state, &shown.tagged);
             let parsed = args::parse(&input);
@@ -345,17 +345,17 @@ fn compress_calls_give_the_runtimes_blocks_state_and_panel() {
 
 #[test]
 fn rebuilds_equal_the_runtimes() {
-    use normafs::noa::{compress, rebuild, session};
+    use normafs::noa::{compress, rebuild, views};
     for s in sessions() {
         let tr = Transcript::parse(&s.bytes, Some(&s.sid));
-        let p = session::Projection::new(tr.iter_messages().map(|(_, m)| m).collect());
+        let p = views::Projection::new(tr.iter_messages().map(|(_, m)| m).collect());
         let place = compress::Placement {
             root: "/x",
             session: &s.sid,
             created: "2027-01-01T00:00:00Z",
             now: 1798761600,
         };
-        let r = rebuild::rebuild(&p, &s.cfg, &s.sid, &place, &[], &session::runtime_path);
+        let r = rebuild::rebuild(&p, &s.cfg, &s.sid, &place, &[], &views::runtime_path);
         let want = oracle(&s.sid, "rebuild/state.json");
         let norm = |v: &Value| {
             let blocks: Vec<Value> = v["blocks"]

@@ -15,7 +15,7 @@ use normafs::format::state::{parse_state, State, StateLoadError};
 use normafs::format::transcript::{parse_line, Content, Record};
 use normafs::gen::{generate, GenError, GenOptions, GenReport};
 use normafs::noa::compress::Placement;
-use normafs::noa::{rebuild, session};
+use normafs::noa::{rebuild, views};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -311,14 +311,14 @@ fn check_clean_session(root: &Path, sid: &str, o: &GenOptions) -> Option<State> 
     let archive_root_s = archive_root.to_str().expect("utf8").to_string();
     let bytes = std::fs::read(&tpath).expect("transcript");
     let t = Transcript::parse(&bytes, Some(sid));
-    let p = session::Projection::new(t.iter_messages().map(|(_, m)| m).collect());
+    let p = views::Projection::new(t.iter_messages().map(|(_, m)| m).collect());
     let place = Placement {
         root: &archive_root_s,
         session: sid,
         created: "2027-01-01T00:00:00Z",
         now: 1_798_761_600,
     };
-    let r = rebuild::rebuild(&p, cfg, sid, &place, &[], &session::runtime_path);
+    let r = rebuild::rebuild(&p, cfg, sid, &place, &[], &views::runtime_path);
     for why in &r.skipped {
         assert!(
             why.ends_with("its result reports no block"),

@@ -471,7 +471,7 @@ fn core_on_hostile_states() {
     // A real state of the core transcript: a batch ctl made, then its journal replayed.
     let t =
         normafs::format::loader::Transcript::parse(props::CORE_TRANSCRIPT.as_bytes(), Some("s"));
-    let p = normafs::noa::session::Projection::new(normafs::store::session::messages(&t));
+    let p = normafs::noa::views::Projection::new(normafs::store::session::messages(&t));
     let cfg = normafs::config::NoaConfig {
         min_range_chars: 0,
         protect_recent_messages: 1,
@@ -493,7 +493,7 @@ fn core_on_hostile_states() {
         &parsed.ranges,
         "ctl-1",
         &place,
-        &normafs::noa::session::runtime_path,
+        &normafs::noa::views::runtime_path,
     );
     assert!(a.whole(), "{:?}", a.errors);
     props::state(a.state.to_json().as_bytes());

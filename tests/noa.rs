@@ -14,7 +14,7 @@ use normafs::format::state::{parse_state, State};
 use normafs::noa::compress::{self, Applied, Placement};
 use normafs::noa::content::{self, Slot};
 use normafs::noa::nudge::{Decision, NudgeKind};
-use normafs::noa::session::{self, Projection};
+use normafs::noa::views::{self, Projection};
 use normafs::noa::{args, pipeline, rebuild, recommend, tokens};
 use serde_json::{json, Value};
 
@@ -77,13 +77,13 @@ fn summary(len: usize, seed: &str) -> String {
 /// The view lines (`view.jsonl`) of a session.
 fn view(s: &Session, state: &State, cfg: &NoaConfig) -> Vec<Value> {
     let p = Projection::new(s.msgs());
-    lines(&session::view(&p, state, cfg, &session::runtime_path).to_jsonl())
+    lines(&views::view(&p, state, cfg, &views::runtime_path).to_jsonl())
 }
 
 /// The nudge decision of a session's view, and the view's measure.
 fn decide(s: &Session, state: &State, cfg: &NoaConfig) -> (Decision, u64) {
     let p = Projection::new(s.msgs());
-    let t = session::turn(&p, state, cfg, &session::runtime_path);
+    let t = views::turn(&p, state, cfg, &views::runtime_path);
     (t.nudge.clone().expect("a decision"), t.measure)
 }
 
@@ -105,7 +105,7 @@ fn apply(s: &Session, state: &State, cfg: &NoaConfig, call: &str, input: &Value)
         &parsed.ranges,
         call,
         &place(),
-        &session::runtime_path,
+        &views::runtime_path,
     );
     assert!(a.whole(), "{input}: {:?} {:?}", a.errors, a.warnings);
     a
@@ -446,8 +446,8 @@ fn reading_a_view_twice_is_the_same_view() {
         ..cfg()
     };
     let p = Projection::new(s.msgs());
-    let a = session::view(&p, &st, &cfg, &session::runtime_path).to_jsonl();
-    let b = session::view(&p, &st, &cfg, &session::runtime_path).to_jsonl();
+    let a = views::view(&p, &st, &cfg, &views::runtime_path).to_jsonl();
+    let b = views::view(&p, &st, &cfg, &views::runtime_path).to_jsonl();
     assert_eq!(a, b);
     assert_eq!(st, State::initial(SID));
 }
@@ -508,7 +508,7 @@ fn emergency_truncation_cuts_the_largest_results_first_until_90_percent() {
     assert!(measure - s2 - s1 <= (threshold as f64 * 0.9) as u64);
 
     let p = Projection::new(s.msgs());
-    let t = session::turn(&p, &st, &cfg, &session::runtime_path);
+    let t = views::turn(&p, &st, &cfg, &views::runtime_path);
     assert_eq!(t.truncated, 2);
     assert_eq!(t.measure, measure, "the measure is taken before truncation");
     let v = view(&s, &st, &cfg);
@@ -578,7 +578,7 @@ fn truncation_skips_cut_results_and_results_too_short_to_cut() {
         ..cfg()
     };
     let p = Projection::new(s.msgs());
-    let t = session::turn(&p, &st, &cfg, &session::runtime_path);
+    let t = views::turn(&p, &st, &cfg, &views::runtime_path);
     assert!(t.count >= pipeline::truncate_threshold(&cfg));
     assert_eq!(t.truncated, 0);
     assert!(view(&s, &st, &cfg)
@@ -597,7 +597,7 @@ fn archives_written_by_ctl_keep_the_untruncated_text() {
         ..cfg()
     };
     let p = Projection::new(s.msgs());
-    assert!(session::turn(&p, &st, &cfg, &session::runtime_path).truncated >= 2);
+    assert!(views::turn(&p, &st, &cfg, &views::runtime_path).truncated >= 2);
     let a = apply(
         &s,
         &st,
@@ -663,7 +663,7 @@ fn a_live_blocks_compress_call_stays_with_its_summaries_stubbed() {
     // Re-encoded as the runtime encodes it.
     let p = Projection::new(s.msgs());
     let raw = {
-        let out = session::view(&p, &st, &cfg(), &session::runtime_path);
+        let out = views::view(&p, &st, &cfg(), &views::runtime_path);
         String::from_utf8(out.to_jsonl()).unwrap()
     };
     assert!(raw.contains(r#"{"content":[{"endId":"m00005","startId":"m00002","summary":"long: "#));
@@ -795,7 +795,7 @@ fn the_first_user_message_is_never_removed() {
     );
     // The materialized history keeps it too.
     let p = Projection::new(s.msgs());
-    let m = lines(&session::materialize(&p, &st, &cfg(), &session::runtime_path).to_jsonl());
+    let m = lines(&views::materialize(&p, &st, &cfg(), &views::runtime_path).to_jsonl());
     assert_eq!(m[0]["block"], "b1");
     assert_eq!(m[1]["refs"], json!(["m00001"]));
     assert_eq!(m.len(), 6);
@@ -886,7 +886,7 @@ fn hard_protected_tools_are_blocked_untagged_and_never_compressed() {
     };
     let st = State::initial(SID);
     let p = Projection::new(s.msgs());
-    let t = session::turn(&p, &st, &cfg, &session::runtime_path);
+    let t = views::turn(&p, &st, &cfg, &views::runtime_path);
     let slots: Vec<&Slot> = t.slots.iter().collect();
     assert_eq!(
         slots,
@@ -958,7 +958,7 @@ fn the_soft_tail_is_protected() {
     let st = State::initial(SID);
     let p = Projection::new(s.msgs());
     let zone = |cfg: &NoaConfig| {
-        let t = session::turn(&p, &st, cfg, &session::runtime_path);
+        let t = views::turn(&p, &st, cfg, &views::runtime_path);
         let mut z: Vec<String> = recommend::soft_zone(&t, &st, cfg)
             .iter()
             .map(|x| x.name().unwrap().into_owned())
@@ -989,7 +989,7 @@ fn the_soft_tail_is_protected() {
         &parsed.ranges,
         "ctl-s",
         &place(),
-        &session::runtime_path,
+        &views::runtime_path,
     );
     assert!(a.created.is_empty());
     assert!(!a.errors.is_empty());
@@ -1121,7 +1121,7 @@ fn compaction_markers_cut_the_projection() {
     assert!(text_of_line(&v[0]).starts_with("new task\n<noa-ref id=\"m00001\""));
     // Materialized without a live block: all nine messages, untagged.
     let p = Projection::new(s.msgs());
-    let m = lines(&session::materialize(&p, &st, &cfg(), &session::runtime_path).to_jsonl());
+    let m = lines(&views::materialize(&p, &st, &cfg(), &views::runtime_path).to_jsonl());
     assert_eq!(m.len(), 9);
     assert_eq!(m[2]["message"]["content"][0]["type"], "compact_boundary");
     assert_eq!(m[0]["message"]["content"][0]["text"], "old task");
@@ -1132,7 +1132,7 @@ fn compaction_markers_cut_the_projection() {
         ..cfg()
     };
     let st = compressed(&s, &st, &untailed, &[("m00001", "m00002")], 80);
-    let m = lines(&session::materialize(&p, &st, &cfg(), &session::runtime_path).to_jsonl());
+    let m = lines(&views::materialize(&p, &st, &cfg(), &views::runtime_path).to_jsonl());
     let shape: Vec<String> = m
         .iter()
         .map(|l| match l.get("block") {

@@ -12,7 +12,7 @@ use normafs::noa::args;
 use normafs::noa::compress::{self, Placement};
 use normafs::noa::content::Slot;
 use normafs::noa::rebuild::{self, JournalBatch};
-use normafs::noa::session::{self, Projection};
+use normafs::noa::views::{self, Projection};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
@@ -131,7 +131,7 @@ fn run_with(
         let call = format!("toolu_c{k}");
         let (input, applied, prefix, before) = {
             let p = Projection::new(s.msgs());
-            let t = session::turn(&p, &state, cfg, &session::runtime_path);
+            let t = views::turn(&p, &state, cfg, &views::runtime_path);
             let refs: Vec<String> = t
                 .items
                 .iter()
@@ -180,7 +180,7 @@ fn run_with(
                 &parsed.ranges,
                 &call,
                 &place(),
-                &session::runtime_path,
+                &views::runtime_path,
             );
             (input, applied, p.cores.len(), t.measure)
         };
@@ -207,7 +207,7 @@ fn run_with(
     let p = Projection::new(s.msgs());
     if odd {
         let points: Vec<usize> = (0..=p.msgs.len()).collect();
-        let path = &session::runtime_path;
+        let path = &views::runtime_path;
         let a = rebuild::history(
             &p,
             cfg,
@@ -232,7 +232,7 @@ fn run_with(
         prop_assert!(a.grown > 0 || a.requests.len() < 2 || a.whole == a.requests.len());
         return Ok(state);
     }
-    let rep = rebuild::rebuild(&p, cfg, SID, &place(), &journal, &session::runtime_path);
+    let rep = rebuild::rebuild(&p, cfg, SID, &place(), &journal, &views::runtime_path);
     prop_assert_eq!(rep.replayed, made, "skipped: {:?}", rep.skipped);
     prop_assert_eq!(&rep.state.blocks, &state.blocks);
     prop_assert_eq!(rep.state.next_block_id, state.next_block_id);
@@ -265,8 +265,8 @@ fn run_with(
     want.sort();
     prop_assert_eq!(ids, want);
     // And the views agree (refs recorded or not, the assignment is the same).
-    let a = session::view(&p, &state, cfg, &session::runtime_path).to_jsonl();
-    let b = session::view(&p, &rep.state, cfg, &session::runtime_path).to_jsonl();
+    let a = views::view(&p, &state, cfg, &views::runtime_path).to_jsonl();
+    let b = views::view(&p, &rep.state, cfg, &views::runtime_path).to_jsonl();
     prop_assert_eq!(String::from_utf8_lossy(&a), String::from_utf8_lossy(&b));
     Ok(state)
 }
@@ -369,7 +369,7 @@ fn only_calls_whose_panel_lists_a_block_are_replayed() {
     s.tool_result("toolu_f", "▣ noa | 0 blocks created\n  error: something");
     grow(&mut s, &mut n, 0, 10);
     let p = Projection::new(s.msgs());
-    let rep = rebuild::rebuild(&p, &cfg, SID, &place(), &[], &session::runtime_path);
+    let rep = rebuild::rebuild(&p, &cfg, SID, &place(), &[], &views::runtime_path);
     assert_eq!(rep.replayed, 0);
     assert!(rep.state.blocks().is_empty());
     assert_eq!(rep.skipped.len(), 1);
@@ -382,7 +382,7 @@ fn only_calls_whose_panel_lists_a_block_are_replayed() {
         "▣ noa | 1 → 1 tokens\n  b1(T1)=m00002–m00005 → /x",
     );
     let p = Projection::new(s.msgs());
-    let rep = rebuild::rebuild(&p, &cfg, SID, &place(), &[], &session::runtime_path);
+    let rep = rebuild::rebuild(&p, &cfg, SID, &place(), &[], &views::runtime_path);
     assert_eq!(rep.replayed, 1, "{:?}", rep.skipped);
     assert_eq!(rep.state.blocks()[0].compress_call_id, "toolu_e");
     assert_eq!(

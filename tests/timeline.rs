@@ -74,7 +74,7 @@ fn around(a: Option<&&Value>, b: Option<&&Value>) -> String {
 
 /// The provider messages of the view at `n` over `state`, the state at `n`.
 fn view_at(paths: &RootPaths, sid: &str, cfg: &NoaConfig, state: &State, n: usize) -> Vec<Value> {
-    use normafs::noa::session as view;
+    use normafs::noa::views as view;
     let s = normafs::store::session::load(paths, sid);
     let mut msgs = s.messages();
     msgs.truncate(n);
@@ -166,7 +166,7 @@ fn the_view_at_every_request_is_the_one_the_runtime_sent() {
 /// from the state the runtime left): the replay stopped at the end comes to the same view.
 #[test]
 fn the_view_at_the_end_is_the_sessions_view() {
-    use normafs::noa::session as view;
+    use normafs::noa::views as view;
     let paths = RootPaths::from_root(&common::norma_data().join("corpus"));
     for sid in common::CORPUS_SESSIONS {
         let cfg = common::corpus_noa(sid);
@@ -325,7 +325,7 @@ fn the_timeline_agrees_with_the_views_the_runtime_sent() {
 #[test]
 fn after_each_compress_result_the_blocks_are_the_rebuilds() {
     use normafs::noa::compress::Placement;
-    use normafs::noa::session as view;
+    use normafs::noa::views as view;
     let roots: Vec<(PathBuf, Vec<(String, NoaConfig)>)> = vec![
         (
             common::norma_data().join("corpus"),
@@ -566,7 +566,7 @@ fn the_mount_shows_each_sessions_history() {
 fn grown_requests_are_the_whole_pipelines() {
     use normafs::noa::compress::Placement;
     use normafs::noa::rebuild;
-    use normafs::noa::session as view;
+    use normafs::noa::views as view;
     let mut roots: Vec<(PathBuf, Option<NoaConfig>)> = vec![
         (common::norma_data().join("corpus"), None),
         (data().join("root"), None),

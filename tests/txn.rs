@@ -8,7 +8,7 @@ use common::{example_root, snapshot, text_of, write_session, Session};
 use normafs::audit::{self, PathStyle};
 use normafs::config::{Config, NoaConfig};
 use normafs::format::state::{parse_state, State};
-use normafs::noa::session as view;
+use normafs::noa::views as view;
 use normafs::store::ctl::{Runner, Scope};
 use normafs::store::failpoint::{self, Action};
 use normafs::store::journal;

@@ -18,7 +18,7 @@ use normafs::format::state::{load_state, State};
 use normafs::fs::computed::Computed;
 use normafs::fs::node::{ComputedKind, Node};
 use normafs::noa::content::{derive_id, Kind, Role};
-use normafs::noa::{assemble, render, session as view};
+use normafs::noa::{assemble, render, views as view};
 use normafs::store::root::RootPaths;
 use normafs::store::session;
 use proptest::prelude::*;

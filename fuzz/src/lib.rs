@@ -13,7 +13,7 @@ use normafs::config::NoaConfig;
 use normafs::format::loader::{Parser, Transcript};
 use normafs::format::transcript::parse_line;
 use normafs::format::{archive, memory, state};
-use normafs::noa::session::{self as view, Projection};
+use normafs::noa::views::{self as view, Projection};
 use normafs::noa::{args, assemble, compress, protect, rebuild, refs, render};
 use normafs::store::ctl::{self, Command, Scope};
 use normafs::store::{journal, session};

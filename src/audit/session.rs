@@ -135,7 +135,7 @@ pub fn audit_session_with(
     let live = if st.blocks().is_empty() {
         Vec::new()
     } else {
-        pipeline::prune_only(&p.cores, st, cfg, &crate::noa::session::runtime_path).active
+        pipeline::prune_only(&p.cores, st, cfg, &crate::noa::views::runtime_path).active
     };
     overlap(a, &cx, &live);
     stats(a, &cx, &seen);

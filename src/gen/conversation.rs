@@ -270,7 +270,7 @@ impl<'a> Session<'a> {
         // The view a resumed runtime sends, and what it recommends.
         let (pick, before) = {
             let p = Projection::new(Session::messages_of(&self.records));
-            let t = session::turn(&p, &self.state, cfg, &session::runtime_path);
+            let t = views::turn(&p, &self.state, cfg, &views::runtime_path);
             let rec = recommend::recommend(&t, &self.state, cfg);
             let pick = if refuse {
                 refused(&mut self.rng, &t, &rec, cfg)
@@ -340,7 +340,7 @@ impl<'a> Session<'a> {
             &self.state,
             cfg,
             Count::Given(0),
-            &session::runtime_path,
+            &views::runtime_path,
         );
         let ledger = t.ledger(&self.state, &[]);
         let (created, now) = seconds(self.clock_ns);
@@ -381,7 +381,7 @@ impl<'a> Session<'a> {
             &self.state,
             cfg,
             Count::Given(0),
-            &session::runtime_path,
+            &views::runtime_path,
         );
         let ledger = t.ledger(&self.state, &[]);
         let parsed = args::parse(input);

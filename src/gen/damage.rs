@@ -27,7 +27,7 @@ use crate::format::memory;
 use crate::format::state::State;
 use crate::format::transcript::{Content, Message, ToolResultContent};
 use crate::noa::compress::{Applied, Placement};
-use crate::noa::session::{self as noa_session, Projection};
+use crate::noa::views::{self as noa_session, Projection};
 use crate::noa::{args, rebuild, recommend, refs};
 use crate::store::journal::JournalEntry;
 

@@ -23,6 +23,6 @@ pub mod rebuild;
 pub mod recommend;
 pub mod refs;
 pub mod render;
-pub mod session;
 pub mod tokens;
 pub mod turns;
+pub mod views;

@@ -6,7 +6,7 @@ use super::args;
 use super::compress::{self, Applied, Placement};
 use super::content::{Kind, COMPRESS_TOOL};
 use super::pipeline::{self, Count};
-use super::session::{ArchivePath, Projection};
+use super::views::{ArchivePath, Projection};
 use crate::config::NoaConfig;
 use crate::format::archive::Archive;
 use crate::format::state::State;
@@ -427,7 +427,7 @@ pub fn ctl_apply(
     place: &Placement<'_>,
     path: ArchivePath<'_>,
 ) -> Applied {
-    let t = super::session::turn(p, state, cfg, path);
+    let t = super::views::turn(p, state, cfg, path);
     let shown = super::assemble::assemble(&t, &p.msgs, state, true);
     let ledger = t.ledger(state, &shown.tagged);
     compress::apply_owned(&t, ledger, ranges, cfg, call, place)

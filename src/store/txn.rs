@@ -34,7 +34,7 @@ use crate::format::state::{parse_state, Block, State};
 use crate::noa::args;
 use crate::noa::compress::{self, Applied, Placement};
 use crate::noa::rebuild::{self, JournalBatch};
-use crate::noa::session::{self as noa_session, Projection};
+use crate::noa::views::{self as noa_session, Projection};
 use crate::store::durable::{self, is_temp_name};
 use crate::store::failpoint;
 use crate::store::journal::{self, JournalEntry};

@@ -9,7 +9,7 @@ use crate::config::ArchivePaths;
 use crate::format::memory;
 use crate::format::state::Block;
 use crate::noa::render::{self, StatusInputs};
-use crate::noa::session::{self as view, Projection};
+use crate::noa::views::{self as view, Projection};
 use crate::noa::{protect, refs};
 use crate::store::root;
 use crate::store::session::{self, TranscriptOf};
