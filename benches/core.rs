@@ -91,7 +91,9 @@ fn view(c: &mut Criterion) {
     g.bench_function(format!("view.jsonl/{n}msg/{blocks}blocks"), |b| {
         b.iter(|| {
             let p = views::Projection::new(store::messages(&t));
-            views::view_bytes(&p, &state, &cfg, path, &mut Default::default()).len()
+            views::Files::new(&p, &state, &cfg, "", path)
+                .bytes(views::Form::View, &mut Default::default())
+                .len()
         })
     });
     // The same view again with the memo of the previous one (what an append costs, minus the
@@ -99,12 +101,14 @@ fn view(c: &mut Criterion) {
     let mut memo = normafs::noa::content::ProjectionMemo::default();
     let p = views::Projection::with_memo(store::messages(&t), &mut memo);
     let mut lines = Default::default();
-    views::view_bytes(&p, &state, &cfg, path, &mut lines);
+    views::Files::new(&p, &state, &cfg, "", path).bytes(views::Form::View, &mut lines);
     drop(p);
     g.bench_function(format!("view.jsonl-again/{n}msg/{blocks}blocks"), |b| {
         b.iter(|| {
             let p = views::Projection::with_memo(store::messages(&t), &mut memo);
-            views::view_bytes(&p, &state, &cfg, path, &mut lines).len()
+            views::Files::new(&p, &state, &cfg, "", path)
+                .bytes(views::Form::View, &mut lines)
+                .len()
         })
     });
     g.bench_function(format!("materialized.jsonl/{n}msg"), |b| {

@@ -208,24 +208,9 @@ fn run_with(
     if odd {
         let points: Vec<usize> = (0..=p.msgs.len()).collect();
         let path = &views::runtime_path;
-        let a = rebuild::history(
-            &p,
-            cfg,
-            SID,
-            &place(),
-            &journal,
-            path,
-            rebuild::Asked::requests(&points),
-        );
-        let b = rebuild::history(
-            &p,
-            cfg,
-            SID,
-            &place(),
-            &journal,
-            path,
-            rebuild::Asked::whole(&points),
-        );
+        let replay = |asked| rebuild::history(&p, cfg, SID, &place(), &journal, path, asked);
+        let a = replay(rebuild::Asked::requests(&points));
+        let b = replay(rebuild::Asked::whole(&points));
         prop_assert_eq!(&a.requests, &b.requests);
         prop_assert_eq!(&a.made, &b.made);
         prop_assert!(a.states == b.states, "the states differ");

@@ -80,13 +80,8 @@ fn view_at(paths: &RootPaths, sid: &str, cfg: &NoaConfig, state: &State, n: usiz
     msgs.truncate(n);
     let (state, _) = normafs::store::session::opened_state(paths, sid, state, cfg);
     let p = view::Projection::new(msgs);
-    let bytes = view::view_bytes(
-        &p,
-        &state,
-        cfg,
-        &view::runtime_path,
-        &mut Default::default(),
-    );
+    let bytes = view::Files::new(&p, &state, cfg, sid, &view::runtime_path)
+        .bytes(view::Form::View, &mut Default::default());
     common::lines(&bytes.to_vec())
         .into_iter()
         .map(|mut v| v["message"].take())
@@ -175,13 +170,8 @@ fn the_view_at_the_end_is_the_sessions_view() {
         let (recorded, _) =
             normafs::store::session::opened_state(&paths, sid, &s.state.state, &cfg);
         let p = view::Projection::new(s.messages());
-        let today = view::view_bytes(
-            &p,
-            &recorded,
-            &cfg,
-            &view::runtime_path,
-            &mut Default::default(),
-        );
+        let today = view::Files::new(&p, &recorded, &cfg, sid, &view::runtime_path)
+            .bytes(view::Form::View, &mut Default::default());
         let want: Vec<Value> = common::lines(&today.to_vec())
             .into_iter()
             .map(|mut v| v["message"].take())
@@ -617,36 +607,12 @@ fn grown_requests_are_the_whole_pipelines() {
                 now: 0,
             };
             let path = &view::runtime_path;
-            let a = rebuild::history(
-                &p,
-                &cfg,
-                sid,
-                &place,
-                &[],
-                path,
-                rebuild::Asked::requests(&points),
-            );
-            let b = rebuild::history(
-                &p,
-                &cfg,
-                sid,
-                &place,
-                &[],
-                path,
-                rebuild::Asked::whole(&points),
-            );
+            let replay = |asked| rebuild::history(&p, &cfg, sid, &place, &[], path, asked);
+            let a = replay(rebuild::Asked::requests(&points));
+            let b = replay(rebuild::Asked::whole(&points));
             assert_eq!(b.grown, 0);
             // The states alone (no nudge decided) are the same states.
-            let c = rebuild::history(
-                &p,
-                &cfg,
-                sid,
-                &place,
-                &[],
-                path,
-                rebuild::Asked::states(&points),
-            )
-            .states;
+            let c = replay(rebuild::Asked::states(&points)).states;
             assert!(
                 c == a.states,
                 "{sid}: states_at differs from history's states"

@@ -131,18 +131,6 @@ impl<'x, 'a> Files<'x, 'a> {
     }
 }
 
-/// `view.jsonl`'s bytes, reusing the lines `cache` has and adding the new ones to it.
-pub fn view_bytes(
-    p: &Projection<'_>,
-    state: &State,
-    cfg: &NoaConfig,
-    path: ArchivePath<'_>,
-    cache: &mut LineCache,
-) -> Bytes {
-    let t = turn(p, state, cfg, path);
-    lines::view_lines(&t, &p.msgs, state, true, cache)
-}
-
 /// `materialized.jsonl`'s bytes, reusing the lines `cache` has and adding the new ones to it.
 pub fn materialized_bytes(
     p: &Projection<'_>,
