@@ -190,7 +190,7 @@ pub fn apply_owned(
     // D: build every block (against one view and one state: what every range is checked
     // against is found once).
     let mut next_block = state.next_block_id;
-    let batch = Batch::of(&ctx.msgs, &state, cfg);
+    let shared = Shared::of(&ctx.msgs, &state, cfg);
     let mut built: Vec<(Block, Archive)> = Vec::new();
     for (i, (e, skipped)) in entries.iter().enumerate() {
         let rr = match e {
@@ -207,7 +207,7 @@ pub fn apply_owned(
             rr,
             &mut next_block,
             cfg,
-            &batch,
+            &shared,
             call,
             place,
         ) {
@@ -450,7 +450,7 @@ fn decide_tier(kind: EndKind, nested: &[String], working: &State, cfg: &NoaConfi
 
 /// What every range of one batch is checked against (one view, one state): found once
 /// per batch, not once per range.
-struct Batch<'t, 'a, 's> {
+struct Shared<'t, 'a, 's> {
     /// Ids the live blocks cover (SPEC 2.5).
     covered: FastSet<&'s str>,
     /// Call ids of hard-protected content.
@@ -461,7 +461,7 @@ struct Batch<'t, 'a, 's> {
     turns: Vec<super::turns::TurnGroup>,
 }
 
-impl<'t, 'a, 's> Batch<'t, 'a, 's> {
+impl<'t, 'a, 's> Shared<'t, 'a, 's> {
     fn of(msgs: &[M<'t, 'a>], state: &'s State, cfg: &NoaConfig) -> Self {
         let covered: FastSet<&'s str> = state
             .blocks()
@@ -482,7 +482,7 @@ impl<'t, 'a, 's> Batch<'t, 'a, 's> {
             cfg,
         );
         let cores: Vec<&'t Core<'a>> = msgs.iter().map(|m| m.core).collect();
-        Batch {
+        Shared {
             calls: protect::protected_calls(cores.iter().copied(), cfg),
             turns: super::turns::groups(&cores),
             covered,
@@ -502,7 +502,7 @@ fn build(
     r: &Resolved,
     next_block: &mut i64,
     cfg: &NoaConfig,
-    batch: &Batch<'_, '_, '_>,
+    shared: &Shared<'_, '_, '_>,
     call: &str,
     place: &Placement<'_>,
 ) -> Result<Built, Failed> {
@@ -535,14 +535,14 @@ fn build(
     }
     let mut direct: HashSet<String> = effective
         .iter()
-        .filter(|id| !batch.covered.contains(id.as_str()))
+        .filter(|id| !shared.covered.contains(id.as_str()))
         .cloned()
         .collect();
 
     // Hard-protected content and the other half of its exchanges.
     let find = |id: &str| ctx.index.get(id).map(|&i| &msgs[i]);
     direct.retain(|id| {
-        let keep = !find(id).is_some_and(|m| protect::is_hard_paired(m.core, cfg, &batch.calls));
+        let keep = !find(id).is_some_and(|m| protect::is_hard_paired(m.core, cfg, &shared.calls));
         if !keep {
             effective.remove(id);
         }
@@ -550,7 +550,7 @@ fn build(
     });
 
     // The soft protected tail.
-    let soft = &batch.soft;
+    let soft = &shared.soft;
     let mut hit: Vec<String> = Vec::new();
     direct.retain(|id| {
         let slot = match working.message_refs.by_raw.get(id) {
@@ -587,7 +587,7 @@ fn build(
     // Turn integrity.
     let mut folded: FastSet<&str> = direct.iter().map(String::as_str).collect();
     let withdrawn: Vec<String> =
-        super::turns::withdraw_split(&batch.turns, &batch.cores, &mut folded)
+        super::turns::withdraw_split(&shared.turns, &shared.cores, &mut folded)
             .into_iter()
             .map(str::to_string)
             .collect();

@@ -337,9 +337,14 @@ fn replay(
             }
         };
         let (call, made_at) = call;
-        // The next request goes through the whole pipeline whatever the call did: it made
-        // blocks, or the refs its view handed out are not recorded and are handed out again.
-        growing.reset();
+        if !applied.errors.is_empty()
+            || applied.created.is_empty()
+            || (journal_batch && !applied.whole())
+        {
+            // The refs the call's view handed out are not recorded: the next request hands
+            // them out again.
+            growing.reset();
+        }
         if !applied.errors.is_empty() || applied.created.is_empty() {
             let why = if applied.errors.is_empty() {
                 "made no block".to_string()
@@ -371,6 +376,7 @@ fn replay(
         out.archives.extend(applied.archives);
         out.state = applied.state;
         out.replayed += 1;
+        growing.reset();
         // A compression starts the pacing of nudges again (the runtime's Compress clears
         // it in the state it goes on with).
         pacing = crate::format::state::NudgeState::default();
