@@ -334,6 +334,10 @@ impl NormaFs {
             super::versions::Fit::Fits if hold => self.versions.hold(ino, &c, node),
             _ => {}
         }
+        let d = match d {
+            None if !hold => self.versions.rebind_untouched(ino, &c),
+            d => d,
+        };
         if d.is_none() && !hold {
             self.versions.answered_stale(node);
         }

@@ -25,6 +25,7 @@ impl NormaFs {
 
     /// `open`.
     pub fn open(&self, ino: u64, flags: i32) -> Result<Opened, FsError> {
+        let arrived = std::time::Instant::now();
         let node = self.node(ino)?;
         match &node {
             Node::Ctl(sid) => {
@@ -64,7 +65,7 @@ impl NormaFs {
                 self.before_computing(n);
                 let c = self.current_content(n, ino, self.open_want(ino))?;
                 let current = self.inodes.get(n) == Some(ino);
-                let opening = self.versions.open(ino, current, &c);
+                let opening = self.versions.open(ino, current, &c, arrived);
                 // The content moved on from the inode's version: the name's next lookup
                 // gets a new inode.
                 let moved_on = !matches!(

@@ -31,6 +31,13 @@ pub const HOLD: Duration = Duration::from_millis(250);
 /// How soon after an ESTALE the kernel's lookup of the name counts as its retry.
 const RETRY: Duration = Duration::from_secs(1);
 
+/// How long the lookup of the kernel's retry after an ESTALE holds what it found. The open it
+/// is followed by must not fail again (the kernel hands a second ESTALE to the reader), and on
+/// a loaded machine that open can arrive well after [`HOLD`]: the live-writer soak, beside
+/// other tests on two cores, saw 300 ms between the retry's lookup and its open, and a
+/// further 120 ms to make the content that open is measured against.
+pub const RETRY_HOLD: Duration = Duration::from_secs(5);
+
 /// The version an inode's open handles read, held from each lookup of the inode for
 /// [`HOLD`] and while a handle is open.
 struct Open {
@@ -38,6 +45,8 @@ struct Open {
     mtime: SystemTime,
     handles: usize,
     until: Instant,
+    /// When the last lookup held it (or it was opened).
+    held_at: Instant,
     /// The size the kernel may be told: `head`'s, or while the page the last size told ends
     /// in is being dropped (see [`Versions::set_tail_drops`]), that size.
     safe: u64,
@@ -63,6 +72,7 @@ impl Open {
             mtime: c.mtime,
             handles: 0,
             until,
+            held_at: Instant::now(),
             safe: c.size,
             dropping: false,
             retry: false,
@@ -248,8 +258,16 @@ struct Told {
 }
 
 impl Inner {
-    fn fit(&mut self, ino: u64, current: bool, c: &Content) -> (Fit, Option<Described>) {
-        self.let_go_if_idle(ino, Instant::now());
+    /// `now`: when the request asking arrived (a hold covers the requests that arrive within
+    /// it, however long their content takes to make).
+    fn fit(
+        &mut self,
+        ino: u64,
+        current: bool,
+        c: &Content,
+        now: Instant,
+    ) -> (Fit, Option<Described>) {
+        self.let_go_if_idle(ino, now);
         if let Some(o) = self.open.get_mut(&ino) {
             let moved = current && !same(o.head.id(), (c.fp, c.digest));
             // The same bytes count as an extension (by nothing).
@@ -328,6 +346,12 @@ impl Inner {
         (Fit::Fits, Some(d))
     }
 
+    /// Whether idle inode `ino` holds nothing the kernel may have kept: no handle, no hold,
+    /// and no page read since its pages were last dropped.
+    fn untouched(&self, ino: u64) -> bool {
+        !self.open.contains_key(&ino) && self.told.get(&ino).is_none_or(|t| !t.touched && !t.whole)
+    }
+
     /// A version held by a lookup only, whose moment is over, is let go: the inode stands
     /// for it still, as for a version whose last handle closed.
     fn let_go_if_idle(&mut self, ino: u64, now: Instant) {
@@ -355,9 +379,33 @@ impl Versions {
     /// becomes the inode's version if it had none.
     pub(super) fn fit(&self, ino: u64, current: bool, c: &Content) -> (Fit, Option<Described>) {
         let mut g = self.inner.lock();
-        let r = g.fit(ino, current, c);
+        let r = g.fit(ino, current, c, Instant::now());
         self.ask(g);
         r
+    }
+
+    /// Idle inode `ino`, of which the kernel holds no page, described as standing for content
+    /// `c` from now on (an attribute request of an inode whose content moved on: nothing the
+    /// kernel kept of it is of another version); `None` when the kernel may hold some of it.
+    pub(super) fn rebind_untouched(&self, ino: u64, c: &Content) -> Option<Described> {
+        let mut g = self.inner.lock();
+        if !g.untouched(ino) {
+            return None;
+        }
+        let t = Told {
+            fp: c.fp,
+            digest: c.digest,
+            mtime: c.mtime,
+            whole: c.size == 0,
+            touched: false,
+        };
+        g.told.insert(ino, t);
+        Some(Described {
+            head: Head::of(c),
+            size: c.size,
+            perm: c.perm,
+            mtime: c.mtime,
+        })
     }
 
     /// Sizes of open computed files are told to the kernel only once the page their last
@@ -415,10 +463,18 @@ impl Versions {
     /// version a lookup held a moment ago (the kernel's path walk looked the name up, then
     /// opens what it found). `Err` otherwise: the kernel must look the name up again (its
     /// lookup holds the version it finds, so the open it retries finds it held).
-    pub(super) fn open(&self, ino: u64, current: bool, c: &Content) -> Result<Opening, Fit> {
+    /// `arrived`: when the open reached the mount, before `c` was made; a hold standing then
+    /// covers it.
+    pub(super) fn open(
+        &self,
+        ino: u64,
+        current: bool,
+        c: &Content,
+        arrived: Instant,
+    ) -> Result<Opening, Fit> {
         let mut g = self.inner.lock();
-        let now = Instant::now();
-        let fit = match g.fit(ino, current, c) {
+        let now = arrived;
+        let fit = match g.fit(ino, current, c, now) {
             (Fit::Fits, Some(_)) => Fit::Fits,
             (left @ Fit::Left { held: true }, Some(_))
                 if g.open.get(&ino).is_some_and(|o| o.until > now) =>
@@ -426,8 +482,14 @@ impl Versions {
                 left
             }
             (Fit::Fits, None) => return Err(Fit::Left { held: false }),
+            // Idle, and the kernel holds no page of it: the inode may stand for the content
+            // now, whenever its open arrives (below). The kernel's retry after an ESTALE
+            // opens the fresh inode its lookup found; on a loaded machine that open can come
+            // seconds later, after the content moved on again.
+            (Fit::Left { held: false }, _) if g.untouched(ino) => Fit::Left { held: false },
             (left, _) => return Err(left),
         };
+        let unheld = fit == Fit::Left { held: false };
         let told = g.told.get(&ino).map(|t| (t.whole, t.touched, t.mtime));
         let o = g.open.entry(ino).or_insert_with(|| {
             let mut o = Open::new(c, Instant::now());
@@ -441,11 +503,12 @@ impl Versions {
         // open: while the kernel has no page of the inode and no handle reads it, the inode
         // is free to stand for the content now (the kernel asks its size again).
         let mut fit = fit;
-        let rebound = matches!(fit, Fit::Left { held: true })
-            && o.head.data.is_none()
-            && o.handles == 0
-            && !o.touched
-            && c.data.is_some();
+        let rebound = unheld
+            || matches!(fit, Fit::Left { held: true })
+                && o.head.data.is_none()
+                && o.handles == 0
+                && !o.touched
+                && c.data.is_some();
         if rebound {
             o.head = Head::of(c);
             o.mtime = c.mtime;
@@ -470,14 +533,18 @@ impl Versions {
     /// ESTALE, and so could the kernel's one retry).
     pub(super) fn hold(&self, ino: u64, c: &Content, node: &Node) {
         let now = Instant::now();
-        let until = now + HOLD;
         let mut g = self.inner.lock();
+        // Every lookup of the name within the moment counts: the kernel's retry may look it
+        // up twice (the dentry's revalidation finds a new inode, then the name is looked up
+        // afresh), and the content may move on between the two.
         let retry = g
             .stale
-            .remove(node)
-            .is_some_and(|at| now.duration_since(at) < RETRY);
+            .get(node)
+            .is_some_and(|at| now.duration_since(*at) < RETRY);
+        let until = now + if retry { RETRY_HOLD } else { HOLD };
         if let Some(o) = g.open.get_mut(&ino) {
             o.until = o.until.max(until);
+            o.held_at = now;
             o.retry |= retry;
             // The lookup found the version's bytes: the open it holds for needs them
             // unless the kernel holds every page.
@@ -525,8 +592,7 @@ impl Versions {
         let mut g = self.inner.lock();
         for ino in inos {
             if let Some(o) = g.open.get_mut(&ino) {
-                // A hold lasts `HOLD` from its lookup.
-                if o.until < since + HOLD && !o.retry {
+                if o.held_at < since && !o.retry {
                     o.until = o.until.min(now);
                 }
             }

@@ -59,12 +59,16 @@ fn the_same_bytes_from_other_inputs_are_the_same_version() {
     );
     // Open handles too: they read the same bytes either way.
     assert_eq!(
-        v.open(9, true, &content("x\n", 1)).expect("open").fit,
+        v.open(9, true, &content("x\n", 1), Instant::now())
+            .expect("open")
+            .fit,
         Fit::Fits
     );
     assert_eq!(v.fit(9, true, &content("x\n", 2)).0, Fit::Fits);
     assert_eq!(
-        v.open(9, true, &content("x\n", 2)).expect("open").fit,
+        v.open(9, true, &content("x\n", 2), Instant::now())
+            .expect("open")
+            .fit,
         Fit::Fits
     );
     assert_eq!(
@@ -84,8 +88,14 @@ fn the_same_bytes_from_other_inputs_are_the_same_version() {
 fn open_handles_follow_extensions_and_keep_their_version_otherwise() {
     let v = Versions::default();
     let first = content("a\n", 1);
-    assert_eq!(v.open(3, true, &first).expect("open").fit, Fit::Fits);
-    assert_eq!(v.open(3, true, &first).expect("open").fit, Fit::Fits);
+    assert_eq!(
+        v.open(3, true, &first, Instant::now()).expect("open").fit,
+        Fit::Fits
+    );
+    assert_eq!(
+        v.open(3, true, &first, Instant::now()).expect("open").fit,
+        Fit::Fits
+    );
     assert_eq!(text(&v.head(3).expect("open")), "a\n");
     // The view grew: both handles read the longer version, under the same inode.
     let (fit, d) = v.fit(3, true, &content("a\nb\n", 2));
@@ -106,11 +116,13 @@ fn open_handles_follow_extensions_and_keep_their_version_otherwise() {
     // lookup held the version a moment ago: the open of the kernel's path walk then
     // reads what the lookup found.
     assert_eq!(
-        v.open(3, true, &content("x\n", 3)).err(),
+        v.open(3, true, &content("x\n", 3), Instant::now()).err(),
         Some(Fit::Left { held: true })
     );
     v.hold(3, &first, &crate::fs::Node::RootAudit);
-    let o = v.open(3, true, &content("x\n", 3)).expect("open");
+    let o = v
+        .open(3, true, &content("x\n", 3), Instant::now())
+        .expect("open");
     assert_eq!(
         (text(&v.head(3).expect("open")), o.fit),
         ("a\nb\n".to_string(), Fit::Left { held: true })
@@ -137,7 +149,8 @@ fn a_growing_size_is_told_once_the_page_it_ended_in_is_dropped() {
     let (tx, rx) = std::sync::mpsc::channel();
     v.set_tail_drops(tx);
     let size = |v: &Versions, c: &Content| v.fit(5, true, c).1.expect("described").size;
-    v.open(5, true, &content("a\n", 1)).expect("open");
+    v.open(5, true, &content("a\n", 1), Instant::now())
+        .expect("open");
     // Grown: read whole, told as before until the page the old size ends in is dropped.
     let (fit, d) = v.fit(5, true, &content("a\nb\n", 2));
     let d = d.expect("described");
@@ -174,7 +187,7 @@ fn a_growing_size_is_told_once_the_page_it_ended_in_is_dropped() {
 fn a_forget_overtaken_by_a_lookup_keeps_what_the_kernel_read_since() {
     let v = Versions::default();
     let c = content("abcdefg\n", 1);
-    v.open(4, true, &c).expect("open");
+    v.open(4, true, &c, Instant::now()).expect("open");
     v.served(4, 0, 8);
     v.closed(4);
     assert!(v.whole(4));
@@ -208,7 +221,8 @@ fn a_lookup_that_found_the_bytes_leaves_them_to_the_open_it_holds_for() {
 #[test]
 fn an_empty_version_is_whole_from_the_start() {
     let v = Versions::default();
-    v.open(4, true, &content("", 1)).expect("open");
+    v.open(4, true, &content("", 1), Instant::now())
+        .expect("open");
     assert!(v.whole(4), "the kernel reads nothing of an empty file");
 }
 
@@ -216,7 +230,7 @@ fn an_empty_version_is_whole_from_the_start() {
 fn the_kernel_holds_a_version_whole_once_it_read_every_page_and_none_was_dropped() {
     let v = Versions::default();
     let c = content("abcdefg\n", 1);
-    v.open(4, true, &c).expect("open");
+    v.open(4, true, &c, Instant::now()).expect("open");
     assert!(!v.whole(4));
     v.served(4, 5, 3);
     v.served(4, 0, 3);
@@ -228,7 +242,10 @@ fn the_kernel_holds_a_version_whole_once_it_read_every_page_and_none_was_dropped
     v.release_holds([4], Instant::now());
     assert!(!v.is_open(4));
     assert!(v.whole(4));
-    assert_eq!(v.open(4, true, &c).expect("open again").fit, Fit::Fits);
+    assert_eq!(
+        v.open(4, true, &c, Instant::now()).expect("open again").fit,
+        Fit::Fits
+    );
     assert!(v.whole(4), "an open of it keeps it");
     v.pages_dropped(4, 4);
     assert!(!v.whole(4));
@@ -246,16 +263,19 @@ fn the_hold_of_a_retry_outlasts_a_command_until_its_open() {
     let node = crate::fs::Node::RootAudit;
     let old = content("a\n", 1);
     // A lookup before a command: the command ends its hold, and an open after it of
-    // content that moved on is answered ESTALE.
+    // content that moved on is answered ESTALE (the kernel read pages of the version).
+    v.open(3, true, &old, Instant::now()).expect("open");
+    v.served(3, 0, 2);
+    v.closed(3);
     v.hold(3, &old, &node);
     v.release_holds([3], Instant::now());
-    assert!(v.open(3, true, &content("b\n", 2)).is_err());
+    assert!(v.open(3, true, &content("b\n", 2), Instant::now()).is_err());
     v.answered_stale(&node);
     // The retry's lookup holds its version; a command before its open leaves the hold.
     v.hold(4, &content("b\n", 2), &node);
     v.release_holds([4], Instant::now());
     let o = v
-        .open(4, true, &content("c\n", 3))
+        .open(4, true, &content("c\n", 3), Instant::now())
         .expect("the retried open");
     assert_eq!(o.fit, Fit::Left { held: true });
     v.closed(4);
@@ -274,7 +294,9 @@ fn a_lookup_held_without_bytes_gives_its_inode_to_the_content_at_the_open() {
     v.hold(8, &old, &node);
     // Rewritten before the open: the kernel has no page of the inode, so the open reads
     // the content now, and is told to ask the size again.
-    let o = v.open(8, true, &content("xy\n", 2)).expect("open");
+    let o = v
+        .open(8, true, &content("xy\n", 2), Instant::now())
+        .expect("open");
     assert_eq!((o.fit, o.size_told), (Fit::Fits, false));
     assert_eq!(text(&v.head(8).expect("open")), "xy\n");
     // Not once the kernel read a page of it: the handles keep their version.
@@ -284,7 +306,7 @@ fn a_lookup_held_without_bytes_gives_its_inode_to_the_content_at_the_open() {
     v.hold(9, &held, &node);
     v.served(9, 0, 1);
     assert!(v
-        .open(9, true, &content("q\n", 3))
+        .open(9, true, &content("q\n", 3), Instant::now())
         .is_ok_and(|o| o.fit != Fit::Fits));
 }
 
@@ -301,7 +323,7 @@ fn a_retry_hold_survives_the_kernel_forgetting_the_inode_it_revalidated() {
     // A command before the open leaves the retry's hold.
     v.release_holds([6], Instant::now());
     let o = v
-        .open(6, true, &content("c\n", 3))
+        .open(6, true, &content("c\n", 3), Instant::now())
         .expect("the retried open");
     assert_eq!(o.fit, Fit::Left { held: true });
 }
@@ -329,4 +351,85 @@ fn the_attributes_told_are_kept_until_the_kernel_forgets_the_inode() {
     assert_eq!(v.told(4), Some(a));
     v.forget(4, None, &|| true);
     assert_eq!(v.told(4), None);
+}
+
+#[test]
+fn a_hold_covers_the_open_that_arrived_within_it_however_long_its_content_took() {
+    let v = Versions::default();
+    let node = crate::fs::Node::RootAudit;
+    v.hold(3, &content("a\n", 1), &node);
+    let arrived = Instant::now();
+    // The content the open is measured against moved on, and was made after the hold's
+    // moment was over: the open arrived within it, so it reads what the lookup found.
+    let late = content("b\n", 2);
+    let o = v
+        .open(3, true, &late, arrived)
+        .expect("the open of the path walk");
+    assert_eq!(o.fit, Fit::Left { held: true });
+    assert_eq!(text(&v.head(3).expect("open")), "a\n");
+    // One that arrived after it is refused when the kernel may hold pages of the version:
+    // the kernel looks the name up again.
+    let a = content("a\n", 1);
+    v.open(5, true, &a, Instant::now()).expect("open");
+    v.served(5, 0, 2);
+    v.closed(5);
+    v.hold(5, &a, &node);
+    let after = Instant::now() + super::HOLD + std::time::Duration::from_millis(1);
+    assert_eq!(
+        v.open(5, true, &late, after).err(),
+        Some(Fit::Left { held: false })
+    );
+}
+
+#[test]
+fn the_retry_after_an_estale_is_held_until_a_slow_open_arrives() {
+    let v = Versions::default();
+    let node = crate::fs::Node::RootAudit;
+    v.answered_stale(&node);
+    // The dentry's revalidation and the fresh lookup after it both count as the retry.
+    v.hold(3, &content("a\n", 1), &node);
+    v.hold(4, &content("b\n", 2), &node);
+    // Its open arrives long after an ordinary hold would be over (a loaded machine).
+    let slow = Instant::now() + super::HOLD * 4;
+    assert!(slow < Instant::now() + super::RETRY_HOLD);
+    let o = v
+        .open(4, true, &content("c\n", 3), slow)
+        .expect("the retried open must not fail again");
+    assert_eq!(o.fit, Fit::Left { held: true });
+    assert_eq!(text(&v.head(4).expect("open")), "b\n");
+    // Past that, even the retry's hold is over: once the kernel read a page of the
+    // version, an open of content that moved on is refused.
+    v.served(4, 0, 2);
+    v.closed(4);
+    let never = Instant::now() + super::RETRY_HOLD + std::time::Duration::from_millis(1);
+    assert!(v.open(4, true, &content("d\n", 4), never).is_err());
+}
+
+#[test]
+fn an_idle_inode_the_kernel_read_nothing_of_stands_for_the_content_at_its_open() {
+    let v = Versions::default();
+    assert_eq!(v.fit(6, true, &content("a\n", 1)).0, Fit::Fits);
+    // The content moved on and no hold stands: nothing the kernel kept of inode 6 is of the
+    // old version, so its open (however late) reads the content now, and the kernel is to
+    // ask its size again.
+    let o = v
+        .open(6, false, &content("ab\n", 2), Instant::now())
+        .expect("rebound at its open");
+    assert_eq!(o.fit, Fit::Fits);
+    assert!(!o.size_told);
+    assert_eq!(text(&v.head(6).expect("open")), "ab\n");
+    // Read, closed, then moved on again: now the kernel may hold its pages.
+    v.served(6, 0, 3);
+    v.closed(6);
+    v.release_holds([6], Instant::now());
+    assert!(v
+        .open(6, false, &content("abc\n", 3), Instant::now())
+        .is_err());
+    assert!(v.rebind_untouched(6, &content("abc\n", 3)).is_none());
+    // An attribute request of an untouched idle inode describes the content now.
+    assert_eq!(v.fit(7, true, &content("x\n", 4)).0, Fit::Fits);
+    let d = v
+        .rebind_untouched(7, &content("xyz\n", 5))
+        .expect("nothing of it kept");
+    assert_eq!(d.size, 4);
 }
