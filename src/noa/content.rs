@@ -156,7 +156,7 @@ pub struct Core<'a> {
 
 /// A tool result's cut (`None`: too short to cut), or a Compress call's stubbed arguments
 /// (`None`: nothing to stub), made the first time a view needs it.
-pub type CutCell = Arc<OnceLock<Option<super::pipeline::Edit>>>;
+pub type CutCell = Arc<OnceLock<Option<super::edit::Edit>>>;
 
 /// Whether a view may edit a message (and it gets a [`CutCell`]): a Compress call, or a tool
 /// result it may cut.
@@ -166,7 +166,7 @@ fn edited(kind: Kind, tool: &str, tokens: u32, marked: bool) -> bool {
 
 /// Whether a message may be cut by a view.
 fn cuttable(kind: Kind, tokens: u32, marked: bool) -> bool {
-    kind == Kind::ToolResult && !marked && u64::from(tokens) >= super::pipeline::TRUNCATE_MIN_TOKENS
+    kind == Kind::ToolResult && !marked && u64::from(tokens) >= super::edit::TRUNCATE_MIN_TOKENS
 }
 
 /// A [`Known::call_at`] of a message with no call found.
@@ -228,11 +228,8 @@ impl Core<'_> {
 /// again.
 pub fn is_marked(kind: Kind, text: &str) -> bool {
     kind == Kind::ToolResult
-        && memchr::memmem::find(
-            text.as_bytes(),
-            super::pipeline::TRUNCATION_MARKER.as_bytes(),
-        )
-        .is_some()
+        && memchr::memmem::find(text.as_bytes(), super::edit::TRUNCATION_MARKER.as_bytes())
+            .is_some()
 }
 
 /// Tokens and characters of a text.

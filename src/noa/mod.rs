@@ -14,6 +14,7 @@ pub mod args;
 pub mod assemble;
 pub mod compress;
 pub mod content;
+pub mod edit;
 pub mod fasthash;
 pub mod lines;
 pub mod nudge;

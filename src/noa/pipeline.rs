@@ -7,16 +7,16 @@ mod growing;
 mod hide;
 mod prune;
 mod truncate;
+pub use super::edit::{Edit, TRUNCATE_MIN_TOKENS, TRUNCATION_MARKER};
 pub use growing::Growing;
 pub use hide::stub_compress_arguments;
 use hide::*;
 use prune::*;
+pub use truncate::truncate_threshold;
 use truncate::*;
-pub use truncate::{truncate_threshold, TRUNCATE_MIN_TOKENS, TRUNCATION_MARKER};
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -26,7 +26,7 @@ use super::content::{
     SUMMARY_ID_PREFIX,
 };
 use super::fasthash::{FastMap, FastSet};
-use super::{nudge, protect, refs, tokens, turns};
+use super::{nudge, protect, refs, turns};
 use crate::config::NoaConfig;
 use crate::format::state::{Block, State};
 
@@ -35,83 +35,6 @@ use crate::format::state::{Block, State};
 pub enum Pos {
     Core(u32),
     Synth(u32),
-}
-
-/// A rewritten body: a Compress call's stubbed arguments, or a cut tool result.
-#[derive(Debug, Clone)]
-pub struct Edit {
-    body: Body,
-    /// The text's measures, taken once: a turn asks for them many times.
-    tokens: u64,
-    chars: usize,
-}
-
-#[derive(Debug, Clone)]
-enum Body {
-    /// A text of its own.
-    Text(Arc<str>),
-    /// The message's own text kept up to byte `head` and from byte `tail`, the truncation
-    /// marker for its `n` tokens between: only where to cut is kept (a view of a large
-    /// session holds thousands of cuts, each as long as two texts of
-    /// [`TRUNCATE_KEEP_CHARS`]), the text is made when a line is written.
-    Cut { head: usize, tail: usize, n: u64 },
-}
-
-impl Edit {
-    pub fn new(text: String) -> Edit {
-        let (tokens, chars) = tokens::count_and_chars(&text);
-        Edit {
-            body: Body::Text(Arc::from(text)),
-            tokens,
-            chars,
-        }
-    }
-
-    /// A cut tool result.
-    pub fn truncated(&self) -> bool {
-        matches!(self.body, Body::Cut { .. })
-    }
-
-    /// The text this edit gives a message whose own text is `own`.
-    pub fn text<'t>(&'t self, own: &'t str) -> Cow<'t, str> {
-        match &self.body {
-            Body::Text(t) => Cow::Borrowed(t),
-            &Body::Cut { head, tail, n } => {
-                let (head, tail) = (own.get(..head).unwrap_or(""), own.get(tail..).unwrap_or(""));
-                let mut text = String::with_capacity(head.len() + tail.len() + 80);
-                text.push_str(head);
-                push_marker(&mut text, n);
-                text.push_str(tail);
-                Cow::Owned(text)
-            }
-        }
-    }
-
-    /// The beginning of [`Edit::text`] without making it: all of it, or a cut's head (at
-    /// least [`TRUNCATE_KEEP_CHARS`] characters, enough to tell a summary's header).
-    pub fn lead<'t>(&'t self, own: &'t str) -> &'t str {
-        match &self.body {
-            Body::Text(t) => t,
-            &Body::Cut { head, .. } => own.get(..head).unwrap_or(""),
-        }
-    }
-
-    /// The text of an edit that is not a cut (a cut's text is its message's own, so its
-    /// place stands for it).
-    pub fn own_text(&self) -> Option<&str> {
-        match &self.body {
-            Body::Text(t) => Some(t),
-            Body::Cut { .. } => None,
-        }
-    }
-}
-
-/// The truncation marker between a cut's head and tail.
-fn push_marker(text: &mut String, n: u64) {
-    let _ = write!(
-        text,
-        "\n\n...{TRUNCATION_MARKER} — original ~{n} tokens]...\n\n"
-    );
 }
 
 /// The edits of a turn, by projection index (looked up for nearly every message of a view,

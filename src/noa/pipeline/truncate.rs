@@ -2,11 +2,7 @@
 //! outside the recent tail are cut to their first and last characters around a marker.
 
 use super::*;
-
-/// The marker a cut tool result carries (detected by substring).
-pub const TRUNCATION_MARKER: &str = "[truncated for context space";
-pub const TRUNCATE_MIN_TOKENS: u64 = 1000;
-const TRUNCATE_KEEP_CHARS: usize = 2000;
+use crate::noa::edit::cut;
 
 /// The truncation threshold in tokens: `truncate_ratio × window`, truncated.
 pub fn truncate_threshold(cfg: &NoaConfig) -> u64 {
@@ -72,80 +68,4 @@ pub(super) fn cut_results(t: &mut Turn<'_, '_>, cfg: &NoaConfig) {
         t.truncated += 1;
     }
     t.saved = saved;
-}
-
-/// A tool result of `n` tokens cut to its first and last [`TRUNCATE_KEEP_CHARS`] characters
-/// around the marker; `None` when it is not longer than both.
-fn cut(text: &str, n: u64) -> Option<Edit> {
-    let (head, tail, mut tally) = head_and_tail(text, TRUNCATE_KEEP_CHARS)?;
-    let mut marker = String::with_capacity(80);
-    push_marker(&mut marker, n);
-    tally.add_str(&marker);
-    Some(Edit {
-        body: Body::Cut {
-            head: head.len(),
-            tail: text.len() - tail.len(),
-            n,
-        },
-        tokens: tally.tokens(),
-        chars: tally.chars(),
-    })
-}
-
-/// The first and last `keep` characters of a text longer than `2 * keep` characters, with
-/// their tally (taken on the way: these texts are cut again at every view).
-fn head_and_tail(text: &str, keep: usize) -> Option<(&str, &str, tokens::Tally)> {
-    if text.len() <= 2 * keep || keep == 0 {
-        return None; // no more characters than bytes
-    }
-    let mut tally = tokens::Tally::default();
-    let mut head_end = None;
-    for (k, (at, c)) in text.char_indices().enumerate() {
-        if k == keep {
-            head_end = Some(at);
-            break;
-        }
-        tally.add(c);
-    }
-    let mut tail_start = None;
-    for (at, c) in text.char_indices().rev().take(keep) {
-        tally.add(c);
-        tail_start = Some(at);
-    }
-    let (head_end, tail_start) = (head_end?, tail_start?);
-    (head_end < tail_start).then(|| (&text[..head_end], &text[tail_start..], tally))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{cut, head_and_tail, TRUNCATE_KEEP_CHARS};
-    use crate::noa::tokens;
-
-    fn ends(text: &str, keep: usize) -> Option<(&str, &str)> {
-        head_and_tail(text, keep).map(|(h, t, _)| (h, t))
-    }
-
-    #[test]
-    fn head_and_tail_count_characters_not_bytes() {
-        assert_eq!(ends("abcd", 2), None);
-        assert_eq!(ends("abcde", 2), Some(("ab", "de")));
-        assert_eq!(ends("日本語ab", 2), Some(("日本", "ab")));
-        assert_eq!(ends("日本語a", 2), None);
-        assert_eq!(ends("é😀xyé", 2), Some(("é😀", "yé")));
-    }
-
-    #[test]
-    fn a_cut_is_measured_as_its_text_is() {
-        let long = |unit: &str| unit.repeat(2 * TRUNCATE_KEEP_CHARS / unit.chars().count() + 7);
-        for text in [long("abc "), long("한국어 "), long("x😀日")] {
-            let edit = cut(&text, 1234).expect("long enough to cut");
-            let made = edit.text(&text);
-            assert!(made.contains("original ~1234 tokens"));
-            assert_eq!((edit.tokens, edit.chars), tokens::count_and_chars(&made));
-            let (head, tail) = ends(&text, TRUNCATE_KEEP_CHARS).expect("cut");
-            assert!(made.starts_with(head) && made.ends_with(tail));
-            assert_eq!(edit.lead(&text), head);
-        }
-        assert!(cut(&"a".repeat(2 * TRUNCATE_KEEP_CHARS), 9).is_none());
-    }
 }
