@@ -38,7 +38,7 @@ use super::watch::Affected;
 
 /// A computed file's version: what describes it, and its bytes when they are at hand.
 #[derive(Debug, Clone)]
-pub struct Content {
+pub struct Rendered {
     /// The bytes (`None` when only the description was asked for, or they were evicted).
     pub data: Option<Bytes>,
     pub size: u64,
@@ -104,7 +104,7 @@ pub enum Want {
 #[derive(Debug, Clone)]
 struct Known {
     /// Its description (no bytes).
-    c: Content,
+    c: Rendered,
     /// The generation it was known current at, while the watcher covers the file.
     gen: Option<u64>,
     /// Current until then at most (whether the session looks live changes with time alone).
@@ -484,7 +484,7 @@ impl Computed {
     }
 
     /// The version known of `node` when it is current for sure without asking the disk.
-    fn known_current(&self, node: &Node, gen: u64) -> Option<Content> {
+    fn known_current(&self, node: &Node, gen: u64) -> Option<Rendered> {
         let k = self.known.lock();
         let k = k.get(node)?;
         let fresh = k.gen == Some(gen) && k.until.is_none_or(|u| Instant::now() < u);
@@ -494,14 +494,14 @@ impl Computed {
     /// The version of `node` known current without a look at its inputs (they are watched and
     /// no change of them was reported since it was made), described; `None` when finding out
     /// would take that look.
-    pub fn known_now(&self, node: &Node) -> Option<Content> {
+    pub fn known_now(&self, node: &Node) -> Option<Rendered> {
         self.known_current(node, self.gens.of(&self.cfg, node))
     }
 
     /// The current version of computed file `node`, described, with its bytes as `want`
     /// asks. `covered`: the watcher reports every change of its inputs (asked before this
     /// call), so while its generation stays, the version known is current.
-    pub fn current(&self, node: &Node, covered: bool, want: Want) -> Result<Content, FsError> {
+    pub fn current(&self, node: &Node, covered: bool, want: Want) -> Result<Rendered, FsError> {
         // Taken before the inputs are looked at: a change reported from now on makes
         // whatever this finds out of date.
         let gen = self.gens.of(&self.cfg, node);
@@ -548,7 +548,7 @@ impl Computed {
 
     /// `c` with its bytes as `want` asks: kept ones, or made again (from the inputs as they
     /// are now: when they changed meanwhile, that is the newer version, described as such).
-    fn with_bytes(&self, node: &Node, mut c: Content, want: Want) -> Result<Content, FsError> {
+    fn with_bytes(&self, node: &Node, mut c: Rendered, want: Want) -> Result<Rendered, FsError> {
         if want == Want::Size {
             return Ok(c);
         }
@@ -596,7 +596,7 @@ impl Computed {
         gen: Option<u64>,
         want: Want,
         now: DateTime<Utc>,
-    ) -> Result<Content, FsError> {
+    ) -> Result<Rendered, FsError> {
         let id = self.counters.computations.fetch_add(1, Ordering::Relaxed) + 1;
         tracing::debug!("computation {id}: {node:?} ({want:?})");
         let made = match node {
@@ -616,7 +616,7 @@ impl Computed {
         for (n, data) in made {
             let (fp, mtime, perm, until) = fps.of(&n);
             let size = data.len();
-            let c = Content {
+            let c = Rendered {
                 digest: (size <= SAME_BYTES).then(|| digest(&data, size)).flatten(),
                 data: None,
                 size,
@@ -648,7 +648,7 @@ impl Computed {
                 _ => {}
             }
             if n == *node {
-                out = Some(Content {
+                out = Some(Rendered {
                     data: Some(data),
                     ..c
                 });
@@ -688,7 +688,7 @@ impl Computed {
 
     /// The content of `node` from the inputs as they are now (for tests and tools that
     /// want the bytes).
-    pub fn content(&self, node: &Node) -> Result<Content, FsError> {
+    pub fn content(&self, node: &Node) -> Result<Rendered, FsError> {
         self.current(node, false, Want::Bytes)
     }
 

@@ -273,6 +273,13 @@ impl InodeTable {
             == id
     }
 
+    /// Whether `ino` may answer for the file of `st` and `id` found under its name: a regular
+    /// file only when it is the inode's own (one renamed over it since gets a new inode; the
+    /// kernel, answered ESTALE, looks the name up again); anything else always.
+    pub fn answers_for(&self, ino: u64, st: &libc::stat, id: Ident) -> bool {
+        st.st_mode & libc::S_IFMT != libc::S_IFREG || self.same_file(ino, id)
+    }
+
     /// The file `ino` is held by, if it is.
     pub fn held_file(&self, ino: u64) -> Option<Held> {
         self.inner.read().files.get(&ino)?.held.clone()

@@ -4,13 +4,15 @@
 //! fingerprints all read it: a new computed file is one [`SESSION`] entry, a [`ComputedKind`]
 //! and its compute function in `computed.rs`.
 
+use std::path::PathBuf;
+
 use super::node::{Base, ComputedKind};
 
 /// What a name of a session directory is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Entry {
+pub enum Item {
     /// A real file or directory, backed in `base` at `backing`.
-    Real(Base, Backing),
+    Real(Base, BackedAt),
     /// A computed file, made from its transcript and state (and its ancestors' states) and
     /// what `DependsOn` adds.
     Computed(ComputedKind, DependsOn),
@@ -24,7 +26,7 @@ pub enum Entry {
 
 /// Where a real name of session `sid` is backed, relative to its base directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backing {
+pub enum BackedAt {
     /// `<sid>.jsonl`.
     SessionFile,
     /// `<sid>/<name>`.
@@ -45,22 +47,22 @@ pub struct DependsOn {
 
 /// One name of a session directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Slot {
+pub struct Row {
     pub name: &'static str,
-    pub entry: Entry,
+    pub item: Item,
 }
 
-const fn real(name: &'static str, base: Base, backing: Backing) -> Slot {
-    Slot {
+const fn real(name: &'static str, base: Base, backing: BackedAt) -> Row {
+    Row {
         name,
-        entry: Entry::Real(base, backing),
+        item: Item::Real(base, backing),
     }
 }
 
-const fn computed(name: &'static str, kind: ComputedKind, inputs: DependsOn) -> Slot {
-    Slot {
+const fn computed(name: &'static str, kind: ComputedKind, inputs: DependsOn) -> Row {
+    Row {
         name,
-        entry: Entry::Computed(kind, inputs),
+        item: Item::Computed(kind, inputs),
     }
 }
 
@@ -79,15 +81,15 @@ pub const CTL_LOG: &str = "ctl.jsonl";
 
 /// A session directory, in listing order. Its archive tiers (`tier<N>/`) are listed after the
 /// real names: their names are found on disk, not here.
-pub const SESSION: [Slot; 12] = [
-    real(TRANSCRIPT, Base::Transcripts, Backing::SessionFile),
+pub const SESSION: [Row; 12] = [
+    real(TRANSCRIPT, Base::Transcripts, BackedAt::SessionFile),
     real(
         SUBAGENTS,
         Base::Transcripts,
-        Backing::InSessionDir(SUBAGENTS),
+        BackedAt::InSessionDir(SUBAGENTS),
     ),
-    real(STATE, Base::Archives, Backing::InSessionDir(STATE)),
-    real(CTL_LOG, Base::Archives, Backing::InSessionDir(CTL_LOG)),
+    real(STATE, Base::Archives, BackedAt::InSessionDir(STATE)),
+    real(CTL_LOG, Base::Archives, BackedAt::InSessionDir(CTL_LOG)),
     computed("view.jsonl", ComputedKind::View, VIEW_INPUTS),
     computed("view.md", ComputedKind::ViewMd, VIEW_INPUTS),
     computed(
@@ -113,37 +115,37 @@ pub const SESSION: [Slot; 12] = [
             liveness: true,
         },
     ),
-    Slot {
+    Row {
         name: "raw",
-        entry: Entry::RawDir,
+        item: Item::RawDir,
     },
-    Slot {
+    Row {
         name: "memory",
-        entry: Entry::MemoryLink,
+        item: Item::MemoryLink,
     },
-    Slot {
+    Row {
         name: "ctl",
-        entry: Entry::Ctl,
+        item: Item::Ctl,
     },
 ];
 
 /// The entry named `name` in a session directory.
-pub fn find(name: &str) -> Option<Entry> {
-    SESSION.iter().find(|s| s.name == name).map(|s| s.entry)
+pub fn find(name: &str) -> Option<Item> {
+    SESSION.iter().find(|s| s.name == name).map(|s| s.item)
 }
 
 /// The session-directory name of `<sid>/<leaf>` in `base`, when the table shows it.
 pub fn shown_in_session_dir(base: Base, leaf: &str) -> Option<&'static str> {
     SESSION
         .iter()
-        .find(|s| matches!(s.entry, Entry::Real(b, Backing::InSessionDir(l)) if b == base && l == leaf))
+        .find(|s| matches!(s.item, Item::Real(b, BackedAt::InSessionDir(l)) if b == base && l == leaf))
         .map(|s| s.name)
 }
 
 /// The computed files of a session, in listing order.
 pub fn computed_files() -> impl Iterator<Item = (&'static str, ComputedKind, DependsOn)> {
-    SESSION.iter().filter_map(|s| match s.entry {
-        Entry::Computed(kind, inputs) => Some((s.name, kind, inputs)),
+    SESSION.iter().filter_map(|s| match s.item {
+        Item::Computed(kind, inputs) => Some((s.name, kind, inputs)),
         _ => None,
     })
 }
@@ -157,10 +159,40 @@ pub fn of_kind(kind: ComputedKind) -> (&'static str, DependsOn) {
         .unwrap_or(("", VIEW_INPUTS))
 }
 
+impl ComputedKind {
+    /// Its name in a session directory ([`SESSION`]).
+    pub fn name(self) -> &'static str {
+        of_kind(self).0
+    }
+
+    /// What it is made from, besides the transcript and the states.
+    pub fn inputs(self) -> DependsOn {
+        of_kind(self).1
+    }
+}
+
+/// Where a real name of a session directory is backed: a name of the table, or an archive
+/// tier `tier<N>`.
+pub fn session_real(sid: &str, name: &str) -> Option<(Base, PathBuf)> {
+    match find(name) {
+        Some(Item::Real(base, BackedAt::SessionFile)) => {
+            Some((base, PathBuf::from(format!("{sid}.jsonl"))))
+        }
+        Some(Item::Real(base, BackedAt::InSessionDir(leaf))) => {
+            Some((base, PathBuf::from(sid).join(leaf)))
+        }
+        Some(_) => None,
+        None if crate::store::session::is_tier_dir(name) => {
+            Some((Base::Archives, PathBuf::from(sid).join(name)))
+        }
+        None => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{computed_files, find, of_kind, shown_in_session_dir, Entry, SESSION};
-    use crate::fs::node::{session_real, Base, ComputedKind};
+    use super::{computed_files, find, of_kind, session_real, shown_in_session_dir, Item, SESSION};
+    use crate::fs::node::{Base, ComputedKind};
     use std::path::PathBuf;
 
     #[test]
@@ -174,7 +206,7 @@ mod tests {
             assert!(!of_kind(kind).0.is_empty());
             assert_eq!(
                 find(kind.name()),
-                Some(Entry::Computed(kind, of_kind(kind).1))
+                Some(Item::Computed(kind, of_kind(kind).1))
             );
         }
         assert_eq!(computed_files().count(), ComputedKind::ALL.len());

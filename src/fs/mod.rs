@@ -9,20 +9,17 @@
 //!
 //! Every method returns plain structs or an [`FsError`]; tests drive this layer with no mount.
 
-mod attr;
-mod changes;
 pub mod computed;
-pub mod ctl;
-mod dirs;
+mod ctl_log;
 pub mod error;
-mod files;
 mod growth;
 mod handles;
 pub mod inode;
 pub mod layout;
-mod namespace;
+mod listings;
 pub mod node;
 pub mod open;
+mod ops;
 mod options;
 pub mod real;
 mod reply;
@@ -39,17 +36,17 @@ use crate::config::Config;
 use crate::store::root::{self, RootPaths};
 
 use computed::Computed;
-use ctl::CtlLog;
-pub use ctl::CTL_HISTORY;
-use dirs::Listings;
-pub use dirs::PlusReplier;
+use ctl_log::CtlLog;
+pub use ctl_log::CTL_HISTORY;
 pub use error::FsError;
-pub use files::window;
 use handles::HandleTable;
 pub use inode::ROOT_INO;
+use listings::Listings;
 pub use node::{Base, ComputedKind, Node};
 pub use options::{FsOptions, WATCHED_TTL};
 use real::Backing;
+pub use reply::window;
+pub use reply::PlusReplier;
 pub use reply::{Attr, DirEntry, Entry, FileKind, Opened, PlusEntry, SetAttr};
 pub use testhook::{
     set_before_computed_entry, set_before_mapped_reply, set_panic_on_lookup, set_panic_on_request,

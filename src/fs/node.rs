@@ -21,16 +21,6 @@ pub enum ComputedKind {
 }
 
 impl ComputedKind {
-    /// Its name in a session directory ([`super::layout::SESSION`]).
-    pub fn name(self) -> &'static str {
-        super::layout::of_kind(self).0
-    }
-
-    /// What it is made from, besides the transcript and the states.
-    pub fn inputs(self) -> super::layout::DependsOn {
-        super::layout::of_kind(self).1
-    }
-
     /// Every kind, in the order a session's files are made (the audit last: the view's turn
     /// is let go before it).
     pub const ALL: [ComputedKind; 5] = [
@@ -195,23 +185,4 @@ pub fn raw_name(start: &str, end: &str) -> String {
 pub fn parse_raw_name(name: &str) -> Option<(&str, &str)> {
     let stem = name.strip_suffix(".md")?;
     Some(stem.split_once('-').unwrap_or((stem, stem)))
-}
-
-/// Where a real name of a session directory is backed: a name of the layout's table, or an
-/// archive tier `tier<N>`.
-pub fn session_real(sid: &str, name: &str) -> Option<(Base, PathBuf)> {
-    use super::layout::{self, Backing, Entry};
-    match layout::find(name) {
-        Some(Entry::Real(base, Backing::SessionFile)) => {
-            Some((base, PathBuf::from(format!("{sid}.jsonl"))))
-        }
-        Some(Entry::Real(base, Backing::InSessionDir(leaf))) => {
-            Some((base, PathBuf::from(sid).join(leaf)))
-        }
-        Some(_) => None,
-        None if crate::store::session::is_tier_dir(name) => {
-            Some((Base::Archives, PathBuf::from(sid).join(name)))
-        }
-        None => None,
-    }
 }

@@ -120,3 +120,19 @@ pub(super) fn to_timespec(t: SystemTime) -> libc::timespec {
         tv_nsec: d.subsec_nanos() as libc::c_long,
     }
 }
+
+/// The bytes of `data` a read of `size` bytes at `offset` returns.
+pub fn window(data: &[u8], offset: u64, size: u32) -> &[u8] {
+    let start = usize::try_from(offset)
+        .unwrap_or(usize::MAX)
+        .min(data.len());
+    let end = start.saturating_add(size as usize).min(data.len());
+    data.get(start..end).unwrap_or_default()
+}
+
+/// Where a `readdirplus` answer goes (the kernel's reply buffer; a list in a test).
+pub trait PlusReplier {
+    /// Add entry `e` with its attributes, kept for `ttl`; `true` when the answer is full and
+    /// `e` was not added.
+    fn add(&mut self, e: &DirEntry, attr: &Attr, ttl: Duration) -> bool;
+}

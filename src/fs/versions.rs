@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use parking_lot::Mutex;
 
-use super::computed::{digest, Content};
+use super::computed::{digest, Rendered};
 use super::Attr;
 use super::Node;
 use crate::bytes::Bytes;
@@ -66,7 +66,7 @@ struct Open {
 }
 
 impl Open {
-    fn new(c: &Content, until: Instant) -> Open {
+    fn new(c: &Rendered, until: Instant) -> Open {
         Open {
             head: Head::of(c),
             mtime: c.mtime,
@@ -155,7 +155,7 @@ impl Head {
         (self.fp, self.digest)
     }
 
-    fn of(c: &Content) -> Head {
+    fn of(c: &Rendered) -> Head {
         Head {
             data: c.data.clone(),
             fp: c.fp,
@@ -167,7 +167,7 @@ impl Head {
     /// The bytes of this version found in `c` (the current content, with its bytes): all of
     /// them when `c` is this version, the first `len` when `c` extends it (told by the
     /// digest); `None` when `c` is another version, whose bytes tell nothing of these.
-    pub fn found_in(&self, c: &Content) -> Option<Bytes> {
+    pub fn found_in(&self, c: &Rendered) -> Option<Bytes> {
         let data = c.data.as_ref()?;
         if same(self.id(), (c.fp, c.digest)) && data.len() == self.len {
             return Some(data.clone());
@@ -230,7 +230,7 @@ struct Inner {
     /// Inodes with open handles or looked up a moment ago: the newest version they read.
     open: HashMap<u64, Open>,
     /// Inodes the kernel was told of without an open handle: their version.
-    told: HashMap<u64, Told>,
+    told: HashMap<u64, Idle>,
     /// The attributes last sent for each computed file the kernel holds (see
     /// [`NormaFs::entry_plus`](super::NormaFs::entry_plus)).
     attrs: HashMap<u64, Attr>,
@@ -245,7 +245,7 @@ struct Inner {
 
 /// The version an idle inode stands for: its inputs' fingerprint, and the digest of its
 /// bytes while the inode is the name's (see [`SAME_BYTES`](super::computed::SAME_BYTES)).
-struct Told {
+struct Idle {
     fp: u64,
     digest: Option<u64>,
     /// Its mtime: told again as it was when the same bytes come from inputs that changed (the
@@ -264,7 +264,7 @@ impl Inner {
         &mut self,
         ino: u64,
         current: bool,
-        c: &Content,
+        c: &Rendered,
         now: Instant,
     ) -> (Fit, Option<Described>) {
         self.let_go_if_idle(ino, now);
@@ -326,7 +326,7 @@ impl Inner {
             // The same bytes (from other inputs, maybe).
             Some(t) => t.fp = c.fp,
             None => {
-                let t = Told {
+                let t = Idle {
                     fp: c.fp,
                     digest: c.digest,
                     mtime: c.mtime,
@@ -358,7 +358,7 @@ impl Inner {
         if let Some(o) = self.open.get(&ino) {
             // Not while a page is being dropped: the idle inode would be described whole.
             if o.handles == 0 && o.until <= now && !o.dropping {
-                let t = Told {
+                let t = Idle {
                     fp: o.head.fp,
                     digest: o.head.digest,
                     mtime: o.mtime,
@@ -377,7 +377,7 @@ impl Versions {
     /// what the inode is then described as: for an inode with open handles, their version,
     /// brought up to `c` when `c` extends it and the inode is current; else `c`, which
     /// becomes the inode's version if it had none.
-    pub(super) fn fit(&self, ino: u64, current: bool, c: &Content) -> (Fit, Option<Described>) {
+    pub(super) fn fit(&self, ino: u64, current: bool, c: &Rendered) -> (Fit, Option<Described>) {
         let mut g = self.inner.lock();
         let r = g.fit(ino, current, c, Instant::now());
         self.ask(g);
@@ -387,12 +387,12 @@ impl Versions {
     /// Idle inode `ino`, of which the kernel holds no page, described as standing for content
     /// `c` from now on (an attribute request of an inode whose content moved on: nothing the
     /// kernel kept of it is of another version); `None` when the kernel may hold some of it.
-    pub(super) fn rebind_untouched(&self, ino: u64, c: &Content) -> Option<Described> {
+    pub(super) fn rebind_untouched(&self, ino: u64, c: &Rendered) -> Option<Described> {
         let mut g = self.inner.lock();
         if !g.untouched(ino) {
             return None;
         }
-        let t = Told {
+        let t = Idle {
             fp: c.fp,
             digest: c.digest,
             mtime: c.mtime,
@@ -469,7 +469,7 @@ impl Versions {
         &self,
         ino: u64,
         current: bool,
-        c: &Content,
+        c: &Rendered,
         arrived: Instant,
     ) -> Result<Opening, Fit> {
         let mut g = self.inner.lock();
@@ -531,7 +531,7 @@ impl Versions {
     /// version for a moment, so that the open following the lookup reads it even when the
     /// content changes meanwhile (a live session appends; without it that open would answer
     /// ESTALE, and so could the kernel's one retry).
-    pub(super) fn hold(&self, ino: u64, c: &Content, node: &Node) {
+    pub(super) fn hold(&self, ino: u64, c: &Rendered, node: &Node) {
         let now = Instant::now();
         let mut g = self.inner.lock();
         // Every lookup of the name within the moment counts: the kernel's retry may look it
@@ -712,7 +712,7 @@ impl Versions {
 
     /// Whether telling how content `c` fits `ino` needs `c`'s bytes: its open handles read
     /// a version of other inputs, which `c` may extend.
-    pub(super) fn wants_bytes(&self, ino: u64, c: &Content) -> bool {
+    pub(super) fn wants_bytes(&self, ino: u64, c: &Rendered) -> bool {
         c.data.is_none()
             && self
                 .inner
@@ -752,7 +752,7 @@ impl Versions {
     }
 
     /// The attributes last sent for `ino` when they describe content `c` (the same bytes).
-    pub(super) fn told_of(&self, ino: u64, c: &Content) -> Option<Attr> {
+    pub(super) fn told_of(&self, ino: u64, c: &Rendered) -> Option<Attr> {
         let g = self.inner.lock();
         let a = g.attrs.get(&ino)?;
         let id = match (g.told.get(&ino), g.open.get(&ino)) {

@@ -28,7 +28,7 @@ fn computed(paths: &RootPaths, cache_mb: u64) -> Computed {
     Computed::new(paths.clone(), cfg)
 }
 
-fn data(c: &Content) -> &Bytes {
+fn data(c: &Rendered) -> &Bytes {
     c.data.as_ref().expect("the bytes")
 }
 

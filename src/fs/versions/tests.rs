@@ -2,13 +2,13 @@ use std::time::{Instant, SystemTime};
 
 use super::{Fit, Versions};
 use crate::bytes::Bytes;
-use crate::fs::computed::Content;
+use crate::fs::computed::Rendered;
 use crate::fs::{Attr, FileKind};
 
-fn content(s: &str, fp: u64) -> Content {
+fn content(s: &str, fp: u64) -> Rendered {
     let data = Bytes::from(s.as_bytes().to_vec());
     let size = data.len();
-    Content {
+    Rendered {
         digest: (size <= crate::fs::computed::SAME_BYTES)
             .then(|| crate::fs::computed::digest(&data, size))
             .flatten(),
@@ -148,7 +148,7 @@ fn a_growing_size_is_told_once_the_page_it_ended_in_is_dropped() {
     let v = Versions::default();
     let (tx, rx) = std::sync::mpsc::channel();
     v.set_tail_drops(tx);
-    let size = |v: &Versions, c: &Content| v.fit(5, true, c).1.expect("described").size;
+    let size = |v: &Versions, c: &Rendered| v.fit(5, true, c).1.expect("described").size;
     v.open(5, true, &content("a\n", 1), Instant::now())
         .expect("open");
     // Grown: read whole, told as before until the page the old size ends in is dropped.
@@ -203,7 +203,7 @@ fn a_lookup_that_found_the_bytes_leaves_them_to_the_open_it_holds_for() {
     let v = Versions::default();
     let node = crate::fs::Node::RootAudit;
     let c = content("abc\n", 1);
-    let bare = crate::fs::computed::Content {
+    let bare = crate::fs::computed::Rendered {
         data: None,
         ..c.clone()
     };

@@ -3,10 +3,10 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
-use super::node::{HistoryFile, HistoryLink};
-use super::reply::kind_of;
-use super::{layout, node, real, testhook};
-use super::{Base, DirEntry, Entry, FileKind, FsError, Node, NormaFs, MEMORY_LINK, ROOT_INO};
+use crate::fs::node::{HistoryFile, HistoryLink};
+use crate::fs::reply::kind_of;
+use crate::fs::{layout, node, real, testhook};
+use crate::fs::{Base, DirEntry, Entry, FileKind, FsError, Node, NormaFs, MEMORY_LINK, ROOT_INO};
 use crate::store::root;
 
 impl NormaFs {
@@ -58,11 +58,11 @@ impl NormaFs {
                 Node::Session(sid.to_string())
             }
             (Node::Session(sid), Some(n)) => match layout::find(n) {
-                Some(layout::Entry::Computed(kind, _)) => Node::Computed(sid.clone(), kind),
-                Some(layout::Entry::RawDir) => Node::RawDir(sid.clone()),
-                Some(layout::Entry::MemoryLink) => Node::MemoryLink(sid.clone()),
-                Some(layout::Entry::Ctl) => Node::Ctl(Some(sid.clone())),
-                Some(layout::Entry::Real(..)) | None => match node::session_real(sid, n) {
+                Some(layout::Item::Computed(kind, _)) => Node::Computed(sid.clone(), kind),
+                Some(layout::Item::RawDir) => Node::RawDir(sid.clone()),
+                Some(layout::Item::MemoryLink) => Node::MemoryLink(sid.clone()),
+                Some(layout::Item::Ctl) => Node::Ctl(Some(sid.clone())),
+                Some(layout::Item::Real(..)) | None => match layout::session_real(sid, n) {
                     Some((b, rel)) => {
                         self.backing.lstat(b, &rel)?;
                         Node::Real(b, rel)
@@ -100,12 +100,12 @@ impl NormaFs {
     /// file is held open by its inode from here until the kernel forgets it (see
     /// `InodeTable::lookup_file`); one that cannot be held (out of descriptors) is answered
     /// from its name.
-    pub(super) fn entry_of(&self, node: &Node) -> Result<Entry, FsError> {
+    pub(in crate::fs) fn entry_of(&self, node: &Node) -> Result<Entry, FsError> {
         if let Node::Real(b, rel) = node {
             let ttls = self.real_ttls(node);
             match self.backing.open_regular(*b, rel) {
                 Ok(Some(r)) => {
-                    let held = super::inode::Held {
+                    let held = crate::fs::inode::Held {
                         file: std::sync::Arc::new(r.file),
                         readable: r.readable,
                     };
@@ -178,7 +178,7 @@ impl NormaFs {
 
     /// The kernel now holds `node`: a session is watched from then on (its directories'
     /// changes are reported, so its nodes are covered from their next request).
-    pub(super) fn known_to_kernel(&self, node: &Node) {
+    pub(in crate::fs) fn known_to_kernel(&self, node: &Node) {
         if let (Some(w), Node::Session(_)) = (&self.watcher, node) {
             w.seen(node);
         }
@@ -324,13 +324,13 @@ impl NormaFs {
                 }
                 // The table's real names, then the archive tiers found on disk, then the rest of
                 // the table.
-                for slot in &layout::SESSION {
-                    if !matches!(slot.entry, layout::Entry::Real(..)) {
+                for row in &layout::SESSION {
+                    if !matches!(row.item, layout::Item::Real(..)) {
                         continue;
                     }
-                    if let Some((b, rel)) = node::session_real(sid, slot.name) {
+                    if let Some((b, rel)) = layout::session_real(sid, row.name) {
                         if let Ok(st) = self.backing.lstat(b, &rel) {
-                            add(Node::Real(b, rel), kind_of(&st), OsStr::new(slot.name));
+                            add(Node::Real(b, rel), kind_of(&st), OsStr::new(row.name));
                         }
                     }
                 }
@@ -346,19 +346,19 @@ impl NormaFs {
                         }
                     }
                 }
-                for slot in &layout::SESSION {
-                    let (n, kind) = match slot.entry {
-                        layout::Entry::Real(..) => continue,
-                        layout::Entry::Computed(k, _) => {
+                for row in &layout::SESSION {
+                    let (n, kind) = match row.item {
+                        layout::Item::Real(..) => continue,
+                        layout::Item::Computed(k, _) => {
                             (Node::Computed(sid.clone(), k), FileKind::File)
                         }
-                        layout::Entry::RawDir => (Node::RawDir(sid.clone()), FileKind::Dir),
-                        layout::Entry::MemoryLink => {
+                        layout::Item::RawDir => (Node::RawDir(sid.clone()), FileKind::Dir),
+                        layout::Item::MemoryLink => {
                             (Node::MemoryLink(sid.clone()), FileKind::Symlink)
                         }
-                        layout::Entry::Ctl => (Node::Ctl(Some(sid.clone())), FileKind::File),
+                        layout::Item::Ctl => (Node::Ctl(Some(sid.clone())), FileKind::File),
                     };
-                    add(n, kind, OsStr::new(slot.name));
+                    add(n, kind, OsStr::new(row.name));
                 }
                 for l in HistoryLink::SESSION {
                     add(

@@ -6,15 +6,15 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::computed::Want;
-use super::handles::Handle;
-use super::real::{page_size, Window};
-use super::{Base, FsError, Node, NormaFs, Opened};
 use crate::bytes::Bytes;
+use crate::fs::computed::Want;
+use crate::fs::handles::Handle;
+use crate::fs::real::{page_size, Window};
+use crate::fs::{Base, FsError, Node, NormaFs, Opened};
 use crate::store::ctl::Scope;
 
 impl NormaFs {
-    pub(super) fn new_handle(&self, h: Handle) -> u64 {
+    pub(in crate::fs) fn new_handle(&self, h: Handle) -> u64 {
         self.handles.open(h)
     }
 
@@ -70,8 +70,8 @@ impl NormaFs {
                 // gets a new inode.
                 let moved_on = !matches!(
                     opening,
-                    Ok(super::versions::Opening {
-                        fit: super::versions::Fit::Fits,
+                    Ok(crate::fs::versions::Opening {
+                        fit: crate::fs::versions::Fit::Fits,
                         ..
                     })
                 );
@@ -167,17 +167,17 @@ impl NormaFs {
                 return if h.readable {
                     Ok(h.file)
                 } else {
-                    super::real::reopen(&h.file, flags).map(Arc::new)
+                    crate::fs::real::reopen(&h.file, flags).map(Arc::new)
                 };
             }
         }
         let f = self.backing.open(b, rel, flags)?;
-        let (st, id) = super::real::fstat_ident(&f)?;
+        let (st, id) = crate::fs::real::fstat_ident(&f)?;
         let f = Arc::new(f);
         if st.st_mode & libc::S_IFMT != libc::S_IFREG {
             return Ok(f);
         }
-        let held = super::inode::Held {
+        let held = crate::fs::inode::Held {
             file: f.clone(),
             readable: flags & libc::O_ACCMODE != libc::O_WRONLY,
         };
@@ -247,7 +247,7 @@ impl NormaFs {
         &self,
         ino: u64,
         node: &Node,
-        head: &super::versions::Head,
+        head: &crate::fs::versions::Head,
     ) -> Result<Bytes, FsError> {
         if let Some(d) = &head.data {
             return Ok(d.clone());
@@ -309,7 +309,7 @@ impl NormaFs {
             }) => {
                 let (f, ino, cached) = (f.clone(), *ino, windows.is_some());
                 drop(handles);
-                let data = super::real::read_at(&f, offset, size as usize)?;
+                let data = crate::fs::real::read_at(&f, offset, size as usize)?;
                 // Through the page cache the kernel asks for pages within the size it holds:
                 // a reply short by a page or more means the file is shorter now (truncated
                 // under the mount), and the kernel fills the rest with zeros, keeping its
@@ -391,13 +391,4 @@ impl NormaFs {
         }
         Ok(())
     }
-}
-
-/// The bytes of `data` a read of `size` bytes at `offset` returns.
-pub fn window(data: &[u8], offset: u64, size: u32) -> &[u8] {
-    let start = usize::try_from(offset)
-        .unwrap_or(usize::MAX)
-        .min(data.len());
-    let end = start.saturating_add(size as usize).min(data.len());
-    data.get(start..end).unwrap_or_default()
 }

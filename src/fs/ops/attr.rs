@@ -3,16 +3,16 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use super::computed::{systime, Want};
-use super::real::Stat;
-use super::reply::kind_of;
-use super::{Attr, Base, Entry, FileKind, FsError, Node, NormaFs, MEMORY_LINK};
+use crate::fs::computed::{systime, Want};
+use crate::fs::real::Stat;
+use crate::fs::reply::kind_of;
+use crate::fs::{Attr, Base, Entry, FileKind, FsError, Node, NormaFs, MEMORY_LINK};
 use crate::store::ctl::Scope;
 
 impl NormaFs {
     /// Attributes of a node normafs makes (a directory of its own, a link, a computed file):
     /// no backing file has them.
-    pub(super) fn made_attr(
+    pub(in crate::fs) fn made_attr(
         &self,
         ino: u64,
         kind: FileKind,
@@ -55,14 +55,14 @@ impl NormaFs {
 
     /// How long the kernel may keep a real node's attributes, as a directory and as a file:
     /// decided before reading them (a change from then on is reported and invalidated).
-    pub(super) fn real_ttls(&self, node: &Node) -> (Duration, Duration) {
+    pub(in crate::fs) fn real_ttls(&self, node: &Node) -> (Duration, Duration) {
         (self.ttl_of(node, true), self.ttl_of(node, false))
     }
 
     /// The entry of real node `node` as inode `ino`, from its file's `st`; `ttls` from
     /// [`NormaFs::real_ttls`]. A regular file read through the page cache that grew is told
     /// the size `fs/growth.rs` allows.
-    pub(super) fn real_entry(
+    pub(in crate::fs) fn real_entry(
         &self,
         node: &Node,
         ino: u64,
@@ -89,7 +89,7 @@ impl NormaFs {
             ttls.1
         };
         if attr.kind == FileKind::File && self.growth.enabled() && self.covered(node, false) {
-            let seen = super::growth::Seen {
+            let seen = crate::fs::growth::Seen {
                 size: attr.size,
                 ctime: attr.ctime,
             };
@@ -100,7 +100,7 @@ impl NormaFs {
                 attr.size = told.size;
                 if told.held {
                     // Asked again once the larger size may be told.
-                    ttl = ttl.min(super::growth::DROP_GRACE);
+                    ttl = ttl.min(crate::fs::growth::DROP_GRACE);
                 }
             }
         }
@@ -112,7 +112,7 @@ impl NormaFs {
     }
 
     fn mtime_of(p: &Path) -> Option<SystemTime> {
-        super::real::mtime(p)
+        crate::fs::real::mtime(p)
     }
 
     /// Attributes of a node and their TTL.
@@ -228,7 +228,7 @@ impl NormaFs {
         let link = |target: &str| (FileKind::Symlink, 0o777, target.len() as u64);
         let (kind, perm, size) = match node {
             Node::HistoryLink(_, l) => link(l.target()),
-            Node::AtLatest(_) => link(super::node::AT_LATEST_TARGET),
+            Node::AtLatest(_) => link(crate::fs::node::AT_LATEST_TARGET),
             _ => (FileKind::Dir, 0o555, 0),
         };
         self.made_attr(ino, kind, perm, size, self.started)
@@ -236,7 +236,7 @@ impl NormaFs {
 
     /// The entry of real node `node`, inode `ino` (`truncated`: see
     /// [`NormaFs::real_entry_as`]).
-    pub(super) fn real_attr_of(
+    pub(in crate::fs) fn real_attr_of(
         &self,
         node: &Node,
         ino: u64,
@@ -249,10 +249,10 @@ impl NormaFs {
         // A held inode answers for its own file, whatever the name names by now; else the
         // name's file, which must be the inode's.
         let (st, id) = match self.inodes.held_file(ino) {
-            Some(h) => super::real::fstat_ident(&h.file)?,
+            Some(h) => crate::fs::real::fstat_ident(&h.file)?,
             None => self.backing.lstat_ident(*base, rel)?,
         };
-        if st.st_mode & libc::S_IFMT == libc::S_IFREG && !self.inodes.same_file(ino, id) {
+        if !self.inodes.answers_for(ino, &st, id) {
             return Err(FsError::Stale);
         }
         Ok(self.real_entry_as(node, ino, &st, ttls, truncated))
@@ -273,7 +273,12 @@ impl NormaFs {
 
     /// The entry of computed file `n` as inode `ino` (`hold`: for a lookup, see
     /// [`NormaFs::computed_version`]).
-    pub(super) fn computed_entry(&self, n: &Node, ino: u64, hold: bool) -> Result<Entry, FsError> {
+    pub(in crate::fs) fn computed_entry(
+        &self,
+        n: &Node,
+        ino: u64,
+        hold: bool,
+    ) -> Result<Entry, FsError> {
         let zero = Duration::ZERO;
         if let Some(sid) = n.session_of() {
             if !self.session_exists(sid) {
@@ -309,12 +314,12 @@ impl NormaFs {
     /// when it has none.
     /// `hold`: a lookup, after which the version found is held for a moment, so that the
     /// kernel's open that follows reads it whatever the content is by then.
-    pub(super) fn computed_version(
+    pub(in crate::fs) fn computed_version(
         &self,
         node: &Node,
         ino: u64,
         hold: bool,
-    ) -> Result<super::versions::Described, FsError> {
+    ) -> Result<crate::fs::versions::Described, FsError> {
         // A lookup's version is held for the open that may follow, with its bytes when they
         // are at hand (the open gets them otherwise, see `open_want`); an attribute needs no
         // bytes.
@@ -328,10 +333,10 @@ impl NormaFs {
         let current = self.inodes.get(node) == Some(ino);
         let (fit, d) = self.versions.fit(ino, current, &c);
         match fit {
-            super::versions::Fit::Left { .. } if current => {
+            crate::fs::versions::Fit::Left { .. } if current => {
                 self.inodes.renew(node);
             }
-            super::versions::Fit::Fits if hold => self.versions.hold(ino, &c, node),
+            crate::fs::versions::Fit::Fits if hold => self.versions.hold(ino, &c, node),
             _ => {}
         }
         let d = match d {
@@ -346,7 +351,7 @@ impl NormaFs {
 
     /// What an open of computed inode `ino` needs of its version: its bytes, unless the
     /// kernel holds every page of it (`Versions::whole`) or a lookup's hold has them.
-    pub(super) fn open_want(&self, ino: u64) -> Want {
+    pub(in crate::fs) fn open_want(&self, ino: u64) -> Want {
         if self.versions.whole(ino) || self.versions.pinned(ino) {
             Want::Pin
         } else {
@@ -356,12 +361,12 @@ impl NormaFs {
 
     /// The current content of computed file `node` for inode `ino`, with its bytes as `want`
     /// asks, and always when the inode's open handles read a version it may extend.
-    pub(super) fn current_content(
+    pub(in crate::fs) fn current_content(
         &self,
         node: &Node,
         ino: u64,
         want: Want,
-    ) -> Result<super::computed::Content, FsError> {
+    ) -> Result<crate::fs::computed::Rendered, FsError> {
         let covered = self.covered(node, false);
         let c = self.computed.current(node, covered, want)?;
         if self.versions.wants_bytes(ino, &c) {
@@ -371,7 +376,7 @@ impl NormaFs {
     }
 
     /// Note the attributes a reply gives the kernel for a computed file.
-    pub(super) fn tell(&self, node: &Node, e: &Entry) {
+    pub(in crate::fs) fn tell(&self, node: &Node, e: &Entry) {
         if node.is_computed_file() {
             self.versions.tell(e.attr.ino, &e.attr);
         }

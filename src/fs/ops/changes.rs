@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::handles::Handle;
-use super::reply::to_timespec;
-use super::{real, Base, Entry, FsError, Node, NormaFs, Opened, SetAttr};
+use crate::fs::handles::Handle;
+use crate::fs::reply::to_timespec;
+use crate::fs::{real, Base, Entry, FsError, Node, NormaFs, Opened, SetAttr};
 
 impl NormaFs {
     /// The backing directory where a child of `parent` may be created, removed or renamed:
@@ -124,7 +124,7 @@ impl NormaFs {
                 // Changes go through the name: it must still name the inode's file (else
                 // ESTALE, and the kernel looks it up again and retries).
                 let (st, id) = self.backing.lstat_ident(*b, rel)?;
-                if st.st_mode & libc::S_IFMT == libc::S_IFREG && !self.inodes.same_file(ino, id) {
+                if !self.inodes.answers_for(ino, &st, id) {
                     return Err(FsError::Stale);
                 }
                 if let Some(size) = set.size {

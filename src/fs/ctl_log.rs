@@ -1,16 +1,12 @@
-//! The ctl files: commands written to a handle run in order through the store's runner, and
-//! each scope's log of recent results, which a fresh handle reads (a handle that wrote reads
-//! its own).
+//! Each ctl scope's log of recent results (a session's ctl, or the root's): the sequence
+//! numbers of its commands, and what a fresh handle reads.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::handles::Handle;
-use super::{FsError, NormaFs};
-use crate::store::ctl::{parse, quote, CtlRecord, Runner, Scope, QUOTE_CHARS};
-use crate::store::txn::TxnError;
+use crate::store::ctl::{CtlRecord, Scope};
 
 /// How many results a fresh `ctl` handle reads.
 pub const CTL_HISTORY: usize = 32;
@@ -18,7 +14,7 @@ pub const CTL_HISTORY: usize = 32;
 /// Per scope (a session's ctl, or the root's): the last sequence number and the latest
 /// results.
 #[derive(Default)]
-pub(super) struct CtlLog {
+pub(in crate::fs) struct CtlLog {
     by_scope: Mutex<HashMap<Option<String>, ScopeLog>>,
 }
 
@@ -45,7 +41,7 @@ fn render(records: &[CtlRecord]) -> Vec<u8> {
 
 impl CtlLog {
     /// The sequence number of the next command in `scope`.
-    pub(super) fn next_seq(&self, scope: &Scope) -> u64 {
+    pub(in crate::fs) fn next_seq(&self, scope: &Scope) -> u64 {
         let mut log = self.by_scope.lock();
         let e = log.entry(scope_key(scope)).or_default();
         e.0 += 1;
@@ -53,7 +49,7 @@ impl CtlLog {
     }
 
     /// Keep `rec` among the latest results of `scope`.
-    pub(super) fn record(&self, scope: &Scope, rec: CtlRecord) {
+    pub(in crate::fs) fn record(&self, scope: &Scope, rec: CtlRecord) {
         let mut log = self.by_scope.lock();
         let e = log.entry(scope_key(scope)).or_default();
         e.1.push_back(rec);
@@ -64,7 +60,7 @@ impl CtlLog {
     }
 
     /// The latest results of `scope`, oldest first.
-    pub(super) fn recent(&self, scope: &Scope) -> Vec<CtlRecord> {
+    pub(in crate::fs) fn recent(&self, scope: &Scope) -> Vec<CtlRecord> {
         self.by_scope
             .lock()
             .get(&scope_key(scope))
@@ -81,7 +77,7 @@ impl CtlLog {
     /// reads its own results starting at the offset of its first read after the write: one
     /// open for reading and writing, whose offset the writes moved, reads them from their
     /// start (SPEC 6); a read at or before that offset takes them afresh.
-    pub(super) fn read(
+    pub(in crate::fs) fn read(
         &self,
         scope: &Scope,
         own: &[CtlRecord],
@@ -101,144 +97,21 @@ impl CtlLog {
         }
         snapshot
             .as_ref()
-            .map(|(start, d)| super::window(d, offset - start, size).to_vec())
+            .map(|(start, d)| crate::fs::window(d, offset - start, size).to_vec())
             .unwrap_or_default()
     }
 
     /// The size of what a fresh handle of `scope` reads (`ctl`'s `st_size`).
-    pub(super) fn fresh_len(&self, scope: &Scope) -> u64 {
+    pub(in crate::fs) fn fresh_len(&self, scope: &Scope) -> u64 {
         render(&self.recent(scope)).len() as u64
     }
 
     /// When the latest result of `scope` was recorded, if any was.
-    pub(super) fn changed(&self, scope: &Scope) -> Option<std::time::SystemTime> {
+    pub(in crate::fs) fn changed(&self, scope: &Scope) -> Option<std::time::SystemTime> {
         self.by_scope
             .lock()
             .get(&scope_key(scope))
             .and_then(|(_, _, t)| *t)
-    }
-}
-
-impl NormaFs {
-    /// A write to `ctl`: one or more whole commands, run in order, stopping at the first failure.
-    pub(super) fn write_ctl(&self, fh: u64, data: &[u8]) -> Result<u32, FsError> {
-        let (scope, failed) = match self.handles.lock().get(&fh) {
-            Some(Handle::Ctl { scope, failed, .. }) => (scope.clone(), failed.clone()),
-            _ => return Err(FsError::BadHandle),
-        };
-        if let Some(e) = failed {
-            let why = format!("not run: a command written earlier to this handle failed ({e})");
-            self.refuse(fh, &scope, data, TxnError::Invalid(why));
-            return Err(e);
-        }
-        let result = self.run_commands(fh, &scope, data);
-        if let Err(e) = &result {
-            // Sticky: the rest of what the writer meant to run is refused alike.
-            if let Some(Handle::Ctl { failed, .. }) = self.handles.lock().get_mut(&fh) {
-                *failed = Some(e.clone());
-            }
-        }
-        result
-    }
-
-    /// The largest write `ctl` takes: the kernel splits a longer `write()` into requests of
-    /// at most `max_write` bytes at page boundaries of the writer's buffer, so a request
-    /// within a page of `max_write` may be a piece of one. Refusing it refuses the first
-    /// piece, and the kernel sends no other: a write runs whole or not at all.
-    pub(super) fn ctl_write_limit(&self) -> usize {
-        (self.opts.max_write as usize).saturating_sub(super::real::page_size())
-    }
-
-    /// Record a write refused before any of it ran, on the handle and in the scope's log.
-    fn refuse(&self, fh: u64, scope: &Scope, data: &[u8], e: TxnError) {
-        let head = &data[..data.len().min(4 * QUOTE_CHARS)];
-        let quoted = String::from_utf8_lossy(head);
-        let quoted = quoted.trim_end_matches('\n');
-        let rec = CtlRecord::refused(self.ctl_log.next_seq(scope), chrono::Utc::now(), quoted, e);
-        self.keep_result(fh, scope, rec);
-    }
-
-    /// Keep the result of a command written to handle `fh` (its own results) and in the
-    /// scope's log.
-    fn keep_result(&self, fh: u64, scope: &Scope, rec: CtlRecord) {
-        self.ctl_log.record(scope, rec.clone());
-        if let Some(Handle::Ctl {
-            own,
-            wrote,
-            snapshot,
-            ..
-        }) = self.handles.lock().get_mut(&fh)
-        {
-            own.push(rec);
-            *wrote = true;
-            *snapshot = None;
-        }
-    }
-
-    /// The commands of one write, in order, stopping at the first failure. Every line is
-    /// parsed first: a write with a line that is no command runs none of them.
-    fn run_commands(&self, fh: u64, scope: &Scope, data: &[u8]) -> Result<u32, FsError> {
-        let refuse = |e: TxnError| {
-            let errno = FsError::from(&e);
-            self.refuse(fh, scope, data, e);
-            Err(errno)
-        };
-        if data.len() > self.ctl_write_limit() {
-            return refuse(TxnError::Invalid(format!(
-                "a ctl write must be at most {} bytes (a longer one reaches the mount in pieces); \
-                 this one was {} bytes, and none of it was run",
-                self.ctl_write_limit(),
-                data.len()
-            )));
-        }
-        let Ok(text) = std::str::from_utf8(data) else {
-            return refuse(TxnError::Invalid(
-                "ctl commands must be UTF-8; none of this write was run".into(),
-            ));
-        };
-        let lines: Vec<&str> = text
-            .split('\n')
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .collect();
-        if lines.len() > 1 {
-            for line in &lines {
-                if let Err(m) = parse(line, scope) {
-                    return refuse(TxnError::Invalid(format!(
-                        "{m} (in `{}`); none of this write was run",
-                        quote(line)
-                    )));
-                }
-            }
-        }
-        let noa = match scope {
-            Scope::Session(sid) => self.cfg.for_session(sid),
-            Scope::Root => self.cfg.noa.clone(),
-        };
-        let runner = Runner {
-            paths: &self.paths,
-            cfg: &noa,
-            read_only: self.opts.read_only,
-        };
-        for line in lines {
-            let seq = self.ctl_log.next_seq(scope);
-            let started = std::time::Instant::now();
-            let rec = runner.run(scope, line, seq, chrono::Utc::now());
-            self.after_command(scope, started);
-            let error = rec.error.clone();
-            self.keep_result(fh, scope, rec);
-            if let Some(e) = &error {
-                return Err(FsError::from(e));
-            }
-        }
-        Ok(data.len() as u32)
-    }
-
-    /// The size of what a fresh open of the ctl file of `scope` reads, and its mtime: when
-    /// its latest result was recorded (the mount's start before any).
-    pub(super) fn ctl_size_and_time(&self, scope: &Scope) -> (u64, std::time::SystemTime) {
-        let at = self.ctl_log.changed(scope).unwrap_or(self.started);
-        (self.ctl_log.fresh_len(scope), at)
     }
 }
 
