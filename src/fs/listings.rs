@@ -92,8 +92,8 @@ impl Listings {
 mod tests {
     use std::ffi::OsString;
 
-    use crate::fs::{DirEntry, FileKind};
     use super::{Listings, KEPT_PER_DIR};
+    use crate::fs::{DirEntry, FileKind};
 
     fn entries(names: &[&str]) -> Vec<DirEntry> {
         names

@@ -10,6 +10,7 @@
 //! Every method returns plain structs or an [`FsError`]; tests drive this layer with no mount.
 
 pub mod computed;
+mod computed_inodes;
 mod ctl_log;
 pub mod error;
 mod growth;

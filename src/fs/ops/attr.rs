@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use crate::fs::computed::{systime, Want};
+use crate::fs::computed::systime;
 use crate::fs::real::Stat;
 use crate::fs::reply::kind_of;
 use crate::fs::{Attr, Base, Entry, FileKind, FsError, Node, NormaFs, MEMORY_LINK};
@@ -269,116 +269,5 @@ impl NormaFs {
         let e = self.attr_of(&node, ino)?;
         self.tell(&node, &e);
         Ok(e)
-    }
-
-    /// The entry of computed file `n` as inode `ino` (`hold`: for a lookup, see
-    /// [`NormaFs::computed_version`]).
-    pub(in crate::fs) fn computed_entry(
-        &self,
-        n: &Node,
-        ino: u64,
-        hold: bool,
-    ) -> Result<Entry, FsError> {
-        let zero = Duration::ZERO;
-        if let Some(sid) = n.session_of() {
-            if !self.session_exists(sid) {
-                return Err(FsError::NotFound);
-            }
-        }
-        // Fixed names, listed as long as their directory is; a raw range comes and
-        // goes with state.json.
-        self.before_computing(n);
-        // Kept for long only when every input is watched: each change is reported and
-        // invalidated (`invalidate_computed`).
-        let covered = self.covered(n, false);
-        let entry_ttl = match n {
-            Node::Computed(sid, _) => self.ttl_of(&Node::Session(sid.clone()), true),
-            Node::MemoryIndex => self.ttl_of(&Node::MemoryDir, true),
-            Node::RootAudit => self.ttl_of(&Node::Root, true),
-            Node::Raw(..) if covered => self.opts.watched_ttl,
-            _ => zero,
-        };
-        let d = self.computed_version(n, ino, hold)?;
-        let ttl = if covered { self.opts.watched_ttl } else { zero };
-        Ok(Entry {
-            attr: self.made_attr(ino, FileKind::File, d.perm, d.size, d.mtime),
-            ttl,
-            entry_ttl: entry_ttl.max(ttl),
-        })
-    }
-
-    /// The version computed file `node`'s inode `ino` is described as: its open handles'
-    /// (brought up to the current content when that extends it), else the current content
-    /// if the inode stands for it. When the content left the inode's version, the name gets a
-    /// new inode for the next lookup; the old one answers for its open handles, or ESTALE
-    /// when it has none.
-    /// `hold`: a lookup, after which the version found is held for a moment, so that the
-    /// kernel's open that follows reads it whatever the content is by then.
-    pub(in crate::fs) fn computed_version(
-        &self,
-        node: &Node,
-        ino: u64,
-        hold: bool,
-    ) -> Result<crate::fs::versions::Described, FsError> {
-        // A lookup's version is held for the open that may follow, with its bytes when they
-        // are at hand (the open gets them otherwise, see `open_want`); an attribute needs no
-        // bytes.
-        // The retry's lookup after an ESTALE takes the bytes: its open must not fail again.
-        let want = match hold {
-            true if self.versions.retrying(node) => Want::Bytes,
-            true => Want::Pin,
-            false => Want::Size,
-        };
-        let c = self.current_content(node, ino, want)?;
-        let current = self.inodes.get(node) == Some(ino);
-        let (fit, d) = self.versions.fit(ino, current, &c);
-        match fit {
-            crate::fs::versions::Fit::Left { .. } if current => {
-                self.inodes.renew(node);
-            }
-            crate::fs::versions::Fit::Fits if hold => self.versions.hold(ino, &c, node),
-            _ => {}
-        }
-        let d = match d {
-            None if !hold => self.versions.rebind_untouched(ino, &c),
-            d => d,
-        };
-        if d.is_none() && !hold {
-            self.versions.answered_stale(node);
-        }
-        d.ok_or(FsError::Stale)
-    }
-
-    /// What an open of computed inode `ino` needs of its version: its bytes, unless the
-    /// kernel holds every page of it (`Versions::whole`) or a lookup's hold has them.
-    pub(in crate::fs) fn open_want(&self, ino: u64) -> Want {
-        if self.versions.whole(ino) || self.versions.pinned(ino) {
-            Want::Pin
-        } else {
-            Want::Bytes
-        }
-    }
-
-    /// The current content of computed file `node` for inode `ino`, with its bytes as `want`
-    /// asks, and always when the inode's open handles read a version it may extend.
-    pub(in crate::fs) fn current_content(
-        &self,
-        node: &Node,
-        ino: u64,
-        want: Want,
-    ) -> Result<crate::fs::computed::Rendered, FsError> {
-        let covered = self.covered(node, false);
-        let c = self.computed.current(node, covered, want)?;
-        if self.versions.wants_bytes(ino, &c) {
-            return self.computed.current(node, covered, Want::Bytes);
-        }
-        Ok(c)
-    }
-
-    /// Note the attributes a reply gives the kernel for a computed file.
-    pub(in crate::fs) fn tell(&self, node: &Node, e: &Entry) {
-        if node.is_computed_file() {
-            self.versions.tell(e.attr.ino, &e.attr);
-        }
     }
 }

@@ -111,19 +111,7 @@ impl NormaFs {
             return PlusEntry::Gone;
         };
         if node.is_computed_file() {
-            if let Some(en) = self.held_computed_entry(&node) {
-                return PlusEntry::Linked(en);
-            }
-            if let Some(attr) = self.versions.told(e.ino) {
-                return PlusEntry::Linked(Entry {
-                    attr,
-                    ttl: Duration::ZERO,
-                    entry_ttl: Duration::ZERO,
-                });
-            }
-            let mut p = placeholder();
-            p.attr.ino = self.inodes.listing_ino(&node);
-            return PlusEntry::Linked(p);
+            return self.computed_plus(&node, e.ino, placeholder());
         }
         if let Node::Real(b, rel) = &node {
             // The name's file, under the inode that stands for it: a name renamed over
@@ -154,23 +142,5 @@ impl NormaFs {
             // The `lookup` that the placeholder's zero TTL brings reports the error.
             Err(_) => PlusEntry::Linked(placeholder()),
         }
-    }
-
-    /// A computed file's entry as the kernel holds it, when the version its inode was last
-    /// described as is still the current one (known without a look at the inputs): its
-    /// lookup's inode, attributes and TTLs. A listing must not shorten them: an entry given
-    /// no time is dropped by the kernel once unused, and its inode with it, pages and all.
-    fn held_computed_entry(&self, node: &Node) -> Option<Entry> {
-        if !self.covered(node, false) {
-            return None;
-        }
-        let ino = self.inodes.get(node)?;
-        let c = self.computed.known_now(node)?;
-        let attr = self.versions.told_of(ino, &c)?;
-        Some(Entry {
-            attr,
-            ttl: self.opts.watched_ttl,
-            entry_ttl: self.opts.watched_ttl,
-        })
     }
 }

@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::bytes::Bytes;
-use crate::fs::computed::Want;
 use crate::fs::handles::Handle;
 use crate::fs::real::{page_size, Window};
 use crate::fs::{Base, FsError, Node, NormaFs, Opened};
@@ -18,7 +17,7 @@ impl NormaFs {
         self.handles.open(h)
     }
 
-    fn writes(flags: i32) -> bool {
+    pub(in crate::fs) fn writes(flags: i32) -> bool {
         let acc = flags & libc::O_ACCMODE;
         acc == libc::O_WRONLY || acc == libc::O_RDWR || flags & libc::O_TRUNC != 0
     }
@@ -53,72 +52,7 @@ impl NormaFs {
                     stale_attr: false,
                 })
             }
-            n if n.is_computed_file() => {
-                if Self::writes(flags) {
-                    return Err(FsError::Access);
-                }
-                if let Some(sid) = n.session_of() {
-                    if !self.session_exists(sid) {
-                        return Err(FsError::NotFound);
-                    }
-                }
-                self.before_computing(n);
-                let c = self.current_content(n, ino, self.open_want(ino))?;
-                let current = self.inodes.get(n) == Some(ino);
-                let opening = self.versions.open(ino, current, &c, arrived);
-                // The content moved on from the inode's version: the name's next lookup
-                // gets a new inode.
-                let moved_on = !matches!(
-                    opening,
-                    Ok(crate::fs::versions::Opening {
-                        fit: crate::fs::versions::Fit::Fits,
-                        ..
-                    })
-                );
-                if moved_on && current {
-                    self.inodes.renew(n);
-                }
-                // Neither its version nor one a lookup held a moment ago: the kernel looks
-                // the name up again and retries under its new inode.
-                let opening = opening.map_err(|left| {
-                    tracing::debug!("open of {n:?} (inode {ino}): {left:?}");
-                    self.versions.answered_stale(n);
-                    FsError::Stale
-                })?;
-                // The handle's version needs its bytes at hand unless the kernel holds every
-                // page of it (a hold or a race may have left it without): found now, while
-                // the inputs that make it are likely still there; else the kernel looks the
-                // name up again.
-                if let Some(head) = self.versions.head(ino) {
-                    if head.data.is_none() && !self.versions.whole(ino) {
-                        if let Err(e) = self.head_bytes(ino, n, &head) {
-                            self.versions.closed(ino);
-                            if current {
-                                self.inodes.renew(n);
-                            }
-                            self.versions.answered_stale(n);
-                            tracing::debug!(
-                                "open of {n:?} (inode {ino}): its bytes are gone ({e}; {})",
-                                self.versions.describe(ino)
-                            );
-                            return Err(FsError::Stale);
-                        }
-                    }
-                }
-                let fh = self.new_handle(Handle::Computed { ino });
-                // Through the page cache, kept across opens: every size and page the kernel
-                // holds of this inode is its version's (`fs/versions.rs`). Not when the
-                // kernel is to keep nothing (`--ttl-ms 0`).
-                Ok(Opened {
-                    fh,
-                    direct_io: !self.opts.kernel_caching(),
-                    keep_cache: true,
-                    backing: None,
-                    // Unless the kernel was last told this very size (its reads stop at
-                    // the size it holds).
-                    stale_attr: !opening.size_told,
-                })
-            }
+            n if n.is_computed_file() => self.open_computed(n, ino, flags, arrived),
             Node::Real(b, rel) => {
                 if Self::writes(flags) {
                     self.opts.writable()?;
@@ -239,30 +173,6 @@ impl NormaFs {
             ),
         }
         Some(data)
-    }
-
-    /// The bytes of version `head` of computed file `node` (inode `ino`): pinned, or made
-    /// again and pinned (see [`NormaFs::computed_snapshot`]).
-    fn head_bytes(
-        &self,
-        ino: u64,
-        node: &Node,
-        head: &crate::fs::versions::Head,
-    ) -> Result<Bytes, FsError> {
-        if let Some(d) = &head.data {
-            return Ok(d.clone());
-        }
-        let c = self
-            .computed
-            .current(node, self.covered(node, false), Want::Bytes)?;
-        match head.found_in(&c) {
-            Some(data) => {
-                self.versions.pin(ino, head.fp, &data);
-                Ok(data)
-            }
-            // The inputs were rewritten since the version was made: its bytes are gone.
-            None => Err(FsError::Os(libc::EIO)),
-        }
     }
 
     /// A real file's large read as a window of its page cache and the range of it to send

@@ -119,30 +119,20 @@ impl NormaFs {
                 Err(e) => return Err(e),
             }
         }
-        let ino = self.inodes.ino(node);
-        let attr = |ino| match node.is_computed_file() {
-            true => {
-                testhook::before_computed_entry();
-                self.computed_entry(node, ino, true)
-            }
-            false => self.attr_of(node, ino),
-        };
-        let mut ino = ino;
-        let mut r = attr(ino);
-        // A computed file's content left its inode's version (here or in a lookup of the
-        // same name on another worker meanwhile: a live session changes every few
-        // milliseconds): the name's new inode. A lookup answered ESTALE during the kernel's
-        // retry of an open reaches the reader, so the name is tried again while its inode
-        // keeps changing under it (a few times: each change needs a new version).
+        if node.is_computed_file() {
+            let e = self.computed_lookup(node)?;
+            self.inodes.lookup_ino(e.attr.ino);
+            return Ok(e);
+        }
+        // A real name renamed over since its inode was given: the name's new inode.
+        let mut ino = self.inodes.ino(node);
+        let mut r = self.attr_of(node, ino);
         for _ in 0..8 {
-            if node.is_computed_file() && self.inodes.get(node) != Some(ino) {
-                ino = self.inodes.ino(node);
-            } else if matches!(r, Err(FsError::Stale)) {
-                ino = self.inodes.renew(node);
-            } else {
+            if !matches!(r, Err(FsError::Stale)) {
                 break;
             }
-            r = attr(ino);
+            ino = self.inodes.renew(node);
+            r = self.attr_of(node, ino);
         }
         let e = r?;
         self.inodes.lookup_ino(e.attr.ino);
@@ -196,16 +186,7 @@ impl NormaFs {
             self.versions
                 .forget(ino, self.node(ino).ok().as_ref(), &forgotten);
             self.growth.forget(ino);
-            // A computed file's inode of a version gone, forgotten and read by no handle:
-            // nothing can ask for it again, so it names nothing from now on.
-            if let Ok(node) = self.node(ino) {
-                if node.is_computed_file()
-                    && self.inodes.get(&node) != Some(ino)
-                    && !self.versions.is_open(ino)
-                {
-                    self.inodes.detach(ino);
-                }
-            }
+            self.forget_computed(ino);
         }
     }
 
