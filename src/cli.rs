@@ -351,7 +351,7 @@ fn mount(
         lines.push(format!(
             "normafs: {threads} worker threads, max_write {} bytes, attribute TTL {ttl_ms} ms, \
              inotify watching {} directories",
-            h.fs().options().max_write,
+            h.fs().max_write(),
             h.watches()
         ));
     }

@@ -63,9 +63,10 @@ fn long_ttls_and_kept_caches_only_where_inotify_covers() {
     let (dir, _) = lookup(&fs, "memory");
     assert!(!fs.opendir(dir).expect("opendir").1);
 
-    let mut fs = NormaFs::new(paths.clone(), cfg.clone(), FsOptions::new(&cfg, false));
     let w = Arc::new(Watcher::new(&paths).expect("inotify"));
-    fs.set_watcher(w.clone());
+    let fs = NormaFs::setup(paths.clone(), cfg.clone(), FsOptions::new(&cfg, false))
+        .watcher(Some(w.clone()))
+        .build();
     assert_eq!(ttl(&fs, "sessions"), WATCHED_TTL);
     assert_eq!(ttl(&fs, "memory/ci-dashboard.md"), WATCHED_TTL);
     // A session is covered once its own directories are watched: the lookup that has the
@@ -152,8 +153,9 @@ fn long_ttls_and_kept_caches_only_where_inotify_covers() {
         ttl_ms: 0,
         ..Config::default()
     };
-    let mut fs = NormaFs::new(paths.clone(), zero.clone(), FsOptions::new(&zero, false));
-    fs.set_watcher(w);
+    let fs = NormaFs::setup(paths.clone(), zero.clone(), FsOptions::new(&zero, false))
+        .watcher(Some(w))
+        .build();
     assert_eq!(ttl(&fs, &format!("{s}/transcript.jsonl")), Duration::ZERO);
 }
 
@@ -283,9 +285,10 @@ fn a_computed_files_inode_stands_for_one_version() {
     let d = example_root();
     let paths = RootPaths::from_root(d.path());
     let cfg = Config::default();
-    let mut fs = NormaFs::new(paths.clone(), cfg.clone(), FsOptions::new(&cfg, false));
     let w = Arc::new(Watcher::new(&paths).expect("inotify"));
-    fs.set_watcher(w.clone());
+    let fs = NormaFs::setup(paths.clone(), cfg.clone(), FsOptions::new(&cfg, false))
+        .watcher(Some(w.clone()))
+        .build();
     w.watch_session(SID);
     let name = format!("sessions/{SID}/view.jsonl");
     let (v, _) = lookup(&fs, &name);

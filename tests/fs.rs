@@ -468,8 +468,14 @@ fn readdirplus_links_a_name_renamed_over_to_a_new_inode() {
 #[test]
 fn held_files_are_bounded_and_an_inode_let_go_still_opens_its_file() {
     let d = example_root();
-    let fs = fs_for(d.path(), false);
-    fs.set_files_held_at_most(64);
+    let mut cfg: Config = common::corpus_config();
+    cfg.noa.protect_recent_messages = 0;
+    cfg.noa.protect_recent_tokens = 0;
+    cfg.noa.min_range_chars = 0;
+    let opts = FsOptions::new(&cfg, false);
+    let fs = NormaFs::setup(RootPaths::from_root(d.path()), cfg, opts)
+        .files_held_at_most(64)
+        .build();
     for i in 0..200 {
         std::fs::write(
             d.path().join(format!("memory/n{i:03}.md")),

@@ -74,6 +74,45 @@ pub struct NormaFs {
     started: SystemTime,
     /// Reports changes in the backing directories; decides which nodes get `watched_ttl`.
     watcher: Option<Arc<watch::Watcher>>,
+    /// The largest write the kernel sends, as negotiated when it mounted (0: not mounted,
+    /// `opts.max_write` stands).
+    kernel_max_write: std::sync::atomic::AtomicU32,
+}
+
+/// A mount's filesystem being set up, before it serves requests (see [`NormaFs::setup`]).
+pub struct Setup(NormaFs);
+
+impl Setup {
+    /// Where the mount is: summaries name their archives inside it when a session's
+    /// `archive_paths` is `mount`.
+    pub fn mountpoint(mut self, mnt: &std::path::Path) -> Setup {
+        self.0.computed.set_mountpoint(mnt);
+        self
+    }
+
+    /// Let the cache budget bound the process's resident memory: the process is this mount's
+    /// (see [`crate::store::cache::Cache`]).
+    pub fn bounding_resident_memory(self) -> Setup {
+        self.0.computed.bound_resident();
+        self
+    }
+
+    /// Hold at most `n` real files open for their inodes (see `InodeTable`).
+    pub fn files_held_at_most(self, n: usize) -> Setup {
+        self.0.inodes.set_cap(n);
+        self
+    }
+
+    /// Use `w`'s coverage for TTLs and caching. Without a watcher every node gets `real_ttl`
+    /// and nothing is kept across opens.
+    pub fn watcher(mut self, w: Option<Arc<watch::Watcher>>) -> Setup {
+        self.0.watcher = w;
+        self
+    }
+
+    pub fn build(self) -> NormaFs {
+        self.0
+    }
 }
 
 impl NormaFs {
@@ -97,25 +136,14 @@ impl NormaFs {
             listings: Listings::default(),
             started: SystemTime::now(),
             watcher: None,
+            kernel_max_write: std::sync::atomic::AtomicU32::new(0),
         }
     }
 
-    /// Where the mount is (before requests are served): summaries name their archives inside
-    /// it when a session's `archive_paths` is `mount`.
-    pub fn set_mountpoint(&mut self, mnt: &std::path::Path) {
-        self.computed.set_mountpoint(mnt);
-    }
-
-    /// Let the cache budget bound the process's resident memory: the process is this mount's
-    /// (see [`crate::store::cache::Cache`]).
-    pub fn bound_resident_memory(&self) {
-        self.computed.bound_resident();
-    }
-
-    /// Use `w`'s coverage for TTLs and caching (before requests are served). Without a
-    /// watcher every node gets `real_ttl` and nothing is kept across opens.
-    pub fn set_watcher(&mut self, w: Arc<watch::Watcher>) {
-        self.watcher = Some(w);
+    /// A filesystem to set up before it serves requests: `NormaFs::setup(..).watcher(w)
+    /// .build()`.
+    pub fn setup(paths: RootPaths, cfg: Config, opts: FsOptions) -> Setup {
+        Setup(NormaFs::new(paths, cfg, opts))
     }
 
     /// Whether every change that can make the kernel's cache of `node` stale is reported
@@ -146,11 +174,6 @@ impl NormaFs {
         self.inodes.node(ino).ok_or(FsError::NotFound)
     }
 
-    /// Hold at most `n` real files open for their inodes (see `InodeTable`).
-    pub fn set_files_held_at_most(&self, n: usize) {
-        self.inodes.set_cap(n);
-    }
-
     /// Let go of the real files held for their inodes that no handle shares and whose grace
     /// is over (called every half second while mounted); how many.
     pub fn let_go_idle_files(&self) -> usize {
@@ -177,8 +200,20 @@ impl NormaFs {
 
     /// Record the `max_write` the kernel accepted when mounting (before requests are served):
     /// a ctl write of that size may be one the kernel split.
-    pub fn set_max_write(&mut self, max_write: u32) {
-        self.opts.max_write = max_write;
+    pub fn record_max_write(&self, max_write: u32) {
+        self.kernel_max_write
+            .store(max_write, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The largest write the kernel sends: as negotiated, or as asked before a mount.
+    pub fn max_write(&self) -> u32 {
+        match self
+            .kernel_max_write
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            0 => self.opts.max_write,
+            n => n,
+        }
     }
 
     /// Have the sizes of open computed files that grow told to the kernel only after the

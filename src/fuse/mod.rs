@@ -298,12 +298,7 @@ impl Filesystem for NormaFuse {
             accepted = nearest;
             let _ = config.set_max_write(accepted);
         }
-        if accepted != want {
-            match Arc::get_mut(&mut self.fs) {
-                Some(fs) => fs.set_max_write(accepted),
-                None => tracing::warn!("max_write {accepted} could not be recorded"),
-            }
-        }
+        self.fs.record_max_write(accepted);
         // Shared mmap of real files opened with direct I/O (kernels 6.6+).
         let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
         // Directories opened by the kernel itself, their listings checked against their

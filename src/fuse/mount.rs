@@ -262,18 +262,6 @@ pub fn mount_background(
 ) -> io::Result<MountHandle> {
     let (helper_bin, dev_opens) = how_to_mount(&opts)?;
     let mountpoint = check_mountpoint(&paths, mnt)?;
-    let mut fs = NormaFs::new(
-        paths.clone(),
-        cfg.clone(),
-        FsOptions::new(&cfg, opts.read_only),
-    );
-    // Summaries name archives inside the mount under `archive_paths = mount`.
-    fs.set_mountpoint(&mountpoint);
-    // The budget (`--cache-mb`) bounds the mount's resident memory, not only its cache.
-    fs.bound_resident_memory();
-    // Each real file the kernel holds an inode of is held open (see `InodeTable`): as
-    // many descriptors as may be had, three quarters of them for held files.
-    fs.set_files_held_at_most(raise_descriptor_limit() / 4 * 3);
     let watcher = match Watcher::new(&paths) {
         Ok(w) => Some(Arc::new(w)),
         Err(e) => {
@@ -281,9 +269,20 @@ pub fn mount_background(
             None
         }
     };
-    if let Some(w) = &watcher {
-        fs.set_watcher(w.clone());
-    }
+    let fs = NormaFs::setup(
+        paths.clone(),
+        cfg.clone(),
+        FsOptions::new(&cfg, opts.read_only),
+    )
+    // Summaries name archives inside the mount under `archive_paths = mount`.
+    .mountpoint(&mountpoint)
+    // The budget (`--cache-mb`) bounds the mount's resident memory, not only its cache.
+    .bounding_resident_memory()
+    // Each real file the kernel holds an inode of is held open (see `InodeTable`): as
+    // many descriptors as may be had, three quarters of them for held files.
+    .files_held_at_most(raise_descriptor_limit() / 4 * 3)
+    .watcher(watcher.clone())
+    .build();
     let shared = Arc::new(Shared::default());
     let nf = NormaFuse {
         fs: Arc::new(fs),

@@ -34,7 +34,7 @@ impl NormaFs {
     /// within a page of `max_write` may be a piece of one. Refusing it refuses the first
     /// piece, and the kernel sends no other: a write runs whole or not at all.
     pub(in crate::fs) fn ctl_write_limit(&self) -> usize {
-        (self.opts.max_write as usize).saturating_sub(crate::fs::real::page_size())
+        (self.max_write() as usize).saturating_sub(crate::fs::real::page_size())
     }
 
     /// Record a write refused before any of it ran, on the handle and in the scope's log.
