@@ -49,6 +49,7 @@ use real::Backing;
 pub use reply::window;
 pub use reply::PlusReplier;
 pub use reply::{Attr, DirEntry, Entry, FileKind, Opened, PlusEntry, SetAttr};
+#[cfg(feature = "testhook")]
 pub use testhook::{
     set_before_computed_entry, set_before_mapped_reply, set_panic_on_lookup, set_panic_on_request,
 };
