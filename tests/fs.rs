@@ -5,9 +5,9 @@ mod common;
 use std::ffi::OsStr;
 use std::time::Duration;
 
-use common::{example_root, snapshot};
+use common::{example_root, lookup_path, snapshot};
 use normafs::config::Config;
-use normafs::fs::{FileKind, FsError, FsOptions, Node, NormaFs, PlusEntry, SetAttr, ROOT_INO};
+use normafs::fs::{FileKind, FsOptions, Node, NormaFs, PlusEntry, SetAttr, ROOT_INO};
 use normafs::store::root::RootPaths;
 
 /// The corpus session with 15 tier-1 blocks.
@@ -21,14 +21,6 @@ fn fs_for(root: &std::path::Path, read_only: bool) -> NormaFs {
     cfg.noa.min_range_chars = 0;
     let opts = FsOptions::new(&cfg, read_only);
     NormaFs::new(RootPaths::from_root(root), cfg, opts)
-}
-
-fn lookup_path(fs: &NormaFs, path: &str) -> Result<u64, FsError> {
-    let mut ino = ROOT_INO;
-    for c in path.split('/').filter(|c| !c.is_empty()) {
-        ino = fs.lookup(ino, OsStr::new(c))?.attr.ino;
-    }
-    Ok(ino)
 }
 
 fn read_all(fs: &NormaFs, ino: u64) -> Vec<u8> {

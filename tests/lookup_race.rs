@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use normafs::config::Config;
-use normafs::fs::{set_before_computed_entry, NormaFs, ROOT_INO};
+use normafs::fs::{set_before_computed_entry, NormaFs};
 use normafs::store::root::RootPaths;
 
 const SID: &str = "s1-small";
@@ -26,18 +26,6 @@ impl Drop for Disarm {
     }
 }
 
-fn lookup_path(fs: &NormaFs, path: &str) -> u64 {
-    let mut ino = ROOT_INO;
-    for c in path.split('/') {
-        ino = fs
-            .lookup(ino, OsStr::new(c))
-            .unwrap_or_else(|e| panic!("lookup {c} of {path}: {e:?}"))
-            .attr
-            .ino;
-    }
-    ino
-}
-
 #[test]
 fn a_lookup_outraced_by_lookups_of_the_same_name_answers_its_current_inode() {
     let _disarm = Disarm;
@@ -48,7 +36,8 @@ fn a_lookup_outraced_by_lookups_of_the_same_name_answers_its_current_inode() {
         cfg.clone(),
         normafs::fs::FsOptions::new(&cfg, false),
     ));
-    let dir = lookup_path(&fs, &format!("sessions/{SID}"));
+    let dir = common::lookup_path(&fs, &format!("sessions/{SID}"))
+        .unwrap_or_else(|e| panic!("lookup of sessions/{SID}: {e:?}"));
     let transcript = d.path().join(format!("transcripts/{SID}.jsonl"));
     for name in ["status.json", "audit.txt"] {
         let first = fs.lookup(dir, OsStr::new(name)).expect("lookup").attr.ino;

@@ -1,5 +1,8 @@
 //! Shared helpers of the integration tests: hand-built transcripts in the runtime's record
-//! shape, and copies of the runtime's oracle corpus (`tests/data/norma/corpus`).
+//! shape, copies of the runtime's oracle corpus (`tests/data/norma/corpus`), the filesystem
+//! without a mount and through one, and the commands the tests run. A helper that two test
+//! files need lives here, once. Every test binary that declares `mod common;` compiles all of
+//! it, hence `allow(dead_code)`: each uses only some.
 //!
 //! Live sessions: a copy's transcripts get fresh modification times, and a transcript written
 //! within `live_seconds` (120 s by default) makes its session look live, so that `compress` and
@@ -340,6 +343,18 @@ pub fn write_session(root: &std::path::Path, s: &Session) {
     let dir = root.join("transcripts");
     std::fs::create_dir_all(&dir).expect("mkdir");
     std::fs::write(dir.join(format!("{}.jsonl", s.sid)), s.jsonl()).expect("write");
+}
+
+// ---- the filesystem without a mount ----------------------------------------------------------
+
+/// The inode of `path` (`/`-separated, relative to the mount's root), looked up one name at a
+/// time as the kernel does; each lookup counts a kernel reference.
+pub fn lookup_path(fs: &normafs::fs::NormaFs, path: &str) -> Result<u64, normafs::fs::FsError> {
+    let mut ino = normafs::fs::ROOT_INO;
+    for c in path.split('/').filter(|c| !c.is_empty()) {
+        ino = fs.lookup(ino, std::ffi::OsStr::new(c))?.attr.ino;
+    }
+    Ok(ino)
 }
 
 // ---- mounts ---------------------------------------------------------------------------------
