@@ -15,8 +15,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use common::{copy_tree, snapshot, text_of, write_session, Session};
-use normafs::config::NoaConfig;
+use common::{copy_tree, ctl_noa, snapshot, text_of, write_session, Session};
 use normafs::format::archive;
 use normafs::format::state::{parse_state, State};
 use normafs::store::failpoint::{self, Action};
@@ -28,9 +27,9 @@ use serde_json::{json, Value};
 const BIN: &str = env!("CARGO_BIN_EXE_normafs");
 const SID: &str = "s1";
 const SUMMARY: &str = "The user asked questions and got long answers about the build.";
-/// The ctl/audit flags that make ranges compressible in a short session (SPEC 10).
-/// Also no batch minimum, and no session counted as live (each root is written just before
-/// its command runs).
+/// [`ctl_noa`] as the ctl/audit flags (SPEC 10): ranges compressible in a short session, no
+/// batch minimum, and no session counted as live (each root is written just before its command
+/// runs).
 const FLAGS: [&str; 8] = [
     "--protect-recent-messages",
     "2",
@@ -47,17 +46,6 @@ const MESSAGES: usize = 30;
 const NEXT_RANGE: (&str, &str) = ("m00021", "m00022");
 /// Highest `:<n>` tried per failpoint and scenario (no scenario hits any name this often).
 const MAX_HITS: u64 = 12;
-
-/// [`FLAGS`] as settings.
-fn cfg() -> NoaConfig {
-    NoaConfig {
-        protect_recent_messages: 2,
-        protect_recent_tokens: 0,
-        min_range_chars: 0,
-        live_seconds: 0,
-        ..NoaConfig::default()
-    }
-}
 
 /// The runtime's Compress input for these ranges.
 fn ranges(rs: &[(&str, &str)]) -> String {
@@ -163,7 +151,7 @@ fn setup_fresh(root: &Path) {
 }
 
 fn compress_in_process(root: &Path, rs: &[(&str, &str)]) {
-    txn::compress(&paths(root), SID, &ranges(rs), &cfg(), Utc::now()).expect("setup compress");
+    txn::compress(&paths(root), SID, &ranges(rs), &ctl_noa(), Utc::now()).expect("setup compress");
 }
 
 fn setup_one_block(root: &Path) {
@@ -216,7 +204,7 @@ fn setup_behind_and_torn(root: &Path) {
         &paths(root),
         SID,
         &ranges(&[("m00005", "m00008")]),
-        &cfg(),
+        &ctl_noa(),
         Utc::now(),
     );
     failpoint::clear_thread();

@@ -4,7 +4,7 @@
 mod common;
 
 use chrono::{TimeZone, Utc};
-use common::{example_root, snapshot, text_of, write_session, Session};
+use common::{ctl_noa, example_root, snapshot, text_of, write_session, Session};
 use normafs::audit::{self, PathStyle};
 use normafs::config::{Config, NoaConfig};
 use normafs::format::state::{parse_state, State};
@@ -19,22 +19,10 @@ use serde_json::{json, Value};
 
 const SUMMARY: &str = "The user asked questions and got long answers about the build.";
 
-/// A small protected tail, no batch minimum, and no session counted as live (the roots are
-/// written just before each command).
-fn cfg() -> NoaConfig {
-    NoaConfig {
-        protect_recent_messages: 2,
-        protect_recent_tokens: 0,
-        min_range_chars: 0,
-        live_seconds: 0,
-        ..NoaConfig::default()
-    }
-}
-
-/// [`cfg`] as the settings of every session.
+/// [`ctl_noa`] as the settings of every session.
 fn config() -> Config {
     Config {
-        noa: cfg(),
+        noa: ctl_noa(),
         ..Config::default()
     }
 }
@@ -85,8 +73,14 @@ fn audit_codes(paths: &RootPaths) -> Vec<String> {
 #[test]
 fn compress_writes_archive_journal_and_state() {
     let (_d, paths) = chat_root(10);
-    let out =
-        txn::compress(&paths, "s1", &input(&[("m00001", "m00004")]), &cfg(), now()).expect("ok");
+    let out = txn::compress(
+        &paths,
+        "s1",
+        &input(&[("m00001", "m00004")]),
+        &ctl_noa(),
+        now(),
+    )
+    .expect("ok");
     // The runtime's panel.
     let st = state_of(&paths, "s1");
     assert_eq!(st.blocks().len(), 1);
@@ -135,7 +129,7 @@ fn compress_writes_archive_journal_and_state() {
     // The view shows the block where its first message was.
     let s = session::load(&paths, "s1");
     let p = view::Projection::new(s.messages());
-    let v = view::view(&p, &s.state.state, &cfg(), &view::runtime_path).to_jsonl();
+    let v = view::view(&p, &s.state.state, &ctl_noa(), &view::runtime_path).to_jsonl();
     let first: Value =
         serde_json::from_slice(v.split(|&b| b == b'\n').next().expect("line")).expect("json");
     assert_eq!(first["block"], "b1");
@@ -144,7 +138,14 @@ fn compress_writes_archive_journal_and_state() {
 #[test]
 fn an_invalid_batch_changes_no_byte() {
     let (d, paths) = chat_root(10);
-    txn::compress(&paths, "s1", &input(&[("m00001", "m00002")]), &cfg(), now()).expect("first");
+    txn::compress(
+        &paths,
+        "s1",
+        &input(&[("m00001", "m00002")]),
+        &ctl_noa(),
+        now(),
+    )
+    .expect("first");
     let before = snapshot(d.path());
     let short = json!({"content": [{"startId": "m00003", "endId": "m00004", "summary": "short"}]})
         .to_string();
@@ -163,7 +164,7 @@ fn an_invalid_batch_changes_no_byte() {
         (json!({"nonsense": 1}).to_string(), "no `content` field"),
         ("not json at all".to_string(), "could not be parsed"),
     ] {
-        let e = txn::compress(&paths, "s1", &bad, &cfg(), now()).expect_err("must fail");
+        let e = txn::compress(&paths, "s1", &bad, &ctl_noa(), now()).expect_err("must fail");
         assert!(matches!(e, TxnError::Invalid(_)), "{e:?}");
         assert!(e.to_string().contains(msg), "{e} vs {msg}");
         assert_eq!(
@@ -178,7 +179,14 @@ fn an_invalid_batch_changes_no_byte() {
 #[test]
 fn reversed_endpoints_are_swapped() {
     let (_d, paths) = chat_root(10);
-    txn::compress(&paths, "s1", &input(&[("m00006", "m00003")]), &cfg(), now()).expect("ok");
+    txn::compress(
+        &paths,
+        "s1",
+        &input(&[("m00006", "m00003")]),
+        &ctl_noa(),
+        now(),
+    )
+    .expect("ok");
     let st = state_of(&paths, "s1");
     let b = &st.blocks()[0];
     assert_eq!(
@@ -196,7 +204,7 @@ fn a_failed_archive_write_rolls_back_and_a_failed_state_write_still_commits() {
         &paths,
         "s1",
         &input(&[("m00001", "m00002"), ("m00003", "m00004")]),
-        &cfg(),
+        &ctl_noa(),
         now(),
     )
     .expect_err("injected");
@@ -207,7 +215,14 @@ fn a_failed_archive_write_rolls_back_and_a_failed_state_write_still_commits() {
     assert_eq!(after, before, "archives left behind");
 
     failpoint::set_thread("compress.before-journal", Action::Error);
-    assert!(txn::compress(&paths, "s1", &input(&[("m00001", "m00002")]), &cfg(), now()).is_err());
+    assert!(txn::compress(
+        &paths,
+        "s1",
+        &input(&[("m00001", "m00002")]),
+        &ctl_noa(),
+        now()
+    )
+    .is_err());
     failpoint::clear_thread();
     assert!(!paths.state_path("s1").exists());
     assert!(
@@ -219,8 +234,14 @@ fn a_failed_archive_write_rolls_back_and_a_failed_state_write_still_commits() {
 
     // The state write fails after the journal committed: success with a warning.
     failpoint::set_thread("compress.after-journal", Action::Error);
-    let out = txn::compress(&paths, "s1", &input(&[("m00001", "m00002")]), &cfg(), now())
-        .expect("committed");
+    let out = txn::compress(
+        &paths,
+        "s1",
+        &input(&[("m00001", "m00002")]),
+        &ctl_noa(),
+        now(),
+    )
+    .expect("committed");
     failpoint::clear_thread();
     assert_eq!(
         out.result["warnings"].as_array().map(Vec::len),
@@ -232,8 +253,14 @@ fn a_failed_archive_write_rolls_back_and_a_failed_state_write_still_commits() {
         .iter()
         .any(|c| c.starts_with("state.behind-journal")));
     // The next command rolls the batch forward first.
-    let out = txn::compress(&paths, "s1", &input(&[("m00003", "m00004")]), &cfg(), now())
-        .expect("second");
+    let out = txn::compress(
+        &paths,
+        "s1",
+        &input(&[("m00003", "m00004")]),
+        &ctl_noa(),
+        now(),
+    )
+    .expect("second");
     assert!(
         out.result["recovery"].to_string().contains("rolled 1"),
         "{}",
@@ -253,7 +280,14 @@ fn a_failed_archive_write_rolls_back_and_a_failed_state_write_still_commits() {
 #[test]
 fn recovery_cuts_a_torn_journal_and_removes_debris() {
     let (_d, paths) = chat_root(10);
-    txn::compress(&paths, "s1", &input(&[("m00001", "m00002")]), &cfg(), now()).expect("first");
+    txn::compress(
+        &paths,
+        "s1",
+        &input(&[("m00001", "m00002")]),
+        &ctl_noa(),
+        now(),
+    )
+    .expect("first");
     let root = paths.archive_root("s1");
     // A batch that never committed: its archive and a torn journal line, plus temp files of
     // normafs and of the runtime.
@@ -279,7 +313,7 @@ fn recovery_cuts_a_torn_journal_and_removes_debris() {
             "{code}: {codes:?}"
         );
     }
-    let notes = txn::recover(&paths, "s1", &cfg(), now()).expect("recover");
+    let notes = txn::recover(&paths, "s1", &ctl_noa(), now()).expect("recover");
     assert_eq!(notes.len(), 3, "{notes:?}");
     assert!(audit_codes(&paths).is_empty(), "{:?}", audit_codes(&paths));
     // A runtime-written archive (no ctl- call) is never removed, only reported.
@@ -292,7 +326,7 @@ fn recovery_cuts_a_torn_journal_and_removes_debris() {
     // runtime may be writing it right now: recovery removes only an old one.
     let rt = root.join(".noa-state-123.tmp");
     std::fs::write(&rt, "{").expect("runtime temp");
-    txn::recover(&paths, "s1", &cfg(), now()).expect("recover");
+    txn::recover(&paths, "s1", &ctl_noa(), now()).expect("recover");
     assert!(root.join("tier1/b9_m00003-m00004.md").exists());
     assert!(rt.exists(), "a fresh runtime temp file is left alone");
     assert_eq!(
@@ -306,7 +340,7 @@ fn recovery_cuts_a_torn_journal_and_removes_debris() {
         &rt,
         std::time::SystemTime::now() - std::time::Duration::from_secs(3600),
     );
-    let notes = txn::recover(&paths, "s1", &cfg(), now()).expect("recover");
+    let notes = txn::recover(&paths, "s1", &ctl_noa(), now()).expect("recover");
     assert!(!rt.exists(), "an old one is removed: {notes:?}");
 }
 
@@ -435,8 +469,14 @@ fn rebuild_of_a_malformed_state_keeps_the_old_file() {
     let spath = paths.state_path(sid);
     std::fs::write(&spath, b"{ this is not json").expect("write");
     // Compress refuses to write over it.
-    let e = txn::compress(&paths, sid, &input(&[("m00170", "m00175")]), &cfg(), now())
-        .expect_err("refused");
+    let e = txn::compress(
+        &paths,
+        sid,
+        &input(&[("m00170", "m00175")]),
+        &ctl_noa(),
+        now(),
+    )
+    .expect_err("refused");
     assert!(e.to_string().contains("run `rebuild`"), "{e}");
     let out = txn::rebuild(&paths, sid, &common::corpus_noa(sid), now()).expect("rebuild");
     let kept = out.result["keptState"].as_str().expect("kept").to_string();
@@ -452,7 +492,7 @@ fn a_held_lock_answers_busy() {
             .expect("lock");
     let runner = Runner {
         paths: &paths,
-        cfg: &cfg(),
+        cfg: &ctl_noa(),
         read_only: false,
     };
     let rec = runner.run(&Scope::Session("s1".into()), "rebuild", 1, now());
@@ -468,7 +508,7 @@ fn a_held_lock_answers_busy() {
 #[test]
 fn ctl_lines_parse_and_report() {
     let (_d, paths) = chat_root(10);
-    let c = cfg();
+    let c = ctl_noa();
     let runner = Runner {
         paths: &paths,
         cfg: &c,
@@ -540,7 +580,7 @@ fn a_live_session_is_busy_unless_forced() {
     let (d, paths) = chat_root(10);
     let live = NoaConfig {
         live_seconds: 120,
-        ..cfg()
+        ..ctl_noa()
     };
     let runner = Runner {
         paths: &paths,
@@ -597,19 +637,43 @@ fn clobber() {
 fn a_state_replaced_right_after_recovery_loses_no_batch() {
     let (_d, paths) = chat_root(16);
     let spath = paths.state_path("s1");
-    let first =
-        txn::compress(&paths, "s1", &input(&[("m00011", "m00012")]), &cfg(), now()).expect("first");
+    let first = txn::compress(
+        &paths,
+        "s1",
+        &input(&[("m00011", "m00012")]),
+        &ctl_noa(),
+        now(),
+    )
+    .expect("first");
     let old = std::fs::read(&spath).expect("state");
-    let second = txn::compress(&paths, "s1", &input(&[("m00001", "m00002")]), &cfg(), now())
-        .expect("second");
+    let second = txn::compress(
+        &paths,
+        "s1",
+        &input(&[("m00001", "m00002")]),
+        &ctl_noa(),
+        now(),
+    )
+    .expect("second");
     // The runtime's older version, written over the batch, then again after each recovery.
     std::fs::write(&spath, &old).expect("undo");
     *CLOBBER.lock().unwrap_or_else(|e| e.into_inner()) = Some((spath.clone(), old.clone()));
     failpoint::set_thread("recover.after-rollforward", Action::Call(clobber));
-    let third = txn::compress(&paths, "s1", &input(&[("m00003", "m00004")]), &cfg(), now());
+    let third = txn::compress(
+        &paths,
+        "s1",
+        &input(&[("m00003", "m00004")]),
+        &ctl_noa(),
+        now(),
+    );
     // The range of the undone batch again: refused or compressed again, never an I/O error.
     std::fs::write(&spath, &old).expect("undo");
-    let again = txn::compress(&paths, "s1", &input(&[("m00001", "m00002")]), &cfg(), now());
+    let again = txn::compress(
+        &paths,
+        "s1",
+        &input(&[("m00001", "m00002")]),
+        &ctl_noa(),
+        now(),
+    );
     failpoint::clear_thread();
     let third = third.expect("third");
     assert!(
@@ -618,7 +682,7 @@ fn a_state_replaced_right_after_recovery_loses_no_batch() {
     );
     // The last clobber came after that command's roll-forward; the committed batches are in
     // the journal, and the next command (here: recovery alone) rolls them forward again.
-    txn::recover(&paths, "s1", &cfg(), now()).expect("recover");
+    txn::recover(&paths, "s1", &ctl_noa(), now()).expect("recover");
     let state = state_of(&paths, "s1");
     let calls: Vec<&str> = state
         .blocks()

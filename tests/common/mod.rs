@@ -311,6 +311,19 @@ pub fn corpus_noa(sid: &str) -> normafs::config::NoaConfig {
     corpus_config().for_session(sid)
 }
 
+/// Settings under which ctl acts at once on a short session: a 2-message protected tail, no
+/// token protection, no batch minimum, and no session counted as live (the tests write each
+/// root just before its command).
+pub fn ctl_noa() -> normafs::config::NoaConfig {
+    normafs::config::NoaConfig {
+        protect_recent_messages: 2,
+        protect_recent_tokens: 0,
+        min_range_chars: 0,
+        live_seconds: 0,
+        ..normafs::config::NoaConfig::default()
+    }
+}
+
 /// Every file under `root` with its bytes, by relative path (the lock file excluded).
 pub fn snapshot(root: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
     fn walk(
