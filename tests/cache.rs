@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{example_root, mount, mount_example, mount_without_passthrough, tool, within};
+use common::{cat, example_root, mount, mount_example, mount_without_passthrough, tool, within};
 use normafs::config::Config;
 use normafs::fs::watch::Watcher;
 use normafs::fs::{FsOptions, Node, NormaFs, ROOT_INO, WATCHED_TTL};
@@ -171,12 +171,6 @@ fn names(p: &Path) -> Vec<String> {
 /// Append one user message saying "Appended." to the transcript at `p`.
 fn append_record(p: &Path) {
     common::append_user_message(p, SID, "Appended.");
-}
-
-fn cat(p: &Path) -> Vec<u8> {
-    let o = tool("cat", &[p.as_os_str()]);
-    assert!(o.status.success(), "cat {}", p.display());
-    o.stdout
 }
 
 #[test]

@@ -4,17 +4,13 @@ mod common;
 
 use std::process::{Command, Output};
 
-use common::example_root;
+use common::{example_root, stderr};
 
 fn normafs(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_normafs"))
         .args(args)
         .output()
         .expect("run normafs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn stdout(o: &Output) -> String {

@@ -7,10 +7,10 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
 
-use common::{alive, example_root, fuse_available, have, is_mounted, pid_of, within};
+use common::{alive, example_root, fuse_available, have, is_mounted, pid_of, stderr, within};
 
 const BIN: &str = env!("CARGO_BIN_EXE_normafs");
 
@@ -30,10 +30,6 @@ impl Drop for Daemon {
         }
         common::force_unmount(&self.mnt);
     }
-}
-
-fn text(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// `mount.fuse3`, which `mount -t fuse.<prog>` runs.
@@ -64,7 +60,7 @@ fn daemon_returns_once_mounted_and_ends_on_sigterm() {
         .args(["-o", "ro,window=128000,ttl_ms=500"])
         .output()
         .expect("run");
-    let start = text(&o);
+    let start = stderr(&o);
     assert!(o.status.success(), "{start}");
     let pid = pid_of(&start);
     let _d = Daemon {
@@ -112,9 +108,9 @@ fn daemon_returns_once_mounted_and_ends_on_sigterm() {
         .arg(mnt.path())
         .output()
         .expect("run");
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert_eq!(
-        text(&o).trim(),
+        stderr(&o).trim(),
         format!("normafs: mount point {} is not empty", mnt.path().display())
     );
     std::fs::remove_file(mnt.path().join("stray")).expect("rm");
@@ -125,11 +121,11 @@ fn daemon_returns_once_mounted_and_ends_on_sigterm() {
         .args(["-o", "frobnicate=1"])
         .output()
         .expect("run");
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
-        text(&o).contains("unknown key \"frobnicate\""),
+        stderr(&o).contains("unknown key \"frobnicate\""),
         "{}",
-        text(&o)
+        stderr(&o)
     );
     assert!(!is_mounted(mnt.path()));
 }
@@ -251,7 +247,7 @@ fn mount_t_fuse_normafs(helper: &Path) {
         .args(["-o", "ro,window=128000,noatime"])
         .output()
         .expect("run mount");
-    let start = text(&o);
+    let start = stderr(&o);
     assert!(o.status.success(), "{start}");
     let pid = pid_of(&start);
     let _d = Daemon {
@@ -273,7 +269,7 @@ fn mount_t_fuse_normafs(helper: &Path) {
         .arg(mnt.path())
         .output()
         .expect("umount");
-    assert!(u.status.success(), "{}", text(&u));
+    assert!(u.status.success(), "{}", stderr(&u));
     assert!(
         within(Duration::from_secs(10), || !alive(pid)),
         "the daemon ends with its mount"
@@ -298,7 +294,7 @@ fn mount_t_fuse_normafs(helper: &Path) {
         .arg(mnt.path())
         .output()
         .expect("run mount -T");
-    let start = text(&o);
+    let start = stderr(&o);
     assert!(o.status.success(), "{start}");
     let pid = pid_of(&start);
     let _d2 = Daemon {
@@ -316,7 +312,7 @@ fn mount_t_fuse_normafs(helper: &Path) {
         .arg(mnt.path())
         .output()
         .expect("umount");
-    assert!(u.status.success(), "{}", text(&u));
+    assert!(u.status.success(), "{}", stderr(&u));
     assert!(within(Duration::from_secs(10), || !alive(pid)));
 }
 
@@ -336,7 +332,7 @@ fn auto_unmount_clears_the_mount_after_kill_9() {
         .args(["-o", "auto_unmount"])
         .output()
         .expect("run");
-    let start = text(&o);
+    let start = stderr(&o);
     assert!(o.status.success(), "{start}");
     assert!(
         start.contains("fusermount3") && start.contains("auto_unmount"),
@@ -375,7 +371,7 @@ fn a_backing_directory_on_fuse_is_served_with_ttls() {
         .arg(mnt.path())
         .output()
         .expect("run");
-    let start = text(&o);
+    let start = stderr(&o);
     assert!(o.status.success(), "{start}");
     let _d = Daemon {
         pid: Some(pid_of(&start)),

@@ -13,8 +13,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    example_root, fuse_available, have, is_mounted, mount, mount_example, sh, snapshot, text_of,
-    tool, within, write_session, Mounted, Session,
+    cat, example_root, fuse_available, have, is_mounted, mount, mount_example, ok, sh, snapshot,
+    text_of, tool, within, write_session, Mounted, Session,
 };
 use normafs::config::Config;
 use normafs::fuse::MountOptions;
@@ -23,15 +23,6 @@ use normafs::fuse::MountOptions;
 const SID: &str = "s2-tier1";
 /// The corpus session with a subagent.
 const SUB: &str = "s4-subagent";
-
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 fn err(o: &Output) -> String {
     assert!(!o.status.success(), "should have failed: {o:?}");
@@ -46,17 +37,6 @@ fn stat(fmt: &str, p: &Path) -> String {
     ok(&tool("stat", &[OsStr::new("-c"), OsStr::new(fmt), os(p)]))
         .trim()
         .to_string()
-}
-
-fn cat(p: &Path) -> Vec<u8> {
-    let o = tool("cat", &[os(p)]);
-    assert!(
-        o.status.success(),
-        "cat {}: {}",
-        p.display(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    o.stdout
 }
 
 /// Every synthetic file of the example mount (ctl excluded: its size is not its content).

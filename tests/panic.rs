@@ -7,11 +7,10 @@
 mod common;
 
 use std::ffi::OsStr;
-use std::path::Path;
 use std::process::Output;
 use std::sync::Mutex;
 
-use common::{example_root, force_unmount, mount, Mounted};
+use common::{example_root, force_unmount, mount, quoted, Mounted};
 use normafs::config::Config;
 use normafs::fs::{set_panic_on_lookup, set_panic_on_request};
 use normafs::fuse::MountOptions;
@@ -109,10 +108,6 @@ fn serves(m: &Mounted, view: &[u8]) {
         &sh(&format!("stat '{}'", s.join("status.json").display())),
         "stat",
     );
-}
-
-fn quoted(p: &Path) -> String {
-    format!("'{}'", p.display())
 }
 
 #[test]

@@ -12,7 +12,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use common::{
-    force_unmount, fuse_available, have, is_mounted, mount, sh, snapshot, text_of, within,
+    force_unmount, fuse_available, have, is_mounted, mount, ok, sh, snapshot, text_of, within,
     write_session, Session,
 };
 use normafs::config::Config;
@@ -49,15 +49,6 @@ fn as_nobody(cmd: &str) -> Output {
         c
     };
     c.arg("-c").arg(cmd).output().expect("run as nobody")
-}
-
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// The command failed with "Permission denied" (EACCES).

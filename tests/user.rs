@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::{alive, example_root, fuse_available, have, within};
+use common::{alive, example_root, fuse_available, have, ok, stderr, within};
 
 const BIN: &str = env!("CARGO_BIN_EXE_normafs");
 const USER: &str = "normafs-test";
@@ -130,20 +130,6 @@ impl Drop for UserMount {
     }
 }
 
-fn out(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "exit {:?}: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 #[test]
 fn an_ordinary_user_mounts_and_works_in_the_mount() {
     if !fuse_available() || !have("fusermount3") || !have("setpriv") || !have("jq") {
@@ -176,8 +162,8 @@ fn an_ordinary_user_mounts_and_works_in_the_mount() {
     // /dev/fuse closed to the user: one line naming the cause, exit 2, nothing mounted.
     let dev = DevFuse::set(0o600);
     let o = user.sh(&mount_cmd);
-    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
-    let e = err(&o);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
     assert_eq!(e.trim().lines().count(), 1, "{e}");
     assert!(
         e.contains("failed to open /dev/fuse: Permission denied")
@@ -190,7 +176,7 @@ fn an_ordinary_user_mounts_and_works_in_the_mount() {
     // Opened up, as elsewhere: the user's mount, through fusermount3, without passthrough.
     dev.chmod(0o666);
     let o = user.sh(&mount_cmd);
-    let start = err(&o);
+    let start = stderr(&o);
     assert!(o.status.success(), "{start}");
     let pid = common::pid_of(&start);
     let _guard = UserMount {
@@ -215,7 +201,7 @@ fn an_ordinary_user_mounts_and_works_in_the_mount() {
     assert_eq!(e.raw_os_error(), Some(libc::EACCES));
 
     // The everyday tools, as the user.
-    let ls = out(&user.sh(&format!("ls '{m}/sessions'")));
+    let ls = ok(&user.sh(&format!("ls '{m}/sessions'")));
     assert_eq!(
         ls.lines().collect::<Vec<_>>(),
         [
@@ -227,7 +213,7 @@ fn an_ordinary_user_mounts_and_works_in_the_mount() {
         ]
     );
     for sid in common::CORPUS_SESSIONS {
-        let got = out(&user.sh(&format!("jq -c .message '{m}/sessions/{sid}/view.jsonl'")));
+        let got = ok(&user.sh(&format!("jq -c .message '{m}/sessions/{sid}/view.jsonl'")));
         let got: Vec<serde_json::Value> = got
             .lines()
             .map(|l| serde_json::from_str(l).expect("jq prints JSON"))
@@ -247,7 +233,7 @@ fn an_ordinary_user_mounts_and_works_in_the_mount() {
         .messages()
         .len();
         let d = format!("{m}/sessions/{sid}");
-        let counts = out(&user.sh(&format!(
+        let counts = ok(&user.sh(&format!(
             "cmp '{d}/at/{n}/view.jsonl' '{d}/view.jsonl' && jq -c .request '{d}/timeline.jsonl' | wc -l && ls '{d}/at' | wc -l"
         )));
         let c: Vec<usize> = counts
@@ -269,33 +255,33 @@ fn an_ordinary_user_mounts_and_works_in_the_mount() {
             "timeline.svg",
         ] {
             let p = format!("{m}/sessions/{sid}/{f}");
-            let o = out(&user.sh(&format!("stat -L -c %s '{p}'; wc -c < '{p}'")));
+            let o = ok(&user.sh(&format!("stat -L -c %s '{p}'; wc -c < '{p}'")));
             let v: Vec<&str> = o.lines().collect();
             assert_eq!(v.first(), v.get(1), "{sid}/{f}: stat and read disagree");
         }
     }
-    out(&user.sh(&format!(
+    ok(&user.sh(&format!(
         "cmp '{m}/sessions/s1-small/transcript.jsonl' '{r}/transcripts/s1-small.jsonl'"
     )));
-    let hits = out(&user.sh(&format!("grep -rl 'noa-archive' '{m}/sessions' | sort")));
+    let hits = ok(&user.sh(&format!("grep -rl 'noa-archive' '{m}/sessions' | sort")));
     assert!(
         hits.lines().any(|l| l.ends_with("s2-tier1/view.jsonl")),
         "{hits}"
     );
-    let less = out(&user.sh(&format!(
+    let less = ok(&user.sh(&format!(
         "LESS= less -FX '{m}/sessions/s1-small/view.md' | head -1"
     )));
     assert_eq!(less.trim(), "# View of s1-small");
 
     // ctl, as a script writes it: help, then the runtime's Compress input.
     let ctl = format!("{m}/sessions/s2-tier1/ctl");
-    let help = out(&user.sh(&format!("echo help > '{ctl}' && cat '{ctl}'")));
+    let help = ok(&user.sh(&format!("echo help > '{ctl}' && cat '{ctl}'")));
     assert!(help.contains("\"command\":\"help\",\"ok\":true"), "{help}");
     let input = common::norma_data().join("oracle/s2-tier1/compress-1/input.json");
     let input_text = std::fs::read_to_string(&input).expect("input");
     std::fs::write(etc.path().join("input.json"), &input_text).expect("copy input");
     user.own(etc.path());
-    let res = out(&user.sh(&format!(
+    let res = ok(&user.sh(&format!(
         "echo \"compress $(cat '{}/input.json')\" > '{ctl}' && tail -n 1 '{ctl}'",
         etc.path().display()
     )));
@@ -310,18 +296,18 @@ fn an_ordinary_user_mounts_and_works_in_the_mount() {
     assert_eq!(s["nextBlockId"], 19);
 
     // A memory edited with sed -i, and one made under the user's umask.
-    let mem = out(&user.sh(&format!("ls '{m}/memory'")));
+    let mem = ok(&user.sh(&format!("ls '{m}/memory'")));
     let file = mem
         .lines()
         .find(|l| l.ends_with(".md") && *l != "MEMORY.md")
         .unwrap_or_else(|| panic!("a memory file: {mem}"))
         .to_string();
-    out(&user.sh(&format!(
+    ok(&user.sh(&format!(
         "sed -i '$ a edited by the test' '{m}/memory/{file}'"
     )));
     let back = std::fs::read_to_string(root.path().join("memory").join(&file)).expect("read");
     assert!(back.ends_with("edited by the test\n"), "{back}");
-    out(&user.sh(&format!(
+    ok(&user.sh(&format!(
         "umask 027; printf -- '---\\nname: t\\n---\\nbody\\n' > '{m}/memory/t.md'"
     )));
     let made = std::fs::metadata(root.path().join("memory/t.md")).expect("t.md");
@@ -351,14 +337,14 @@ fn an_ordinary_user_mounts_and_works_in_the_mount() {
             round
         })
     };
-    let reads = out(&user.sh(&format!(
+    let reads = ok(&user.sh(&format!(
         "bad=0; for i in $(seq 300); do jq -e .version '{m}/sessions/s2-tier1/state.json' \
          >/dev/null 2>&1 || bad=$((bad+1)); done; echo $bad"
     )));
     // And a tight loop of its own (open, fstat, read to the end): every read is as long
     // as its handle's fstat says, and parses.
     let tight = if have("python3") {
-        out(&user.sh(&format!(
+        ok(&user.sh(&format!(
             "python3 -c '
 import json, os
 bad = 0
@@ -430,7 +416,7 @@ print(bad)
         })
     };
     let zeros = if have("python3") {
-        out(&user.sh(&format!(
+        ok(&user.sh(&format!(
             "python3 -c '
 import os, threading, time
 p = \"{m}/sessions/s2-tier1/transcript.jsonl\"
@@ -450,7 +436,7 @@ print(bad, reads)
     } else {
         "0 0".to_string()
     };
-    let tail = out(&user.sh(&format!(
+    let tail = ok(&user.sh(&format!(
         "bad=0; for i in $(seq 200); do tr -d -c '\\000' < '{m}/sessions/s2-tier1/transcript.jsonl' \
          | cmp -s - /dev/null || bad=$((bad+1)); done; echo $bad"
     )));
@@ -464,7 +450,7 @@ print(bad, reads)
     assert_eq!(tail.trim(), "0", "shell reads with NULs");
 
     // The user unmounts; the daemon ends.
-    out(&user.sh(&format!("fusermount3 -u '{m}'")));
+    ok(&user.sh(&format!("fusermount3 -u '{m}'")));
     assert!(
         within(Duration::from_secs(10), || !common::is_mounted(mnt.path())
             && !alive(pid)),

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::{lines, mount, sh, Mounted};
+use common::{lines, mount, ok, quoted, sh, Mounted};
 use serde_json::Value;
 
 /// The corpus session with 15 tier-1 blocks.
@@ -19,22 +19,9 @@ fn example() -> Option<Mounted> {
     common::mount_example()
 }
 
-fn q(p: &Path) -> String {
-    format!("'{}'", p.display())
-}
-
-fn stdout(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
 /// The last JSON line `tail -n 1` prints of a ctl file.
 fn last_result(ctl: &Path) -> Value {
-    let out = stdout(&sh(&format!("tail -n 1 {}", q(ctl))));
+    let out = ok(&sh(&format!("tail -n 1 {}", quoted(ctl))));
     serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out:?}"))
 }
 
@@ -49,7 +36,7 @@ fn tail_reads_the_end_of_a_ctl_file_past_8_kib() {
     let ctl = m.at(&format!("sessions/{SID}/ctl"));
     // `help` answers some 700 bytes: 20 of them pass 8 KiB.
     for _ in 0..20 {
-        stdout(&sh(&format!("echo help > {}", q(&ctl))));
+        ok(&sh(&format!("echo help > {}", quoted(&ctl))));
     }
     let whole = std::fs::read(&ctl).expect("read");
     assert!(whole.len() > 8 << 10, "{} bytes of results", whole.len());
@@ -57,15 +44,15 @@ fn tail_reads_the_end_of_a_ctl_file_past_8_kib() {
     assert_eq!(last_result(&ctl), last, "tail -n 1 ctl is the last result");
     assert_eq!(last["seq"], 20);
     // `tail -c` seeks; `cat | tail -c` does not: the same bytes.
-    let sought = sh(&format!("tail -c 60 {}", q(&ctl))).stdout;
-    let piped = sh(&format!("cat {} | tail -c 60", q(&ctl))).stdout;
+    let sought = sh(&format!("tail -c 60 {}", quoted(&ctl))).stdout;
+    let piped = sh(&format!("cat {} | tail -c 60", quoted(&ctl))).stdout;
     assert_eq!(sought, piped);
     assert_eq!(sought, whole[whole.len() - 60..]);
     // `dd skip=` reads at an offset of a fresh handle: the bytes at that offset.
     let at = whole.len() - 1000;
     let dd = sh(&format!(
         "dd if={} bs=1 skip={at} status=none | head -c 100",
-        q(&ctl)
+        quoted(&ctl)
     ))
     .stdout;
     assert_eq!(dd, whole[at..at + 100]);
@@ -119,9 +106,9 @@ fn config_file() -> tempfile::NamedTempFile {
 fn a_refused_write_leaves_its_result_with_the_reason() {
     let Some(m) = example() else { return };
     let ctl = m.at(&format!("sessions/{SID}/ctl"));
-    stdout(&sh(&format!("echo help > {}", q(&ctl))));
+    ok(&sh(&format!("echo help > {}", quoted(&ctl))));
     // Not UTF-8: refused, and said so where `tail -n1 ctl` looks.
-    let o = sh(&format!("printf 'help\\xff\\n' > {}", q(&ctl)));
+    let o = sh(&format!("printf 'help\\xff\\n' > {}", quoted(&ctl)));
     assert!(!o.status.success(), "a write that is not UTF-8 is refused");
     assert!(String::from_utf8_lossy(&o.stderr).contains("Invalid argument"));
     let r = last_result(&ctl);
@@ -129,16 +116,13 @@ fn a_refused_write_leaves_its_result_with_the_reason() {
     assert!(r["message"].as_str().unwrap_or("").contains("UTF-8"), "{r}");
     assert_eq!(r["seq"], 2, "{r}");
     // 10 MB of random bytes: refused whole, quoted in a few hundred characters at most.
-    let o = sh(&format!("head -c 10000000 /dev/urandom > {}", q(&ctl)));
+    let o = sh(&format!("head -c 10000000 /dev/urandom > {}", quoted(&ctl)));
     assert!(!o.status.success());
     let r = last_result(&ctl);
     assert_eq!(r["ok"], false, "{r}");
-    let quoted = r["command"].as_str().expect("command").chars().count();
-    assert!(
-        quoted <= 301,
-        "the command is quoted in {quoted} characters"
-    );
-    let line = stdout(&sh(&format!("tail -n 1 {} | wc -c", q(&ctl))));
+    let chars = r["command"].as_str().expect("command").chars().count();
+    assert!(chars <= 301, "the command is quoted in {chars} characters");
+    let line = ok(&sh(&format!("tail -n 1 {} | wc -c", quoted(&ctl))));
     assert!(line.trim().parse::<usize>().expect("wc") < 2048, "{line}");
 }
 
@@ -333,7 +317,7 @@ fn ctls_mtime_moves_with_each_result() {
     };
     let before = mtime();
     std::thread::sleep(std::time::Duration::from_millis(20));
-    stdout(&sh(&format!("echo help > {}", q(&ctl))));
+    ok(&sh(&format!("echo help > {}", quoted(&ctl))));
     let after = mtime();
     assert!(after > before, "{before:?} then {after:?}");
 }
@@ -344,7 +328,7 @@ fn ctl_help_names_the_forced_commands_and_the_way_to_pass_a_dash() {
         .args(["ctl", "--help"])
         .output()
         .expect("run normafs ctl --help");
-    let help = stdout(&o);
+    let help = ok(&o);
     assert!(
         help.contains("compress!") && help.contains("rebuild!"),
         "{help}"
@@ -381,7 +365,7 @@ fn config_cmd(root: &Path, home: &Path, args: &[&str]) -> String {
         .env("XDG_CONFIG_HOME", home)
         .output()
         .expect("run normafs config");
-    stdout(&o)
+    ok(&o)
 }
 
 #[test]
@@ -437,10 +421,7 @@ fn settings_have_a_home_and_normafs_config_says_where_each_came_from() {
         .env("XDG_CONFIG_HOME", home.path())
         .output()
         .expect("run normafs view");
-    assert!(
-        stdout(&o).contains("window=40000"),
-        "view.md's settings line"
-    );
+    assert!(ok(&o).contains("window=40000"), "view.md's settings line");
 }
 
 #[test]
@@ -481,7 +462,7 @@ fn only_the_commands_that_mount_list_the_mounts_own_flags() {
             .args([cmd, "--help"])
             .output()
             .expect("run normafs --help");
-        stdout(&o)
+        ok(&o)
     };
     for cmd in ["view", "audit", "ctl", "gen"] {
         let h = help(cmd);
@@ -523,9 +504,9 @@ fn a_reader_finds_which_refs_raw_opens() {
         status["refs"]["last"].as_str().expect("last"),
     );
     assert!(hint.contains(first) && hint.contains(last), "{hint}");
-    let listed = stdout(&sh(&format!(
+    let listed = ok(&sh(&format!(
         "ls {}",
-        q(&m.at(&format!("sessions/{SID}/raw")))
+        quoted(&m.at(&format!("sessions/{SID}/raw")))
     )));
     assert!(!listed.contains(&format!("{last}.md")), "{listed}");
     for name in [

@@ -526,6 +526,40 @@ pub fn sh(cmd: &str) -> std::process::Output {
         .expect("run sh")
 }
 
+/// The stdout of a command that must have succeeded (the test fails with its exit status and
+/// stderr otherwise).
+pub fn ok(o: &std::process::Output) -> String {
+    assert!(
+        o.status.success(),
+        "failed ({:?}): {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A command's stderr, as text.
+pub fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// `p` in single quotes, for a shell command line (no test path holds a quote).
+pub fn quoted(p: &Path) -> String {
+    format!("'{}'", p.display())
+}
+
+/// What `cat p` prints; the test fails, with cat's stderr, if it fails.
+pub fn cat(p: &Path) -> Vec<u8> {
+    let o = tool("cat", &[p.as_os_str()]);
+    assert!(
+        o.status.success(),
+        "cat {}: {}",
+        p.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o.stdout
+}
+
 /// Run a program; its output.
 pub fn tool(prog: &str, args: &[&std::ffi::OsStr]) -> std::process::Output {
     std::process::Command::new(prog)
