@@ -6,31 +6,15 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{alive, example_root, fuse_available, have, is_mounted, pid_of, stderr, within};
+use common::{
+    alive, example_root, fuse_available, have, is_mounted, pid_of, stderr, within, Daemon,
+};
 
 const BIN: &str = env!("CARGO_BIN_EXE_normafs");
-
-/// A daemon started by a test: killed (by PID) and its mount detached on drop.
-struct Daemon {
-    pid: Option<i32>,
-    mnt: PathBuf,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(pid) = self.pid {
-            if alive(pid) {
-                // SAFETY: signals a process this test started.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
-        }
-        common::force_unmount(&self.mnt);
-    }
-}
 
 /// `mount.fuse3`, which `mount -t fuse.<prog>` runs.
 fn have_mount_fuse3() -> bool {
@@ -64,7 +48,7 @@ fn daemon_returns_once_mounted_and_ends_on_sigterm() {
     assert!(o.status.success(), "{start}");
     let pid = pid_of(&start);
     let _d = Daemon {
-        pid: Some(pid),
+        pid,
         mnt: mnt.path().to_path_buf(),
     };
     assert!(
@@ -251,7 +235,7 @@ fn mount_t_fuse_normafs(helper: &Path) {
     assert!(o.status.success(), "{start}");
     let pid = pid_of(&start);
     let _d = Daemon {
-        pid: Some(pid),
+        pid,
         mnt: mnt.path().to_path_buf(),
     };
     assert!(is_mounted(mnt.path()));
@@ -298,7 +282,7 @@ fn mount_t_fuse_normafs(helper: &Path) {
     assert!(o.status.success(), "{start}");
     let pid = pid_of(&start);
     let _d2 = Daemon {
-        pid: Some(pid),
+        pid,
         mnt: mnt.path().to_path_buf(),
     };
     assert!(runs(pid, helper), "the daemon runs {}", helper.display());
@@ -340,7 +324,7 @@ fn auto_unmount_clears_the_mount_after_kill_9() {
     );
     let pid = pid_of(&start);
     let _d = Daemon {
-        pid: Some(pid),
+        pid,
         mnt: mnt.path().to_path_buf(),
     };
     assert!(is_mounted(mnt.path()));
@@ -374,7 +358,7 @@ fn a_backing_directory_on_fuse_is_served_with_ttls() {
     let start = stderr(&o);
     assert!(o.status.success(), "{start}");
     let _d = Daemon {
-        pid: Some(pid_of(&start)),
+        pid: pid_of(&start),
         mnt: mnt.path().to_path_buf(),
     };
     assert!(

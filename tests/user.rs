@@ -8,11 +8,11 @@
 mod common;
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::{alive, example_root, fuse_available, have, ok, stderr, within};
+use common::{alive, example_root, fuse_available, have, ok, stderr, within, Daemon};
 
 const BIN: &str = env!("CARGO_BIN_EXE_normafs");
 const USER: &str = "normafs-test";
@@ -114,22 +114,6 @@ impl Drop for TestUser {
     }
 }
 
-/// The user's daemon: killed by PID and its mount detached on drop.
-struct UserMount {
-    pid: Option<i32>,
-    mnt: PathBuf,
-}
-
-impl Drop for UserMount {
-    fn drop(&mut self) {
-        if let Some(pid) = self.pid {
-            // SAFETY: signals the daemon this test started.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-        common::force_unmount(&self.mnt);
-    }
-}
-
 #[test]
 fn an_ordinary_user_mounts_and_works_in_the_mount() {
     if !fuse_available() || !have("fusermount3") || !have("setpriv") || !have("jq") {
@@ -179,8 +163,8 @@ fn an_ordinary_user_mounts_and_works_in_the_mount() {
     let start = stderr(&o);
     assert!(o.status.success(), "{start}");
     let pid = common::pid_of(&start);
-    let _guard = UserMount {
-        pid: Some(pid),
+    let _guard = Daemon {
+        pid,
         mnt: mnt.path().to_path_buf(),
     };
     assert!(

@@ -604,6 +604,23 @@ pub fn pid_of(start: &str) -> i32 {
         .unwrap_or_else(|| panic!("no pid in {start:?}"))
 }
 
+/// A `normafs mount --daemon` a test started (the PID its start line names, [`pid_of`]): killed
+/// and its mount detached on drop, also when the test fails.
+pub struct Daemon {
+    pub pid: i32,
+    pub mnt: PathBuf,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if alive(self.pid) {
+            // SAFETY: signals a process the test started.
+            unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        }
+        force_unmount(&self.mnt);
+    }
+}
+
 /// Poll `f` until it holds or `limit` passes; whether it held.
 pub fn within(limit: std::time::Duration, mut f: impl FnMut() -> bool) -> bool {
     let end = std::time::Instant::now() + limit;
