@@ -2,20 +2,19 @@
 //! and is reproduced byte for byte from its state and transcript; English labels; fences;
 //! normafs's `call` and `body_sha256` keys; hostile input.
 
+mod common;
+
 use std::collections::{BTreeSet, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use common::norma_data;
 use normafs::format::archive::{
     file_name, parse, parse_file_name, render, sha256_hex, tier_dir, Archive, ArchiveError,
     BlockEntry, Entry, HeadingKind, Labels, MessageEntry, MessageKind, Parsed,
 };
 use proptest::prelude::*;
 use serde_json::Value;
-
-fn data() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/norma")
-}
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(rd) = fs::read_dir(dir) else { return };
@@ -33,7 +32,7 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
 /// the oracle's compress and rebuild bases.
 fn runtime_archives() -> Vec<PathBuf> {
     let mut all = Vec::new();
-    walk(&data(), &mut all);
+    walk(&norma_data(), &mut all);
     let mut out: Vec<PathBuf> = all
         .into_iter()
         .filter(|p| {
@@ -166,7 +165,7 @@ struct Core {
 /// says (the corpus has no compaction marker and no ref tag to strip). Each id is checked by
 /// being looked up: a wrong text would give a different hash.
 fn project(sid: &str) -> HashMap<String, Core> {
-    let text = read(&data().join(format!("corpus/transcripts/{sid}.jsonl")));
+    let text = read(&norma_data().join(format!("corpus/transcripts/{sid}.jsonl")));
     let records: Vec<Value> = text
         .lines()
         .filter(|l| !l.is_empty())
@@ -352,9 +351,9 @@ fn archive_of(state: &Value, b: &Value, cores: &HashMap<String, Core>) -> Archiv
 fn states() -> Vec<(PathBuf, PathBuf)> {
     let mut out = Vec::new();
     for sid in ["s2-tier1", "s3-tier2", "s5-fork-of-s2"] {
-        let noa = data().join("corpus/noa").join(sid);
+        let noa = norma_data().join("corpus/noa").join(sid);
         out.push((noa.join("state.json"), noa));
-        let oracle = data().join("oracle").join(sid);
+        let oracle = norma_data().join("oracle").join(sid);
         for run in fs::read_dir(&oracle).unwrap() {
             let run = run.unwrap().path();
             let base = run.join("base").join(sid);
@@ -419,7 +418,7 @@ fn render_reproduces_tier2_archives_with_absorbed_blocks() {
     let done = reproduce(|p| p.parent().is_some_and(|d| d.ends_with("tier2")));
     let names: Vec<String> = done
         .iter()
-        .map(|p| p.strip_prefix(data()).unwrap().display().to_string())
+        .map(|p| p.strip_prefix(norma_data()).unwrap().display().to_string())
         .collect();
     assert!(names.contains(
         &"oracle/s2-tier1/compress-2/base/s2-tier1/tier2/b16_m00012-m00041.md".to_string()
@@ -433,7 +432,7 @@ fn render_reproduces_every_runtime_archive() {
     let done = reproduce(|_| true);
     // The timeline's archives were written by live sessions whose Compress inputs no oracle
     // run records: they are parsed above, not made again here.
-    let timeline = data().join("timeline");
+    let timeline = norma_data().join("timeline");
     let all: BTreeSet<PathBuf> = runtime_archives()
         .into_iter()
         .filter(|p| !p.starts_with(&timeline))

@@ -2,6 +2,8 @@
 //! precedence, session tables and parents, the files the conformance tool writes, warnings for
 //! questionable values and errors for unusable ones.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -11,16 +13,6 @@ use normafs::config::{
     Sources, Warning, NOA_KEYS,
 };
 use serde_json::{json, Value};
-
-const SPEC: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/data/norma/oracle/corpus-spec.json"
-);
-
-fn corpus_spec() -> Value {
-    let text = std::fs::read_to_string(SPEC).expect("corpus-spec.json");
-    serde_json::from_str(&text).expect("corpus-spec.json parses")
-}
 
 /// A non-default, unquestionable value of every key: as `-o`/flag text, and as the value it
 /// must take (the JSON of [`NoaConfig::get`], or of the mount field).
@@ -102,7 +94,7 @@ fn the_samples_cover_every_key() {
 #[test]
 fn defaults_are_the_runtimes_default_config() {
     // s1-small ran with DefaultConfig(200000); every other field is DefaultConfig's too.
-    let spec = corpus_spec();
+    let spec = common::oracle("corpus-spec.json");
     let c = &spec["Sessions"][0]["Config"];
     assert_eq!(spec["Sessions"][0]["ID"], "s1-small");
     let n = &c["Nudge"];
@@ -385,7 +377,7 @@ fn assert_session_settings(got: &NoaConfig, sess: &Value) {
 
 #[test]
 fn the_files_the_conformance_tool_writes_load_and_give_each_session_its_settings() {
-    let spec = corpus_spec();
+    let spec = common::oracle("corpus-spec.json");
     let sessions = spec["Sessions"].as_array().expect("sessions");
     assert!(sessions.len() >= 5);
     let dir = tempfile::tempdir().expect("tempdir");

@@ -1,22 +1,16 @@
 //! Conformance with the runtime's oracle (SPEC 4.11): what normafs computes from the corpus
 //! the runtime wrote equals what the runtime computed from it.
 
-use std::fs;
-use std::path::{Path, PathBuf};
+mod common;
 
+use std::fs;
+
+use common::norma_data;
 use normafs::config::NoaConfig;
 use normafs::format::loader::Transcript;
 use normafs::format::state::load_state;
 use normafs::noa::{assemble, content, pipeline};
 use serde_json::Value;
-
-fn data() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/norma")
-}
-
-fn spec() -> Value {
-    serde_json::from_slice(&fs::read(data().join("oracle/corpus-spec.json")).unwrap()).unwrap()
-}
 
 /// The configuration the runtime ran a session with.
 fn config_of(s: &Value) -> NoaConfig {
@@ -99,13 +93,19 @@ fn is_nudge(m: &Value) -> bool {
 #[test]
 fn views_equal_the_runtimes_resumed_views() {
     let mut failures = Vec::new();
-    for s in spec()["Sessions"].as_array().unwrap() {
+    for s in common::oracle("corpus-spec.json")["Sessions"]
+        .as_array()
+        .unwrap()
+    {
         let sid = s["ID"].as_str().unwrap();
         let cfg = config_of(s);
-        let bytes = fs::read(data().join(format!("corpus/transcripts/{sid}.jsonl"))).unwrap();
+        let bytes = fs::read(norma_data().join(format!("corpus/transcripts/{sid}.jsonl"))).unwrap();
         let tr = Transcript::parse(&bytes, Some(sid));
         let msgs: Vec<_> = tr.iter_messages().map(|(_, m)| m).collect();
-        let load = load_state(&data().join(format!("corpus/noa/{sid}/state.json")), sid);
+        let load = load_state(
+            &norma_data().join(format!("corpus/noa/{sid}/state.json")),
+            sid,
+        );
         assert!(load.error.is_none(), "{sid}: {:?}", load.error);
         let state = load.state;
         let proj = content::project(&msgs);
@@ -115,7 +115,7 @@ fn views_equal_the_runtimes_resumed_views() {
         t.inject_nudge();
         let out = assemble::assemble(&t, &msgs, &state, true);
         let want: Vec<Value> = serde_json::from_slice(
-            &fs::read(data().join(format!("oracle/{sid}/resume-view.json"))).unwrap(),
+            &fs::read(norma_data().join(format!("oracle/{sid}/resume-view.json"))).unwrap(),
         )
         .unwrap();
         let got: Vec<Value> = out
@@ -177,15 +177,19 @@ struct Session {
 }
 
 fn sessions() -> Vec<Session> {
-    spec()["Sessions"]
+    common::oracle("corpus-spec.json")["Sessions"]
         .as_array()
         .unwrap()
         .iter()
         .map(|s| {
             let sid = s["ID"].as_str().unwrap().to_string();
-            let bytes = fs::read(data().join(format!("corpus/transcripts/{sid}.jsonl"))).unwrap();
-            let state =
-                load_state(&data().join(format!("corpus/noa/{sid}/state.json")), &sid).state;
+            let bytes =
+                fs::read(norma_data().join(format!("corpus/transcripts/{sid}.jsonl"))).unwrap();
+            let state = load_state(
+                &norma_data().join(format!("corpus/noa/{sid}/state.json")),
+                &sid,
+            )
+            .state;
             Session {
                 cfg: config_of(s),
                 sid,
@@ -196,8 +200,9 @@ fn sessions() -> Vec<Session> {
         .collect()
 }
 
+/// A file of session `sid`'s oracle.
 fn oracle(sid: &str, file: &str) -> Value {
-    serde_json::from_slice(&fs::read(data().join(format!("oracle/{sid}/{file}"))).unwrap()).unwrap()
+    common::oracle(&format!("{sid}/{file}"))
 }
 
 #[test]
@@ -270,7 +275,7 @@ fn compress_calls_give_the_runtimes_blocks_state_and_panel() {
         let tr = Transcript::parse(&s.bytes, Some(&s.sid));
         let p = views::Projection::new(tr.iter_messages().map(|(_, m)| m).collect());
         for n in 1.. {
-            let dir = data().join(format!("oracle/{}/compress-{n}", s.sid));
+            let dir = norma_data().join(format!("oracle/{}/compress-{n}", s.sid));
             if !dir.is_dir() {
                 break;
             }
@@ -386,7 +391,7 @@ fn corpus_copy() -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
     let status = std::process::Command::new("cp")
         .args(["-a", "--no-preserve=mode"])
-        .arg(data().join("corpus/."))
+        .arg(norma_data().join("corpus/."))
         .arg(d.path())
         .status()
         .unwrap();
@@ -420,7 +425,7 @@ fn ctl_compress_writes_the_runtimes_state() {
     let mut checked = 0;
     for s in sessions() {
         for n in 1.. {
-            let dir = data().join(format!("oracle/{}/compress-{n}", s.sid));
+            let dir = norma_data().join(format!("oracle/{}/compress-{n}", s.sid));
             if !dir.is_dir() {
                 break;
             }

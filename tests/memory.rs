@@ -1,6 +1,8 @@
 //! Memory files (SPEC 2.2, 9) against the runtime: slug, parse, render, scan, the index, the
 //! audit checks and relevance, with the runtime's own memory directory and oracle.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::fs;
@@ -8,6 +10,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use common::{norma_data, set_mtime};
 use normafs::audit::{self, Severity};
 use normafs::format::memory::{
     self, check, check_index, file_for, index_matches, parse, relevance, render, render_index,
@@ -15,32 +18,18 @@ use normafs::format::memory::{
 };
 use serde_json::Value;
 
-fn data(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/norma")
-        .join(rel)
-}
-
 /// The runtime's own memory directory.
 fn corpus_dir() -> PathBuf {
-    data("corpus/memory")
+    norma_data().join("corpus/memory")
 }
 
+/// A file of the memory oracle (`oracle/_memory/<file>`).
 fn oracle(file: &str) -> Value {
-    let text = fs::read_to_string(data("oracle/_memory").join(file)).expect("oracle file");
-    serde_json::from_str(&text).expect("oracle json")
+    common::oracle(&format!("_memory/{file}"))
 }
 
 fn at(secs: u64) -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
-}
-
-fn set_mtime(path: &Path, t: SystemTime) {
-    fs::File::options()
-        .write(true)
-        .open(path)
-        .and_then(|f| f.set_modified(t))
-        .expect("set mtime");
 }
 
 /// Write a file and give it a modification time.
@@ -362,7 +351,8 @@ fn scan_and_index_match_the_oracle() {
         .collect();
     let got: Vec<&str> = s.memories.iter().map(|m| m.file_name.as_str()).collect();
     assert_eq!(got, want.iter().map(String::as_str).collect::<Vec<_>>());
-    let index = fs::read_to_string(data("oracle/_memory/index.txt")).expect("index.txt");
+    let index =
+        fs::read_to_string(norma_data().join("oracle/_memory/index.txt")).expect("index.txt");
     assert_eq!(render_index(&s.memories), index);
     // The runtime's own MEMORY.md is that index, and not stale.
     assert_eq!(
@@ -370,7 +360,8 @@ fn scan_and_index_match_the_oracle() {
         index
     );
     assert_eq!(check_index(tmp.path(), &s), None);
-    let segment = fs::read_to_string(data("oracle/_memory/system-segment.txt")).expect("segment");
+    let segment = fs::read_to_string(norma_data().join("oracle/_memory/system-segment.txt"))
+        .expect("segment");
     assert!(segment.ends_with(&index));
 }
 

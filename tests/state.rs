@@ -1,14 +1,13 @@
 //! `state.json` v1 against the runtime's own files: every one parses and re-serializes to its
 //! exact bytes; unknown keys survive; the load rules fail where Go's decoder fails.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
+use common::norma_data;
 use normafs::format::state::{load_state, parse_state, Block, State, StateLoadError};
 use proptest::prelude::*;
-
-fn data_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/norma")
-}
 
 fn state_files(dir: &Path, found: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -26,7 +25,7 @@ fn state_files(dir: &Path, found: &mut Vec<PathBuf>) {
 
 fn all_state_files() -> Vec<PathBuf> {
     let mut found = Vec::new();
-    state_files(&data_root(), &mut found);
+    state_files(&norma_data(), &mut found);
     found.sort();
     found
 }
@@ -74,7 +73,7 @@ fn every_runtime_state_file_round_trips_byte_for_byte() {
 
 #[test]
 fn the_corpus_holds_what_the_model_expects() {
-    let path = data_root().join("corpus/noa/s3-tier2/state.json");
+    let path = norma_data().join("corpus/noa/s3-tier2/state.json");
     let state = load_state(&path, "ignored");
     assert_eq!(state.error, None);
     assert!(state.exists);
@@ -97,7 +96,7 @@ fn the_corpus_holds_what_the_model_expects() {
 
 #[test]
 fn initial_state_is_the_rebuild_that_replayed_nothing() {
-    let path = data_root().join("oracle/s1-small/rebuild/state.json");
+    let path = norma_data().join("oracle/s1-small/rebuild/state.json");
     let runtime = std::fs::read_to_string(path).expect("readable");
     let initial = State::initial("s1-small");
     assert_eq!(initial.to_json(), runtime);
@@ -553,7 +552,7 @@ proptest! {
 
     #[test]
     fn arbitrary_edits_never_panic(at in 0usize..4000, bytes in proptest::collection::vec(any::<u8>(), 0..6)) {
-        let path = data_root().join("corpus/noa/s2-tier1/state.json");
+        let path = norma_data().join("corpus/noa/s2-tier1/state.json");
         let mut original = std::fs::read(path).expect("readable");
         let at = at.min(original.len());
         original.splice(at..at, bytes);

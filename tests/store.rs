@@ -1,5 +1,7 @@
 //! Store layer tests: durable writes, failpoints, the session lock, the journal, root discovery.
 
+mod common;
+
 use std::ffi::OsStr;
 use std::fs;
 use std::io;
@@ -799,7 +801,7 @@ fn a_fifo_named_like_a_transcript_is_not_a_session() {
 
 #[test]
 fn the_corpus_has_its_five_sessions_and_one_sidechain() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/norma/corpus");
+    let root = common::norma_data().join("corpus");
     let paths = RootPaths::from_root(&root);
     let found = discover(&paths).expect("discover");
     assert_eq!(

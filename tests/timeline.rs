@@ -15,7 +15,7 @@ use serde_json::Value;
 const SESSIONS: [&str; 3] = ["t1-w9000", "t2-w16000", "t3-w40000"];
 
 fn data() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/norma/timeline")
+    common::norma_data().join("timeline")
 }
 
 /// The requests of session `sid`: one JSON value per line of its trace.

@@ -1,6 +1,8 @@
 //! Transcript records round-trip losslessly; the tolerant loader finds every record and problem,
 //! incrementally exactly as in one pass; transcript files refresh by appending or reloading.
 
+mod common;
+
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -13,7 +15,7 @@ use serde_json::{json, Value};
 
 /// The runtime's corpus (SPEC 0): every transcript in it was written by the runtime itself.
 fn example_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/norma/corpus")
+    common::norma_data().join("corpus")
 }
 
 /// The example: the corpus session with a subagent.
