@@ -4,9 +4,9 @@
 mod common;
 
 use std::fs;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
+use common::append;
 use normafs::format::loader::{Parser, Problem, ProblemKind, Severity, Transcript};
 use normafs::format::transcript::{parse_line, Content, Record, ToolResultContent};
 use normafs::store::transcripts::{sidechain_paths, Refresh, TranscriptFile};
@@ -855,15 +855,6 @@ proptest! {
 }
 
 // ---------------------------------------------------------------- files
-
-fn append(path: &Path, bytes: &[u8]) {
-    let mut f = fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .unwrap();
-    f.write_all(bytes).unwrap();
-}
 
 fn check_file(tf: &TranscriptFile) {
     let bytes = fs::read(tf.path()).unwrap_or_default();

@@ -8,10 +8,11 @@
 //! Today the mount recomputes every view, so this holds by construction; it is here for the
 //! incremental view, which must keep it.
 
-use std::fs::{self, OpenOptions};
-use std::io::Write;
-use std::path::Path;
+mod common;
 
+use std::fs;
+
+use common::append;
 use normafs::config::{Config, NoaConfig};
 use normafs::format::loader::Transcript;
 use normafs::format::state::{load_state, State};
@@ -242,15 +243,6 @@ fn build_state(spec: &StateSpec) -> Value {
         st["tokenSnapshot"] = Value::Object(snap);
     }
     st
-}
-
-fn append(path: &Path, bytes: &[u8]) {
-    let mut f = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .expect("open");
-    f.write_all(bytes).expect("append");
 }
 
 /// A configuration under which a few messages already truncate and nudge.

@@ -653,11 +653,17 @@ pub fn chained_user_line(p: &std::path::Path, sid: &str, text: &str) -> String {
 
 /// Append [`chained_user_line`] to the transcript at `p`.
 pub fn append_user_message(p: &std::path::Path, sid: &str, text: &str) {
-    use std::io::Write;
     let line = chained_user_line(p, sid, text);
+    append(p, format!("{line}\n").as_bytes());
+}
+
+/// Append `bytes` to the file at `path` (created if missing), in one write.
+pub fn append(path: &Path, bytes: &[u8]) {
+    use std::io::Write;
     let mut f = std::fs::OpenOptions::new()
+        .create(true)
         .append(true)
-        .open(p)
+        .open(path)
         .expect("open");
-    writeln!(f, "{line}").expect("append");
+    f.write_all(bytes).expect("append");
 }
