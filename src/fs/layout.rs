@@ -218,25 +218,18 @@ mod tests {
 
     #[test]
     fn real_names_are_backed_where_the_runtime_writes_them() {
-        let at = |b, p: &str| Some((b, PathBuf::from(p)));
-        assert_eq!(
-            session_real("s1", "transcript.jsonl"),
-            at(Base::Transcripts, "s1.jsonl")
-        );
-        assert_eq!(
-            session_real("s1", "subagents"),
-            at(Base::Transcripts, "s1/subagents")
-        );
-        assert_eq!(
-            session_real("s1", "state.json"),
-            at(Base::Archives, "s1/state.json")
-        );
-        assert_eq!(
-            session_real("s1", "ctl.jsonl"),
-            at(Base::Archives, "s1/ctl.jsonl")
-        );
-        assert_eq!(session_real("s1", "tier2"), at(Base::Archives, "s1/tier2"));
-        assert_eq!(session_real("s1", "view.jsonl"), None);
+        let backed = [
+            ("transcript.jsonl", Some((Base::Transcripts, "s1.jsonl"))),
+            ("subagents", Some((Base::Transcripts, "s1/subagents"))),
+            ("state.json", Some((Base::Archives, "s1/state.json"))),
+            ("ctl.jsonl", Some((Base::Archives, "s1/ctl.jsonl"))),
+            ("tier2", Some((Base::Archives, "s1/tier2"))),
+            ("view.jsonl", None),
+        ];
+        for (name, want) in backed {
+            let want = want.map(|(b, p)| (b, PathBuf::from(p)));
+            assert_eq!(session_real("s1", name), want, "{name}");
+        }
         assert_eq!(
             shown_in_session_dir(Base::Archives, "state.json"),
             Some("state.json")

@@ -257,6 +257,19 @@ struct Idle {
     touched: bool,
 }
 
+impl Idle {
+    /// Content `c` as an idle inode's version the kernel read nothing of yet.
+    fn of(c: &Rendered) -> Idle {
+        Idle {
+            fp: c.fp,
+            digest: c.digest,
+            mtime: c.mtime,
+            whole: c.size == 0,
+            touched: false,
+        }
+    }
+}
+
 impl Inner {
     /// `now`: when the request asking arrived (a hold covers the requests that arrive within
     /// it, however long their content takes to make).
@@ -326,14 +339,7 @@ impl Inner {
             // The same bytes (from other inputs, maybe).
             Some(t) => t.fp = c.fp,
             None => {
-                let t = Idle {
-                    fp: c.fp,
-                    digest: c.digest,
-                    mtime: c.mtime,
-                    whole: c.size == 0,
-                    touched: false,
-                };
-                self.told.insert(ino, t);
+                self.told.insert(ino, Idle::of(c));
             }
         }
         let mtime = self.told.get(&ino).map_or(c.mtime, |t| t.mtime);
@@ -392,14 +398,7 @@ impl Versions {
         if !g.untouched(ino) {
             return None;
         }
-        let t = Idle {
-            fp: c.fp,
-            digest: c.digest,
-            mtime: c.mtime,
-            whole: c.size == 0,
-            touched: false,
-        };
-        g.told.insert(ino, t);
+        g.told.insert(ino, Idle::of(c));
         Some(Described {
             head: Head::of(c),
             size: c.size,

@@ -7,7 +7,6 @@ use crate::fs::computed::systime;
 use crate::fs::real::Stat;
 use crate::fs::reply::kind_of;
 use crate::fs::{Attr, Base, Entry, FileKind, FsError, Node, NormaFs, MEMORY_LINK};
-use crate::store::ctl::Scope;
 
 impl NormaFs {
     /// Attributes of a node normafs makes (a directory of its own, a link, a computed file):
@@ -184,18 +183,10 @@ impl NormaFs {
                 self.history_attr(node, ino)
             }
             Node::Ctl(sid) => {
-                if let Some(sid) = sid {
-                    if !self.session_exists(sid) {
-                        return Err(FsError::NotFound);
-                    }
-                }
                 // The size is what a fresh open reads (the latest results), so `tar` and
                 // `rsync` copy them; it changes with every command, so it is never kept. The
                 // name is kept as long as the session's existence is.
-                let scope = match sid {
-                    Some(s) => Scope::Session(s.clone()),
-                    None => Scope::Root,
-                };
+                let scope = self.ctl_scope(sid)?;
                 let (size, mtime) = self.ctl_size_and_time(&scope);
                 return Ok(Entry {
                     attr: self.made_attr(ino, FileKind::File, 0o600, size, mtime),

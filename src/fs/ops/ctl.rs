@@ -8,6 +8,16 @@ use crate::store::ctl::{parse, quote, CtlRecord, Runner, Scope, QUOTE_CHARS};
 use crate::store::txn::TxnError;
 
 impl NormaFs {
+    /// The scope of ctl file `sid` (a session's, or the root's with `None`); `ENOENT` once
+    /// its session is gone.
+    pub(in crate::fs) fn ctl_scope(&self, sid: &Option<String>) -> Result<Scope, FsError> {
+        match sid {
+            Some(s) if !self.session_exists(s) => Err(FsError::NotFound),
+            Some(s) => Ok(Scope::Session(s.clone())),
+            None => Ok(Scope::Root),
+        }
+    }
+
     /// A write to `ctl`: one or more whole commands, run in order, stopping at the first failure.
     pub(in crate::fs) fn write_ctl(&self, fh: u64, data: &[u8]) -> Result<u32, FsError> {
         let (scope, failed) = match self.handles.lock().get(&fh) {

@@ -10,7 +10,6 @@ use crate::bytes::Bytes;
 use crate::fs::handles::Handle;
 use crate::fs::real::{page_size, Window};
 use crate::fs::{Base, FsError, Node, NormaFs, Opened};
-use crate::store::ctl::Scope;
 
 impl NormaFs {
     pub(in crate::fs) fn new_handle(&self, h: Handle) -> u64 {
@@ -28,15 +27,7 @@ impl NormaFs {
         let node = self.node(ino)?;
         match &node {
             Node::Ctl(sid) => {
-                if let Some(sid) = sid {
-                    if !self.session_exists(sid) {
-                        return Err(FsError::NotFound);
-                    }
-                }
-                let scope = match sid {
-                    Some(s) => Scope::Session(s.clone()),
-                    None => Scope::Root,
-                };
+                let scope = self.ctl_scope(sid)?;
                 let fh = self.new_handle(Handle::Ctl {
                     scope,
                     own: Vec::new(),

@@ -2,6 +2,11 @@
 
 use super::*;
 
+/// The plan for event `mask` on `name` in `d`, every session known.
+fn event(d: &Dir, name: &str, mask: u32) -> Plan {
+    plan(d, OsStr::new(name), mask, &|_| true)
+}
+
 fn has(p: &Plan, i: &Inval) -> bool {
     p.invals.contains(i)
 }
@@ -50,7 +55,7 @@ fn every_event_reaches_the_computed_files_that_read_it() {
             libc::IN_DELETE,
             libc::IN_ATTRIB,
         ] {
-            let p = plan(&d, OsStr::new(n), mask, &|_| true);
+            let p = event(&d, n, mask);
             assert!(has(&p, &want), "{d:?} {n} {mask:#x}: {:?}", p.invals);
         }
     }
@@ -114,17 +119,12 @@ fn temp_files_and_bad_names_are_ignored() {
         (Dir::Transcripts, "notes.txt"),
         (Dir::Memory, "MEMORY.md"),
     ] {
-        let p = plan(&d, OsStr::new(n), libc::IN_CREATE, &|_| true);
+        let p = event(&d, n, libc::IN_CREATE);
         assert!(kernel(&p).is_empty() && p.watch.is_empty(), "{d:?} {n}");
     }
     // In an archive root they change only the session directory's mtime.
     for n in [".normafs.lock", ".state.json.tmp-x"] {
-        let p = plan(
-            &Dir::ArchiveRoot("s".into()),
-            OsStr::new(n),
-            libc::IN_CREATE,
-            &|_| true,
-        );
+        let p = event(&Dir::ArchiveRoot("s".into()), n, libc::IN_CREATE);
         assert_eq!(
             kernel(&p),
             vec![Inval::Inode {
@@ -134,12 +134,7 @@ fn temp_files_and_bad_names_are_ignored() {
             "{n}"
         );
         assert!(p.watch.is_empty());
-        let p = plan(
-            &Dir::ArchiveRoot("s".into()),
-            OsStr::new(n),
-            libc::IN_MODIFY,
-            &|_| true,
-        );
+        let p = event(&Dir::ArchiveRoot("s".into()), n, libc::IN_MODIFY);
         assert!(
             kernel(&p).is_empty(),
             "{n}: a write changes no mtime we show"
@@ -149,11 +144,10 @@ fn temp_files_and_bad_names_are_ignored() {
 
 #[test]
 fn a_new_tier_and_archive() {
-    let p = plan(
+    let p = event(
         &Dir::ArchiveRoot("s".into()),
-        OsStr::new("tier2"),
+        "tier2",
         libc::IN_CREATE | libc::IN_ISDIR,
-        &|_| true,
     );
     assert_eq!(p.watch, vec![Dir::Tier("s".into(), "tier2".into())]);
     assert!(has(
@@ -179,20 +173,20 @@ fn a_new_tier_and_archive() {
 }
 
 #[test]
-fn state_replaced_by_rename() {
-    let p = plan(
+fn state_replaced_by_rename_drops_it_the_raw_listing_and_the_session() {
+    let p = event(
         &Dir::ArchiveRoot("s".into()),
-        OsStr::new("state.json"),
+        "state.json",
         libc::IN_MOVED_TO,
-        &|_| true,
     );
-    assert!(has(
-        &p,
-        &Inval::Inode {
-            node: real(Base::Archives, "s/state.json"),
-            data: true
-        }
-    ));
+    for node in [
+        real(Base::Archives, "s/state.json"),
+        Node::RawDir("s".into()),
+        Node::Session("s".into()),
+    ] {
+        let dropped = Inval::Inode { node, data: true };
+        assert!(has(&p, &dropped), "{dropped:?}: {:?}", p.invals);
+    }
 }
 
 #[test]
@@ -207,7 +201,7 @@ fn a_new_archive_root_is_watched_only_for_watched_sessions() {
             name: "s".into()
         }
     ));
-    let p = plan(&Dir::Archives, OsStr::new("s"), m, &|_| true);
+    let p = event(&Dir::Archives, "s", m);
     assert_eq!(p.watch, vec![Dir::ArchiveRoot("s".into())]);
 }
 
@@ -422,7 +416,7 @@ fn after_lost_events_nothing_is_covered() {
 
 #[test]
 fn events_of_a_watched_directory_itself() {
-    let p = plan(&Dir::Memory, OsStr::new(""), libc::IN_ATTRIB, &|_| true);
+    let p = event(&Dir::Memory, "", libc::IN_ATTRIB);
     assert_eq!(
         kernel(&p),
         vec![Inval::Inode {
@@ -443,30 +437,6 @@ fn events_of_a_watched_directory_itself() {
             data: false
         }]
     );
-}
-
-#[test]
-fn a_replaced_state_drops_the_raw_listing() {
-    let p = plan(
-        &Dir::ArchiveRoot("s".into()),
-        OsStr::new("state.json"),
-        libc::IN_MOVED_TO,
-        &|_| true,
-    );
-    assert!(has(
-        &p,
-        &Inval::Inode {
-            node: Node::RawDir("s".into()),
-            data: true
-        }
-    ));
-    assert!(has(
-        &p,
-        &Inval::Inode {
-            node: Node::Session("s".into()),
-            data: true
-        }
-    ));
 }
 
 #[test]
