@@ -109,16 +109,16 @@ fn show_config(cfg: &Config, root: &Path, sids: &[String], every: bool) -> Strin
     );
     let top = &cfg.noa;
     for k in config::keys() {
-        let value = match k.scope {
-            config::Scope::Noa => top.get(k.name),
-            config::Scope::Mount => cfg.get_mount(k.name),
+        let value = match k.owner {
+            config::KeyOwner::Noa => top.get(k.name),
+            config::KeyOwner::Mount => cfg.get_mount(k.name),
         };
         line(&mut out, k.name, value, cfg.origins.of(None, k.name));
     }
     for sid in sids {
         let noa = cfg.for_session(sid);
         let _ = writeln!(out, "\n[sessions.{sid:?}]");
-        for k in config::keys().filter(|k| k.scope == config::Scope::Noa) {
+        for k in config::keys().filter(|k| k.owner == config::KeyOwner::Noa) {
             let origin = cfg.origins.of(Some(sid), k.name);
             let differs =
                 noa.get(k.name) != top.get(k.name) || origin != cfg.origins.of(None, k.name);

@@ -69,12 +69,12 @@ impl ArchivePaths {
     }
 }
 
-/// Which struct a key belongs to.
+/// Whose setting a key is, which decides where it may be set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    /// [`NoaConfig`]: settable at the top level and per session.
+pub enum KeyOwner {
+    /// The noa core's ([`NoaConfig`]): settable at the top level and per session.
     Noa,
-    /// [`Config`]'s mount settings: top level only.
+    /// The mount's ([`Config`]'s mount settings): top level only.
     Mount,
 }
 
@@ -84,7 +84,7 @@ pub struct Key {
     /// As written in the file and in `-o` (flags write `-` for `_`).
     pub name: &'static str,
     pub kind: Kind,
-    pub scope: Scope,
+    pub owner: KeyOwner,
     /// One line for `--help` (as a doc comment gives it: it may start with a space).
     pub help: &'static str,
 }
@@ -97,9 +97,9 @@ impl Key {
 
     /// The default, as `--help` shows it.
     pub fn default_text(&self) -> String {
-        let v = match self.scope {
-            Scope::Noa => NoaConfig::default().get(self.name),
-            Scope::Mount => Config::default().get_mount(self.name),
+        let v = match self.owner {
+            KeyOwner::Noa => NoaConfig::default().get(self.name),
+            KeyOwner::Mount => Config::default().get_mount(self.name),
         };
         match v {
             Json::String(s) => s,
@@ -131,7 +131,7 @@ macro_rules! noa_settings {
             $( Key {
                 name: stringify!($field),
                 kind: <$ty as Setting>::KIND,
-                scope: Scope::Noa,
+                owner: KeyOwner::Noa,
                 help: $help,
             }, )*
         ];
@@ -234,13 +234,13 @@ pub const MOUNT_KEYS: &[Key] = &[
     Key {
         name: "ttl_ms",
         kind: Kind::Count,
-        scope: Scope::Mount,
+        owner: KeyOwner::Mount,
         help: "Attribute and entry cache time of the mount in milliseconds",
     },
     Key {
         name: "cache_mb",
         kind: Kind::CountOrAuto,
-        scope: Scope::Mount,
+        owner: KeyOwner::Mount,
         help: "Memory budget in MiB for parsed transcripts and computed files not yet read (auto: 1/16 of the machine's memory, 128 MiB to 4 GiB)",
     },
 ];

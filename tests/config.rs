@@ -9,8 +9,8 @@ use std::path::Path;
 
 use normafs::cli::parse_settings;
 use normafs::config::{
-    keys, parse_options, ArchivePaths, Config, ConfigError, ConfigFile, NoaConfig, Scope, Settings,
-    Sources, Warning, NOA_KEYS,
+    keys, parse_options, ArchivePaths, Config, ConfigError, ConfigFile, KeyOwner, NoaConfig,
+    Settings, Sources, Warning, NOA_KEYS,
 };
 use serde_json::{json, Value};
 
@@ -190,7 +190,7 @@ fn every_key_by_toml_at_the_top_and_every_noa_key_in_a_session_table() {
         let (c, w) = toml_ok(&text);
         assert!(w.is_empty(), "{text}: {w:?}");
         assert_eq!(value_of(&c, k.name), *want, "{text}");
-        if k.scope == Scope::Noa {
+        if k.owner == KeyOwner::Noa {
             let text = format!("[sessions.\"s9\"]\n{} = {want}\n", k.name);
             let (c, w) = toml_ok(&text);
             assert!(w.is_empty(), "{text}: {w:?}");

@@ -229,7 +229,7 @@ impl Args for ConfigArgs {
             );
         // The mount's own keys (`ttl_ms`, `cache_mb`) are flags of the commands that mount.
         let mounts = !matches!(cmd.get_name(), "view" | "audit" | "ctl" | "gen");
-        for k in config::keys().filter(|k| mounts || k.scope != config::Scope::Mount) {
+        for k in config::keys().filter(|k| mounts || k.owner != config::KeyOwner::Mount) {
             let kind = k.kind;
             let mut arg = Arg::new(k.name)
                 .long(k.flag())

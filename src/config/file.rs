@@ -51,34 +51,30 @@ impl ConfigFile {
                     let at = format!("[sessions.{sid:?}] ");
                     file.sessions.insert(
                         sid.clone(),
-                        read_table(t, Scope::Noa).map_err(|m| err(format!("{at}{m}")))?,
+                        read_session_table(t).map_err(|m| err(format!("{at}{m}")))?,
                     );
                 }
             } else {
-                read_key(&mut file.top, name, v, Scope::Mount).map_err(err)?;
+                read_key(&mut file.top, name, v, true).map_err(err)?;
             }
         }
         Ok(file)
     }
 }
 
-/// Keys of one table; `widest` is [`Scope::Mount`] where mount keys are allowed too.
-pub(super) fn read_table(t: &toml::Table, widest: Scope) -> Result<Settings, String> {
+/// The keys of a `[sessions."<sid>"]` table.
+fn read_session_table(t: &toml::Table) -> Result<Settings, String> {
     let mut s = Settings::default();
     for (name, v) in t {
-        read_key(&mut s, name, v, widest)?;
+        read_key(&mut s, name, v, false)?;
     }
     Ok(s)
 }
 
-pub(super) fn read_key(
-    s: &mut Settings,
-    name: &str,
-    v: &toml::Value,
-    widest: Scope,
-) -> Result<(), String> {
+/// One key of a table; the mount's keys are allowed at the `top_level` only.
+fn read_key(s: &mut Settings, name: &str, v: &toml::Value, top_level: bool) -> Result<(), String> {
     let k = key(name).ok_or_else(|| format!("unknown key {name:?}"))?;
-    if k.scope == Scope::Mount && widest == Scope::Noa {
+    if k.owner == KeyOwner::Mount && !top_level {
         return Err(format!(
             "{name} is a mount setting: set it at the top level"
         ));
