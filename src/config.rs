@@ -138,7 +138,7 @@ macro_rules! noa_settings {
 
         impl NoaConfig {
             /// Set `name` from a checked value; `Err` says why the value is questionable.
-            fn set(&mut self, name: &str, v: &Value) -> Result<(), String> {
+            fn set(&mut self, name: &str, v: &Value) -> Result<(), Questionable> {
                 match name {
                     $( stringify!($field) => self.$field = <$ty as Setting>::take(v)?, )*
                     _ => {}
@@ -328,10 +328,34 @@ pub enum ConfigError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("config file {}: {message}", path.display())]
-    File { path: PathBuf, message: String },
-    #[error("-o {item}: {message}")]
-    Option { item: String, message: String },
+    #[error("config file {}: {error}", path.display())]
+    File { path: PathBuf, error: FileError },
+    #[error("-o {item}: expected key=value")]
+    OptionNotKeyValue { item: String },
+    #[error("-o {item}: {error}")]
+    Option { item: String, error: KeyError },
+}
+
+/// A key that a source cannot set.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    #[error("unknown key {0:?}")]
+    Unknown(String),
+    /// A mount key in a session table.
+    #[error("{0} is a mount setting: set it at the top level")]
+    MountKeyInSession(&'static str),
+    /// From `-o` or a flag: `window: "abc" is not an integer`.
+    #[error("{key}: {error}")]
+    Text {
+        key: &'static str,
+        error: TextValueError,
+    },
+    /// From a settings file: `window must be an integer, not the string "abc"`.
+    #[error("{key} {error}")]
+    Toml {
+        key: &'static str,
+        error: TomlValueError,
+    },
 }
 
 /// Values of some keys as one source gave them (types checked, ranges not yet).
@@ -355,8 +379,8 @@ impl Settings {
     }
 
     /// Set a key to a value of its kind (a list value adds to the list already set).
-    pub fn insert(&mut self, name: &str, v: Value) -> Result<(), String> {
-        let k = key(name).ok_or_else(|| format!("unknown key {name:?}"))?;
+    pub fn insert(&mut self, name: &str, v: Value) -> Result<(), KeyError> {
+        let k = key(name).ok_or_else(|| KeyError::Unknown(name.to_string()))?;
         match (self.values.get_mut(k.name), v) {
             (Some(Value::List(have)), Value::List(more)) if k.kind.accumulates() => {
                 have.extend(more)
@@ -369,9 +393,12 @@ impl Settings {
     }
 
     /// Set a key from text, as `-o` and flags write it (a list key adds to its list).
-    pub fn insert_text(&mut self, name: &str, text: &str) -> Result<(), String> {
-        let k = key(name).ok_or_else(|| format!("unknown key {name:?}"))?;
-        let v = k.kind.parse(text).map_err(|e| format!("{}: {e}", k.name))?;
+    pub fn insert_text(&mut self, name: &str, text: &str) -> Result<(), KeyError> {
+        let k = key(name).ok_or_else(|| KeyError::Unknown(name.to_string()))?;
+        let v = k
+            .kind
+            .parse(text)
+            .map_err(|error| KeyError::Text { key: k.name, error })?;
         self.insert(k.name, v)
     }
 
@@ -399,15 +426,16 @@ pub fn parse_options<S: AsRef<str>>(args: &[S]) -> Result<Settings, ConfigError>
             if item.is_empty() {
                 continue;
             }
-            let err = |message: String| ConfigError::Option {
-                item: item.to_string(),
-                message,
+            let Some((name, text)) = item.split_once('=') else {
+                let item = item.to_string();
+                return Err(ConfigError::OptionNotKeyValue { item });
             };
-            let (name, text) = item
-                .split_once('=')
-                .ok_or_else(|| err("expected key=value".into()))?;
             let name = name.trim().replace('-', "_");
-            s.insert_text(&name, text).map_err(err)?;
+            s.insert_text(&name, text)
+                .map_err(|error| ConfigError::Option {
+                    item: item.to_string(),
+                    error,
+                })?;
         }
     }
     Ok(s)
@@ -481,7 +509,7 @@ impl Config {
             let Some(v) = top.get(k.name) else { continue };
             let taken = match k.name {
                 "cache_mb" => <Option<u64> as Setting>::take(v).and_then(|n| match n {
-                    Some(0) => Err("leaves no cache".to_string()),
+                    Some(0) => Err(Questionable::NoCache),
                     _ => Ok(Mount::Cache(n)),
                 }),
                 _ => <u64 as Setting>::take(v).map(Mount::Count),

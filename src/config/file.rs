@@ -22,48 +22,65 @@ impl ConfigFile {
 
     /// Parse TOML text; `path` names the file in errors.
     pub fn parse(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> {
-        let err = |message: String| ConfigError::File {
+        ConfigFile::from_text(text).map_err(|error| ConfigError::File {
             path: path.to_path_buf(),
-            message,
-        };
-        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-            let line = e
+            error,
+        })
+    }
+
+    /// [`ConfigFile::parse`] without the path its errors name.
+    fn from_text(text: &str) -> Result<ConfigFile, FileError> {
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| FileError::Toml {
+            line: e
                 .span()
-                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
-            let message = e.message().trim().replace('\n', " ");
-            err(match line {
-                Some(l) => format!("line {l}: {message}"),
-                None => message,
-            })
+                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1),
+            message: e.message().trim().replace('\n', " "),
         })?;
         let mut file = ConfigFile::default();
         for (name, v) in &table {
             if name == "sessions" {
                 let toml::Value::Table(sessions) = v else {
-                    return Err(err(
-                        "sessions must hold [sessions.\"<sid>\"] tables".to_string()
-                    ));
+                    return Err(FileError::SessionsNotTables);
                 };
                 for (sid, t) in sessions {
                     let toml::Value::Table(t) = t else {
-                        return Err(err(format!("sessions.{sid:?} must be a table")));
+                        return Err(FileError::SessionNotTable(sid.clone()));
                     };
-                    let at = format!("[sessions.{sid:?}] ");
-                    file.sessions.insert(
-                        sid.clone(),
-                        read_session_table(t).map_err(|m| err(format!("{at}{m}")))?,
-                    );
+                    let table = read_session_table(t).map_err(|error| FileError::InSession {
+                        sid: sid.clone(),
+                        error,
+                    })?;
+                    file.sessions.insert(sid.clone(), table);
                 }
             } else {
-                read_key(&mut file.top, name, v, true).map_err(err)?;
+                read_key(&mut file.top, name, v, true)?;
             }
         }
         Ok(file)
     }
 }
 
+/// What makes a settings file unusable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FileError {
+    /// Not TOML: the parser's message, after the line where it stopped when it says.
+    #[error("{}{message}", line.map_or(String::new(), |l| format!("line {l}: ")))]
+    Toml {
+        line: Option<usize>,
+        message: String,
+    },
+    #[error("sessions must hold [sessions.\"<sid>\"] tables")]
+    SessionsNotTables,
+    #[error("sessions.{0:?} must be a table")]
+    SessionNotTable(String),
+    #[error("[sessions.{sid:?}] {error}")]
+    InSession { sid: String, error: KeyError },
+    #[error(transparent)]
+    Key(#[from] KeyError),
+}
+
 /// The keys of a `[sessions."<sid>"]` table.
-fn read_session_table(t: &toml::Table) -> Result<Settings, String> {
+fn read_session_table(t: &toml::Table) -> Result<Settings, KeyError> {
     let mut s = Settings::default();
     for (name, v) in t {
         read_key(&mut s, name, v, false)?;
@@ -72,14 +89,20 @@ fn read_session_table(t: &toml::Table) -> Result<Settings, String> {
 }
 
 /// One key of a table; the mount's keys are allowed at the `top_level` only.
-fn read_key(s: &mut Settings, name: &str, v: &toml::Value, top_level: bool) -> Result<(), String> {
-    let k = key(name).ok_or_else(|| format!("unknown key {name:?}"))?;
+fn read_key(
+    s: &mut Settings,
+    name: &str,
+    v: &toml::Value,
+    top_level: bool,
+) -> Result<(), KeyError> {
+    let k = key(name).ok_or_else(|| KeyError::Unknown(name.to_string()))?;
     if k.owner == KeyOwner::Mount && !top_level {
-        return Err(format!(
-            "{name} is a mount setting: set it at the top level"
-        ));
+        return Err(KeyError::MountKeyInSession(k.name));
     }
-    let value = k.kind.read_toml(v).map_err(|m| format!("{name} {m}"))?;
+    let value = k
+        .kind
+        .read_toml(v)
+        .map_err(|error| KeyError::Toml { key: k.name, error })?;
     s.values.insert(k.name, value);
     Ok(())
 }

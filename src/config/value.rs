@@ -57,9 +57,12 @@ impl Kind {
     }
 
     /// A value written as text, as `-o` and flags give it.
-    pub fn parse(self, text: &str) -> Result<Value, String> {
+    pub fn parse(self, text: &str) -> Result<Value, TextValueError> {
         let t = text.trim();
-        let bad = || format!("{t:?} is not {}", self.expected());
+        let bad = || TextValueError {
+            text: t.to_string(),
+            kind: self,
+        };
         match self {
             Kind::Count => t.parse().map(Value::Int).map_err(|_| bad()),
             Kind::CountOrAuto if t == "auto" => Ok(Value::Auto),
@@ -77,9 +80,12 @@ impl Kind {
         }
     }
 
-    pub(super) fn read_toml(self, v: &toml::Value) -> Result<Value, String> {
+    pub(super) fn read_toml(self, v: &toml::Value) -> Result<Value, TomlValueError> {
         use toml::Value as T;
-        let bad = || format!("must be {}, not {}", self.expected(), toml_type(v));
+        let bad = || TomlValueError {
+            kind: self,
+            found: toml_type(v),
+        };
         match (self, v) {
             (Kind::Count | Kind::CountOrAuto, T::Integer(i)) => Ok(Value::Int(*i)),
             (Kind::CountOrAuto, T::String(s)) if s == "auto" => Ok(Value::Auto),
@@ -96,6 +102,49 @@ impl Kind {
             _ => Err(bad()),
         }
     }
+}
+
+/// Text (`-o`, a flag) that is no value of its key's kind: `"abc" is not an integer`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text:?} is not {}", kind.expected())]
+pub struct TextValueError {
+    /// The text, trimmed.
+    pub text: String,
+    pub kind: Kind,
+}
+
+/// A TOML value of a type its key does not take: `must be an integer, not the string "abc"`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("must be {}, not {found}", kind.expected())]
+pub struct TomlValueError {
+    pub kind: Kind,
+    /// The value as messages name it ([`toml_type`]).
+    pub found: String,
+}
+
+/// Why a value of its key's type is questionable: the key falls back, with a [`Warning`].
+/// Each reads after the key and its value (`window = -5 is negative`). `NotInteger`,
+/// `NotNumber`, `NotList` and `NotWord` cannot come from a source: each checks a value's type
+/// against its key's kind when it reads the value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Questionable {
+    #[error("is negative")]
+    Negative,
+    #[error("is too large")]
+    TooLarge,
+    #[error("is not an integer")]
+    NotInteger,
+    #[error("is not a number")]
+    NotNumber,
+    #[error("is not a list")]
+    NotList,
+    #[error("is not a word")]
+    NotWord,
+    #[error("is not {}", one_of(.0))]
+    NotOneOf(&'static [&'static str]),
+    /// `cache_mb = 0`.
+    #[error("leaves no cache")]
+    NoCache,
 }
 
 pub(super) fn one_of(words: &[&str]) -> String {
@@ -116,21 +165,21 @@ pub(super) fn toml_type(v: &toml::Value) -> String {
 pub(super) trait Setting: Sized {
     const KIND: Kind;
     /// `Err` says why the value is questionable; its type was checked when it was read.
-    fn take(v: &Value) -> Result<Self, String>;
+    fn take(v: &Value) -> Result<Self, Questionable>;
     fn show(&self) -> Json;
 }
 
-pub(super) fn count_of<T: TryFrom<i64>>(v: &Value) -> Result<T, String> {
+pub(super) fn count_of<T: TryFrom<i64>>(v: &Value) -> Result<T, Questionable> {
     match v {
-        Value::Int(i) if *i < 0 => Err("is negative".into()),
-        Value::Int(i) => T::try_from(*i).map_err(|_| "is too large".into()),
-        _ => Err("is not an integer".into()),
+        Value::Int(i) if *i < 0 => Err(Questionable::Negative),
+        Value::Int(i) => T::try_from(*i).map_err(|_| Questionable::TooLarge),
+        _ => Err(Questionable::NotInteger),
     }
 }
 
 impl Setting for u64 {
     const KIND: Kind = Kind::Count;
-    fn take(v: &Value) -> Result<Self, String> {
+    fn take(v: &Value) -> Result<Self, Questionable> {
         count_of(v)
     }
     fn show(&self) -> Json {
@@ -140,7 +189,7 @@ impl Setting for u64 {
 
 impl Setting for usize {
     const KIND: Kind = Kind::Count;
-    fn take(v: &Value) -> Result<Self, String> {
+    fn take(v: &Value) -> Result<Self, Questionable> {
         count_of(v)
     }
     fn show(&self) -> Json {
@@ -150,7 +199,7 @@ impl Setting for usize {
 
 impl Setting for u32 {
     const KIND: Kind = Kind::Count;
-    fn take(v: &Value) -> Result<Self, String> {
+    fn take(v: &Value) -> Result<Self, Questionable> {
         count_of(v)
     }
     fn show(&self) -> Json {
@@ -160,11 +209,11 @@ impl Setting for u32 {
 
 impl Setting for f64 {
     const KIND: Kind = Kind::Number;
-    fn take(v: &Value) -> Result<Self, String> {
+    fn take(v: &Value) -> Result<Self, Questionable> {
         match v {
             Value::Float(x) => Ok(*x),
             Value::Int(i) => Ok(*i as f64),
-            _ => Err("is not a number".into()),
+            _ => Err(Questionable::NotNumber),
         }
     }
     fn show(&self) -> Json {
@@ -179,7 +228,7 @@ impl Setting for f64 {
 
 impl Setting for Option<u64> {
     const KIND: Kind = Kind::CountOrAuto;
-    fn take(v: &Value) -> Result<Self, String> {
+    fn take(v: &Value) -> Result<Self, Questionable> {
         match v {
             Value::Auto => Ok(None),
             other => count_of(other).map(Some),
@@ -195,10 +244,10 @@ impl Setting for Option<u64> {
 
 impl Setting for Vec<String> {
     const KIND: Kind = Kind::List;
-    fn take(v: &Value) -> Result<Self, String> {
+    fn take(v: &Value) -> Result<Self, Questionable> {
         match v {
             Value::List(items) => Ok(items.clone()),
-            _ => Err("is not a list".into()),
+            _ => Err(Questionable::NotList),
         }
     }
     fn show(&self) -> Json {
@@ -208,11 +257,12 @@ impl Setting for Vec<String> {
 
 impl Setting for ArchivePaths {
     const KIND: Kind = Kind::Choice(ArchivePaths::WORDS);
-    fn take(v: &Value) -> Result<Self, String> {
+    fn take(v: &Value) -> Result<Self, Questionable> {
         match v {
-            Value::Word(w) => ArchivePaths::from_word(w)
-                .ok_or_else(|| format!("is not {}", one_of(ArchivePaths::WORDS))),
-            _ => Err("is not a word".into()),
+            Value::Word(w) => {
+                ArchivePaths::from_word(w).ok_or(Questionable::NotOneOf(ArchivePaths::WORDS))
+            }
+            _ => Err(Questionable::NotWord),
         }
     }
     fn show(&self) -> Json {
