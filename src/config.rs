@@ -233,13 +233,13 @@ noa_settings! {
 pub const MOUNT_KEYS: &[Key] = &[
     Key {
         name: "ttl_ms",
-        kind: Kind::Count,
+        kind: <u64 as Setting>::KIND,
         owner: KeyOwner::Mount,
         help: "Attribute and entry cache time of the mount in milliseconds",
     },
     Key {
         name: "cache_mb",
-        kind: Kind::CountOrAuto,
+        kind: <Option<u64> as Setting>::KIND,
         owner: KeyOwner::Mount,
         help: "Memory budget in MiB for parsed transcripts and computed files not yet read (auto: 1/16 of the machine's memory, 128 MiB to 4 GiB)",
     },
@@ -507,16 +507,8 @@ impl Config {
         };
         for k in MOUNT_KEYS {
             let Some(v) = top.get(k.name) else { continue };
-            let taken = match k.name {
-                "cache_mb" => <Option<u64> as Setting>::take(v).and_then(|n| match n {
-                    Some(0) => Err(Questionable::NoCache),
-                    _ => Ok(Mount::Cache(n)),
-                }),
-                _ => <u64 as Setting>::take(v).map(Mount::Count),
-            };
-            match taken {
-                Ok(n) => config.set_mount(k.name, n),
-                Err(why) => warnings.push(Warning {
+            if let Err(why) = config.set_mount(k.name, v) {
+                warnings.push(Warning {
                     session: None,
                     keys: vec![k.name],
                     message: format!(
@@ -525,7 +517,7 @@ impl Config {
                         show_value(v),
                         defaults.get_mount(k.name)
                     ),
-                }),
+                });
             }
         }
         for sid in config.sessions.keys() {
@@ -567,12 +559,18 @@ impl Config {
         (c, warnings)
     }
 
-    fn set_mount(&mut self, name: &str, v: Mount) {
-        match (name, v) {
-            ("ttl_ms", Mount::Count(n)) => self.ttl_ms = n,
-            ("cache_mb", Mount::Cache(n)) => self.cache_mb = n,
+    /// Set mount key `name` from a checked value, as [`NoaConfig`] sets its keys; `Err` says
+    /// why the value is questionable (the key is left as it was).
+    fn set_mount(&mut self, name: &str, v: &Value) -> Result<(), Questionable> {
+        match name {
+            "ttl_ms" => self.ttl_ms = Setting::take(v)?,
+            "cache_mb" => match Setting::take(v)? {
+                Some(0) => return Err(Questionable::NoCache),
+                mb => self.cache_mb = mb,
+            },
             _ => {}
         }
+        Ok(())
     }
 
     /// The value of mount key `name` as JSON (`null` for no such key).
@@ -595,12 +593,6 @@ impl Config {
             .unwrap_or(usize::MAX)
             .saturating_mul(1 << 20)
     }
-}
-
-/// A mount key's value.
-enum Mount {
-    Count(u64),
-    Cache(Option<u64>),
 }
 
 fn show_value(v: &Value) -> String {
