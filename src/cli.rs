@@ -16,8 +16,8 @@ mod args;
 mod daemon;
 mod mount_opts;
 
-pub use args::parse_settings;
 use args::*;
+pub use args::{parse_settings, SettingsArgsError};
 
 /// A failed command: its message and exit code.
 #[derive(Debug)]
@@ -449,7 +449,8 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             mut settings,
         } => {
             // `-o ro,allow_other,threads=8,…`: the mount's own items; the rest are settings.
-            let o = mount_opts::take(&mut settings.0.options).map_err(CliError::new)?;
+            let o = mount_opts::take(&mut settings.0.options)
+                .map_err(|e| CliError::new(e.to_string()))?;
             settings.0.file = settings.0.file.or(o.config);
             dirs.transcripts = dirs.transcripts.or(o.transcripts);
             dirs.memory = dirs.memory.or(o.memory);

@@ -579,7 +579,9 @@ fn malformed_options_are_errors() {
     let src = parse_settings(["-o", "windw=1"]).expect("parses");
     assert!(src.load().is_err());
     // A bad flag value is clap's usage error.
-    let e = parse_settings(["--window", "abc"]).expect_err("abc");
+    let e = parse_settings(["--window", "abc"])
+        .expect_err("abc")
+        .to_string();
     assert!(e.contains("invalid value 'abc'"), "{e}");
     assert!(parse_settings(["--archive-paths", "disk"]).is_err());
 }

@@ -284,19 +284,23 @@ impl clap::FromArgMatches for ConfigArgs {
     }
 }
 
+/// Settings arguments that clap refused. Its message is clap's first line (`error: invalid
+/// value 'abc' for '--window <N>': …`); the rest is clap's advice for a terminal.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", .0.to_string().lines().next().unwrap_or_default())]
+pub struct SettingsArgsError(pub clap::Error);
+
 /// The settings arguments alone (`--config`, `-o`, the flags), parsed as every command parses
 /// them: for tests and tools that need the command line's settings without a command.
-pub fn parse_settings<I, T>(args: I) -> Result<Sources, String>
+pub fn parse_settings<I, T>(args: I) -> Result<Sources, SettingsArgsError>
 where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
     use clap::FromArgMatches as _;
     let cmd = ConfigArgs::augment_args(clap::Command::new("normafs").no_binary_name(true));
-    let m = cmd
-        .try_get_matches_from(args)
-        .map_err(|e| e.to_string().lines().next().unwrap_or("").to_string())?;
+    let m = cmd.try_get_matches_from(args).map_err(SettingsArgsError)?;
     ConfigArgs::from_arg_matches(&m)
         .map(|a| a.0)
-        .map_err(|e| e.to_string())
+        .map_err(SettingsArgsError)
 }

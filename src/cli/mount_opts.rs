@@ -51,9 +51,24 @@ const ACCEPTED: &[&str] = &[
     "default_permissions",
 ];
 
+/// An item of the mount's that cannot be used; its message names the item.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MountItemError {
+    #[error(
+        "-o {item}: normafs has no allow_root; allow_other lets other users in (permissions \
+         still apply)"
+    )]
+    AllowRoot { item: String },
+    #[error("-o {item}: threads is a number from 1 to 256")]
+    Threads { item: String },
+    /// `key` is the item's key as normafs reads it (`log_file` for `log-file`).
+    #[error("-o {item}: {key} needs a path ({key}=PATH)")]
+    NoPath { item: String, key: String },
+}
+
 /// Take the mount's items out of `options` (each a comma-separated `-o` argument); what is
 /// left stays for the settings. An item of the mount with a bad value is one line naming it.
-pub fn take(options: &mut Vec<String>) -> Result<MountItems, String> {
+pub fn take(options: &mut Vec<String>) -> Result<MountItems, MountItemError> {
     let mut m = MountItems::default();
     let mut rest = Vec::new();
     for arg in options.iter() {
@@ -77,16 +92,17 @@ pub fn take(options: &mut Vec<String>) -> Result<MountItems, String> {
 
 impl MountItems {
     /// Apply one item when it is the mount's; `false` when it is not.
-    fn apply(&mut self, item: &str) -> Result<bool, String> {
+    fn apply(&mut self, item: &str) -> Result<bool, MountItemError> {
         let (key, value) = match item.split_once('=') {
             Some((k, v)) => (k.trim().replace('-', "_"), Some(v.trim())),
             None => (item.replace('-', "_"), None),
         };
-        let path = |v: Option<&str>| -> Result<PathBuf, String> {
-            match v {
-                Some(v) if !v.is_empty() => Ok(PathBuf::from(v)),
-                _ => Err(format!("-o {item}: {key} needs a path ({key}=PATH)")),
-            }
+        let path = |v: Option<&str>| match v {
+            Some(v) if !v.is_empty() => Ok(PathBuf::from(v)),
+            _ => Err(MountItemError::NoPath {
+                item: item.to_string(),
+                key: key.clone(),
+            }),
         };
         match (key.as_str(), value) {
             (k, None) if ACCEPTED.contains(&k) || k.starts_with("x_") => {}
@@ -94,10 +110,9 @@ impl MountItems {
             ("ro" | "read_only", None) => self.read_only = true,
             ("allow_other", None) => self.allow_other = true,
             ("allow_root", None) => {
-                return Err(format!(
-                    "-o {item}: normafs has no allow_root; allow_other lets other users in \
-                     (permissions still apply)"
-                ))
+                return Err(MountItemError::AllowRoot {
+                    item: item.to_string(),
+                })
             }
             ("auto_unmount", None) => self.auto_unmount = true,
             ("noexec", None) => self.no_exec = true,
@@ -108,7 +123,9 @@ impl MountItems {
                 self.threads = Some(
                     v.and_then(|v| v.parse::<u16>().ok())
                         .filter(|n| (1..=256).contains(n))
-                        .ok_or_else(|| format!("-o {item}: threads is a number from 1 to 256"))?,
+                        .ok_or_else(|| MountItemError::Threads {
+                            item: item.to_string(),
+                        })?,
                 )
             }
             ("log_file", v) => self.log_file = Some(path(v)?),
@@ -127,7 +144,7 @@ impl MountItems {
 mod tests {
     use super::*;
 
-    fn run(args: &[&str]) -> (Result<MountItems, String>, Vec<String>) {
+    fn run(args: &[&str]) -> (Result<MountItems, MountItemError>, Vec<String>) {
         let mut v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let r = take(&mut v);
         (r, v)
@@ -151,11 +168,11 @@ mod tests {
     #[test]
     fn a_bad_mount_item_is_named() {
         let (m, _) = run(&["threads=0"]);
-        assert!(m.unwrap_err().contains("-o threads=0"));
+        assert!(m.unwrap_err().to_string().contains("-o threads=0"));
         let (m, _) = run(&["allow_root"]);
-        assert!(m.unwrap_err().contains("allow_other"));
+        assert!(m.unwrap_err().to_string().contains("allow_other"));
         let (m, _) = run(&["log_file="]);
-        assert!(m.unwrap_err().contains("needs a path"));
+        assert!(m.unwrap_err().to_string().contains("needs a path"));
         // Not the mount's: left for the settings, which name unknown keys.
         let (m, rest) = run(&["frobnicate"]);
         assert_eq!(m, Ok(MountItems::default()));
