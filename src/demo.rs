@@ -13,7 +13,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::config::NoaConfig;
-use crate::gen::{generate_profiled, GenOptions, Profile};
+use crate::gen::{generate_profiled, GenError, GenOptions, Profile};
 use crate::noa::recommend;
 use crate::noa::views::{self, Projection};
 use crate::store::root::RootPaths;
@@ -30,11 +30,29 @@ pub struct DemoRoot {
     pub compress_hint: Option<String>,
 }
 
+/// Why the demo root could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error(transparent)]
+    Gen(#[from] GenError),
+    /// Cutting off the last transcript's end.
+    #[error("{}: {source}", path.display())]
+    Damage {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// Saving the memory the index does not name.
+    #[error("{0}")]
+    Memory(std::io::Error),
+    #[error("the generator wrote no session")]
+    NoSession,
+}
+
 /// The summary used by the example `compress` line.
 const HINT_SUMMARY: &str = "Summary written by hand: what these messages established.";
 
 /// Write the demo root into `root` (which must not exist or be empty).
-pub fn write_demo_root(root: &Path, cfg: &NoaConfig) -> Result<DemoRoot, String> {
+pub fn write_demo_root(root: &Path, cfg: &NoaConfig) -> Result<DemoRoot, DemoError> {
     let opts = GenOptions {
         sessions: 3,
         messages: 240,
@@ -44,34 +62,27 @@ pub fn write_demo_root(root: &Path, cfg: &NoaConfig) -> Result<DemoRoot, String>
         ..GenOptions::default()
     };
     let profiles = [Profile::Showcase, Profile::Plain, Profile::Marker];
-    let report =
-        generate_profiled(root, &opts, &profiles, &mut |_, _| {}).map_err(|e| e.to_string())?;
+    let report = generate_profiled(root, &opts, &profiles, &mut |_, _| {})?;
     let sessions = report.clean_sessions.clone();
     let paths = RootPaths::from_root(root);
     // A little damage: a write cut off at the end of one transcript (its time kept: the
     // runtime that wrote it is gone), and a memory saved after the index was written.
     if let Some(last) = sessions.last() {
         let path = paths.transcript_path(last);
-        let mtime = std::fs::metadata(&path)
-            .and_then(|m| m.modified())
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        let mut f = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        f.write_all(br#"{"uuid":"5f0c1d2e3b4a59687766554433221100","session_id":""#)
-            .and_then(|()| f.set_modified(mtime))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let torn = || -> std::io::Result<()> {
+            let mtime = std::fs::metadata(&path)?.modified()?;
+            let mut f = std::fs::OpenOptions::new().append(true).open(&path)?;
+            f.write_all(br#"{"uuid":"5f0c1d2e3b4a59687766554433221100","session_id":""#)?;
+            f.set_modified(mtime)
+        };
+        torn().map_err(|source| DemoError::Damage { path, source })?;
     }
     std::fs::write(
         paths.memory.join("demo-tip.md"),
         "---\nname: Demo tip\ndescription: Saved after MEMORY.md was written, so the index is stale\ntype: reference\n---\n\nRun `echo reindex-memory > ctl` at the mount's root to fix the index.\n",
     )
-    .map_err(|e| e.to_string())?;
-    let showcase = sessions
-        .first()
-        .cloned()
-        .ok_or("the generator wrote no session")?;
+    .map_err(DemoError::Memory)?;
+    let showcase = sessions.first().cloned().ok_or(DemoError::NoSession)?;
     let compress_hint = compress_hint(&paths, &showcase, cfg);
     Ok(DemoRoot {
         root: root.to_path_buf(),

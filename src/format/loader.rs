@@ -475,7 +475,7 @@ impl Parser {
         }
         match parse_record(line) {
             // The runtime skips empty lines.
-            Err(_) if line.trim_ascii().is_empty() => {}
+            Err(LineError::Empty) => {}
             Ok(record) => self.apply(record, number, offset, None),
             Err(message) => self.t.found.push(Problem {
                 kind: ProblemKind::MalformedLine,
@@ -502,7 +502,7 @@ impl Parser {
         let parsed = if trimmed.first() == Some(&b'{') && trimmed.last() == Some(&b'}') {
             parse_record(&self.pending)
         } else {
-            Err("does not end with '}'".to_string())
+            Err(LineError::Unterminated)
         };
         match parsed {
             Ok(record) => {
@@ -713,16 +713,31 @@ fn parent_chain_problem(parent: Option<&str>, prev: &Option<(ShortStr, u64)>) ->
     }
 }
 
+/// Why a transcript line is not a record.
+#[derive(Debug, thiserror::Error)]
+enum LineError {
+    #[error("empty line")]
+    Empty,
+    /// JSON of another kind than an object: [`value_kind`]'s word for it.
+    #[error("not a JSON object: found {0}")]
+    NotAnObject(&'static str),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// The unterminated last line does not end with `}` (it may be still arriving).
+    #[error("does not end with '}}'")]
+    Unterminated,
+}
+
 /// Parse one line into a record, or say why it is not one.
-fn parse_record(line: &[u8]) -> Result<Record, String> {
+fn parse_record(line: &[u8]) -> Result<Record, LineError> {
     let trimmed = line.trim_ascii();
     match trimmed.first() {
-        None => Err("empty line".to_string()),
-        Some(b'{') => parse_line(line).map_err(|e| e.to_string()),
-        Some(&first) => match serde_json::from_slice::<IgnoredAny>(line) {
-            Ok(_) => Err(format!("not a JSON object: found {}", value_kind(first))),
-            Err(e) => Err(e.to_string()),
-        },
+        None => Err(LineError::Empty),
+        Some(b'{') => Ok(parse_line(line)?),
+        Some(&first) => {
+            serde_json::from_slice::<IgnoredAny>(line)?;
+            Err(LineError::NotAnObject(value_kind(first)))
+        }
     }
 }
 

@@ -58,8 +58,24 @@ fn clip(word: &str) -> String {
     }
 }
 
+/// A command line that is no command of its `ctl` file. An unknown word is echoed clipped to
+/// 64 characters.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommandError {
+    #[error("empty command (try `help`)")]
+    Empty,
+    #[error("unknown command `{0}` (try `help`)")]
+    Unknown(String),
+    #[error("unknown command `{0}` for the root ctl (try `help`; compress and rebuild are in sessions/<sid>/ctl)")]
+    UnknownAtRoot(String),
+    #[error("`{0}` takes no arguments")]
+    TakesNoArguments(String),
+    #[error("usage: compress START END SUMMARY… or compress {{json}}")]
+    CompressUsage,
+}
+
 /// Parse one command line of a `ctl` file.
-pub fn parse(line: &str, scope: &Scope) -> Result<Command, String> {
+pub fn parse(line: &str, scope: &Scope) -> Result<Command, CommandError> {
     let line = line.trim();
     let (word, rest) = match line.split_once(char::is_whitespace) {
         Some((w, r)) => (w, r.trim()),
@@ -69,7 +85,7 @@ pub fn parse(line: &str, scope: &Scope) -> Result<Command, String> {
         if rest.is_empty() {
             Ok(c)
         } else {
-            Err(format!("`{word}` takes no arguments"))
+            Err(CommandError::TakesNoArguments(word.to_string()))
         }
     };
     let forced = word.ends_with('!');
@@ -78,27 +94,27 @@ pub fn parse(line: &str, scope: &Scope) -> Result<Command, String> {
         ("help", _) if !forced => no_args(Command::Help),
         ("compress", Scope::Session(_)) => {
             if rest.is_empty() {
-                return Err("usage: compress START END SUMMARY… or compress {json}".into());
+                return Err(CommandError::CompressUsage);
             }
             if rest.starts_with('{') || rest.starts_with('"') || rest.starts_with('`') {
                 return Ok(Command::Compress(rest.to_string(), forced));
             }
             let mut it = rest.splitn(3, char::is_whitespace);
             let (Some(start), Some(end), Some(summary)) = (it.next(), it.next(), it.next()) else {
-                return Err("usage: compress START END SUMMARY… or compress {json}".into());
+                return Err(CommandError::CompressUsage);
             };
             let summary = summary.trim();
             if start.is_empty() || end.is_empty() || summary.is_empty() {
-                return Err("usage: compress START END SUMMARY… or compress {json}".into());
+                return Err(CommandError::CompressUsage);
             }
             let input = json!({"content": [{"startId": start, "endId": end, "summary": summary}]});
             Ok(Command::Compress(input.to_string(), forced))
         }
         ("rebuild", Scope::Session(_)) => no_args(Command::Rebuild(forced)),
         ("reindex-memory", Scope::Root) if !forced => no_args(Command::ReindexMemory),
-        ("", _) => Err("empty command (try `help`)".into()),
-        (_, Scope::Session(_)) => Err(format!("unknown command `{}` (try `help`)", clip(word))),
-        (_, Scope::Root) => Err(format!("unknown command `{}` for the root ctl (try `help`; compress and rebuild are in sessions/<sid>/ctl)", clip(word))),
+        ("", _) => Err(CommandError::Empty),
+        (_, Scope::Session(_)) => Err(CommandError::Unknown(clip(word))),
+        (_, Scope::Root) => Err(CommandError::UnknownAtRoot(clip(word))),
     }
 }
 
@@ -202,7 +218,7 @@ impl Runner<'_> {
         };
         let cmd = match parse(line, scope) {
             Ok(c) => c,
-            Err(m) => return fail(TxnError::Invalid(m)),
+            Err(e) => return fail(TxnError::Invalid(e.to_string())),
         };
         if self.read_only && cmd.mutates() {
             return fail(TxnError::ReadOnly);
