@@ -39,154 +39,186 @@ pub(super) struct RootArgs {
 #[derive(Debug, Subcommand)]
 pub(super) enum Cmd {
     /// Mount a session root (stays in the foreground unless --daemon; Ctrl-C, SIGTERM or umount ends it)
-    Mount {
-        /// The session root
-        root: PathBuf,
-        /// The mount point: an existing, empty directory
-        mnt: PathBuf,
-        /// Refuse every change (EROFS), ctl commands that would write included
-        #[arg(long)]
-        read_only: bool,
-        /// Serve real files with pread/pwrite instead of kernel FUSE passthrough
-        #[arg(long)]
-        no_passthrough: bool,
-        /// Say how the mount is set up (passthrough, threads, inotify) and log failed requests
-        #[arg(long)]
-        verbose: bool,
-        /// Let other users reach the mount (FUSE allow_other)
-        #[arg(long)]
-        allow_other: bool,
-        /// Worker threads
-        #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
-        threads: u16,
-        /// Return once the mount is up (exit 0) or has failed; a background process serves it
-        #[arg(long)]
-        daemon: bool,
-        /// Write the log (warnings; with --verbose, failed requests) to FILE, appending
-        #[arg(long, value_name = "FILE")]
-        log_file: Option<PathBuf>,
-        /// Have fusermount3 unmount when normafs ends, even by kill -9 (FUSE auto_unmount)
-        #[arg(long)]
-        auto_unmount: bool,
-        /// Mount ROOT even when it has none of transcripts/, noa/ and memory/ yet (a root the runtime will fill)
-        #[arg(long)]
-        allow_empty: bool,
-        #[command(flatten)]
-        dirs: RootArgs,
-        #[command(flatten)]
-        settings: ConfigArgs,
-    },
+    Mount(MountArgs),
     /// Write a built-in example root to a temporary directory and mount it at MNT: the one-command first run
-    Demo {
-        /// The mount point (created when missing)
-        mnt: PathBuf,
-        /// Serve real files with pread/pwrite instead of kernel FUSE passthrough
-        #[arg(long)]
-        no_passthrough: bool,
-    },
+    Demo(DemoArgs),
     /// Print a session's view.jsonl (or view.md) without mounting
-    View {
-        /// The session root
-        root: PathBuf,
-        /// The session id
-        sid: String,
-        /// Print the materialized history (materialized.jsonl) instead
-        #[arg(long, conflicts_with = "md")]
-        materialized: bool,
-        /// Print view.md instead of view.jsonl
-        #[arg(long)]
-        md: bool,
-        /// The view of the request after the first N transcript messages: compression as the
-        /// recorded Compress calls had left it then, refs and truncation as then
-        #[arg(long, value_name = "N")]
-        at: Option<usize>,
-        #[command(flatten)]
-        dirs: RootArgs,
-        #[command(flatten)]
-        settings: ConfigArgs,
-    },
+    View(ViewArgs),
     /// Print a session's timeline.jsonl (or timeline.svg): every request's history and view
     /// tokens against the window, truncation, the nudge shown, the Compress calls answered
-    Timeline {
-        /// The session root
-        root: PathBuf,
-        /// The session id (without it and with --svg: every session's peak, one bar each)
-        sid: Option<String>,
-        /// Print the picture (SVG) instead of the JSON lines
-        #[arg(long)]
-        svg: bool,
-        #[command(flatten)]
-        dirs: RootArgs,
-        #[command(flatten)]
-        settings: ConfigArgs,
-    },
+    Timeline(TimelineArgs),
     /// Print the settings each session gets, and where each value came from
-    Config {
-        /// The session root
-        root: PathBuf,
-        /// Only this session, every key (without it: the top level, then for each session
-        /// its window and what differs from the top level)
-        sid: Option<String>,
-        #[command(flatten)]
-        dirs: RootArgs,
-        #[command(flatten)]
-        settings: ConfigArgs,
-    },
+    Config(ConfigArgs),
     /// Audit a root (or one session): exit 0 when no errors, 1 when there are errors
-    Audit {
-        /// The session root
-        root: PathBuf,
-        /// Only this session (the memory directory and bad names are still checked)
-        sid: Option<String>,
-        /// Print JSON instead of audit.txt lines
-        #[arg(long)]
-        json: bool,
-        /// Leave out boundedness (view.over-window, view.over-truncate, nudge.ignored and each
-        /// session's peak), which replays every session: what the mount's audit.txt shows
-        #[arg(long)]
-        no_bounds: bool,
-        #[command(flatten)]
-        dirs: RootArgs,
-        #[command(flatten)]
-        settings: ConfigArgs,
-    },
+    Audit(AuditArgs),
     /// Run a control command without mounting; prints its result line
     #[command(
         after_help = "Session commands: compress {json} | compress START END SUMMARY… | rebuild | help; compress! … and rebuild! run on a session that looks live (its runtime may overwrite the result).\nUse `-` as SID for the root commands: reindex-memory | help.\nA command with a word that starts with `-`: put `--` before it (normafs ctl ROOT SID -- compress m00010 m00042 -- a summary)."
     )]
-    Ctl {
-        /// The session root
-        root: PathBuf,
-        /// The session id, or `-` for the root control file
-        sid: String,
-        /// The command and its arguments (flags may come before or after it; after `--` every word
-        /// is the command's, those that start with `-` too)
-        #[arg(required = true, num_args = 1..)]
-        command: Vec<String>,
-        #[command(flatten)]
-        dirs: RootArgs,
-        #[command(flatten)]
-        settings: ConfigArgs,
-    },
+    Ctl(CtlArgs),
     /// Write a synthetic session root (for tests, demos, benchmarks)
-    Gen {
-        /// Where to write it (must not exist or be empty)
-        root: PathBuf,
-        /// Number of sessions
-        #[arg(long, default_value_t = 3)]
-        sessions: usize,
-        /// Messages per main transcript
-        #[arg(long, default_value_t = 200)]
-        messages: usize,
-        /// Seed: the same options give the same bytes
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Also add every kind of damage the audit catalogue names
-        #[arg(long)]
-        corrupt: bool,
-        #[command(flatten)]
-        settings: ConfigArgs,
-    },
+    Gen(GenArgs),
+}
+
+/// The arguments of `normafs mount`.
+#[derive(Debug, Args)]
+pub(super) struct MountArgs {
+    /// The session root
+    pub(super) root: PathBuf,
+    /// The mount point: an existing, empty directory
+    pub(super) mnt: PathBuf,
+    /// Refuse every change (EROFS), ctl commands that would write included
+    #[arg(long)]
+    pub(super) read_only: bool,
+    /// Serve real files with pread/pwrite instead of kernel FUSE passthrough
+    #[arg(long)]
+    pub(super) no_passthrough: bool,
+    /// Say how the mount is set up (passthrough, threads, inotify) and log failed requests
+    #[arg(long)]
+    pub(super) verbose: bool,
+    /// Let other users reach the mount (FUSE allow_other)
+    #[arg(long)]
+    pub(super) allow_other: bool,
+    /// Worker threads
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub(super) threads: u16,
+    /// Return once the mount is up (exit 0) or has failed; a background process serves it
+    #[arg(long)]
+    pub(super) daemon: bool,
+    /// Write the log (warnings; with --verbose, failed requests) to FILE, appending
+    #[arg(long, value_name = "FILE")]
+    pub(super) log_file: Option<PathBuf>,
+    /// Have fusermount3 unmount when normafs ends, even by kill -9 (FUSE auto_unmount)
+    #[arg(long)]
+    pub(super) auto_unmount: bool,
+    /// Mount ROOT even when it has none of transcripts/, noa/ and memory/ yet (a root the runtime will fill)
+    #[arg(long)]
+    pub(super) allow_empty: bool,
+    #[command(flatten)]
+    pub(super) dirs: RootArgs,
+    #[command(flatten)]
+    pub(super) settings: SettingsArgs,
+}
+
+/// The arguments of `normafs demo`.
+#[derive(Debug, Args)]
+pub(super) struct DemoArgs {
+    /// The mount point (created when missing)
+    pub(super) mnt: PathBuf,
+    /// Serve real files with pread/pwrite instead of kernel FUSE passthrough
+    #[arg(long)]
+    pub(super) no_passthrough: bool,
+}
+
+/// The arguments of `normafs view`.
+#[derive(Debug, Args)]
+pub(super) struct ViewArgs {
+    /// The session root
+    pub(super) root: PathBuf,
+    /// The session id
+    pub(super) sid: String,
+    /// Print the materialized history (materialized.jsonl) instead
+    #[arg(long, conflicts_with = "md")]
+    pub(super) materialized: bool,
+    /// Print view.md instead of view.jsonl
+    #[arg(long)]
+    pub(super) md: bool,
+    /// The view of the request after the first N transcript messages: compression as the
+    /// recorded Compress calls had left it then, refs and truncation as then
+    #[arg(long, value_name = "N")]
+    pub(super) at: Option<usize>,
+    #[command(flatten)]
+    pub(super) dirs: RootArgs,
+    #[command(flatten)]
+    pub(super) settings: SettingsArgs,
+}
+
+/// The arguments of `normafs timeline`.
+#[derive(Debug, Args)]
+pub(super) struct TimelineArgs {
+    /// The session root
+    pub(super) root: PathBuf,
+    /// The session id (without it and with --svg: every session's peak, one bar each)
+    pub(super) sid: Option<String>,
+    /// Print the picture (SVG) instead of the JSON lines
+    #[arg(long)]
+    pub(super) svg: bool,
+    #[command(flatten)]
+    pub(super) dirs: RootArgs,
+    #[command(flatten)]
+    pub(super) settings: SettingsArgs,
+}
+
+/// The arguments of `normafs config`.
+#[derive(Debug, Args)]
+pub(super) struct ConfigArgs {
+    /// The session root
+    pub(super) root: PathBuf,
+    /// Only this session, every key (without it: the top level, then for each session
+    /// its window and what differs from the top level)
+    pub(super) sid: Option<String>,
+    #[command(flatten)]
+    pub(super) dirs: RootArgs,
+    #[command(flatten)]
+    pub(super) settings: SettingsArgs,
+}
+
+/// The arguments of `normafs audit`.
+#[derive(Debug, Args)]
+pub(super) struct AuditArgs {
+    /// The session root
+    pub(super) root: PathBuf,
+    /// Only this session (the memory directory and bad names are still checked)
+    pub(super) sid: Option<String>,
+    /// Print JSON instead of audit.txt lines
+    #[arg(long)]
+    pub(super) json: bool,
+    /// Leave out boundedness (view.over-window, view.over-truncate, nudge.ignored and each
+    /// session's peak), which replays every session: what the mount's audit.txt shows
+    #[arg(long)]
+    pub(super) no_bounds: bool,
+    #[command(flatten)]
+    pub(super) dirs: RootArgs,
+    #[command(flatten)]
+    pub(super) settings: SettingsArgs,
+}
+
+/// The arguments of `normafs ctl`.
+#[derive(Debug, Args)]
+pub(super) struct CtlArgs {
+    /// The session root
+    pub(super) root: PathBuf,
+    /// The session id, or `-` for the root control file
+    pub(super) sid: String,
+    /// The command and its arguments (flags may come before or after it; after `--` every word
+    /// is the command's, those that start with `-` too)
+    #[arg(required = true, num_args = 1..)]
+    pub(super) command: Vec<String>,
+    #[command(flatten)]
+    pub(super) dirs: RootArgs,
+    #[command(flatten)]
+    pub(super) settings: SettingsArgs,
+}
+
+/// The arguments of `normafs gen`.
+#[derive(Debug, Args)]
+pub(super) struct GenArgs {
+    /// Where to write it (must not exist or be empty)
+    pub(super) root: PathBuf,
+    /// Number of sessions
+    #[arg(long, default_value_t = 3)]
+    pub(super) sessions: usize,
+    /// Messages per main transcript
+    #[arg(long, default_value_t = 200)]
+    pub(super) messages: usize,
+    /// Seed: the same options give the same bytes
+    #[arg(long, default_value_t = 1)]
+    pub(super) seed: u64,
+    /// Also add every kind of damage the audit catalogue names
+    #[arg(long)]
+    pub(super) corrupt: bool,
+    #[command(flatten)]
+    pub(super) settings: SettingsArgs,
 }
 
 /// The exit codes, as `--help` states them.
@@ -195,11 +227,11 @@ const EXIT_CODES: &str = "Exit status: 0 ok; 1 findings (`audit` found errors) o
 /// The settings arguments of a command (SPEC 10): `--config FILE`, `-o key=value,…` and one
 /// flag per key of [`config::keys`], so that a key cannot be settable one way and not another.
 #[derive(Debug, Clone, Default)]
-pub(super) struct ConfigArgs(pub(super) Sources);
+pub(super) struct SettingsArgs(pub(super) Sources);
 
 const SETTINGS_HELP: &str = "Settings (SPEC 10; flags win over -o, -o over --config, --config over ROOT/.normafs.toml, that over $XDG_CONFIG_HOME/normafs/config.toml; `normafs config ROOT` shows what each session gets)";
 
-impl Args for ConfigArgs {
+impl Args for SettingsArgs {
     fn augment_args(cmd: clap::Command) -> clap::Command {
         let mut cmd = cmd
             .next_help_heading(SETTINGS_HELP)
@@ -255,7 +287,7 @@ impl Args for ConfigArgs {
     }
 }
 
-impl clap::FromArgMatches for ConfigArgs {
+impl clap::FromArgMatches for SettingsArgs {
     fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
         let mut src = Sources {
             file: m.get_one::<PathBuf>("config").cloned(),
@@ -275,7 +307,7 @@ impl clap::FromArgMatches for ConfigArgs {
                     .map_err(|e| clap::Error::raw(clap::error::ErrorKind::ValueValidation, e))?;
             }
         }
-        Ok(ConfigArgs(src))
+        Ok(SettingsArgs(src))
     }
 
     fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
@@ -298,9 +330,9 @@ where
     T: Into<std::ffi::OsString> + Clone,
 {
     use clap::FromArgMatches as _;
-    let cmd = ConfigArgs::augment_args(clap::Command::new("normafs").no_binary_name(true));
+    let cmd = SettingsArgs::augment_args(clap::Command::new("normafs").no_binary_name(true));
     let m = cmd.try_get_matches_from(args).map_err(SettingsArgsError)?;
-    ConfigArgs::from_arg_matches(&m)
+    SettingsArgs::from_arg_matches(&m)
         .map(|a| a.0)
         .map_err(SettingsArgsError)
 }
