@@ -167,7 +167,7 @@ fn view(a: ViewArgs) -> Result<i32, CliError> {
         let now = chrono::Utc::now();
         let b = crate::timeline::view_at(&paths, &a.sid, &noa, n, now, path, form)
             .map_err(|e| CliError::new(e.to_string()))?;
-        write_pieces(&b)?;
+        write_stdout(b.pieces().iter().map(|p| &p[..]))?;
         return Ok(0);
     }
     let s = session::load(&paths, &a.sid);
@@ -177,7 +177,8 @@ fn view(a: ViewArgs) -> Result<i32, CliError> {
     let (state, _) = session::opened_state(&paths, &a.sid, &s.state.state, &noa);
     let p = views::Projection::new(s.messages());
     let files = views::Files::new(&p, &state, &noa, &a.sid, path);
-    write_pieces(&files.bytes(form, &mut Default::default()))?;
+    let b = files.bytes(form, &mut Default::default());
+    write_stdout(b.pieces().iter().map(|p| &p[..]))?;
     Ok(0)
 }
 
@@ -214,7 +215,7 @@ fn timeline(a: TimelineArgs) -> Result<i32, CliError> {
             ))
         }
     };
-    write_stdout(&out)?;
+    write_stdout([&out[..]])?;
     Ok(0)
 }
 
@@ -251,9 +252,9 @@ fn audit(a: AuditArgs) -> Result<i32, CliError> {
     if a.json {
         let mut s = serde_json::to_string_pretty(&found.to_json()).unwrap_or_default();
         s.push('\n');
-        write_stdout(s.as_bytes())?;
+        write_stdout([s.as_bytes()])?;
     } else {
-        write_stdout(found.to_text().as_bytes())?;
+        write_stdout([found.to_text().as_bytes()])?;
     }
     Ok(if found.has_errors() { 1 } else { 0 })
 }
@@ -285,7 +286,7 @@ fn ctl(a: CtlArgs) -> Result<i32, CliError> {
     if rec.ok {
         let mut s = rec.to_json().to_string();
         s.push('\n');
-        write_stdout(s.as_bytes())?;
+        write_stdout([s.as_bytes()])?;
         Ok(0)
     } else {
         Err(CliError {
@@ -305,7 +306,7 @@ fn config(a: ConfigArgs) -> Result<i32, CliError> {
         }
         None => discover(&paths)?.sessions,
     };
-    write_stdout(show_config(&cfg, &a.root, &sids, a.sid.is_some()).as_bytes())?;
+    write_stdout([show_config(&cfg, &a.root, &sids, a.sid.is_some()).as_bytes()])?;
     Ok(0)
 }
 
@@ -414,24 +415,14 @@ fn progress(label: &'static str) -> impl FnMut(usize, usize) {
     }
 }
 
-/// Write computed bytes to stdout, piece by piece through one buffer.
-fn write_pieces(b: &crate::bytes::Bytes) -> Result<(), CliError> {
+/// Write to stdout, piece by piece through one buffer.
+fn write_stdout<'a>(pieces: impl IntoIterator<Item = &'a [u8]>) -> Result<(), CliError> {
     let mut out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
-    let written = b
-        .pieces()
-        .iter()
+    let written = pieces
+        .into_iter()
         .try_for_each(|p| out.write_all(p))
         .and_then(|_| out.flush());
     match written {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(CliError::new(format!("cannot write to stdout: {e}"))),
-    }
-}
-
-fn write_stdout(bytes: &[u8]) -> Result<(), CliError> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(bytes).and_then(|_| out.flush()) {
         Ok(()) => Ok(()),
         // A closed pipe (`| head`) is not an error worth a message.
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
