@@ -21,6 +21,9 @@
 //! reader, `-o`, the flags of `cli.rs`, [`NoaConfig::describe`] and the tests all walk that one
 //! list, so a key cannot be known to one of them and missed by another.
 
+mod error;
+pub use error::*;
+
 mod file;
 pub use file::*;
 
@@ -318,44 +321,6 @@ impl fmt::Display for Warning {
             None => f.write_str(&self.message),
         }
     }
-}
-
-/// A setting that cannot be used: the command stops.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read config file {}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("config file {}: {error}", path.display())]
-    File { path: PathBuf, error: FileError },
-    #[error("-o {item}: expected key=value")]
-    OptionNotKeyValue { item: String },
-    #[error("-o {item}: {error}")]
-    Option { item: String, error: KeyError },
-}
-
-/// A key that a source cannot set.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum KeyError {
-    #[error("unknown key {0:?}")]
-    Unknown(String),
-    /// A mount key in a session table.
-    #[error("{0} is a mount setting: set it at the top level")]
-    MountKeyInSession(&'static str),
-    /// From `-o` or a flag: `window: "abc" is not an integer`.
-    #[error("{key}: {error}")]
-    Text {
-        key: &'static str,
-        error: TextValueError,
-    },
-    /// From a settings file: `window must be an integer, not the string "abc"`.
-    #[error("{key} {error}")]
-    Toml {
-        key: &'static str,
-        error: TomlValueError,
-    },
 }
 
 /// Values of some keys as one source gave them (types checked, ranges not yet).

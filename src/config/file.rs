@@ -60,25 +60,6 @@ impl ConfigFile {
     }
 }
 
-/// What makes a settings file unusable.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FileError {
-    /// Not TOML: the parser's message, after the line where it stopped when it says.
-    #[error("{}{message}", line.map_or(String::new(), |l| format!("line {l}: ")))]
-    Toml {
-        line: Option<usize>,
-        message: String,
-    },
-    #[error("sessions must hold [sessions.\"<sid>\"] tables")]
-    SessionsNotTables,
-    #[error("sessions.{0:?} must be a table")]
-    SessionNotTable(String),
-    #[error("[sessions.{sid:?}] {error}")]
-    InSession { sid: String, error: KeyError },
-    #[error(transparent)]
-    Key(#[from] KeyError),
-}
-
 /// The keys of a `[sessions."<sid>"]` table.
 fn read_session_table(t: &toml::Table) -> Result<Settings, KeyError> {
     let mut s = Settings::default();

@@ -104,49 +104,6 @@ impl Kind {
     }
 }
 
-/// Text (`-o`, a flag) that is no value of its key's kind: `"abc" is not an integer`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{text:?} is not {}", kind.expected())]
-pub struct TextValueError {
-    /// The text, trimmed.
-    pub text: String,
-    pub kind: Kind,
-}
-
-/// A TOML value of a type its key does not take: `must be an integer, not the string "abc"`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("must be {}, not {found}", kind.expected())]
-pub struct TomlValueError {
-    pub kind: Kind,
-    /// The value as messages name it ([`toml_type`]).
-    pub found: String,
-}
-
-/// Why a value of its key's type is questionable: the key falls back, with a [`Warning`].
-/// Each reads after the key and its value (`window = -5 is negative`). `NotInteger`,
-/// `NotNumber`, `NotList` and `NotWord` cannot come from a source: each checks a value's type
-/// against its key's kind when it reads the value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum Questionable {
-    #[error("is negative")]
-    Negative,
-    #[error("is too large")]
-    TooLarge,
-    #[error("is not an integer")]
-    NotInteger,
-    #[error("is not a number")]
-    NotNumber,
-    #[error("is not a list")]
-    NotList,
-    #[error("is not a word")]
-    NotWord,
-    #[error("is not {}", one_of(.0))]
-    NotOneOf(&'static [&'static str]),
-    /// `cache_mb = 0`.
-    #[error("leaves no cache")]
-    NoCache,
-}
-
 pub(super) fn one_of(words: &[&str]) -> String {
     let quoted: Vec<String> = words.iter().map(|w| format!("{w:?}")).collect();
     format!("one of {}", quoted.join(", "))
