@@ -361,13 +361,10 @@ pub fn parse_state(bytes: &[u8]) -> Result<State, StateLoadError> {
     let text = go_tolerant(bytes);
     let mut state = State::zero();
     let mut de = serde_json::Deserializer::from_slice(&text);
-    de.deserialize_any(RecordVisitor {
-        slot: &mut state,
-        path: KeyPath::Root,
-        top: true,
-    })
-    .and_then(|()| de.end())
-    .map_err(|e| StateLoadError::Malformed(e.to_string()))?;
+    state
+        .decode(&mut de, KeyPath::Root)
+        .and_then(|()| de.end())
+        .map_err(|e| StateLoadError::Malformed(e.to_string()))?;
     if state.version != 1 {
         return Err(StateLoadError::Version(state.version));
     }

@@ -120,12 +120,14 @@ pub(super) trait Slot {
     ) -> Result<(), D::Error>;
 }
 
-pub(super) struct SlotSeed<'s, 'p, T> {
+/// One JSON value decoding into `slot`; `path` names it in error messages. As a seed it
+/// decodes a map value or an element; as a visitor it is what each [`Slot`] type accepts.
+pub(super) struct Fill<'s, 'p, T> {
     pub(super) slot: &'s mut T,
     pub(super) path: KeyPath<'p>,
 }
 
-impl<'de, T: Slot> DeserializeSeed<'de> for SlotSeed<'_, '_, T> {
+impl<'de, T: Slot> DeserializeSeed<'de> for Fill<'_, '_, T> {
     type Value = ();
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
@@ -139,7 +141,7 @@ pub(super) fn next_into<'de, A: MapAccess<'de>, T: Slot>(
     slot: &mut T,
     path: KeyPath<'_>,
 ) -> Result<(), A::Error> {
-    map.next_value_seed(SlotSeed { slot, path })
+    map.next_value_seed(Fill { slot, path })
 }
 
 /// A string value in an error message, cut short: the message stays one short line.
@@ -152,132 +154,179 @@ pub(super) fn wrong_string<E: de::Error>(s: &str, expected: &dyn de::Expected) -
     E::invalid_type(Unexpected::Str(&shown), expected)
 }
 
-pub(super) struct IntVisitor<'s, 'p> {
-    pub(super) slot: &'s mut i64,
-    pub(super) path: KeyPath<'p>,
+/// Makes each listed type a [`Slot`] decoded by its [`Fill`], and that `Fill` a [`Visitor`]:
+/// `[generics] Type, Type => "what it expects" { visit methods }`. Every visitor says what it
+/// expects the same way, and the types of one entry share its visit methods.
+macro_rules! slots {
+    ($($generics:tt $($ty:ty),+ => $what:literal $visits:tt)*) => {
+        $($(slots!(@one $generics $ty, $what, $visits);)+)*
+    };
+    (@one [$($generics:tt)*] $ty:ty, $what:literal, { $($visits:tt)* }) => {
+        impl<'de, $($generics)*> Visitor<'de> for Fill<'_, '_, $ty> {
+            type Value = ();
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, concat!($what, " for {}"), self.path)
+            }
+
+            $($visits)*
+        }
+
+        impl<$($generics)*> Slot for $ty {
+            fn decode<'de, D: Deserializer<'de>>(
+                &mut self,
+                d: D,
+                path: KeyPath<'_>,
+            ) -> Result<(), D::Error> {
+                d.deserialize_any(Fill { slot: self, path })
+            }
+        }
+    };
 }
 
-impl<'de> Visitor<'de> for IntVisitor<'_, '_> {
-    type Value = ();
+slots! {
+    [] i64 => "a 64-bit integer" {
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<(), E> {
+            *self.slot = v;
+            Ok(())
+        }
 
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "a 64-bit integer for {}", self.path)
-    }
-
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<(), E> {
-        *self.slot = v;
-        Ok(())
-    }
-
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<(), E> {
-        match i64::try_from(v) {
-            Ok(v) => {
-                *self.slot = v;
-                Ok(())
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<(), E> {
+            match i64::try_from(v) {
+                Ok(v) => {
+                    *self.slot = v;
+                    Ok(())
+                }
+                Err(_) => Err(E::invalid_value(Unexpected::Unsigned(v), &self)),
             }
-            Err(_) => Err(E::invalid_value(Unexpected::Unsigned(v), &self)),
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+            Ok(())
+        }
+
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+            Err(wrong_string(v, &self))
         }
     }
 
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        Ok(())
+    [] bool => "true or false" {
+        fn visit_bool<E: de::Error>(self, v: bool) -> Result<(), E> {
+            *self.slot = v;
+            Ok(())
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+            Ok(())
+        }
+
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+            Err(wrong_string(v, &self))
+        }
     }
 
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
-        Err(wrong_string(v, &self))
+    [] String => "a string" {
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+            v.clone_into(self.slot);
+            Ok(())
+        }
+
+        fn visit_string<E: de::Error>(self, v: String) -> Result<(), E> {
+            *self.slot = v;
+            Ok(())
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+            Ok(())
+        }
+    }
+
+    // A Go slice: `None` is nil. Elements decode over the ones already there; the list ends
+    // up as long as the JSON array.
+    [T: Slot + Default] Option<Vec<T>> => "an array" {
+        fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+            *self.slot = None;
+            Ok(())
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            let list = self.slot.get_or_insert_with(Vec::new);
+            let mut index = 0;
+            loop {
+                let seed = ElementSeed {
+                    list: &mut *list,
+                    index,
+                    path: KeyPath::Index(&self.path, index),
+                };
+                if seq.next_element_seed(seed)?.is_none() {
+                    break;
+                }
+                index += 1;
+            }
+            list.truncate(index);
+            Ok(())
+        }
+
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+            Err(wrong_string(v, &self))
+        }
+    }
+
+    // A Go map with string keys: `null` empties it; an object adds its entries, each value
+    // decoded from zero (a `null` value stores the zero value).
+    [V: Slot + Default] HashMap<String, V>, BTreeMap<String, V> => "an object" {
+        fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+            self.slot.clear();
+            Ok(())
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<String>()? {
+                let mut value = V::default();
+                next_into(&mut map, &mut value, KeyPath::Key(&self.path, &key))?;
+                self.slot.insert(key, value);
+            }
+            Ok(())
+        }
+
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+            Err(wrong_string(v, &self))
+        }
+    }
+
+    // Known keys decode into their fields, the others are kept as values. The top level
+    // refuses `null` (Go would read it as an empty file of version 0).
+    [R: Record] R => "an object" {
+        fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+            match self.path {
+                KeyPath::Root => Err(E::invalid_type(Unexpected::Unit, &self)),
+                _ => Ok(()),
+            }
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<String>()? {
+                match R::FIELDS.iter().find(|f| go_fold_eq(&key, f)) {
+                    Some(field) => self
+                        .slot
+                        .field(field, &mut map, KeyPath::Key(&self.path, &key))?,
+                    None => {
+                        let value: Value = map.next_value()?;
+                        self.slot.extra_mut().insert(key, value);
+                    }
+                }
+            }
+            Ok(())
+        }
+
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+            Err(wrong_string(v, &self))
+        }
     }
 }
 
-impl Slot for i64 {
-    fn decode<'de, D: Deserializer<'de>>(
-        &mut self,
-        d: D,
-        path: KeyPath<'_>,
-    ) -> Result<(), D::Error> {
-        d.deserialize_any(IntVisitor { slot: self, path })
-    }
-}
-
-pub(super) struct BoolVisitor<'s, 'p> {
-    pub(super) slot: &'s mut bool,
-    pub(super) path: KeyPath<'p>,
-}
-
-impl<'de> Visitor<'de> for BoolVisitor<'_, '_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "true or false for {}", self.path)
-    }
-
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<(), E> {
-        *self.slot = v;
-        Ok(())
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
-        Err(wrong_string(v, &self))
-    }
-}
-
-impl Slot for bool {
-    fn decode<'de, D: Deserializer<'de>>(
-        &mut self,
-        d: D,
-        path: KeyPath<'_>,
-    ) -> Result<(), D::Error> {
-        d.deserialize_any(BoolVisitor { slot: self, path })
-    }
-}
-
-pub(super) struct StrVisitor<'s, 'p> {
-    pub(super) slot: &'s mut String,
-    pub(super) path: KeyPath<'p>,
-}
-
-impl<'de> Visitor<'de> for StrVisitor<'_, '_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "a string for {}", self.path)
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
-        v.clone_into(self.slot);
-        Ok(())
-    }
-
-    fn visit_string<E: de::Error>(self, v: String) -> Result<(), E> {
-        *self.slot = v;
-        Ok(())
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        Ok(())
-    }
-}
-
-impl Slot for String {
-    fn decode<'de, D: Deserializer<'de>>(
-        &mut self,
-        d: D,
-        path: KeyPath<'_>,
-    ) -> Result<(), D::Error> {
-        d.deserialize_any(StrVisitor { slot: self, path })
-    }
-}
-
-/// A Go slice: `None` is nil. Elements decode over the ones already there; the list ends up
-/// as long as the JSON array.
-pub(super) struct ListVisitor<'s, 'p, T> {
-    pub(super) slot: &'s mut Option<Vec<T>>,
-    pub(super) path: KeyPath<'p>,
-}
-
+/// One element of a Go slice: decodes over the element at `index`, or a new zero one past the
+/// end.
 pub(super) struct ElementSeed<'s, 'p, T> {
     pub(super) list: &'s mut Vec<T>,
     pub(super) index: usize,
@@ -298,51 +347,6 @@ impl<'de, T: Slot + Default> DeserializeSeed<'de> for ElementSeed<'_, '_, T> {
     }
 }
 
-impl<'de, T: Slot + Default> Visitor<'de> for ListVisitor<'_, '_, T> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "an array for {}", self.path)
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        *self.slot = None;
-        Ok(())
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        let list = self.slot.get_or_insert_with(Vec::new);
-        let mut index = 0;
-        loop {
-            let seed = ElementSeed {
-                list: &mut *list,
-                index,
-                path: KeyPath::Index(&self.path, index),
-            };
-            if seq.next_element_seed(seed)?.is_none() {
-                break;
-            }
-            index += 1;
-        }
-        list.truncate(index);
-        Ok(())
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
-        Err(wrong_string(v, &self))
-    }
-}
-
-impl<T: Slot + Default> Slot for Option<Vec<T>> {
-    fn decode<'de, D: Deserializer<'de>>(
-        &mut self,
-        d: D,
-        path: KeyPath<'_>,
-    ) -> Result<(), D::Error> {
-        d.deserialize_any(ListVisitor { slot: self, path })
-    }
-}
-
 /// Nil and empty mean the same for these lists (`omitempty` writes neither).
 impl<T: Slot + Default> Slot for Vec<T> {
     fn decode<'de, D: Deserializer<'de>>(
@@ -354,85 +358,6 @@ impl<T: Slot + Default> Slot for Vec<T> {
         list.decode(d, path)?;
         *self = list.unwrap_or_default();
         Ok(())
-    }
-}
-
-/// A Go map with string keys: `null` empties it; an object adds its entries, each value
-/// decoded from zero (a `null` value stores the zero value).
-pub(super) trait StrMap {
-    type V: Slot + Default;
-    fn clear(&mut self);
-    fn put(&mut self, key: String, value: Self::V);
-}
-
-impl<V: Slot + Default> StrMap for HashMap<String, V> {
-    type V = V;
-    fn clear(&mut self) {
-        HashMap::clear(self);
-    }
-    fn put(&mut self, key: String, value: V) {
-        self.insert(key, value);
-    }
-}
-
-impl<V: Slot + Default> StrMap for BTreeMap<String, V> {
-    type V = V;
-    fn clear(&mut self) {
-        BTreeMap::clear(self);
-    }
-    fn put(&mut self, key: String, value: V) {
-        self.insert(key, value);
-    }
-}
-
-pub(super) struct MapVisitor<'s, 'p, M> {
-    pub(super) slot: &'s mut M,
-    pub(super) path: KeyPath<'p>,
-}
-
-impl<'de, M: StrMap> Visitor<'de> for MapVisitor<'_, '_, M> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "an object for {}", self.path)
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        self.slot.clear();
-        Ok(())
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(key) = map.next_key::<String>()? {
-            let mut value = M::V::default();
-            next_into(&mut map, &mut value, KeyPath::Key(&self.path, &key))?;
-            self.slot.put(key, value);
-        }
-        Ok(())
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
-        Err(wrong_string(v, &self))
-    }
-}
-
-impl<V: Slot + Default> Slot for HashMap<String, V> {
-    fn decode<'de, D: Deserializer<'de>>(
-        &mut self,
-        d: D,
-        path: KeyPath<'_>,
-    ) -> Result<(), D::Error> {
-        d.deserialize_any(MapVisitor { slot: self, path })
-    }
-}
-
-impl<V: Slot + Default> Slot for BTreeMap<String, V> {
-    fn decode<'de, D: Deserializer<'de>>(
-        &mut self,
-        d: D,
-        path: KeyPath<'_>,
-    ) -> Result<(), D::Error> {
-        d.deserialize_any(MapVisitor { slot: self, path })
     }
 }
 
@@ -466,62 +391,6 @@ pub(super) fn go_fold_eq(key: &str, field: &str) -> bool {
         }
     }
     chars.next().is_none()
-}
-
-pub(super) struct RecordVisitor<'s, 'p, R> {
-    pub(super) slot: &'s mut R,
-    pub(super) path: KeyPath<'p>,
-    /// The top level refuses `null` (Go would read it as an empty file of version 0).
-    pub(super) top: bool,
-}
-
-impl<'de, R: Record> Visitor<'de> for RecordVisitor<'_, '_, R> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "an object for {}", self.path)
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        if self.top {
-            Err(E::invalid_type(Unexpected::Unit, &self))
-        } else {
-            Ok(())
-        }
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(key) = map.next_key::<String>()? {
-            match R::FIELDS.iter().find(|f| go_fold_eq(&key, f)) {
-                Some(field) => self
-                    .slot
-                    .field(field, &mut map, KeyPath::Key(&self.path, &key))?,
-                None => {
-                    let value: Value = map.next_value()?;
-                    self.slot.extra_mut().insert(key, value);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
-        Err(wrong_string(v, &self))
-    }
-}
-
-impl<R: Record> Slot for R {
-    fn decode<'de, D: Deserializer<'de>>(
-        &mut self,
-        d: D,
-        path: KeyPath<'_>,
-    ) -> Result<(), D::Error> {
-        d.deserialize_any(RecordVisitor {
-            slot: self,
-            path,
-            top: false,
-        })
-    }
 }
 
 /// A [`Record`] from its fields, each a JSON name and the Rust field it decodes into, in the
