@@ -190,29 +190,40 @@ fn objects(items: &[Value]) -> Vec<Map<String, Value>> {
         .collect()
 }
 
-/// An object, trying the raw text, then with trailing commas dropped, raw newlines escaped,
-/// and both. A JSON `null` reads as an empty object (as decoding into a Go map does).
+/// An object (a JSON `null` reads as an empty one, as decoding into a Go map does), read
+/// leniently and, failing that, with trailing commas dropped and raw newlines escaped both.
 fn lenient_object(s: &str) -> Option<Map<String, Value>> {
-    let as_object = |t: &str| match serde_json::from_str::<Value>(t) {
-        Ok(Value::Object(m)) => Some(m),
-        Ok(Value::Null) => Some(Map::new()),
+    let object = |v| match v {
+        Value::Object(m) => Some(m),
         _ => None,
     };
-    as_object(s)
-        .or_else(|| as_object(&strip_trailing_commas(s)))
-        .or_else(|| as_object(&escape_raw_newlines(s)))
-        .or_else(|| as_object(&escape_raw_newlines(&strip_trailing_commas(s))))
+    lenient(s, object).or_else(|| read_as(&escape_raw_newlines(&strip_trailing_commas(s)), object))
 }
 
+/// An array (a JSON `null` reads as an empty one, as decoding into a Go slice does), read
+/// leniently.
 fn lenient_array(s: &str) -> Option<Vec<Value>> {
-    let as_array = |t: &str| match serde_json::from_str::<Value>(t) {
-        Ok(Value::Array(a)) => Some(a),
-        Ok(Value::Null) => Some(Vec::new()),
+    lenient(s, |v| match v {
+        Value::Array(a) => Some(a),
         _ => None,
-    };
-    as_array(s)
-        .or_else(|| as_array(&strip_trailing_commas(s)))
-        .or_else(|| as_array(&escape_raw_newlines(s)))
+    })
+}
+
+/// `s` read by [`read_as`], trying the raw text, then with trailing commas dropped, then with
+/// raw newlines escaped.
+fn lenient<T: Default>(s: &str, take: fn(Value) -> Option<T>) -> Option<T> {
+    read_as(s, take)
+        .or_else(|| read_as(&strip_trailing_commas(s), take))
+        .or_else(|| read_as(&escape_raw_newlines(s), take))
+}
+
+/// The JSON value `t` as a `T` when `take` accepts it; `null` is an empty `T`.
+fn read_as<T: Default>(t: &str, take: fn(Value) -> Option<T>) -> Option<T> {
+    match serde_json::from_str::<Value>(t) {
+        Ok(Value::Null) => Some(T::default()),
+        Ok(v) => take(v),
+        Err(_) => None,
+    }
 }
 
 /// `…"]` where `…"}]` was meant: the last object lost its closing brace.
@@ -228,6 +239,44 @@ fn tail_repair(s: &str) -> Option<Vec<Value>> {
     }
 }
 
+/// What a character of JSON text is to a scan from its start.
+#[derive(Clone, Copy, PartialEq)]
+enum At {
+    /// Outside strings.
+    Code,
+    /// Part of a string (its quotes and escaping backslashes included).
+    Str,
+    /// The character after a backslash in a string.
+    Escaped,
+}
+
+/// Where a character-by-character scan of JSON text is: inside a string, after a backslash.
+#[derive(Default)]
+struct Scan {
+    in_str: bool,
+    esc: bool,
+}
+
+impl Scan {
+    /// Steps over `c`, the next character: what it is.
+    fn step(&mut self, c: char) -> At {
+        if !self.in_str {
+            self.in_str = c == '"';
+            return if self.in_str { At::Str } else { At::Code };
+        }
+        if self.esc {
+            self.esc = false;
+            return At::Escaped;
+        }
+        match c {
+            '\\' => self.esc = true,
+            '"' => self.in_str = false,
+            _ => {}
+        }
+        At::Str
+    }
+}
+
 /// Whole objects of a cut-off array, matched brace by brace outside strings.
 fn salvage(s: &str) -> Option<Vec<Map<String, Value>>> {
     let start = match content_key().find(s) {
@@ -237,21 +286,13 @@ fn salvage(s: &str) -> Option<Vec<Map<String, Value>>> {
     let bytes = s.as_bytes();
     let mut out = Vec::new();
     let (mut depth, mut obj_start): (i64, Option<usize>) = (0, None);
-    let (mut in_str, mut esc) = (false, false);
+    let mut scan = Scan::default();
     for i in start..bytes.len() {
         let c = bytes[i];
-        if in_str {
-            if esc {
-                esc = false;
-            } else if c == b'\\' {
-                esc = true;
-            } else if c == b'"' {
-                in_str = false;
-            }
+        if scan.step(char::from(c)) != At::Code {
             continue;
         }
         match c {
-            b'"' => in_str = true,
             b'{' => {
                 if depth == 0 {
                     obj_start = Some(i);
@@ -278,23 +319,10 @@ fn salvage(s: &str) -> Option<Vec<Map<String, Value>>> {
 fn strip_trailing_commas(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
-    let (mut in_str, mut esc) = (false, false);
+    let mut scan = Scan::default();
     for i in 0..b.len() {
         let c = b[i];
-        if in_str {
-            out.push(c);
-            if esc {
-                esc = false;
-            } else if c == b'\\' {
-                esc = true;
-            } else if c == b'"' {
-                in_str = false;
-            }
-            continue;
-        }
-        if c == b'"' {
-            in_str = true;
-        } else if c == b',' {
+        if scan.step(char::from(c)) == At::Code && c == b',' {
             let next = b[i + 1..]
                 .iter()
                 .find(|&&x| !matches!(x, b' ' | b'\n' | b'\r' | b'\t'));
@@ -309,34 +337,14 @@ fn strip_trailing_commas(s: &str) -> String {
 
 fn escape_raw_newlines(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 16);
-    let (mut in_str, mut esc) = (false, false);
+    let mut scan = Scan::default();
     for c in s.chars() {
-        if in_str {
-            if esc {
-                esc = false;
-                out.push(c);
-            } else {
-                match c {
-                    '\\' => {
-                        esc = true;
-                        out.push(c);
-                    }
-                    '"' => {
-                        in_str = false;
-                        out.push(c);
-                    }
-                    '\n' => out.push_str("\\n"),
-                    '\r' => out.push_str("\\r"),
-                    '\t' => out.push_str("\\t"),
-                    c => out.push(c),
-                }
-            }
-            continue;
+        match (scan.step(c), c) {
+            (At::Str, '\n') => out.push_str("\\n"),
+            (At::Str, '\r') => out.push_str("\\r"),
+            (At::Str, '\t') => out.push_str("\\t"),
+            _ => out.push(c),
         }
-        if c == '"' {
-            in_str = true;
-        }
-        out.push(c);
     }
     out
 }
