@@ -389,90 +389,70 @@ pub fn block_core<'a>(
     role: &str,
     c: &'a Content,
     names: &dyn Fn(&str) -> &'a str,
-) -> Option<(Role, Kind, Cow<'a, str>, &'a str, &'a str)> {
+) -> Option<BlockParts<'a>> {
     let user = role == "user";
     Some(match c {
-        Content::Text(t) if user => (Role::User, Kind::Text, strip_ref_tag(&t.text), "", ""),
-        Content::Text(t) => (
-            Role::Assistant,
-            Kind::Text,
-            Cow::Borrowed(t.text.as_str()),
-            "",
-            "",
-        ),
-        Content::Thinking(t) => (
-            Role::Assistant,
-            Kind::Reasoning,
-            Cow::Borrowed(t.thinking.as_str()),
-            "",
-            "",
-        ),
-        Content::ToolUse(u) => (
-            Role::Assistant,
-            Kind::ToolCall,
-            Cow::Borrowed(u.input.get()),
-            u.name.as_str(),
-            u.id.as_ref(),
-        ),
+        Content::Text(t) => text_parts(user, &t.text),
+        Content::Thinking(t) => reasoning_parts(&t.thinking),
+        Content::ToolUse(u) => call_parts(Cow::Borrowed(u.input.get()), &u.name, u.id.as_ref()),
         Content::ToolResult(r) => {
-            let call = r.tool_use_id.as_str();
-            let text = match result_text(r.content.as_ref()) {
-                Cow::Borrowed(t) => strip_ref_tag(t),
-                Cow::Owned(t) => Cow::Owned(strip_ref_tag(&t).into_owned()),
-            };
-            let tool = names(call);
-            (Role::Tool, Kind::ToolResult, text, tool, call)
+            result_parts(result_text(r.content.as_ref()), &r.tool_use_id, names)
         }
         Content::CompactBoundary(_) => return None,
         // A known type whose fields did not fit: read what the runtime would read.
         Content::Other(v) => match str_field(v, "type") {
-            "text" if user => (
-                Role::User,
-                Kind::Text,
-                strip_ref_tag(str_field(v, "text")),
-                "",
-                "",
-            ),
-            "text" => (
-                Role::Assistant,
-                Kind::Text,
-                Cow::Borrowed(str_field(v, "text")),
-                "",
-                "",
-            ),
-            "thinking" => (
-                Role::Assistant,
-                Kind::Reasoning,
-                Cow::Borrowed(str_field(v, "thinking")),
-                "",
-                "",
-            ),
+            "text" => text_parts(user, str_field(v, "text")),
+            "thinking" => reasoning_parts(str_field(v, "thinking")),
             "tool_use" => {
                 let input = match v.get("input") {
                     None | Some(Value::Null) => Cow::Borrowed(""),
                     Some(i) => Cow::Owned(i.to_string()),
                 };
-                let call = str_field(v, "id");
-                (
-                    Role::Assistant,
-                    Kind::ToolCall,
-                    input,
-                    str_field(v, "name"),
-                    call,
-                )
+                call_parts(input, str_field(v, "name"), str_field(v, "id"))
             }
-            "tool_result" => {
-                let call = str_field(v, "tool_use_id");
-                let text = match value_result_text(v) {
-                    Cow::Borrowed(t) => strip_ref_tag(t),
-                    Cow::Owned(t) => Cow::Owned(strip_ref_tag(&t).into_owned()),
-                };
-                let tool = names(call);
-                (Role::Tool, Kind::ToolResult, text, tool, call)
-            }
+            "tool_result" => result_parts(value_result_text(v), str_field(v, "tool_use_id"), names),
             _ => return None,
         },
     })
+}
+
+/// What [`block_core`] yields: a [`Core`]'s role, kind, text, tool and call.
+pub type BlockParts<'a> = (Role, Kind, Cow<'a, str>, &'a str, &'a str);
+
+/// A text block: a user's loses its ref tag.
+fn text_parts(user: bool, text: &str) -> BlockParts<'_> {
+    if user {
+        (Role::User, Kind::Text, strip_ref_tag(text), "", "")
+    } else {
+        (Role::Assistant, Kind::Text, Cow::Borrowed(text), "", "")
+    }
+}
+
+fn reasoning_parts(text: &str) -> BlockParts<'_> {
+    (
+        Role::Assistant,
+        Kind::Reasoning,
+        Cow::Borrowed(text),
+        "",
+        "",
+    )
+}
+
+fn call_parts<'a>(input: Cow<'a, str>, tool: &'a str, call: &'a str) -> BlockParts<'a> {
+    (Role::Assistant, Kind::ToolCall, input, tool, call)
+}
+
+/// A tool result: its text loses its ref tag; its tool is the one its call named.
+fn result_parts<'a>(
+    text: Cow<'a, str>,
+    call: &'a str,
+    names: &dyn Fn(&str) -> &'a str,
+) -> BlockParts<'a> {
+    let text = match text {
+        Cow::Borrowed(t) => strip_ref_tag(t),
+        Cow::Owned(t) => Cow::Owned(strip_ref_tag(&t).into_owned()),
+    };
+    (Role::Tool, Kind::ToolResult, text, names(call), call)
 }
 
 /// What is known of a projected content message beyond its block.
@@ -491,6 +471,29 @@ struct Known {
     headed: bool,
     pair: u32,
     cut: Option<CutCell>,
+}
+
+impl Known {
+    /// The content message of a block with these parts, as far as it is known.
+    fn core<'a>(&self, parts: BlockParts<'a>, origin: Origin, by_assistant: bool) -> Core<'a> {
+        let (role, kind, text, tool, call) = parts;
+        Core {
+            id: self.id.clone(),
+            role,
+            kind,
+            text,
+            tool,
+            call,
+            origin,
+            tokens: self.tokens,
+            chars: self.chars,
+            marked: self.marked,
+            headed: self.headed,
+            by_assistant,
+            pair: self.pair,
+            cut: self.cut.clone(),
+        }
+    }
 }
 
 /// A tool call id's call: where the call naming its results is (message, block), and the
@@ -639,25 +642,10 @@ impl ProjectionMemo {
                     } else {
                         block_core(&m.role, c, &known_name)
                     };
-                    let Some((role, kind, text, tool, call)) = core else {
+                    let Some(parts) = core else {
                         continue;
                     };
-                    out.push(Core {
-                        id: kn.id.clone(),
-                        role,
-                        kind,
-                        text,
-                        tool,
-                        call,
-                        origin,
-                        tokens: kn.tokens,
-                        chars: kn.chars,
-                        marked: kn.marked,
-                        headed: kn.headed,
-                        by_assistant: m.role == "assistant",
-                        pair: kn.pair,
-                        cut: kn.cut.clone(),
-                    });
+                    out.push(kn.core(parts, origin, m.role == "assistant"));
                     k += 1;
                     continue;
                 }
@@ -682,8 +670,8 @@ impl ProjectionMemo {
                 let pair = found.map_or(NO_PAIR, |c| c.seq);
                 let cut = edited(kind, tool, tokens, marked).then(CutCell::default);
                 let id = RawId::from(self.repeats.next(id_digest(role, kind, call, tool, &text)));
-                self.known.push(Known {
-                    id: id.clone(),
+                let kn = Known {
+                    id,
                     tokens,
                     chars,
                     plain,
@@ -691,24 +679,11 @@ impl ProjectionMemo {
                     marked,
                     headed,
                     pair,
-                    cut: cut.clone(),
-                });
-                out.push(Core {
-                    id,
-                    role,
-                    kind,
-                    text,
-                    tool,
-                    call,
-                    origin,
-                    tokens,
-                    chars,
-                    marked,
-                    headed,
-                    by_assistant: m.role == "assistant",
-                    pair,
                     cut,
-                });
+                };
+                let parts = (role, kind, text, tool, call);
+                out.push(kn.core(parts, origin, m.role == "assistant"));
+                self.known.push(kn);
             }
         }
         self.msgs = msgs.len();
