@@ -125,12 +125,7 @@ fn compress_and_rebuild(c: &mut Criterion) {
     let t = Transcript::parse(&bytes, Some(&sid));
     let p = views::Projection::new(store::messages(&t));
     let path = &views::runtime_path;
-    let place = compress::Placement {
-        root: "/r/noa/s",
-        session: &sid,
-        created: "2027-01-01T00:00:00Z",
-        now: 1_798_761_600,
-    };
+    let place = compress::Placement::new("/r/noa/s", &sid, "2027-01-01T00:00:00Z", 1_798_761_600);
     // A range the session offers now.
     let turn = views::turn(&p, &state, &cfg, path);
     let offered = recommend::recommend(&turn, &state, &cfg);

@@ -102,12 +102,7 @@ pub fn compress_hint(paths: &RootPaths, sid: &str, cfg: &NoaConfig) -> Option<St
     let t = views::turn(&p, &state, cfg, &views::runtime_path);
     let rec = recommend::recommend(&t, &state, cfg);
     let root = s.archive_root.to_string_lossy().into_owned();
-    let place = crate::noa::compress::Placement {
-        root: &root,
-        session: sid,
-        created: "2026-01-01T00:00:00Z",
-        now: 0,
-    };
+    let place = crate::noa::compress::Placement::new(&root, sid, "2026-01-01T00:00:00Z", 0);
     // The largest first: the part of the session nothing has compressed yet.
     let mut ranges: Vec<&recommend::RangeInfo> = rec
         .ranges

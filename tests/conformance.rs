@@ -288,12 +288,12 @@ fn compress_calls_give_the_runtimes_blocks_state_and_panel() {
             let ledger = t.ledger(&s.state, &shown.tagged);
             let parsed = args::parse(&input);
             let root = format!("{}/{}", meta["archiveBaseDir"].as_str().unwrap(), s.sid);
-            let place = compress::Placement {
-                root: &root,
-                session: &s.sid,
-                created: "2027-01-01T00:00:00Z",
-                now: meta["nowUnix"].as_i64().unwrap(),
-            };
+            let place = compress::Placement::new(
+                &root,
+                &s.sid,
+                "2027-01-01T00:00:00Z",
+                meta["nowUnix"].as_i64().unwrap(),
+            );
             let call = meta["toolUseId"].as_str().unwrap();
             let applied = compress::apply(&t, &ledger, &parsed.ranges, &s.cfg, call, &place);
             let panel = compress::panel(&applied, t.measure);
@@ -354,12 +354,7 @@ fn rebuilds_equal_the_runtimes() {
     for s in sessions() {
         let tr = Transcript::parse(&s.bytes, Some(&s.sid));
         let p = views::Projection::new(tr.iter_messages().map(|(_, m)| m).collect());
-        let place = compress::Placement {
-            root: "/x",
-            session: &s.sid,
-            created: "2027-01-01T00:00:00Z",
-            now: 1798761600,
-        };
+        let place = compress::Placement::new("/x", &s.sid, "2027-01-01T00:00:00Z", 1798761600);
         let r = rebuild::rebuild(&p, &s.cfg, &s.sid, &place, &[], &views::runtime_path);
         let want = oracle(&s.sid, "rebuild/state.json");
         let norm = |v: &Value| {

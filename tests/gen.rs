@@ -312,12 +312,7 @@ fn check_clean_session(root: &Path, sid: &str, o: &GenOptions) -> Option<State> 
     let bytes = std::fs::read(&tpath).expect("transcript");
     let t = Transcript::parse(&bytes, Some(sid));
     let p = views::Projection::new(t.iter_messages().map(|(_, m)| m).collect());
-    let place = Placement {
-        root: &archive_root_s,
-        session: sid,
-        created: "2027-01-01T00:00:00Z",
-        now: 1_798_761_600,
-    };
+    let place = Placement::new(&archive_root_s, sid, "2027-01-01T00:00:00Z", 1_798_761_600);
     let r = rebuild::rebuild(&p, cfg, sid, &place, &[], &views::runtime_path);
     for why in &r.skipped {
         assert!(

@@ -480,12 +480,12 @@ fn core_on_hostile_states() {
     let parsed = normafs::noa::args::parse(
         r#"{"content":[{"startId":"m00001","endId":"m00004","summary":"the build question, the file read and the answer that followed"}]}"#,
     );
-    let place = normafs::noa::compress::Placement {
-        root: "/r/noa/s",
-        session: "s",
-        created: "2026-11-30T12:00:00Z",
-        now: 1_796_040_000,
-    };
+    let place = normafs::noa::compress::Placement::new(
+        "/r/noa/s",
+        "s",
+        "2026-11-30T12:00:00Z",
+        1_796_040_000,
+    );
     let a = normafs::noa::rebuild::ctl_apply(
         &p,
         &normafs::format::state::State::initial("s"),

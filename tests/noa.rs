@@ -21,12 +21,7 @@ use serde_json::{json, Value};
 const SID: &str = "s";
 
 fn place() -> Placement<'static> {
-    Placement {
-        root: "/r/noa/s",
-        session: SID,
-        created: "2026-11-30T12:00:00Z",
-        now: 1_796_040_000,
-    }
+    Placement::new("/r/noa/s", SID, "2026-11-30T12:00:00Z", 1_796_040_000)
 }
 
 /// Settings under which a few thousand tokens already nudge: the growth unit is 100 tokens

@@ -19,12 +19,7 @@ use serde_json::{json, Value};
 const SID: &str = "s1";
 
 fn place() -> Placement<'static> {
-    Placement {
-        root: "/r/noa/s1",
-        session: SID,
-        created: "2026-11-30T12:00:00Z",
-        now: 1_796_040_000,
-    }
+    Placement::new("/r/noa/s1", SID, "2026-11-30T12:00:00Z", 1_796_040_000)
 }
 
 #[derive(Debug, Clone)]

@@ -360,12 +360,7 @@ fn after_each_compress_result_the_blocks_are_the_rebuilds() {
                 normafs::store::txn::states_at(&paths, &sid, &cfg, &points, now).expect("states");
             for (&n, state) in points.iter().zip(&states) {
                 let p = view::Projection::new(msgs[..n].to_vec());
-                let place = Placement {
-                    root: "/archives",
-                    session: &sid,
-                    created: "2026-01-01T00:00:00Z",
-                    now: 0,
-                };
+                let place = Placement::new("/archives", &sid, "2026-01-01T00:00:00Z", 0);
                 let rebuilt = normafs::noa::rebuild::rebuild(
                     &p,
                     &cfg,
@@ -600,12 +595,7 @@ fn grown_requests_are_the_whole_pipelines() {
             let s = normafs::store::session::load(&paths, sid);
             let p = view::Projection::new(s.messages());
             let points: Vec<usize> = (0..=p.msgs.len()).collect();
-            let place = Placement {
-                root: "/archives",
-                session: sid,
-                created: "2026-01-01T00:00:00Z",
-                now: 0,
-            };
+            let place = Placement::new("/archives", sid, "2026-01-01T00:00:00Z", 0);
             let path = &view::runtime_path;
             let replay = |asked| rebuild::history(&p, &cfg, sid, &place, &[], path, asked);
             let a = replay(rebuild::Asked::requests(&points));

@@ -188,12 +188,7 @@ pub fn core_on_state(s: &state::State) {
     ends.extend(s.message_refs.by_raw.values().take(4).cloned());
     ends.extend(s.blocks().iter().take(2).map(|b| b.start_ref.clone()));
     ends.extend(s.blocks().iter().take(2).map(|b| b.block_id.clone()));
-    let place = compress::Placement {
-        root: "/r/noa/s",
-        session: "s",
-        created: "2026-11-30T12:00:00Z",
-        now: 1_796_040_000,
-    };
+    let place = compress::Placement::new("/r/noa/s", "s", "2026-11-30T12:00:00Z", 1_796_040_000);
     let mut journal = Vec::new();
     for start in &ends {
         for end in &ends {

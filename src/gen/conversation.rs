@@ -344,12 +344,7 @@ impl<'a> Session<'a> {
         );
         let ledger = t.ledger(&self.state, &[]);
         let (created, now) = seconds(self.clock_ns);
-        let place = Placement {
-            root: &self.archive_root,
-            session: &self.sid,
-            created: &created,
-            now,
-        };
+        let place = Placement::new(&self.archive_root, &self.sid, created, now);
         let overlaps = |wants: &[Want]| {
             let parsed = args::parse(&compress_input(wants));
             let a = compress::apply(&t, &ledger, &parsed.ranges, cfg, "dry-run", &place);
@@ -386,12 +381,7 @@ impl<'a> Session<'a> {
         let ledger = t.ledger(&self.state, &[]);
         let parsed = args::parse(input);
         let (created, now) = seconds(self.clock_ns);
-        let place = Placement {
-            root: &self.archive_root,
-            session: &self.sid,
-            created: &created,
-            now,
-        };
+        let place = Placement::new(&self.archive_root, &self.sid, created, now);
         compress::apply_owned(&t, ledger, &parsed.ranges, cfg, call_id, &place)
     }
 }

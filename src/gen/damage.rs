@@ -166,12 +166,7 @@ fn ctl_batch(s: &mut Session<'_>) -> Option<(String, Applied)> {
     let input = compress_input(&wants);
     let parsed = args::parse(&input);
     let (created, now) = seconds(at_ns);
-    let place = Placement {
-        root: &s.archive_root,
-        session: &s.sid,
-        created: &created,
-        now,
-    };
+    let place = Placement::new(&s.archive_root, &s.sid, created, now);
     let applied = rebuild::ctl_apply(
         &p,
         &s.state,

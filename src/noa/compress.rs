@@ -60,8 +60,21 @@ pub struct Placement<'f> {
     pub root: &'f str,
     pub session: &'f str,
     /// RFC 3339 (seconds) and Unix time of "now".
-    pub created: &'f str,
+    pub created: String,
     pub now: i64,
+}
+
+impl<'f> Placement<'f> {
+    /// New blocks of `session` archived under `root`, made at `created` (an archive's
+    /// `created`) and `now` (a block's `createdAt`).
+    pub fn new(root: &'f str, session: &'f str, created: impl Into<String>, now: i64) -> Self {
+        Placement {
+            root,
+            session,
+            created: created.into(),
+            now,
+        }
+    }
 }
 
 /// Apply one Compress call to a turn's view (nudge included). `state` is the state after the
@@ -743,7 +756,7 @@ fn build(
         block_id,
         tier: tier.output,
         session: place.session.to_string(),
-        created: place.created.to_string(),
+        created: place.created.clone(),
         start_ref,
         end_ref,
         topic: req.topic.clone(),

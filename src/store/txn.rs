@@ -230,12 +230,22 @@ fn journal_batch(
     }
 }
 
-/// The archive's `created` (RFC 3339, seconds) and the block's `createdAt` of a time.
-fn archive_time(at: &str) -> (String, i64) {
-    let t = DateTime::parse_from_rfc3339(at)
+/// New blocks of session `sid` archived under `root`, made at `t`: the archive's `created` is
+/// `t` in RFC 3339 to the second, the block's `createdAt` its Unix seconds.
+fn placement<'f>(root: &'f str, sid: &'f str, t: DateTime<Utc>) -> Placement<'f> {
+    Placement::new(
+        root,
+        sid,
+        t.to_rfc3339_opts(SecondsFormat::Secs, true),
+        t.timestamp(),
+    )
+}
+
+/// A journal entry's time (RFC 3339), or now when it is not one.
+fn journal_time(at: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(at)
         .map(|t| t.with_timezone(&Utc))
-        .unwrap_or_else(|_| Utc::now());
-    (t.to_rfc3339_opts(SecondsFormat::Secs, true), t.timestamp())
+        .unwrap_or_else(|_| Utc::now())
 }
 
 fn absolute(p: &Path) -> String {
@@ -335,13 +345,7 @@ pub fn compress(
     let call_id = format!("ctl-{}", uuid::Uuid::new_v4().simple());
     let at = timestamp(now);
     let root_str = absolute(&root);
-    let created = now.to_rfc3339_opts(SecondsFormat::Secs, true);
-    let place = Placement {
-        root: &root_str,
-        session: sid,
-        created: &created,
-        now: now.timestamp(),
-    };
+    let place = placement(&root_str, sid, now);
     let p = Projection::new(session::messages(&t));
     let view = noa_session::turn(&p, &state, cfg, &noa_session::runtime_path);
     let before = view.measure;

@@ -17,13 +17,7 @@ pub fn rebuild(
     let root_str = absolute(&root);
     let p = Projection::new(session::messages(&t));
     let batches = journal_batches(paths, sid, &p, &t)?;
-    let created = now.to_rfc3339_opts(SecondsFormat::Secs, true);
-    let place = Placement {
-        root: &root_str,
-        session: sid,
-        created: &created,
-        now: now.timestamp(),
-    };
+    let place = placement(&root_str, sid, now);
     let rep = rebuild::rebuild(&p, cfg, sid, &place, &batches, &noa_session::runtime_path);
     let mut state = rep.state;
 
@@ -272,13 +266,7 @@ fn replayed(
                 .then(|| base.join(sid).to_string_lossy().into_owned())
         })
         .unwrap_or_else(|| absolute(&paths.archive_root(sid)));
-    let created = now.to_rfc3339_opts(SecondsFormat::Secs, true);
-    let place = Placement {
-        root: &root,
-        session: sid,
-        created: &created,
-        now: now.timestamp(),
-    };
+    let place = placement(&root, sid, now);
     let path = &noa_session::runtime_path;
     let asked = if requests {
         rebuild::Asked::requests(points)

@@ -303,13 +303,7 @@ pub(super) fn apply_missing(
             msgs: p.msgs.clone(),
             cores: p.cores[..batch.prefix.min(p.cores.len())].to_vec(),
         };
-        let created = archive_time(&e.at);
-        let place = Placement {
-            root: &root_str,
-            session: sid,
-            created: &created.0,
-            now: created.1,
-        };
+        let place = placement(&root_str, sid, journal_time(&e.at));
         let applied = rebuild::ctl_apply(
             &sub,
             state,
