@@ -117,14 +117,8 @@ impl<'t, 'a, 's> Ctx<'t, 'a, 's> {
                 if let Some(&i) = self.index.get(id.as_str()) {
                     return Ok((i, None));
                 }
-                if let Some((at, owner)) = self.owner_anchor(id) {
-                    return Ok((
-                        at,
-                        Some(format!(
-                            "Snapped {} to block {owner}, which absorbed it.",
-                            end.name
-                        )),
-                    ));
+                if let Some(found) = self.owner_anchor(id) {
+                    return Ok(snapped(end, found));
                 }
                 Err((
                     NotFound::Consumed,
@@ -151,14 +145,8 @@ impl<'t, 'a, 's> Ctx<'t, 'a, 's> {
                     };
                 }
                 for id in &b.effective_message_ids {
-                    if let Some((at, owner)) = self.owner_anchor(id) {
-                        return Ok((
-                            at,
-                            Some(format!(
-                                "Snapped {} to block {owner}, which absorbed it.",
-                                end.name
-                            )),
-                        ));
+                    if let Some(found) = self.owner_anchor(id) {
+                        return Ok(snapped(end, found));
                     }
                 }
                 Err((
@@ -224,6 +212,12 @@ impl<'t, 'a, 's> Ctx<'t, 'a, 's> {
 pub(super) struct End {
     pub(super) kind: EndKind,
     pub(super) name: String,
+}
+
+/// `end` anchored where the block that absorbed it is, saying so.
+fn snapped(end: &End, (at, owner): (usize, &str)) -> (usize, Option<String>) {
+    let why = format!("Snapped {} to block {owner}, which absorbed it.", end.name);
+    (at, Some(why))
 }
 
 pub(super) fn parse_end(s: &str) -> Option<End> {
