@@ -171,9 +171,7 @@ pub fn audit_bounds_of(
         }
         part
     };
-    let threads = std::thread::available_parallelism()
-        .map_or(1, std::num::NonZeroUsize::get)
-        .clamp(1, sessions.len().max(1));
+    let threads = root::helpers().clamp(1, sessions.len().max(1));
     let chunk = sessions.len().div_ceil(threads).max(1);
     let parts: Vec<Audit> = std::thread::scope(|scope| {
         let handles: Vec<_> = sessions

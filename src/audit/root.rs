@@ -44,12 +44,16 @@ pub fn audit_root(
     style: PathStyle,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Audit {
-    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    audit_root_with(paths, d, cfg, style, threads, progress)
+    audit_root_with(paths, d, cfg, style, helpers(), progress)
 }
 
 /// The stack of an audit helper thread: that of a main thread on Linux.
 pub(super) const HELPER_STACK: usize = 8 << 20;
+
+/// How many helper threads an audit may use: one a core.
+pub(super) fn helpers() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
 
 /// [`audit_root`] on at most `threads` threads (1: all on the calling thread). The findings do
 /// not depend on `threads`: each session's are kept apart and joined in session order before
@@ -75,8 +79,7 @@ pub fn audit_root_bounded(
     style: PathStyle,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Audit {
-    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    audit_root_in(paths, d, cfg, style, threads, true, progress)
+    audit_root_in(paths, d, cfg, style, helpers(), true, progress)
 }
 
 fn audit_root_in(
