@@ -482,6 +482,16 @@ pub struct MemoryProblem {
     pub message: String,
 }
 
+/// Sorts findings by file name, kind, line (stable: the order they were found in otherwise).
+fn sort_problems(problems: &mut [MemoryProblem]) {
+    problems.sort_by(|a, b| {
+        a.file_name
+            .cmp(&b.file_name)
+            .then_with(|| a.kind.cmp(&b.kind))
+            .then_with(|| a.line.cmp(&b.line))
+    });
+}
+
 /// Audit the memories of a scan: one finding per problem, sorted by file name, kind, line.
 ///
 /// The rules, each about a memory as the runtime reads it:
@@ -607,12 +617,7 @@ pub fn check(scan: &MemoryScan) -> Vec<MemoryProblem> {
             );
         }
     }
-    out.sort_by(|a, b| {
-        a.file_name
-            .cmp(&b.file_name)
-            .then_with(|| a.kind.cmp(&b.kind))
-            .then_with(|| a.line.cmp(&b.line))
-    });
+    sort_problems(&mut out);
     out
 }
 
@@ -649,12 +654,7 @@ pub fn audit(dir: &Path) -> Vec<MemoryProblem> {
     let scan = scan(dir);
     let mut out = check(&scan);
     out.extend(check_index(dir, &scan));
-    out.sort_by(|a, b| {
-        a.file_name
-            .cmp(&b.file_name)
-            .then_with(|| a.kind.cmp(&b.kind))
-            .then_with(|| a.line.cmp(&b.line))
-    });
+    sort_problems(&mut out);
     out
 }
 
