@@ -382,6 +382,17 @@ pub struct StateLoad {
     pub exists: bool,
 }
 
+impl StateLoad {
+    /// No `state.json`: the initial state of `session_id`, and no error.
+    pub fn missing(session_id: &str) -> StateLoad {
+        StateLoad {
+            state: State::initial(session_id),
+            error: None,
+            exists: false,
+        }
+    }
+}
+
 /// Load `state.json`: a missing file gives the initial state and no error; a malformed file,
 /// an I/O error or `version != 1` gives an error *and* the initial state of `session_id`.
 /// Nothing is repaired or rebuilt here. A symbolic link is not followed (an I/O error).
@@ -400,11 +411,7 @@ pub fn load_state(path: &std::path::Path, session_id: &str) -> StateLoad {
             },
             Err(e) => failed(e),
         },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => StateLoad {
-            state: State::initial(session_id),
-            error: None,
-            exists: false,
-        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => StateLoad::missing(session_id),
         Err(e) => failed(StateLoadError::Io(format!("{}: {e}", path.display()))),
     }
 }

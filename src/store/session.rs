@@ -176,28 +176,17 @@ pub fn load_around<'t>(
     let transcript_path = paths.transcript_path(sid);
     let archive_root = paths.archive_root(sid);
     // An archive root that is a symlink leading elsewhere is not followed (discovery reports
-    // it as a bad name): the session then has no archive root.
-    if is_escaping_link(&paths.archives, std::ffi::OsStr::new(sid), true) {
-        return SessionData {
-            sid: sid.to_string(),
-            archive_root,
-            transcript_path,
-            transcript_exists,
-            transcript,
-            sidechains,
-            state: StateLoad {
-                state: State::initial(sid),
-                error: None,
-                exists: false,
-            },
-            journal: Ok(JournalRead::default()),
-            archives: Vec::new(),
-            debris: Vec::new(),
+    // it as a bad name): the session then has no archive root, so none of the state, journal
+    // and archives kept in it.
+    let (state, journal, (archives, debris)) =
+        if is_escaping_link(&paths.archives, std::ffi::OsStr::new(sid), true) {
+            let none = (Vec::new(), Vec::new());
+            (StateLoad::missing(sid), Ok(JournalRead::default()), none)
+        } else {
+            let state = load_state(&paths.state_path(sid), sid);
+            let journal = journal::read(&paths.journal_path(sid)).map_err(|e| e.to_string());
+            (state, journal, list_archives(&archive_root))
         };
-    }
-    let state = load_state(&paths.state_path(sid), sid);
-    let journal = journal::read(&paths.journal_path(sid)).map_err(|e| e.to_string());
-    let (archives, debris) = list_archives(&archive_root);
     SessionData {
         sid: sid.to_string(),
         archive_root,
