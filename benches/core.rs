@@ -148,7 +148,11 @@ fn compress_and_rebuild(c: &mut Criterion) {
     });
     let blocks = state.blocks().len();
     g.bench_function(format!("rebuild/{}msg/{blocks}blocks", p.msgs.len()), |b| {
-        b.iter(|| rebuild::rebuild(&p, &cfg, &sid, &place, &[], path).replayed)
+        b.iter(|| {
+            rebuild::Replay::new(&p, &cfg, &place, &[], path)
+                .rebuild()
+                .replayed
+        })
     });
     g.finish();
 }

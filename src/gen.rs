@@ -13,10 +13,10 @@
 //!   from the runtime's recommendation ([`recommend::recommend`]) or, once enough tier-1
 //!   blocks are live, a block-endpoint range `b<i>..b<j>`, records the tool_use with the
 //!   runtime's Compress input, applies it with [`compress::apply`] exactly as
-//!   [`crate::noa::rebuild::rebuild`] replays a transcript call, and records the panel as the
-//!   tool result (failed calls too: a short summary, an unknown ref). So a rebuild from history
-//!   gives back the very `state.json` written. Like a model that reads the panels, it sends
-//!   only ranges whose blocks overlap no live block (tried first, see `Session::disjoint`);
+//!   [`crate::noa::rebuild::Replay::rebuild`] replays a transcript call, and records the panel
+//!   as the tool result (failed calls too: a short summary, an unknown ref). So a rebuild from
+//!   history gives back the very `state.json` written. Like a model that reads the panels, it
+//!   sends only ranges whose blocks overlap no live block (tried first, see `Session::disjoint`);
 //! - `noa/<sid>/state.json` ([`State::to_json`]) only for sessions that compressed, every
 //!   archive in the runtime's layout and labels (without normafs's `call`/`body_sha256` keys:
 //!   the runtime wrote them), memory files and `MEMORY.md` in the runtime's bytes (one with a

@@ -3,7 +3,7 @@
 //! results, the nudge it showed and the Compress calls the model answered with; as
 //! `timeline.jsonl`, as a picture (`timeline.svg`), and as the peak the audit reports.
 //!
-//! The requests are the replay's (`noa::rebuild::history`): one before each assistant
+//! The requests are the replay's (`noa::rebuild::Replay::history`): one before each assistant
 //! message, over the state the transcript's Compress calls and the journal's batches had
 //! made by then.
 
@@ -14,7 +14,7 @@ use crate::config::NoaConfig;
 use crate::format::transcript::Content;
 use crate::noa::content::COMPRESS_TOOL;
 use crate::noa::pipeline::truncate_threshold;
-use crate::noa::rebuild::{Made, Request};
+use crate::noa::rebuild::{Asked, Made, Request};
 use crate::store::root::RootPaths;
 use crate::store::session;
 use crate::store::txn::{self, TxnError};
@@ -122,7 +122,7 @@ pub fn build_of(
     now: DateTime<Utc>,
     rec: txn::Recorded<'_>,
 ) -> Result<Timeline, TxnError> {
-    let h = txn::history_of(paths, sid, cfg, &[], now, rec)?;
+    let h = txn::history_of(paths, sid, cfg, &[], now, rec, Asked::requests)?;
     Ok(of_history(sid, cfg, &h, rec.transcript))
 }
 
@@ -220,7 +220,8 @@ pub fn view_at(
 ) -> Result<crate::bytes::Bytes, TxnError> {
     use crate::noa::views as view;
     let files = txn::SessionFiles::read(paths, sid)?;
-    let own = txn::states_of(paths, sid, cfg, &[n], now, files.recorded())?
+    let own = txn::history_of(paths, sid, cfg, &[n], now, files.recorded(), Asked::states)?
+        .states
         .pop()
         .unwrap_or_else(|| crate::format::state::State::initial(sid));
     let mut msgs = session::messages(&files.transcript);

@@ -355,7 +355,7 @@ fn rebuilds_equal_the_runtimes() {
         let tr = Transcript::parse(&s.bytes, Some(&s.sid));
         let p = views::Projection::new(tr.iter_messages().map(|(_, m)| m).collect());
         let place = compress::Placement::new("/x", &s.sid, "2027-01-01T00:00:00Z", 1798761600);
-        let r = rebuild::rebuild(&p, &s.cfg, &s.sid, &place, &[], &views::runtime_path);
+        let r = rebuild::Replay::new(&p, &s.cfg, &place, &[], &views::runtime_path).rebuild();
         let want = oracle(&s.sid, "rebuild/state.json");
         let norm = |v: &Value| {
             let blocks: Vec<Value> = v["blocks"]

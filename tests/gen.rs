@@ -313,7 +313,7 @@ fn check_clean_session(root: &Path, sid: &str, o: &GenOptions) -> Option<State> 
     let t = Transcript::parse(&bytes, Some(sid));
     let p = views::Projection::new(t.iter_messages().map(|(_, m)| m).collect());
     let place = Placement::new(&archive_root_s, sid, "2027-01-01T00:00:00Z", 1_798_761_600);
-    let r = rebuild::rebuild(&p, cfg, sid, &place, &[], &views::runtime_path);
+    let r = rebuild::Replay::new(&p, cfg, &place, &[], &views::runtime_path).rebuild();
     for why in &r.skipped {
         assert!(
             why.ends_with("its result reports no block"),

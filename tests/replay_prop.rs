@@ -203,7 +203,7 @@ fn run_with(
     if odd {
         let points: Vec<usize> = (0..=p.msgs.len()).collect();
         let path = &views::runtime_path;
-        let replay = |asked| rebuild::history(&p, cfg, SID, &place(), &journal, path, asked);
+        let replay = |asked| rebuild::Replay::new(&p, cfg, &place(), &journal, path).history(asked);
         let a = replay(rebuild::Asked::requests(&points));
         let b = replay(rebuild::Asked::whole(&points));
         prop_assert_eq!(&a.requests, &b.requests);
@@ -212,7 +212,7 @@ fn run_with(
         prop_assert!(a.grown > 0 || a.requests.len() < 2 || a.whole == a.requests.len());
         return Ok(state);
     }
-    let rep = rebuild::rebuild(&p, cfg, SID, &place(), &journal, &views::runtime_path);
+    let rep = rebuild::Replay::new(&p, cfg, &place(), &journal, &views::runtime_path).rebuild();
     prop_assert_eq!(rep.replayed, made, "skipped: {:?}", rep.skipped);
     prop_assert_eq!(&rep.state.blocks, &state.blocks);
     prop_assert_eq!(rep.state.next_block_id, state.next_block_id);
@@ -349,7 +349,7 @@ fn only_calls_whose_panel_lists_a_block_are_replayed() {
     s.tool_result("toolu_f", "▣ noa | 0 blocks created\n  error: something");
     grow(&mut s, &mut n, 0, 10);
     let p = Projection::new(s.msgs());
-    let rep = rebuild::rebuild(&p, &cfg, SID, &place(), &[], &views::runtime_path);
+    let rep = rebuild::Replay::new(&p, &cfg, &place(), &[], &views::runtime_path).rebuild();
     assert_eq!(rep.replayed, 0);
     assert!(rep.state.blocks().is_empty());
     assert_eq!(rep.skipped.len(), 1);
@@ -362,7 +362,7 @@ fn only_calls_whose_panel_lists_a_block_are_replayed() {
         "▣ noa | 1 → 1 tokens\n  b1(T1)=m00002–m00005 → /x",
     );
     let p = Projection::new(s.msgs());
-    let rep = rebuild::rebuild(&p, &cfg, SID, &place(), &[], &views::runtime_path);
+    let rep = rebuild::Replay::new(&p, &cfg, &place(), &[], &views::runtime_path).rebuild();
     assert_eq!(rep.replayed, 1, "{:?}", rep.skipped);
     assert_eq!(rep.state.blocks()[0].compress_call_id, "toolu_e");
     assert_eq!(

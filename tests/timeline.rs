@@ -361,14 +361,9 @@ fn after_each_compress_result_the_blocks_are_the_rebuilds() {
             for (&n, state) in points.iter().zip(&states) {
                 let p = view::Projection::new(msgs[..n].to_vec());
                 let place = Placement::new("/archives", &sid, "2026-01-01T00:00:00Z", 0);
-                let rebuilt = normafs::noa::rebuild::rebuild(
-                    &p,
-                    &cfg,
-                    &sid,
-                    &place,
-                    &[],
-                    &view::runtime_path,
-                );
+                let rebuilt =
+                    normafs::noa::rebuild::Replay::new(&p, &cfg, &place, &[], &view::runtime_path)
+                        .rebuild();
                 let key = |st: &State| -> Vec<(String, i64, String, String, Vec<String>)> {
                     st.blocks()
                         .iter()
@@ -597,7 +592,7 @@ fn grown_requests_are_the_whole_pipelines() {
             let points: Vec<usize> = (0..=p.msgs.len()).collect();
             let place = Placement::new("/archives", sid, "2026-01-01T00:00:00Z", 0);
             let path = &view::runtime_path;
-            let replay = |asked| rebuild::history(&p, &cfg, sid, &place, &[], path, asked);
+            let replay = |asked| rebuild::Replay::new(&p, &cfg, &place, &[], path).history(asked);
             let a = replay(rebuild::Asked::requests(&points));
             let b = replay(rebuild::Asked::whole(&points));
             assert_eq!(b.grown, 0);

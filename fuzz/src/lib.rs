@@ -222,7 +222,7 @@ pub fn core_on_state(s: &state::State) {
             }
         }
     }
-    let _ = rebuild::rebuild(&p, &cfg, "s", &place, &journal, path);
+    let _ = rebuild::Replay::new(&p, &cfg, &place, &journal, path).rebuild();
     let _ = render::inherit(
         state::State::initial("child"),
         "child",

@@ -103,34 +103,48 @@ enum Event<'j> {
     Capture(usize),
 }
 
-/// Replay a session's history.
-pub fn rebuild(
-    p: &Projection<'_>,
-    cfg: &NoaConfig,
-    session: &str,
-    place: &Placement<'_>,
-    journal: &[JournalBatch],
-    path: ArchivePath<'_>,
-) -> Rebuilt {
-    replay(p, cfg, session, place, journal, path, None).0
+/// A session's history to replay: its projection and configuration, where new blocks'
+/// archives go (which names the session), the journal's batches and how summaries name
+/// archives.
+pub struct Replay<'r> {
+    p: &'r Projection<'r>,
+    cfg: &'r NoaConfig,
+    place: &'r Placement<'r>,
+    journal: &'r [JournalBatch],
+    path: ArchivePath<'r>,
 }
 
-/// A session's history replayed as `asked`: the states the runtime held when it built the
-/// request after the first `n` messages of `p`, for each `n` of its points, in one replay —
-/// the rebuild replay stopped there, with every request the runtime made before it made again
-/// (one before each assistant message), so that the refs it assigned and the token counts its
-/// tags first showed are recorded as the runtime recorded them — and, when asked, what each
-/// request and each replayed call saw and made on the way.
-pub fn history(
-    p: &Projection<'_>,
-    cfg: &NoaConfig,
-    session: &str,
-    place: &Placement<'_>,
-    journal: &[JournalBatch],
-    path: ArchivePath<'_>,
-    asked: Asked<'_>,
-) -> History {
-    replay(p, cfg, session, place, journal, path, Some(asked)).1
+impl<'r> Replay<'r> {
+    pub fn new(
+        p: &'r Projection<'r>,
+        cfg: &'r NoaConfig,
+        place: &'r Placement<'r>,
+        journal: &'r [JournalBatch],
+        path: ArchivePath<'r>,
+    ) -> Self {
+        Replay {
+            p,
+            cfg,
+            place,
+            journal,
+            path,
+        }
+    }
+
+    /// Replay the whole history.
+    pub fn rebuild(&self) -> Rebuilt {
+        replay(self, None).0
+    }
+
+    /// The history replayed as `asked`: the states the runtime held when it built the request
+    /// after the first `n` messages of the projection, for each `n` of its points, in one
+    /// replay — the rebuild replay stopped there, with every request the runtime made before
+    /// it made again (one before each assistant message), so that the refs it assigned and
+    /// the token counts its tags first showed are recorded as the runtime recorded them —
+    /// and, when asked, what each request and each replayed call saw and made on the way.
+    pub fn history(&self, asked: Asked<'_>) -> History {
+        replay(self, Some(asked)).1
+    }
 }
 
 /// What a history replay is asked for besides the rebuild.
@@ -145,9 +159,9 @@ pub struct Asked<'p> {
     requests: bool,
 }
 
-impl<'p> Asked<'p> {
+impl Asked<'_> {
     /// The states at `points` only.
-    pub fn states(points: &'p [usize]) -> Self {
+    pub fn states(points: &[usize]) -> Asked<'_> {
         Asked {
             points,
             grow: true,
@@ -156,7 +170,7 @@ impl<'p> Asked<'p> {
     }
 
     /// The states at `points`, and every request and call on the way.
-    pub fn requests(points: &'p [usize]) -> Self {
+    pub fn requests(points: &[usize]) -> Asked<'_> {
         Asked {
             requests: true,
             ..Asked::states(points)
@@ -165,7 +179,7 @@ impl<'p> Asked<'p> {
 
     /// [`Asked::requests`] with every request through the whole pipeline (what the grown
     /// requests are checked against).
-    pub fn whole(points: &'p [usize]) -> Self {
+    pub fn whole(points: &[usize]) -> Asked<'_> {
         Asked {
             grow: false,
             ..Asked::requests(points)
@@ -192,15 +206,14 @@ fn cores_before_each(p: &Projection<'_>) -> Vec<usize> {
 }
 
 /// The replay, and the history `asked` for.
-fn replay(
-    p: &Projection<'_>,
-    cfg: &NoaConfig,
-    session: &str,
-    place: &Placement<'_>,
-    journal: &[JournalBatch],
-    path: ArchivePath<'_>,
-    asked: Option<Asked<'_>>,
-) -> (Rebuilt, History) {
+fn replay(inputs: &Replay<'_>, asked: Option<Asked<'_>>) -> (Rebuilt, History) {
+    let Replay {
+        p,
+        cfg,
+        place,
+        journal,
+        path,
+    } = *inputs;
     let points = asked.map(|a| a.points);
     let (grow, requests) = asked.map_or((true, false), |a| (a.grow, a.requests));
     let last = points.map(|ps| ps.iter().copied().max().unwrap_or(0));
@@ -263,12 +276,12 @@ fn replay(
         pipeline::Growing::never()
     };
     let mut seen = History {
-        states: vec![State::initial(session); points.map_or(0, <[usize]>::len)],
+        states: vec![State::initial(place.session); points.map_or(0, <[usize]>::len)],
         ..History::default()
     };
 
     let mut out = Rebuilt {
-        state: State::initial(session),
+        state: State::initial(place.session),
         archives: Vec::new(),
         replayed: 0,
         skipped: Vec::new(),

@@ -18,7 +18,7 @@ pub fn rebuild(
     let p = Projection::new(session::messages(&t));
     let batches = journal_batches(paths, sid, &p, &t)?;
     let place = placement(&root_str, sid, now);
-    let rep = rebuild::rebuild(&p, cfg, sid, &place, &batches, &noa_session::runtime_path);
+    let rep = rebuild::Replay::new(&p, cfg, &place, &batches, &noa_session::runtime_path).rebuild();
     let mut state = rep.state;
 
     // Carry over what normafs does not interpret from a parsable old state, and the creation
@@ -144,7 +144,8 @@ pub fn states_at(
 ) -> Result<Vec<State>, TxnError> {
     let files = SessionFiles::read(paths, sid)?;
     // The states only: no request's nudge is decided.
-    states_of(paths, sid, cfg, points, now, files.recorded())
+    let rec = files.recorded();
+    Ok(history_of(paths, sid, cfg, points, now, rec, rebuild::Asked::states)?.states)
 }
 
 /// Session `sid`'s history replayed up to the largest of `points` (none: up to the end; see
@@ -158,7 +159,8 @@ pub fn history(
     now: DateTime<Utc>,
 ) -> Result<(rebuild::History, Transcript), TxnError> {
     let files = SessionFiles::read(paths, sid)?;
-    let h = history_of(paths, sid, cfg, points, now, files.recorded())?;
+    let asked = rebuild::Asked::requests;
+    let h = history_of(paths, sid, cfg, points, now, files.recorded(), asked)?;
     Ok((h, files.transcript))
 }
 
@@ -202,19 +204,9 @@ pub struct Recorded<'r> {
     pub journal: &'r journal::JournalRead,
 }
 
-/// [`states_at`] from files read already.
-pub fn states_of(
-    paths: &RootPaths,
-    sid: &str,
-    cfg: &NoaConfig,
-    points: &[usize],
-    now: DateTime<Utc>,
-    rec: Recorded<'_>,
-) -> Result<Vec<State>, TxnError> {
-    Ok(replayed(paths, sid, cfg, points, now, rec, false)?.states)
-}
-
-/// [`history`] from files read already.
+/// [`history`] from files read already, replayed as `asked` of the points: with
+/// [`rebuild::Asked::states`] the states only ([`states_at`]), with
+/// [`rebuild::Asked::requests`] what every request showed too.
 pub fn history_of(
     paths: &RootPaths,
     sid: &str,
@@ -222,19 +214,7 @@ pub fn history_of(
     points: &[usize],
     now: DateTime<Utc>,
     rec: Recorded<'_>,
-) -> Result<rebuild::History, TxnError> {
-    replayed(paths, sid, cfg, points, now, rec, true)
-}
-
-/// The replay of [`history_of`]; with `requests`, what every request showed too.
-fn replayed(
-    paths: &RootPaths,
-    sid: &str,
-    cfg: &NoaConfig,
-    points: &[usize],
-    now: DateTime<Utc>,
-    rec: Recorded<'_>,
-    requests: bool,
+    asked: fn(&[usize]) -> rebuild::Asked<'_>,
 ) -> Result<rebuild::History, TxnError> {
     let t = rec.transcript;
     let all = session::messages(t);
@@ -268,12 +248,8 @@ fn replayed(
         .unwrap_or_else(|| absolute(&paths.archive_root(sid)));
     let place = placement(&root, sid, now);
     let path = &noa_session::runtime_path;
-    let asked = if requests {
-        rebuild::Asked::requests(points)
-    } else {
-        rebuild::Asked::states(points)
-    };
-    let mut h = rebuild::history(&full, cfg, sid, &place, &batches, path, asked);
+    let replay = rebuild::Replay::new(&full, cfg, &place, &batches, path);
+    let mut h = replay.history(asked(points));
     // A block the session's state holds (made by the same call) is where that state says:
     // a fork's inherited blocks live in its parent's archives.
     for state in &mut h.states {
