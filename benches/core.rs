@@ -114,7 +114,9 @@ fn view(c: &mut Criterion) {
     g.bench_function(format!("materialized.jsonl/{n}msg"), |b| {
         b.iter(|| {
             let p = views::Projection::new(store::messages(&t));
-            views::materialized_bytes(&p, &state, &cfg, path, &mut Default::default()).len()
+            views::Files::new(&p, &state, &cfg, "", path)
+                .bytes(views::Form::Materialized, &mut Default::default())
+                .len()
         })
     });
     g.finish();

@@ -250,7 +250,8 @@ fn materialized_histories_equal_the_runtimes() {
     for s in sessions() {
         let tr = Transcript::parse(&s.bytes, Some(&s.sid));
         let p = views::Projection::new(tr.iter_messages().map(|(_, m)| m).collect());
-        let out = views::materialize(&p, &s.state, &s.cfg, &views::runtime_path);
+        let out =
+            views::Files::new(&p, &s.state, &s.cfg, &s.sid, &views::runtime_path).materialized();
         let got: Vec<Value> = out
             .messages
             .iter()

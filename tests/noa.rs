@@ -72,7 +72,18 @@ fn summary(len: usize, seed: &str) -> String {
 /// The view lines (`view.jsonl`) of a session.
 fn view(s: &Session, state: &State, cfg: &NoaConfig) -> Vec<Value> {
     let p = Projection::new(s.msgs());
-    lines(&views::view(&p, state, cfg, &views::runtime_path).to_jsonl())
+    lines(
+        &views::Files::new(&p, state, cfg, SID, &views::runtime_path)
+            .view()
+            .to_jsonl(),
+    )
+}
+
+/// The materialized history lines (`materialized.jsonl`) of a projection.
+fn materialized(p: &Projection<'_>, state: &State) -> Vec<Value> {
+    let cfg = cfg();
+    let files = views::Files::new(p, state, &cfg, SID, &views::runtime_path);
+    lines(&files.materialized().to_jsonl())
 }
 
 /// The nudge decision of a session's view, and the view's measure.
@@ -441,8 +452,12 @@ fn reading_a_view_twice_is_the_same_view() {
         ..cfg()
     };
     let p = Projection::new(s.msgs());
-    let a = views::view(&p, &st, &cfg, &views::runtime_path).to_jsonl();
-    let b = views::view(&p, &st, &cfg, &views::runtime_path).to_jsonl();
+    let a = views::Files::new(&p, &st, &cfg, SID, &views::runtime_path)
+        .view()
+        .to_jsonl();
+    let b = views::Files::new(&p, &st, &cfg, SID, &views::runtime_path)
+        .view()
+        .to_jsonl();
     assert_eq!(a, b);
     assert_eq!(st, State::initial(SID));
 }
@@ -658,7 +673,7 @@ fn a_live_blocks_compress_call_stays_with_its_summaries_stubbed() {
     // Re-encoded as the runtime encodes it.
     let p = Projection::new(s.msgs());
     let raw = {
-        let out = views::view(&p, &st, &cfg(), &views::runtime_path);
+        let out = views::Files::new(&p, &st, &cfg(), SID, &views::runtime_path).view();
         String::from_utf8(out.to_jsonl()).unwrap()
     };
     assert!(raw.contains(r#"{"content":[{"endId":"m00005","startId":"m00002","summary":"long: "#));
@@ -790,7 +805,7 @@ fn the_first_user_message_is_never_removed() {
     );
     // The materialized history keeps it too.
     let p = Projection::new(s.msgs());
-    let m = lines(&views::materialize(&p, &st, &cfg(), &views::runtime_path).to_jsonl());
+    let m = materialized(&p, &st);
     assert_eq!(m[0]["block"], "b1");
     assert_eq!(m[1]["refs"], json!(["m00001"]));
     assert_eq!(m.len(), 6);
@@ -1116,7 +1131,7 @@ fn compaction_markers_cut_the_projection() {
     assert!(text_of_line(&v[0]).starts_with("new task\n<noa-ref id=\"m00001\""));
     // Materialized without a live block: all nine messages, untagged.
     let p = Projection::new(s.msgs());
-    let m = lines(&views::materialize(&p, &st, &cfg(), &views::runtime_path).to_jsonl());
+    let m = materialized(&p, &st);
     assert_eq!(m.len(), 9);
     assert_eq!(m[2]["message"]["content"][0]["type"], "compact_boundary");
     assert_eq!(m[0]["message"]["content"][0]["text"], "old task");
@@ -1127,7 +1142,7 @@ fn compaction_markers_cut_the_projection() {
         ..cfg()
     };
     let st = compressed(&s, &st, &untailed, &[("m00001", "m00002")], 80);
-    let m = lines(&views::materialize(&p, &st, &cfg(), &views::runtime_path).to_jsonl());
+    let m = materialized(&p, &st);
     let shape: Vec<String> = m
         .iter()
         .map(|l| match l.get("block") {

@@ -245,8 +245,12 @@ fn run_with(
     want.sort();
     prop_assert_eq!(ids, want);
     // And the views agree (refs recorded or not, the assignment is the same).
-    let a = views::view(&p, &state, cfg, &views::runtime_path).to_jsonl();
-    let b = views::view(&p, &rep.state, cfg, &views::runtime_path).to_jsonl();
+    let a = views::Files::new(&p, &state, cfg, SID, &views::runtime_path)
+        .view()
+        .to_jsonl();
+    let b = views::Files::new(&p, &rep.state, cfg, SID, &views::runtime_path)
+        .view()
+        .to_jsonl();
     prop_assert_eq!(String::from_utf8_lossy(&a), String::from_utf8_lossy(&b));
     Ok(state)
 }

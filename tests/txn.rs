@@ -129,7 +129,9 @@ fn compress_writes_archive_journal_and_state() {
     // The view shows the block where its first message was.
     let s = session::load(&paths, "s1");
     let p = view::Projection::new(s.messages());
-    let v = view::view(&p, &s.state.state, &ctl_noa(), &view::runtime_path).to_jsonl();
+    let v = view::Files::new(&p, &s.state.state, &ctl_noa(), "s1", &view::runtime_path)
+        .view()
+        .to_jsonl();
     let first: Value =
         serde_json::from_slice(v.split(|&b| b == b'\n').next().expect("line")).expect("json");
     assert_eq!(first["block"], "b1");

@@ -276,8 +276,12 @@ fn from_scratch(paths: &RootPaths, cfg: &NoaConfig, kind: ComputedKind) -> Vec<u
     let p = view::Projection::new(session::messages(&t));
     let path = &view::runtime_path;
     match kind {
-        ComputedKind::View => view::view(&p, &state, cfg, path).to_jsonl(),
-        ComputedKind::Materialized => view::materialize(&p, &state, cfg, path).to_jsonl(),
+        ComputedKind::View => view::Files::new(&p, &state, cfg, SID, path)
+            .view()
+            .to_jsonl(),
+        ComputedKind::Materialized => view::Files::new(&p, &state, cfg, SID, path)
+            .materialized()
+            .to_jsonl(),
         _ => {
             let turn = view::turn(&p, &state, cfg, path);
             let msgs = assemble::assemble(&turn, &p.msgs, &state, true);

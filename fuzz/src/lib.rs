@@ -156,8 +156,10 @@ pub fn core_on_state(s: &state::State) {
         ..Default::default()
     };
     let path = &view::runtime_path;
-    let _ = view::view(&p, s, &cfg, path).to_jsonl();
-    let _ = view::materialize(&p, s, &cfg, path).to_jsonl();
+    let _ = view::Files::new(&p, s, &cfg, "s", path).view().to_jsonl();
+    let _ = view::Files::new(&p, s, &cfg, "s", path)
+        .materialized()
+        .to_jsonl();
     let turn = view::turn(&p, s, &cfg, path);
     let shown = assemble::assemble(&turn, &p.msgs, s, true);
     let _ = render::markdown(&shown, &turn, s, &cfg, "s", &render::Places::Relative);

@@ -72,8 +72,8 @@ pub enum Form<'p> {
     Markdown(&'p render::Places<'p>),
 }
 
-/// One session's files over one projection and state: the turn its view and `view.md`
-/// share is made once, when first asked for.
+/// One session's views and files over one projection and state: the turn its view and
+/// `view.md` share is made once, when first asked for.
 pub struct Files<'x, 'a> {
     p: &'x Projection<'a>,
     state: &'x State,
@@ -118,32 +118,46 @@ impl<'x, 'a> Files<'x, 'a> {
         let (p, state) = (self.p, self.state);
         match form {
             Form::View => lines::view_lines(self.turn(), &p.msgs, state, true, &mut lines.view),
-            Form::Materialized => {
-                materialized_bytes(p, state, self.cfg, self.path, &mut lines.materialized)
-            }
+            Form::Materialized => self.materialized_bytes(&mut lines.materialized),
             Form::Markdown(places) => {
-                let t = self.turn();
-                let msgs = assemble::assemble(t, &p.msgs, state, true);
-                let md = render::markdown(&msgs, t, state, self.cfg, self.sid, places);
+                let msgs = self.view();
+                let md = render::markdown(&msgs, self.turn(), state, self.cfg, self.sid, places);
                 Bytes::from(md.into_bytes())
             }
         }
     }
-}
 
-/// `materialized.jsonl`'s bytes, reusing the lines `cache` has and adding the new ones to it.
-pub fn materialized_bytes(
-    p: &Projection<'_>,
-    state: &State,
-    cfg: &NoaConfig,
-    path: ArchivePath<'_>,
-    cache: &mut LineCache,
-) -> Bytes {
-    if !state.blocks().iter().any(|b| b.active) {
-        return materialize(p, state, cfg, path).to_jsonl().into();
+    /// The view's provider messages, tagged.
+    pub fn view(&self) -> Assembled<'a> {
+        assemble::assemble(self.turn(), &self.p.msgs, self.state, true)
     }
-    let t = pipeline::prune_only(&p.cores, state, cfg, path);
-    lines::view_lines(&t, &p.msgs, state, false, cache)
+
+    /// The materialized history (SPEC 4.9): the state applied without tags, hiding,
+    /// truncation or nudge; a session with no live block is its messages as they are.
+    pub fn materialized(&self) -> Assembled<'a> {
+        let (p, state) = (self.p, self.state);
+        let t = pipeline::prune_only(&p.cores, state, self.cfg, self.path);
+        if !state.blocks().iter().any(|b| b.active) {
+            let mut by_msg: Vec<Vec<Slot>> = vec![Vec::new(); p.msgs.len()];
+            for (c, s) in p.cores.iter().zip(&t.slots) {
+                if let Origin::Block { msg, .. } = c.origin {
+                    by_msg[msg as usize].push(s.clone());
+                }
+            }
+            return assemble::verbatim(&p.msgs, |i| by_msg.get(i).cloned().unwrap_or_default());
+        }
+        assemble::assemble(&t, &p.msgs, state, false)
+    }
+
+    /// `materialized.jsonl`'s bytes, reusing the lines `cache` has and adding the new ones.
+    fn materialized_bytes(&self, cache: &mut LineCache) -> Bytes {
+        let (p, state) = (self.p, self.state);
+        if !state.blocks().iter().any(|b| b.active) {
+            return self.materialized().to_jsonl().into();
+        }
+        let t = pipeline::prune_only(&p.cores, state, self.cfg, self.path);
+        lines::view_lines(&t, &p.msgs, state, false, cache)
+    }
 }
 
 /// How a summary names its archive.
@@ -164,36 +178,4 @@ pub fn turn<'p, 'a>(
     let mut t = pipeline::run(&p.cores, state, cfg, Count::Measured, path);
     t.inject_nudge();
     t
-}
-
-/// The view's provider messages, tagged.
-pub fn view<'a>(
-    p: &Projection<'a>,
-    state: &State,
-    cfg: &NoaConfig,
-    path: ArchivePath<'_>,
-) -> Assembled<'a> {
-    let t = turn(p, state, cfg, path);
-    assemble::assemble(&t, &p.msgs, state, true)
-}
-
-/// The materialized history (SPEC 4.9): the state applied without tags, hiding, truncation
-/// or nudge; a session with no live block is its messages as they are.
-pub fn materialize<'a>(
-    p: &Projection<'a>,
-    state: &State,
-    cfg: &NoaConfig,
-    path: ArchivePath<'_>,
-) -> Assembled<'a> {
-    let t = pipeline::prune_only(&p.cores, state, cfg, path);
-    if !state.blocks().iter().any(|b| b.active) {
-        let mut by_msg: Vec<Vec<Slot>> = vec![Vec::new(); p.msgs.len()];
-        for (c, s) in p.cores.iter().zip(&t.slots) {
-            if let Origin::Block { msg, .. } = c.origin {
-                by_msg[msg as usize].push(s.clone());
-            }
-        }
-        return assemble::verbatim(&p.msgs, |i| by_msg.get(i).cloned().unwrap_or_default());
-    }
-    assemble::assemble(&t, &p.msgs, state, false)
 }
