@@ -242,11 +242,11 @@ fn audit(a: AuditArgs) -> Result<i32, CliError> {
         }
         None => {
             let mut progress = progress("audit");
-            if a.no_bounds {
-                audit::audit_root(&paths, &d, &cfg, PathStyle::Root, &mut progress)
-            } else {
-                audit::audit_root_bounded(&paths, &d, &cfg, PathStyle::Root, &mut progress)
-            }
+            let how = audit::How {
+                bounds: !a.no_bounds,
+                ..audit::How::new(PathStyle::Root)
+            };
+            audit::audit_root(&paths, &d, &cfg, how, &mut progress)
         }
     };
     if a.json {

@@ -217,7 +217,7 @@ mod tests {
             &paths,
             &disc,
             &Config::default(),
-            PathStyle::Root,
+            audit::How::new(PathStyle::Root),
             &mut |_, _| {},
         );
         let warned: Vec<&str> = a

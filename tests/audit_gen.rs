@@ -18,7 +18,7 @@ fn audit_of(root: &std::path::Path) -> audit::Audit {
         &paths,
         &d,
         &Config::default(),
-        PathStyle::Root,
+        audit::How::new(PathStyle::Root),
         &mut |_, _| {},
     )
 }
@@ -76,7 +76,13 @@ fn clean_roots_with_other_settings_audit_clean_too() {
         let d = discover(&paths).expect("discover");
         let mut cfg = Config::default();
         cfg.noa.window = window;
-        let a = audit::audit_root(&paths, &d, &cfg, PathStyle::Root, &mut |_, _| {});
+        let a = audit::audit_root(
+            &paths,
+            &d,
+            &cfg,
+            audit::How::new(PathStyle::Root),
+            &mut |_, _| {},
+        );
         let bad: Vec<String> = a
             .findings
             .iter()
@@ -154,9 +160,11 @@ fn parallel_audit_equals_the_sequential_one() {
     let cfg = Config::default();
     let with = |threads: usize| {
         let mut calls = Vec::new();
-        let a = audit::audit_root_with(&paths, &d, &cfg, PathStyle::Root, threads, &mut |n, t| {
-            calls.push((n, t))
-        });
+        let how = audit::How {
+            threads,
+            ..audit::How::new(PathStyle::Root)
+        };
+        let a = audit::audit_root(&paths, &d, &cfg, how, &mut |n, t| calls.push((n, t)));
         // Progress: once per session, counting up to the total, on the calling thread.
         let total = d.sessions.len();
         let expected: Vec<(usize, usize)> = (1..=total).map(|n| (n, total)).collect();

@@ -62,7 +62,13 @@ fn state_of(paths: &RootPaths, sid: &str) -> State {
 /// itself (`memory.empty-slug`, SPEC 9) aside.
 fn audit_codes(paths: &RootPaths) -> Vec<String> {
     let d = discover(paths).expect("discover");
-    let a = audit::audit_root(paths, &d, &config(), PathStyle::Root, &mut |_, _| {});
+    let a = audit::audit_root(
+        paths,
+        &d,
+        &config(),
+        audit::How::new(PathStyle::Root),
+        &mut |_, _| {},
+    );
     a.findings
         .iter()
         .filter(|f| f.severity != audit::Severity::Info && f.code != "memory.empty-slug")

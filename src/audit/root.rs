@@ -34,17 +34,29 @@ pub fn audit_names(a: &mut Audit, d: &Discovery) {
     }
 }
 
-/// Audit a whole root: every session, the memory directory, bad names. `progress` is called
-/// after each session. Sessions are loaded and audited on as many threads as there are cores;
-/// the result is the same as [`audit_root_with`] on one thread.
-pub fn audit_root(
-    paths: &RootPaths,
-    d: &Discovery,
-    cfg: &Config,
-    style: PathStyle,
-    progress: &mut dyn FnMut(usize, usize),
-) -> Audit {
-    audit_root_with(paths, d, cfg, style, helpers(), progress)
+/// How a root is audited: how paths are shown, on how many threads, and whether each
+/// session's boundedness is replayed too.
+#[derive(Debug, Clone, Copy)]
+pub struct How {
+    pub style: PathStyle,
+    /// At most this many threads (1: all on the calling thread). The findings do not depend
+    /// on it: each session's are kept apart and joined in session order before the (stable)
+    /// sort, as one thread would have pushed them.
+    pub threads: usize,
+    /// Each session's boundedness too (see `bounds.rs`), replayed from the files its audit
+    /// read.
+    pub bounds: bool,
+}
+
+impl How {
+    /// Paths shown in `style`, a thread a core, no boundedness.
+    pub fn new(style: PathStyle) -> How {
+        How {
+            style,
+            threads: helpers(),
+            bounds: false,
+        }
+    }
 }
 
 /// The stack of an audit helper thread: that of a main thread on Linux.
@@ -55,42 +67,21 @@ pub(super) fn helpers() -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
 
-/// [`audit_root`] on at most `threads` threads (1: all on the calling thread). The findings do
-/// not depend on `threads`: each session's are kept apart and joined in session order before
-/// the (stable) sort, as one thread would have pushed them. `progress` is called on the calling
-/// thread, after each session, with the number done so far.
-pub fn audit_root_with(
+/// Audit a whole root: every session, the memory directory, bad names, as `how` says.
+/// Sessions are loaded and audited on `how.threads` threads. `progress` is called on the
+/// calling thread, after each session, with the number done so far.
+pub fn audit_root(
     paths: &RootPaths,
     d: &Discovery,
     cfg: &Config,
-    style: PathStyle,
-    threads: usize,
+    how: How,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Audit {
-    audit_root_in(paths, d, cfg, style, threads, false, progress)
-}
-
-/// [`audit_root`] with each session's boundedness too (see `bounds.rs`), replayed from the
-/// files its audit read.
-pub fn audit_root_bounded(
-    paths: &RootPaths,
-    d: &Discovery,
-    cfg: &Config,
-    style: PathStyle,
-    progress: &mut dyn FnMut(usize, usize),
-) -> Audit {
-    audit_root_in(paths, d, cfg, style, helpers(), true, progress)
-}
-
-fn audit_root_in(
-    paths: &RootPaths,
-    d: &Discovery,
-    cfg: &Config,
-    style: PathStyle,
-    threads: usize,
-    bounds: bool,
-    progress: &mut dyn FnMut(usize, usize),
-) -> Audit {
+    let How {
+        style,
+        threads,
+        bounds,
+    } = how;
     let mut a = Audit::default();
     audit_names(&mut a, d);
     audit_memory(&mut a, &paths.memory);

@@ -255,8 +255,13 @@ impl Computed {
             }
             Node::RootAudit => {
                 let d = root::discover(&self.paths).map_err(FsError::from)?;
-                let a =
-                    audit::audit_root(&self.paths, &d, &self.cfg, PathStyle::Mount, &mut |_, _| {});
+                let a = audit::audit_root(
+                    &self.paths,
+                    &d,
+                    &self.cfg,
+                    audit::How::new(PathStyle::Mount),
+                    &mut |_, _| {},
+                );
                 Ok(Bytes::from(a.to_text().into_bytes()))
             }
             Node::History(None, HistoryFile::TimelineSvg) => {
