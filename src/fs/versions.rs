@@ -53,9 +53,12 @@ struct Open {
     safe: u64,
     /// A drop of that page is asked for and not done yet.
     dropping: bool,
-    /// Held by the lookup of the kernel's retry after an ESTALE, not opened since: a ctl
-    /// command does not end the hold (see [`Versions::answered_stale`]).
-    retry: bool,
+    /// Lookups of the kernel's retries after an ESTALE not yet followed by an open: while
+    /// any is pending, a ctl command does not end the hold (see
+    /// [`Versions::answered_stale`]). Several readers may retry the same name at once and
+    /// open the inode their lookups gave in turn: the first open must not end the hold the
+    /// others' opens still need (the live-writer soak hit that under load).
+    retries: u32,
     /// How far from its start the kernel read this version (reads it was answered).
     served: Served,
     /// The kernel read every page of it and none was dropped since (see
@@ -76,7 +79,7 @@ impl Open {
             held_at: Instant::now(),
             safe: c.size,
             dropping: false,
-            retry: false,
+            retries: 0,
             served: Served::default(),
             // Nothing to hold of an empty version: the kernel reads none of it.
             whole: c.size == 0,
@@ -475,8 +478,8 @@ impl Versions {
             fit = Fit::Fits;
         }
         o.handles += 1;
-        // The retry's open is this one: later commands end the hold again.
-        o.retry = false;
+        // One retry's open is this one: once none is pending, commands end the hold again.
+        o.retries = o.retries.saturating_sub(1);
         let len = o.safe.min(o.head.len);
         g.told.remove(&ino);
         let size_told = !rebound && g.attrs.get(&ino).is_some_and(|a| a.size == len);
@@ -502,7 +505,7 @@ impl Versions {
         if let Some(o) = g.open.get_mut(&ino) {
             o.until = o.until.max(until);
             o.held_at = now;
-            o.retry |= retry;
+            o.retries += u32::from(retry);
             // The lookup found the version's bytes: the open it holds for needs them
             // unless the kernel holds every page.
             let fits = c.data.as_ref().is_some_and(|d| d.len() == o.head.len);
@@ -523,7 +526,7 @@ impl Versions {
             (o.whole, o.touched, o.mtime) = (t.whole, t.touched || t.whole, t.mtime);
             o.served = Served::upto(if t.whole { o.head.len } else { 0 });
         }
-        o.retry = retry;
+        o.retries = u32::from(retry);
         g.open.insert(ino, o);
     }
 
@@ -549,7 +552,7 @@ impl Versions {
         let mut g = self.inner.lock();
         for ino in inos {
             if let Some(o) = g.open.get_mut(&ino) {
-                if o.held_at < since && !o.retry {
+                if o.held_at < since && o.retries == 0 {
                     o.until = o.until.min(now);
                 }
             }
@@ -747,7 +750,7 @@ impl Versions {
             let retried = g
                 .open
                 .remove(&ino)
-                .is_some_and(|o| o.retry && o.until > now);
+                .is_some_and(|o| o.retries > 0 && o.until > now);
             if let (true, Some(n)) = (retried, node) {
                 g.stale.insert(n.clone(), now);
             }

@@ -433,3 +433,28 @@ fn an_idle_inode_the_kernel_read_nothing_of_stands_for_the_content_at_its_open()
         .expect("nothing of it kept");
     assert_eq!(d.size, 4);
 }
+
+#[test]
+fn one_retry_opening_leaves_the_hold_to_the_others_pending() {
+    let v = Versions::default();
+    let node = crate::fs::Node::RootAudit;
+    v.answered_stale(&node);
+    // Two readers' retries look the name up and get inode 4; the first opens it.
+    v.hold(4, &content("a\n", 1), &node);
+    v.hold(4, &content("a\n", 1), &node);
+    v.open(4, true, &content("a\n", 1), Instant::now())
+        .expect("the first retried open");
+    // A command, then the content moves on: the second reader's open still reads the
+    // version its lookup found.
+    v.release_holds([4], Instant::now());
+    let o = v
+        .open(4, true, &content("b\n", 2), Instant::now())
+        .expect("the second retried open must not fail");
+    assert_eq!(o.fit, Fit::Left { held: true });
+    assert_eq!(text(&v.head(4).expect("open")), "a\n");
+    // Both opened: the next command ends the hold as any other.
+    v.closed(4);
+    v.closed(4);
+    v.release_holds([4], Instant::now());
+    assert!(!v.is_open(4));
+}
