@@ -54,6 +54,11 @@ fn input(ranges: &[(&str, &str)]) -> String {
     json!({"content": ranges.iter().map(|(s, e)| json!({"startId": s, "endId": e, "topic": "t", "summary": SUMMARY})).collect::<Vec<_>>()}).to_string()
 }
 
+/// Compress `ranges` of session s1 with the short session's settings, now.
+fn compress_s1(paths: &RootPaths, ranges: &[(&str, &str)]) -> Result<txn::Outcome, TxnError> {
+    txn::compress(paths, "s1", &input(ranges), &ctl_noa(), now())
+}
+
 fn state_of(paths: &RootPaths, sid: &str) -> State {
     parse_state(&std::fs::read(paths.state_path(sid)).expect("state")).expect("parse")
 }
@@ -79,14 +84,7 @@ fn audit_codes(paths: &RootPaths) -> Vec<String> {
 #[test]
 fn compress_writes_archive_journal_and_state() {
     let (_d, paths) = chat_root(10);
-    let out = txn::compress(
-        &paths,
-        "s1",
-        &input(&[("m00001", "m00004")]),
-        &ctl_noa(),
-        now(),
-    )
-    .expect("ok");
+    let out = compress_s1(&paths, &[("m00001", "m00004")]).expect("ok");
     // The runtime's panel.
     let st = state_of(&paths, "s1");
     assert_eq!(st.blocks().len(), 1);
@@ -146,14 +144,7 @@ fn compress_writes_archive_journal_and_state() {
 #[test]
 fn an_invalid_batch_changes_no_byte() {
     let (d, paths) = chat_root(10);
-    txn::compress(
-        &paths,
-        "s1",
-        &input(&[("m00001", "m00002")]),
-        &ctl_noa(),
-        now(),
-    )
-    .expect("first");
+    compress_s1(&paths, &[("m00001", "m00002")]).expect("first");
     let before = snapshot(d.path());
     let short = json!({"content": [{"startId": "m00003", "endId": "m00004", "summary": "short"}]})
         .to_string();
@@ -187,14 +178,7 @@ fn an_invalid_batch_changes_no_byte() {
 #[test]
 fn reversed_endpoints_are_swapped() {
     let (_d, paths) = chat_root(10);
-    txn::compress(
-        &paths,
-        "s1",
-        &input(&[("m00006", "m00003")]),
-        &ctl_noa(),
-        now(),
-    )
-    .expect("ok");
+    compress_s1(&paths, &[("m00006", "m00003")]).expect("ok");
     let st = state_of(&paths, "s1");
     let b = &st.blocks()[0];
     assert_eq!(
@@ -208,14 +192,8 @@ fn a_failed_archive_write_rolls_back_and_a_failed_state_write_still_commits() {
     let (d, paths) = chat_root(12);
     let before = snapshot(d.path());
     failpoint::set_thread_nth("compress.after-archive", 2, Action::Error);
-    let e = txn::compress(
-        &paths,
-        "s1",
-        &input(&[("m00001", "m00002"), ("m00003", "m00004")]),
-        &ctl_noa(),
-        now(),
-    )
-    .expect_err("injected");
+    let e =
+        compress_s1(&paths, &[("m00001", "m00002"), ("m00003", "m00004")]).expect_err("injected");
     failpoint::clear_thread();
     assert!(matches!(e, TxnError::Io(_)), "{e:?}");
     let mut after = snapshot(d.path());
@@ -223,14 +201,7 @@ fn a_failed_archive_write_rolls_back_and_a_failed_state_write_still_commits() {
     assert_eq!(after, before, "archives left behind");
 
     failpoint::set_thread("compress.before-journal", Action::Error);
-    assert!(txn::compress(
-        &paths,
-        "s1",
-        &input(&[("m00001", "m00002")]),
-        &ctl_noa(),
-        now()
-    )
-    .is_err());
+    assert!(compress_s1(&paths, &[("m00001", "m00002")]).is_err());
     failpoint::clear_thread();
     assert!(!paths.state_path("s1").exists());
     assert!(
@@ -242,14 +213,7 @@ fn a_failed_archive_write_rolls_back_and_a_failed_state_write_still_commits() {
 
     // The state write fails after the journal committed: success with a warning.
     failpoint::set_thread("compress.after-journal", Action::Error);
-    let out = txn::compress(
-        &paths,
-        "s1",
-        &input(&[("m00001", "m00002")]),
-        &ctl_noa(),
-        now(),
-    )
-    .expect("committed");
+    let out = compress_s1(&paths, &[("m00001", "m00002")]).expect("committed");
     failpoint::clear_thread();
     assert_eq!(
         out.result["warnings"].as_array().map(Vec::len),
@@ -261,14 +225,7 @@ fn a_failed_archive_write_rolls_back_and_a_failed_state_write_still_commits() {
         .iter()
         .any(|c| c.starts_with("state.behind-journal")));
     // The next command rolls the batch forward first.
-    let out = txn::compress(
-        &paths,
-        "s1",
-        &input(&[("m00003", "m00004")]),
-        &ctl_noa(),
-        now(),
-    )
-    .expect("second");
+    let out = compress_s1(&paths, &[("m00003", "m00004")]).expect("second");
     assert!(
         out.result["recovery"].to_string().contains("rolled 1"),
         "{}",
@@ -288,14 +245,7 @@ fn a_failed_archive_write_rolls_back_and_a_failed_state_write_still_commits() {
 #[test]
 fn recovery_cuts_a_torn_journal_and_removes_debris() {
     let (_d, paths) = chat_root(10);
-    txn::compress(
-        &paths,
-        "s1",
-        &input(&[("m00001", "m00002")]),
-        &ctl_noa(),
-        now(),
-    )
-    .expect("first");
+    compress_s1(&paths, &[("m00001", "m00002")]).expect("first");
     let root = paths.archive_root("s1");
     // A batch that never committed: its archive and a torn journal line, plus temp files of
     // normafs and of the runtime.
@@ -645,43 +595,17 @@ fn clobber() {
 fn a_state_replaced_right_after_recovery_loses_no_batch() {
     let (_d, paths) = chat_root(16);
     let spath = paths.state_path("s1");
-    let first = txn::compress(
-        &paths,
-        "s1",
-        &input(&[("m00011", "m00012")]),
-        &ctl_noa(),
-        now(),
-    )
-    .expect("first");
+    let first = compress_s1(&paths, &[("m00011", "m00012")]).expect("first");
     let old = std::fs::read(&spath).expect("state");
-    let second = txn::compress(
-        &paths,
-        "s1",
-        &input(&[("m00001", "m00002")]),
-        &ctl_noa(),
-        now(),
-    )
-    .expect("second");
+    let second = compress_s1(&paths, &[("m00001", "m00002")]).expect("second");
     // The runtime's older version, written over the batch, then again after each recovery.
     std::fs::write(&spath, &old).expect("undo");
     *CLOBBER.lock().unwrap_or_else(|e| e.into_inner()) = Some((spath.clone(), old.clone()));
     failpoint::set_thread("recover.after-rollforward", Action::Call(clobber));
-    let third = txn::compress(
-        &paths,
-        "s1",
-        &input(&[("m00003", "m00004")]),
-        &ctl_noa(),
-        now(),
-    );
+    let third = compress_s1(&paths, &[("m00003", "m00004")]);
     // The range of the undone batch again: refused or compressed again, never an I/O error.
     std::fs::write(&spath, &old).expect("undo");
-    let again = txn::compress(
-        &paths,
-        "s1",
-        &input(&[("m00001", "m00002")]),
-        &ctl_noa(),
-        now(),
-    );
+    let again = compress_s1(&paths, &[("m00001", "m00002")]);
     failpoint::clear_thread();
     let third = third.expect("third");
     assert!(
