@@ -1154,3 +1154,40 @@ fn compaction_markers_cut_the_projection() {
     assert!(text_of_line(&m[0])
         .contains("<noa-archive block=\"b1\" tier=\"1\" range=\"m00001-m00002\""));
 }
+
+/// A replay records a Compress call's refs in its state and takes them back when the call
+/// is not replayed: the state is then what it was, maps, liveness and snapshot alike.
+#[test]
+fn a_record_taken_back_leaves_the_state_as_it_was() {
+    let cfg = building(&cfg());
+    let mut s = chat(8, 60);
+    let first = {
+        let p = Projection::new(s.msgs());
+        let t = views::turn(&p, &State::initial(SID), &cfg, &views::runtime_path);
+        t.ledger(&State::initial(SID), &[])
+    };
+    let made = apply(
+        &s,
+        &first,
+        &cfg,
+        "c1",
+        &ranges(&[("m00001", "m00004")], 400),
+    );
+    // Messages the state has no ref for yet.
+    for i in 9..=14 {
+        s.user(&body(i, 60));
+    }
+    let p = Projection::new(s.msgs());
+    let t = views::turn(&p, &made.state, &cfg, &views::runtime_path);
+    let mut state = made.state.clone();
+    let recorded = t.record_undoable(&mut state);
+    assert_eq!(state, t.ledger(&made.state, &[]));
+    assert!(state.message_refs.by_raw.len() > made.state.message_refs.by_raw.len());
+    assert!(normafs::noa::refs::highest_recorded(&state) > 8);
+    recorded.undo(&mut state);
+    assert_eq!(state, made.state);
+    assert_eq!(
+        normafs::noa::refs::highest_recorded(&state),
+        normafs::noa::refs::highest_recorded(&made.state)
+    );
+}

@@ -531,7 +531,7 @@ fn state() -> impl Strategy<Value = State> {
             state.blocks = blocks;
             state.message_refs.by_ref =
                 by_raw.iter().map(|(k, v)| (v.clone(), k.clone())).collect();
-            state.message_refs.by_raw = by_raw;
+            state.message_refs.by_raw = by_raw.into_iter().collect();
             state.token_snapshot = snapshot;
             state.nudge.last_shown_by_tier = by_tier;
             state.derived_from = derived;

@@ -36,10 +36,13 @@ use decode::*;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Unexpected, Visitor};
 use serde_json::{Map, Value};
 
+use crate::fasthash::FastMap;
 use crate::format::gojson::{self, Layout, Members};
 
 /// The whole `state.json`.
@@ -86,10 +89,140 @@ pub struct Block {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MessageRefs {
     /// Raw (content) id → ref, or `"BLOCKED"` for hard-protected content.
-    pub by_raw: HashMap<String, String>,
+    pub by_raw: RefMap,
     /// Ref → raw id.
-    pub by_ref: HashMap<String, String>,
+    pub by_ref: RefMap,
     pub extra: Map<String, Value>,
+}
+
+/// What the ref maps record for hard-protected content: no number.
+pub const BLOCKED: &str = "BLOCKED";
+/// The highest ref number (five digits).
+pub const MAX_REF: u32 = 99_999;
+
+/// A ref, leniently: trimmed, lowercased, `m0*` + 1-5 digits, within 1..=99999.
+pub fn parse_ref(s: &str) -> Option<u32> {
+    // Read for every recorded ref at every view: no copy is made.
+    let s = s.trim();
+    let digits = s.strip_prefix(['m', 'M'])?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let significant = digits.trim_start_matches('0');
+    if significant.len() > 5 {
+        return None;
+    }
+    let n: u32 = if significant.is_empty() {
+        0
+    } else {
+        significant.parse().ok()?
+    };
+    (1..=MAX_REF).contains(&n).then_some(n)
+}
+
+/// One of the ref maps: a long session's holds an entry per message, and copies of a state
+/// share it until one of them changes it (a replay copies its state at every Compress call).
+/// The highest ref number among its values is kept once asked (each view numbers from it).
+#[derive(Debug, Default)]
+pub struct RefMap {
+    map: Arc<FastMap<String, String>>,
+    /// [`RefMap::highest_ref`], or [`UNKNOWN`] until asked after a change.
+    highest: AtomicU32,
+}
+
+const UNKNOWN: u32 = u32::MAX;
+
+impl RefMap {
+    /// Adds or replaces an entry (this copy's own map from now on); the value it replaced.
+    pub fn insert(&mut self, key: String, value: String) -> Option<String> {
+        let n = match self.highest.load(Ordering::Relaxed) {
+            UNKNOWN => None,
+            h => Some(h.max(value_number(&value).unwrap_or(0))),
+        };
+        let before = Arc::make_mut(&mut self.map).insert(key, value);
+        // A replaced value may have been the highest.
+        let n = if before.is_some() { None } else { n };
+        self.highest.store(n.unwrap_or(UNKNOWN), Ordering::Relaxed);
+        before
+    }
+
+    /// Removes an entry (this copy's own map from now on); its value.
+    pub fn remove(&mut self, key: &str) -> Option<String> {
+        if !self.map.contains_key(key) {
+            return None;
+        }
+        self.to_mut().remove(key)
+    }
+
+    /// The map, this copy's own.
+    pub fn to_mut(&mut self) -> &mut FastMap<String, String> {
+        *self.highest.get_mut() = UNKNOWN;
+        Arc::make_mut(&mut self.map)
+    }
+
+    /// The highest ref number among the values (`BLOCKED` and unparsable ones aside), 0 when
+    /// none.
+    pub fn highest_ref(&self) -> u32 {
+        match self.highest.load(Ordering::Relaxed) {
+            UNKNOWN => {
+                let h = self
+                    .map
+                    .values()
+                    .filter_map(|v| value_number(v))
+                    .max()
+                    .unwrap_or(0);
+                self.highest.store(h, Ordering::Relaxed);
+                h
+            }
+            h => h,
+        }
+    }
+}
+
+/// The number of a recorded ref (`BLOCKED` has none).
+fn value_number(v: &str) -> Option<u32> {
+    (v != BLOCKED).then(|| parse_ref(v)).flatten()
+}
+
+impl Clone for RefMap {
+    fn clone(&self) -> Self {
+        RefMap {
+            map: Arc::clone(&self.map),
+            highest: AtomicU32::new(self.highest.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+impl PartialEq for RefMap {
+    fn eq(&self, other: &Self) -> bool {
+        self.map == other.map
+    }
+}
+
+impl std::ops::Deref for RefMap {
+    type Target = FastMap<String, String>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.map
+    }
+}
+
+impl FromIterator<(String, String)> for RefMap {
+    fn from_iter<I: IntoIterator<Item = (String, String)>>(iter: I) -> Self {
+        RefMap {
+            map: Arc::new(iter.into_iter().collect()),
+            highest: AtomicU32::new(UNKNOWN),
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a RefMap {
+    type Item = (&'a String, &'a String);
+    type IntoIter = std::collections::hash_map::Iter<'a, String, String>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.map.iter()
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -419,6 +552,30 @@ pub fn load_state(path: &std::path::Path, session_id: &str) -> StateLoad {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ref_map_knows_its_highest_ref_through_changes_and_copies() {
+        let mut m: RefMap = [("a", "m00003"), ("b", BLOCKED), ("c", "x")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(m.highest_ref(), 3);
+        m.insert("d".into(), "m00007".into());
+        assert_eq!(m.highest_ref(), 7);
+        let copy = m.clone();
+        // The highest replaced, then removed: found again from what is left.
+        m.insert("d".into(), "m00002".into());
+        assert_eq!(m.highest_ref(), 3);
+        m.insert("e".into(), "m00009".into());
+        assert_eq!(m.remove("e").as_deref(), Some("m00009"));
+        assert_eq!(m.highest_ref(), 3);
+        m.to_mut().clear();
+        assert_eq!(m.highest_ref(), 0);
+        // A copy is its own map.
+        assert_eq!(copy.highest_ref(), 7);
+        assert_eq!(copy.get("d").map(String::as_str), Some("m00007"));
+        assert_ne!(copy, m);
+    }
 
     #[test]
     fn go_folding_matches_only_what_go_matches() {

@@ -17,12 +17,12 @@ use std::collections::{HashMap, HashSet};
 
 use super::args::Range;
 use super::content::{is_summary_text, Core, Kind, Origin, Slot};
-use super::fasthash::FastSet;
 use super::pipeline::Turn;
 use super::protect;
 use super::refs::{self, format_ref, parse_block_id, parse_ref};
 use super::tokens;
 use crate::config::NoaConfig;
+use crate::fasthash::FastSet;
 use crate::format::archive::{
     self as archive, Archive, BlockEntry, Entry, MessageEntry, MessageKind,
 };

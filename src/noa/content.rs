@@ -9,7 +9,7 @@ use regex::Regex;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::fasthash::{FastMap, FastSet};
+use crate::fasthash::{FastMap, FastSet};
 use crate::format::transcript::{Content, Message, ToolResultContent};
 
 /// The tool whose calls noa itself answers; always hard-protected.

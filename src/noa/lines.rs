@@ -6,9 +6,9 @@ use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 use super::assemble::{self, LineKey};
-use super::fasthash::FastMap;
 use super::pipeline::Turn;
 use crate::bytes::{Bytes, Piece};
+use crate::fasthash::FastMap;
 use crate::format::state::State;
 use crate::format::transcript::Message;
 

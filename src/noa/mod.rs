@@ -15,7 +15,6 @@ pub mod assemble;
 pub mod compress;
 pub mod content;
 pub mod edit;
-pub mod fasthash;
 pub mod lines;
 pub mod nudge;
 pub mod pipeline;

@@ -25,9 +25,9 @@ use super::content::{
     is_summary_text, Core, Kind, Origin, Role, Slot, COMPRESS_TOOL, NUDGE_ID, SUMMARY_HEADER,
     SUMMARY_ID_PREFIX,
 };
-use super::fasthash::{FastMap, FastSet};
 use super::{nudge, protect, refs, turns};
 use crate::config::NoaConfig;
+use crate::fasthash::{FastMap, FastSet};
 use crate::format::state::{Block, State};
 
 /// A message of the view: a content message of the projection, or one noa made.
@@ -412,27 +412,52 @@ impl<'p, 'a> Turn<'p, 'a> {
 
     /// [`Turn::ledger`] in place: `state` becomes the state after this turn.
     pub fn record(&self, out: &mut State, tagged: &[(String, i64)]) {
+        self.record_into(out, tagged, None);
+    }
+
+    /// [`Turn::record`] (no tags), keeping what it changed: [`Recorded::undo`] puts `out`
+    /// back. A replay records a Compress call's view in its state this way rather than in a
+    /// copy, as a copy's ref maps would be copied whole at the first ref added.
+    pub fn record_undoable(&self, out: &mut State) -> Recorded {
+        let mut undo = Recorded::default();
+        self.record_into(out, &[], Some(&mut undo));
+        undo
+    }
+
+    fn record_into(
+        &self,
+        out: &mut State,
+        tagged: &[(String, i64)],
+        mut undo: Option<&mut Recorded>,
+    ) {
+        let refs = &mut out.message_refs;
+        let mut put = |by_ref: bool, key: String, value: String| {
+            let map = if by_ref {
+                &mut refs.by_ref
+            } else {
+                &mut refs.by_raw
+            };
+            let before = map.insert(key.clone(), value);
+            if let Some(u) = undo.as_deref_mut() {
+                u.refs.push((by_ref, key, before));
+            }
+        };
         for &i in &self.new_refs {
             let id = &self.proj[i as usize].id;
             match &self.slots[i as usize] {
-                Slot::Blocked => {
-                    out.message_refs
-                        .by_raw
-                        .insert(id.to_string(), refs::BLOCKED.to_string());
-                }
+                Slot::Blocked => put(false, id.to_string(), refs::BLOCKED.to_string()),
                 slot => {
                     if let Some(name) = slot.name() {
-                        out.message_refs
-                            .by_raw
-                            .insert(id.to_string(), name.to_string());
-                        out.message_refs
-                            .by_ref
-                            .insert(name.into_owned(), id.to_string());
+                        put(false, id.to_string(), name.to_string());
+                        put(true, name.into_owned(), id.to_string());
                     }
                 }
             }
         }
         if let Some(blocks) = out.blocks.as_mut() {
+            if let Some(u) = undo.as_deref_mut() {
+                u.active = blocks.iter().map(|b| b.active).collect();
+            }
             for (b, &live) in blocks.iter_mut().zip(&self.active) {
                 b.active = live;
             }
@@ -440,6 +465,9 @@ impl<'p, 'a> Turn<'p, 'a> {
         // A turn grown from the one before projects every ref that one did, and that one kept
         // only projected refs: nothing to drop.
         if !out.token_snapshot.is_empty() && self.kept.is_none() {
+            if let Some(u) = undo {
+                u.snapshot = Some(out.token_snapshot.clone());
+            }
             // The refs still projected: canonical ones by number (no name is made for each
             // slot), any other by name.
             let mut numbered: Vec<bool> = Vec::new();
@@ -467,6 +495,47 @@ impl<'p, 'a> Turn<'p, 'a> {
         }
         for (r, n) in tagged {
             out.token_snapshot.entry(r.clone()).or_insert(*n);
+        }
+    }
+}
+
+/// What [`Turn::record_undoable`] changed in a state.
+#[derive(Debug, Default)]
+pub struct Recorded {
+    /// Each ref map entry set (in `by_ref` or `by_raw`), with the value it replaced.
+    refs: Vec<(bool, String, Option<String>)>,
+    /// The blocks' liveness before.
+    active: Vec<bool>,
+    /// The token snapshot before, when it was pruned.
+    snapshot: Option<HashMap<String, i64>>,
+}
+
+impl Recorded {
+    /// Puts `state` back as it was before the record.
+    pub fn undo(self, state: &mut State) {
+        let refs = &mut state.message_refs;
+        for (by_ref, key, before) in self.refs.into_iter().rev() {
+            let map = if by_ref {
+                &mut refs.by_ref
+            } else {
+                &mut refs.by_raw
+            };
+            match before {
+                Some(v) => {
+                    map.insert(key, v);
+                }
+                None => {
+                    map.remove(&key);
+                }
+            }
+        }
+        if let Some(blocks) = state.blocks.as_mut() {
+            for (b, live) in blocks.iter_mut().zip(self.active) {
+                b.active = live;
+            }
+        }
+        if let Some(s) = self.snapshot {
+            state.token_snapshot = s;
         }
     }
 }

@@ -3,8 +3,8 @@
 use std::collections::HashSet;
 
 use super::content::{Core, Role, Slot, COMPRESS_TOOL};
-use super::fasthash::FastSet;
 use crate::config::NoaConfig;
+use crate::fasthash::FastSet;
 
 /// Tools whose output is bulky and can be fetched again: they take no place in the recency
 /// window (and stay compressible).

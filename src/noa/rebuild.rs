@@ -288,7 +288,7 @@ fn replay(inputs: &Replay<'_>, asked: Option<Asked<'_>>) -> (Rebuilt, History) {
     };
     for ((at, _, msg, _), ev) in events {
         let prefix = &cores[..at];
-        let (journal_batch, call, applied) = match ev {
+        let (journal_batch, call, mut applied, recorded) = match ev {
             Event::Call { index } => {
                 let c = &cores[index];
                 if !succeeded.get(c.call).copied().unwrap_or(false) {
@@ -305,10 +305,18 @@ fn replay(inputs: &Replay<'_>, asked: Option<Asked<'_>>) -> (Rebuilt, History) {
                 // view grows from the request before.
                 let deciding = pipeline::Deciding::No;
                 let t = growing.turn(prefix, &out.state, cfg, path, Count::Given(0), deciding);
-                let ledger = t.ledger(&out.state, &[]);
+                // The call's refs go into the state itself (a copy would copy its ref maps),
+                // taken back if the call is not replayed.
+                let recorded = t.record_undoable(&mut out.state);
+                let ledger = out.state.clone();
                 let applied = compress::apply_owned(&t, ledger, &parsed.ranges, cfg, c.call, place);
                 growing.keep(t);
-                (false, (c.call.to_string(), msg_of(index)), applied)
+                (
+                    false,
+                    (c.call.to_string(), msg_of(index)),
+                    applied,
+                    Some(recorded),
+                )
             }
             Event::Capture(k) => {
                 seen.states[k] = out.state.clone();
@@ -346,31 +354,30 @@ fn replay(inputs: &Replay<'_>, asked: Option<Asked<'_>>) -> (Rebuilt, History) {
                 let applied =
                     ctl_apply(&sub, &out.state, cfg, &parsed.ranges, &b.call, place, path);
                 let at = if at == 0 { 0 } else { msg_of(at - 1) + 1 };
-                (true, (b.call.clone(), at), applied)
+                (true, (b.call.clone(), at), applied, None)
             }
         };
         let (call, made_at) = call;
-        if !applied.errors.is_empty()
-            || applied.created.is_empty()
-            || (journal_batch && !applied.whole())
-        {
+        let state = std::mem::replace(&mut applied.state, State::initial(""));
+        let why = if !applied.errors.is_empty() {
+            Some(applied.errors.join("; "))
+        } else if applied.created.is_empty() {
+            Some("made no block".to_string())
+        } else if journal_batch && !applied.whole() {
+            // A ctl batch is all or nothing, then and now.
+            Some("part of the batch no longer applies".to_string())
+        } else {
+            None
+        };
+        if let Some(why) = why {
             // The refs the call's view handed out are not recorded: the next request hands
             // them out again.
+            drop(state);
+            if let Some(r) = recorded {
+                r.undo(&mut out.state);
+            }
             growing.reset();
-        }
-        if !applied.errors.is_empty() || applied.created.is_empty() {
-            let why = if applied.errors.is_empty() {
-                "made no block".to_string()
-            } else {
-                applied.errors.join("; ")
-            };
             out.skipped.push(format!("{call}: {why}"));
-            continue;
-        }
-        // A ctl batch is all or nothing, then and now.
-        if journal_batch && !applied.whole() {
-            out.skipped
-                .push(format!("{call}: part of the batch no longer applies"));
             continue;
         }
         if points.is_some() {
@@ -387,7 +394,7 @@ fn replay(inputs: &Replay<'_>, asked: Option<Asked<'_>>) -> (Rebuilt, History) {
             });
         }
         out.archives.extend(applied.archives);
-        out.state = applied.state;
+        out.state = state;
         out.replayed += 1;
         growing.reset();
         // A compression starts the pacing of nudges again (the runtime's Compress clears

@@ -3,10 +3,10 @@
 //! clears the batch minimum.
 
 use super::content::{Kind, Role, Slot};
-use super::fasthash::FastSet;
 use super::pipeline::{Facts, Pos, Turn};
 use super::{protect, tokens};
 use crate::config::NoaConfig;
+use crate::fasthash::FastSet;
 use crate::format::state::State;
 
 /// Ranges smaller than this are not offered (a fragment would fail the batch's size gate).

@@ -9,8 +9,7 @@ use std::collections::HashSet;
 use super::content::{Core, Slot};
 use crate::format::state::State;
 
-pub const BLOCKED: &str = "BLOCKED";
-pub const MAX_REF: u32 = 99_999;
+pub use crate::format::state::{parse_ref, BLOCKED, MAX_REF};
 
 /// `m` + five digits.
 pub fn format_ref(n: u32) -> String {
@@ -26,26 +25,6 @@ pub fn ref_name_in(n: u32, buf: &mut [u8; 6]) -> &str {
         n /= 10;
     }
     std::str::from_utf8(buf).unwrap_or("m00000")
-}
-
-/// A ref, leniently: trimmed, lowercased, `m0*` + 1-5 digits, within 1..=99999.
-pub fn parse_ref(s: &str) -> Option<u32> {
-    // Read for every recorded ref at every view: no copy is made.
-    let s = s.trim();
-    let digits = s.strip_prefix(['m', 'M'])?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let significant = digits.trim_start_matches('0');
-    if significant.len() > 5 {
-        return None;
-    }
-    let n: u32 = if significant.is_empty() {
-        0
-    } else {
-        significant.parse().ok()?
-    };
-    (1..=MAX_REF).contains(&n).then_some(n)
 }
 
 /// A block id, leniently: `b5`, `b005`, `5`, and the displayed `b5(T2)`; `None` below 1.
@@ -97,14 +76,7 @@ pub fn slot_of(recorded: &str) -> Slot {
 
 /// The highest ref number recorded (`BLOCKED` and unparsable refs aside).
 pub fn highest_recorded(state: &State) -> u32 {
-    state
-        .message_refs
-        .by_raw
-        .values()
-        .filter(|r| r.as_str() != BLOCKED)
-        .filter_map(|r| parse_ref(r))
-        .max()
-        .unwrap_or(0)
+    state.message_refs.by_raw.highest_ref()
 }
 
 /// The slot of every core of a projection: the state's ref for a recorded raw id, else

@@ -2,7 +2,7 @@
 //! be split between what is compressed and what stays visible.
 
 use super::content::{Core, Kind};
-use super::fasthash::FastSet;
+use crate::fasthash::FastSet;
 
 #[derive(Debug, Default, Clone)]
 pub struct TurnGroup {

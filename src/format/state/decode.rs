@@ -274,7 +274,7 @@ slots! {
 
     // A Go map with string keys: `null` empties it; an object adds its entries, each value
     // decoded from zero (a `null` value stores the zero value).
-    [V: Slot + Default] HashMap<String, V>, BTreeMap<String, V> => "an object" {
+    [V: Slot + Default] HashMap<String, V>, FastMap<String, V>, BTreeMap<String, V> => "an object" {
         fn visit_unit<E: de::Error>(self) -> Result<(), E> {
             self.slot.clear();
             Ok(())
@@ -464,3 +464,13 @@ record!(Stats {
     "tokensCompressed" => tokens_compressed,
     "compressionCount" => compression_count,
 });
+
+impl Slot for super::RefMap {
+    fn decode<'de, D: Deserializer<'de>>(
+        &mut self,
+        d: D,
+        path: KeyPath<'_>,
+    ) -> Result<(), D::Error> {
+        self.to_mut().decode(d, path)
+    }
+}

@@ -375,5 +375,5 @@ fn strip_new(new: &[Core<'_>], first: usize) -> Vec<Pos> {
 
 fn id_hash(id: &str) -> u64 {
     use std::hash::BuildHasher;
-    std::hash::BuildHasherDefault::<crate::noa::fasthash::FxHasher>::default().hash_one(id)
+    std::hash::BuildHasherDefault::<crate::fasthash::FxHasher>::default().hash_one(id)
 }

@@ -1,4 +1,4 @@
-//! A fast non-cryptographic hasher for the core's maps keyed by ids and call ids (the inputs
+//! A fast non-cryptographic hasher for the maps keyed by ids and call ids (the inputs
 //! are file contents, not adversarial requests: the default SipHash costs a quarter of a
 //! large view's projection).
 
@@ -59,9 +59,12 @@ impl Hasher for FxHasher {
 
     #[inline]
     fn finish(&self) -> u64 {
-        self.hash
+        // The multiply mixes upwards only: the well-mixed high bits are turned into the low
+        // ones that pick a table's bucket (ids of hex digits collide there otherwise).
+        self.hash.rotate_left(26)
     }
 }
 
-pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
-pub type FastSet<K> = HashSet<K, BuildHasherDefault<FxHasher>>;
+pub type FastBuild = BuildHasherDefault<FxHasher>;
+pub type FastMap<K, V> = HashMap<K, V, FastBuild>;
+pub type FastSet<K> = HashSet<K, FastBuild>;
