@@ -223,14 +223,20 @@ pub fn decide_with(
     let mut pending = [t1, 0, 0];
     let blocks = state.blocks();
     let mut live = Vec::new();
+    // Measured once per blocks in a replay's grown requests.
+    let kept = t.kept.as_ref().map(|k| &k.blocks[..]).unwrap_or(&[]);
     for (i, b) in blocks.iter().enumerate() {
         if !t.active.get(i).copied().unwrap_or(false) {
             continue;
         }
-        live.push((super::refs::parse_ref(&b.start_ref).unwrap_or(0), i));
+        let m = kept
+            .get(i)
+            .copied()
+            .unwrap_or_else(|| super::pipeline::BlockMeasure::of(b));
+        live.push((m.start, i));
         if b.tier == 1 || b.tier == 2 {
             let k = b.tier as usize;
-            pending[k] += tokens::count(&b.summary);
+            pending[k] += m.summary_tokens;
             lower[k - 1].push(i);
         }
     }
@@ -447,6 +453,50 @@ fn push_protected_line(s: &mut String, r: &ProtectedRange) {
 
 /// normafs's wording of a nudge (the runtime's prose is its own; SPEC 4.4).
 pub fn render(d: &Decision) -> String {
+    render_with(d, None)
+}
+
+/// The range lines of the nudge rendered last, written again when a range is the same (a
+/// replay's consecutive nudges list mostly the same ranges, and a long view lists many).
+#[derive(Debug, Default)]
+pub struct RangeLines {
+    lines: Vec<(RangeInfo, String)>,
+}
+
+impl RangeLines {
+    /// Writes `r`'s line into `s`, from the last rendering's when the same range was there.
+    fn push(
+        &mut self,
+        s: &mut String,
+        r: &RangeInfo,
+        from: &mut usize,
+        made: &mut Vec<(RangeInfo, String)>,
+    ) {
+        // Ranges are listed oldest first: a range kept is found at or after the one before.
+        let found = self.lines[(*from).min(self.lines.len())..]
+            .iter()
+            .take(4)
+            .position(|(prev, _)| prev == r)
+            .map(|k| *from + k);
+        let line = match found {
+            Some(k) => {
+                // Never looked at again: the next range is searched for after it.
+                *from = k + 1;
+                std::mem::take(&mut self.lines[k].1)
+            }
+            None => {
+                let mut line = String::new();
+                push_range_line(&mut line, r);
+                line
+            }
+        };
+        s.push_str(&line);
+        made.push((r.clone(), line));
+    }
+}
+
+/// [`render`], reusing and keeping the range lines in `lines` when given.
+pub fn render_with(d: &Decision, lines: Option<&mut RangeLines>) -> String {
     let mut s = String::new();
     let usage = format!("{:.0}%", d.usage * 100.0);
     match d.kind {
@@ -497,8 +547,19 @@ pub fn render(d: &Decision) -> String {
             s.push_str("\nNo range stands out: compress whatever the task no longer needs.\n");
         } else {
             s.push_str("\nCompressible, oldest first:\n");
-            for r in &rec.ranges {
-                push_range_line(&mut s, r);
+            match lines {
+                Some(lines) => {
+                    let (mut from, mut made) = (0, Vec::with_capacity(rec.ranges.len()));
+                    for r in &rec.ranges {
+                        lines.push(&mut s, r, &mut from, &mut made);
+                    }
+                    lines.lines = made;
+                }
+                None => {
+                    for r in &rec.ranges {
+                        push_range_line(&mut s, r);
+                    }
+                }
             }
             for r in &rec.protected {
                 push_protected_line(&mut s, r);

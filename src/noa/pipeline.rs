@@ -127,6 +127,26 @@ pub struct Kept {
     pub new_from: u32,
     /// Per core, what the blocks and the view's pairs make of it: [`COVERED`], [`PAIRED`].
     pub facts: Arc<Vec<u8>>,
+    /// Per block of the state, what the nudge measures of it.
+    pub blocks: Arc<Vec<BlockMeasure>>,
+}
+
+/// What the nudge measures of a block: where it starts and its summary's tokens (the same at
+/// every request over the same blocks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockMeasure {
+    /// Its start ref's number (0 when not a ref).
+    pub start: u32,
+    pub summary_tokens: u64,
+}
+
+impl BlockMeasure {
+    pub fn of(b: &Block) -> BlockMeasure {
+        BlockMeasure {
+            start: refs::parse_ref(&b.start_ref).unwrap_or(0),
+            summary_tokens: crate::noa::tokens::count(&b.summary),
+        }
+    }
 }
 
 /// A live block covers the core (SPEC 2.5).
@@ -322,10 +342,17 @@ impl<'p, 'a> Turn<'p, 'a> {
     /// Append the nudge to the view when the decision injects one (what the runtime sends;
     /// its rebuild's replay never does).
     pub fn inject_nudge(&mut self) {
+        self.inject_nudge_with(None);
+    }
+
+    /// [`Turn::inject_nudge`], its range lines taken from and kept in `lines` (a replay's).
+    pub fn inject_nudge_with(&mut self, lines: Option<&mut nudge::RangeLines>) {
         let Some(d) = self.nudge.as_ref().filter(|d| d.inject) else {
             return;
         };
-        self.synth.push(nudge_core(nudge::render(d)));
+        let text = nudge::render_with(d, lines);
+        debug_assert_eq!(text, nudge::render(d), "a nudge from kept lines differs");
+        self.synth.push(nudge_core(text));
         // One more: a projection's worth of positions is not doubled for it.
         self.items.reserve_exact(1);
         self.items.push(Pos::Synth(self.synth.len() as u32 - 1));

@@ -269,6 +269,7 @@ fn replay(inputs: &Replay<'_>, asked: Option<Asked<'_>>) -> (Rebuilt, History) {
     // The pacing of nudges as the live runtime kept it between requests (never in the state
     // it wrote, nor in the states captured here: a view of them is a resumed runtime's).
     let mut pacing = crate::format::state::NudgeState::default();
+    let mut range_lines = super::nudge::RangeLines::default();
     // Steps 1-3 kept from request to request while the blocks stay.
     let mut growing = if grow {
         pipeline::Growing::default()
@@ -336,7 +337,7 @@ fn replay(inputs: &Replay<'_>, asked: Option<Asked<'_>>) -> (Rebuilt, History) {
                 if let Some(d) = &t.nudge {
                     super::nudge::stamp(&mut pacing, cfg, t.count, d);
                 }
-                t.inject_nudge();
+                t.inject_nudge_with(Some(&mut range_lines));
                 let tagged = super::assemble::fresh_tags(&t, &out.state);
                 t.record(&mut out.state, &tagged);
                 if requests {

@@ -40,6 +40,8 @@ pub struct Growing<'a> {
     effective: FastSet<u64>,
     /// Per core: [`COVERED`], [`PAIRED`], [`MADE`], [`LIVE`] (see [`Kept::facts`]).
     facts: std::sync::Arc<Vec<u8>>,
+    /// Per block of the state ([`Kept::blocks`]).
+    blocks: std::sync::Arc<Vec<BlockMeasure>>,
     /// The call ids of the state's blocks, and of its live blocks.
     made: FastSet<String>,
     live_calls: FastSet<String>,
@@ -99,6 +101,7 @@ impl<'a> Growing<'a> {
                 t.kept = Some(Kept {
                     new_from,
                     facts: self.facts.clone(),
+                    blocks: self.blocks.clone(),
                 });
                 (t, true)
             }
@@ -195,6 +198,7 @@ impl<'a> Growing<'a> {
             }
         }
         self.facts = std::sync::Arc::new(facts);
+        self.blocks = std::sync::Arc::new(state.blocks().iter().map(BlockMeasure::of).collect());
         self.calls = t
             .proj
             .iter()
