@@ -122,27 +122,33 @@ pub fn parse_ref(s: &str) -> Option<u32> {
 
 /// One of the ref maps: a long session's holds an entry per message, and copies of a state
 /// share it until one of them changes it (a replay copies its state at every Compress call).
-/// The highest ref number among its values is kept once asked (each view numbers from it).
+/// The highest ref number among its keys and among its values are kept once asked (each view
+/// numbers from them).
 #[derive(Debug, Default)]
 pub struct RefMap {
     map: Arc<FastMap<String, String>>,
-    /// [`RefMap::highest_ref`], or [`UNKNOWN`] until asked after a change.
-    highest: AtomicU32,
+    /// [`RefMap::highest_ref`] and [`RefMap::highest_key_ref`], each [`UNKNOWN`] until asked
+    /// after a change.
+    highest: [AtomicU32; 2],
 }
 
 const UNKNOWN: u32 = u32::MAX;
+const VALUES: usize = 0;
+const KEYS: usize = 1;
 
 impl RefMap {
     /// Adds or replaces an entry (this copy's own map from now on); the value it replaced.
     pub fn insert(&mut self, key: String, value: String) -> Option<String> {
-        let n = match self.highest.load(Ordering::Relaxed) {
-            UNKNOWN => None,
-            h => Some(h.max(value_number(&value).unwrap_or(0))),
+        let grown = |memo: &mut AtomicU32, added: &str| match *memo.get_mut() {
+            UNKNOWN => UNKNOWN,
+            h => h.max(ref_number(added).unwrap_or(0)),
         };
+        let values = grown(&mut self.highest[VALUES], &value);
+        let keys = grown(&mut self.highest[KEYS], &key);
         let before = Arc::make_mut(&mut self.map).insert(key, value);
-        // A replaced value may have been the highest.
-        let n = if before.is_some() { None } else { n };
-        self.highest.store(n.unwrap_or(UNKNOWN), Ordering::Relaxed);
+        // A replaced value may have been the highest (the key is the same).
+        *self.highest[VALUES].get_mut() = if before.is_some() { UNKNOWN } else { values };
+        *self.highest[KEYS].get_mut() = keys;
         before
     }
 
@@ -156,22 +162,28 @@ impl RefMap {
 
     /// The map, this copy's own.
     pub fn to_mut(&mut self) -> &mut FastMap<String, String> {
-        *self.highest.get_mut() = UNKNOWN;
+        for memo in &mut self.highest {
+            *memo.get_mut() = UNKNOWN;
+        }
         Arc::make_mut(&mut self.map)
     }
 
     /// The highest ref number among the values (`BLOCKED` and unparsable ones aside), 0 when
     /// none.
     pub fn highest_ref(&self) -> u32 {
-        match self.highest.load(Ordering::Relaxed) {
+        self.highest_of(VALUES, self.map.values())
+    }
+
+    /// The highest ref number among the keys, 0 when none.
+    pub fn highest_key_ref(&self) -> u32 {
+        self.highest_of(KEYS, self.map.keys())
+    }
+
+    fn highest_of<'s>(&self, which: usize, refs: impl Iterator<Item = &'s String>) -> u32 {
+        match self.highest[which].load(Ordering::Relaxed) {
             UNKNOWN => {
-                let h = self
-                    .map
-                    .values()
-                    .filter_map(|v| value_number(v))
-                    .max()
-                    .unwrap_or(0);
-                self.highest.store(h, Ordering::Relaxed);
+                let h = refs.filter_map(|r| ref_number(r)).max().unwrap_or(0);
+                self.highest[which].store(h, Ordering::Relaxed);
                 h
             }
             h => h,
@@ -180,15 +192,16 @@ impl RefMap {
 }
 
 /// The number of a recorded ref (`BLOCKED` has none).
-fn value_number(v: &str) -> Option<u32> {
-    (v != BLOCKED).then(|| parse_ref(v)).flatten()
+fn ref_number(r: &str) -> Option<u32> {
+    (r != BLOCKED).then(|| parse_ref(r)).flatten()
 }
 
 impl Clone for RefMap {
     fn clone(&self) -> Self {
+        let memo = |which: usize| AtomicU32::new(self.highest[which].load(Ordering::Relaxed));
         RefMap {
             map: Arc::clone(&self.map),
-            highest: AtomicU32::new(self.highest.load(Ordering::Relaxed)),
+            highest: [memo(VALUES), memo(KEYS)],
         }
     }
 }
@@ -211,7 +224,7 @@ impl FromIterator<(String, String)> for RefMap {
     fn from_iter<I: IntoIterator<Item = (String, String)>>(iter: I) -> Self {
         RefMap {
             map: Arc::new(iter.into_iter().collect()),
-            highest: AtomicU32::new(UNKNOWN),
+            highest: [AtomicU32::new(UNKNOWN), AtomicU32::new(UNKNOWN)],
         }
     }
 }
@@ -571,6 +584,9 @@ mod tests {
         assert_eq!(m.highest_ref(), 3);
         m.to_mut().clear();
         assert_eq!(m.highest_ref(), 0);
+        assert_eq!(m.highest_key_ref(), 0);
+        m.insert("m00012".into(), "a".into());
+        assert_eq!((m.highest_key_ref(), m.highest_ref()), (12, 0));
         // A copy is its own map.
         assert_eq!(copy.highest_ref(), 7);
         assert_eq!(copy.get("d").map(String::as_str), Some("m00007"));

@@ -627,7 +627,36 @@ fn sized<'p, 'a>(
     cfg: &NoaConfig,
     archive_path: &dyn Fn(&Block) -> String,
 ) -> Turn<'p, 'a> {
-    let (slots, new_refs) = refs::assign(proj, state, |c| protect::is_hard(c, cfg));
+    sized_knowing(proj, state, cfg, archive_path, None)
+}
+
+/// [`sized`], the refs of the first cores `known` already (each recorded in `state`, as
+/// [`refs::assign`] would find them).
+fn sized_knowing<'p, 'a>(
+    proj: &'p [Core<'a>],
+    state: &State,
+    cfg: &NoaConfig,
+    archive_path: &dyn Fn(&Block) -> String,
+    known: Option<Vec<Slot>>,
+) -> Turn<'p, 'a> {
+    let protected = |c: &Core<'_>| protect::is_hard(c, cfg);
+    let (slots, new_refs) = match known {
+        Some(mut slots) => {
+            let from = slots.len();
+            let (more, new) = refs::assign(&proj[from..], state, protected);
+            #[cfg(debug_assertions)]
+            {
+                let (all, none) = refs::assign(&proj[..from], state, protected);
+                assert!(
+                    all == slots && none.is_empty(),
+                    "known refs differ from the state's"
+                );
+            }
+            slots.extend(more);
+            (slots, new.into_iter().map(|i| i + from as u32).collect())
+        }
+        None => refs::assign(proj, state, protected),
+    };
     let items = (0..proj.len() as u32).map(Pos::Core).collect();
     let mut t = Turn::before_step4(proj, slots, new_refs, Vec::new(), Vec::new(), items);
     if !state.blocks().is_empty() {

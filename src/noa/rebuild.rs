@@ -397,7 +397,7 @@ fn replay(inputs: &Replay<'_>, asked: Option<Asked<'_>>) -> (Rebuilt, History) {
         out.archives.extend(applied.archives);
         out.state = state;
         out.replayed += 1;
-        growing.reset();
+        growing.blocks_changed();
         // A compression starts the pacing of nudges again (the runtime's Compress clears
         // it in the state it goes on with).
         pacing = crate::format::state::NudgeState::default();

@@ -91,13 +91,16 @@ pub fn assign(
     let mut cursor = highest_recorded(state) + 1;
     // Numbers at or above the cursor that the state's byRef already holds (only when the two
     // maps disagree).
-    let taken: HashSet<u32> = state
-        .message_refs
-        .by_ref
-        .keys()
-        .filter_map(|r| parse_ref(r))
-        .filter(|n| *n >= cursor)
-        .collect();
+    let by_ref = &state.message_refs.by_ref;
+    let taken: HashSet<u32> = if by_ref.highest_key_ref() < cursor {
+        HashSet::new()
+    } else {
+        by_ref
+            .keys()
+            .filter_map(|r| parse_ref(r))
+            .filter(|n| *n >= cursor)
+            .collect()
+    };
     // A projection gives every core its own id, so each is met once.
     let mut slots = vec![Slot::None; cores.len()];
     let mut new = Vec::new();

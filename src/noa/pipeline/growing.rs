@@ -22,6 +22,9 @@ struct Hidden {
 pub struct Growing<'a> {
     /// Whether what is kept is of the current blocks (the replay resets it when they change).
     kept: bool,
+    /// Whether `slots` are those of the first `len` cores, each recorded in the state the next
+    /// request is over (a whole run then numbers only the cores after them).
+    recorded: bool,
     /// The cores it was made for: the first `len` of the projection.
     len: usize,
     slots: Vec<Slot>,
@@ -71,8 +74,16 @@ impl<'a> Growing<'a> {
         }
     }
 
-    /// The state's blocks changed: the next request goes through the whole pipeline.
+    /// The refs the last turn handed out are not recorded (or the state is another): the next
+    /// request goes through the whole pipeline.
     pub fn reset(&mut self) {
+        self.kept = false;
+        self.recorded = false;
+    }
+
+    /// The state's blocks changed, its refs stay those of the last turn: the next request goes
+    /// through the whole pipeline but for the refs of the cores the last turn had.
+    pub fn blocks_changed(&mut self) {
         self.kept = false;
     }
 
@@ -107,7 +118,10 @@ impl<'a> Growing<'a> {
             }
             None => {
                 self.whole += 1;
-                let t = sized(proj, state, cfg, archive_path);
+                let known =
+                    (self.recorded && self.slots.len() == self.len && self.len <= proj.len())
+                        .then(|| std::mem::take(&mut self.slots));
+                let t = sized_knowing(proj, state, cfg, archive_path, known);
                 self.start(&t, state, cfg);
                 (t, false)
             }
@@ -163,8 +177,11 @@ impl<'a> Growing<'a> {
             self.slots = t.slots;
             self.synth = t.synth;
             self.synth.truncate(self.summaries);
+            // The caller records them, or says otherwise with `reset`.
+            self.recorded = true;
         } else {
             self.kept = false;
+            self.recorded = false;
         }
     }
 
@@ -218,12 +235,7 @@ impl<'a> Growing<'a> {
         }
         // Numbers the state's maps disagree on are skipped by the whole pipeline's count:
         // such a state is never grown.
-        let taken = state
-            .message_refs
-            .by_ref
-            .keys()
-            .filter_map(|r| refs::parse_ref(r))
-            .any(|n| n >= cursor);
+        let taken = state.message_refs.by_ref.highest_key_ref() >= cursor;
         self.cursor = cursor;
         self.kept = !taken;
     }
