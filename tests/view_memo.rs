@@ -263,9 +263,9 @@ fn small_cfg(window: u64, recent: usize, recent_tokens: u64) -> NoaConfig {
 
 /// The computed files the check compares.
 const KINDS: [ComputedKind; 3] = [
-    ComputedKind::View,
-    ComputedKind::ViewMd,
-    ComputedKind::Materialized,
+    ComputedKind::VIEW,
+    ComputedKind::VIEW_MD,
+    ComputedKind::MATERIALIZED,
 ];
 
 /// What the core computes for `kind` from a fresh read of the session's files.
@@ -275,11 +275,11 @@ fn from_scratch(paths: &RootPaths, cfg: &NoaConfig, kind: ComputedKind) -> Vec<u
     let state: State = load_state(&paths.state_path(SID), SID).state;
     let p = view::Projection::new(session::messages(&t));
     let path = &view::runtime_path;
-    match kind {
-        ComputedKind::View => view::Files::new(&p, &state, cfg, SID, path)
+    match kind.name() {
+        "view.jsonl" => view::Files::new(&p, &state, cfg, SID, path)
             .view()
             .to_jsonl(),
-        ComputedKind::Materialized => view::Files::new(&p, &state, cfg, SID, path)
+        "materialized.jsonl" => view::Files::new(&p, &state, cfg, SID, path)
             .materialized()
             .to_jsonl(),
         _ => {

@@ -41,6 +41,7 @@ pub(super) fn mount(mut a: MountArgs, argv: &[OsString]) -> Result<i32, CliError
         auto_unmount: a.auto_unmount || o.auto_unmount,
         no_exec: o.no_exec,
         source: Some(std::path::absolute(&a.root).unwrap_or_else(|_| a.root.clone())),
+        computed_files: Vec::new(),
     };
     if a.daemon {
         let args: Vec<OsString> = argv

@@ -12,6 +12,7 @@
 //! covered file of a session that did not change asks the disk nothing.
 
 mod make;
+pub mod session_files;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher};
@@ -33,6 +34,7 @@ use crate::store::root::{self, RootPaths};
 use crate::store::transcripts::TranscriptFile;
 
 use super::error::FsError;
+use super::layout::Layout;
 use super::node::{ComputedKind, Node};
 use super::watch::Affected;
 
@@ -299,6 +301,8 @@ pub struct Computed {
     mountpoint: Option<PathBuf>,
     /// When this was made: the mtime of files made of nothing.
     started: SystemTime,
+    /// What a session directory shows: the computed files a session computation makes.
+    layout: Layout,
 }
 
 /// How long the bytes of a computation made for a lookup stay at hand, outside the budget: a
@@ -336,6 +340,7 @@ impl Computed {
             recent: Mutex::new(Recent::default()),
             mountpoint: None,
             started: SystemTime::now(),
+            layout: Layout::default(),
         }
     }
 
@@ -387,7 +392,7 @@ impl Computed {
         // Raw ranges' fingerprints are a part of the session files' (the transcript and its
         // own state): one pass over a session file's inputs gives both.
         let probe = match first {
-            Node::Raw(s, _, _) => Node::Computed(s.clone(), ComputedKind::View),
+            Node::Raw(s, _, _) => Node::Computed(s.clone(), ComputedKind::VIEW),
             n => n.clone(),
         };
         let fps = self.fingerprints(&probe);

@@ -651,7 +651,7 @@ mod tests {
     fn a_detached_inode_forgotten_by_the_kernel_gives_its_slot_under_a_new_number() {
         let t = InodeTable::new();
         let raw = Node::Raw("x".into(), "m0001".into(), "m0004".into());
-        let view = Node::Computed("x".into(), crate::fs::node::ComputedKind::View);
+        let view = Node::Computed("x".into(), crate::fs::node::ComputedKind::VIEW);
         let old = t.lookup(&raw);
         let placeholder = t.listing_ino(&view);
         // A new version of the range: a new inode; the old one is still held by the kernel.

@@ -36,12 +36,14 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::config::Config;
 use crate::store::root::{self, RootPaths};
 
+pub use computed::session_files::SessionFiles;
 use computed::Computed;
 use ctl_log::CtlLog;
 pub use ctl_log::CTL_HISTORY;
 pub use error::FsError;
 use handles::HandleTable;
 pub use inode::ROOT_INO;
+pub use layout::{ComputedFile, DependsOn, LayoutError};
 use listings::Listings;
 pub use node::{Base, ComputedKind, Node};
 pub use options::{FsOptions, WATCHED_TTL};
@@ -102,6 +104,16 @@ impl Setup {
     pub fn files_held_at_most(self, n: usize) -> Setup {
         self.0.inodes.set_cap(n);
         self
+    }
+
+    /// Show computed file `f` in every session directory, after the built-in ones: a name
+    /// a session directory shows, or may show, is refused.
+    pub fn computed_file(
+        mut self,
+        f: &'static layout::ComputedFile,
+    ) -> Result<Setup, layout::LayoutError> {
+        self.0.computed.add_file(f)?;
+        Ok(self)
     }
 
     /// Use `w`'s coverage for TTLs and caching. Without a watcher every node gets `real_ttl`
@@ -330,11 +342,11 @@ impl NormaFs {
         match c {
             watch::Affected::Session(_) if !changed => {}
             watch::Affected::Session(sid) => {
-                for (name, k, _) in layout::computed_files() {
+                for k in self.computed.layout().computed_files() {
                     push(
                         Node::Computed(sid.clone(), k),
                         Node::Session(sid.clone()),
-                        name,
+                        k.name(),
                     );
                 }
                 let dir = self.inodes.get(&Node::RawDir(sid.clone()));

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use super::layout::{ComputedFile, DependsOn};
+
 /// One of the three backing directories.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Base {
@@ -10,26 +12,50 @@ pub enum Base {
     Archives,
 }
 
-/// A computed file of a session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ComputedKind {
-    View,
-    ViewMd,
-    Materialized,
-    Audit,
-    Status,
-}
+/// A computed file of a session: a handle to its [`ComputedFile`] (the built-in ones are
+/// named in `layout.rs`, as `ComputedKind::VIEW`). Two are the same file when their names are
+/// the same: a mount's layout shows a name once.
+#[derive(Clone, Copy)]
+pub struct ComputedKind(&'static ComputedFile);
 
 impl ComputedKind {
-    /// Every kind, in the order a session's files are made (the audit last: the view's turn
-    /// is let go before it).
-    pub const ALL: [ComputedKind; 5] = [
-        ComputedKind::View,
-        ComputedKind::ViewMd,
-        ComputedKind::Materialized,
-        ComputedKind::Status,
-        ComputedKind::Audit,
-    ];
+    pub const fn of(f: &'static ComputedFile) -> ComputedKind {
+        ComputedKind(f)
+    }
+
+    /// Its name in a session directory.
+    pub const fn name(self) -> &'static str {
+        self.0.name
+    }
+
+    /// What it is made from, besides the transcript and the states.
+    pub fn inputs(self) -> DependsOn {
+        self.0.inputs
+    }
+
+    pub fn file(self) -> &'static ComputedFile {
+        self.0
+    }
+}
+
+impl PartialEq for ComputedKind {
+    fn eq(&self, other: &ComputedKind) -> bool {
+        std::ptr::eq(self.0, other.0) || self.name() == other.name()
+    }
+}
+
+impl Eq for ComputedKind {}
+
+impl std::hash::Hash for ComputedKind {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.name().hash(h);
+    }
+}
+
+impl std::fmt::Debug for ComputedKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ComputedKind({:?})", self.name())
+    }
 }
 
 /// A file of a session's (or the root's) history, made by replaying it (issue 26).
@@ -112,8 +138,9 @@ pub enum Node {
     RawDir(String),
     /// `/sessions/<sid>/raw/<start>-<end>.md`
     Raw(String, String, String),
-    /// `/sessions/<sid>/{view.jsonl,view.md,materialized.jsonl,audit.txt,status.json}` (the
-    /// layout's table, `layout::SESSION`, names them)
+    /// `/sessions/<sid>/<name>`, a computed file of the mount's layout (`layout::Layout`:
+    /// `view.jsonl`, `view.md`, `materialized.jsonl`, `audit.txt`, `status.json` and those
+    /// added at setup)
     Computed(String, ComputedKind),
     /// `/sessions/<sid>/memory -> ../../memory`
     MemoryLink(String),

@@ -68,6 +68,9 @@ pub struct MountOptions {
     /// What `mount` and `df` show as the mount's source (the root's path); `normafs` when
     /// not given.
     pub source: Option<std::path::PathBuf>,
+    /// Computed files shown in every session directory besides the built-in ones (see
+    /// `NormaFs::setup(..).computed_file(..)`).
+    pub computed_files: Vec<&'static crate::fs::ComputedFile>,
 }
 
 impl Default for MountOptions {
@@ -80,6 +83,7 @@ impl Default for MountOptions {
             auto_unmount: false,
             no_exec: false,
             source: None,
+            computed_files: Vec::new(),
         }
     }
 }

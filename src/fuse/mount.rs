@@ -269,20 +269,23 @@ pub fn mount_background(
             None
         }
     };
-    let fs = NormaFs::setup(
+    let setup = NormaFs::setup(
         paths.clone(),
         cfg.clone(),
         FsOptions::new(&cfg, opts.read_only),
-    )
-    // Summaries name archives inside the mount under `archive_paths = mount`.
-    .mountpoint(&mountpoint)
-    // The budget (`--cache-mb`) bounds the mount's resident memory, not only its cache.
-    .bounding_resident_memory()
-    // Each real file the kernel holds an inode of is held open (see `InodeTable`): as
-    // many descriptors as may be had, three quarters of them for held files.
-    .files_held_at_most(raise_descriptor_limit() / 4 * 3)
-    .watcher(watcher.clone())
-    .build();
+    );
+    let fs = (opts.computed_files.iter())
+        .try_fold(setup, |s, f| s.computed_file(f))
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?
+        // Summaries name archives inside the mount under `archive_paths = mount`.
+        .mountpoint(&mountpoint)
+        // The budget (`--cache-mb`) bounds the mount's resident memory, not only its cache.
+        .bounding_resident_memory()
+        // Each real file the kernel holds an inode of is held open (see `InodeTable`): as
+        // many descriptors as may be had, three quarters of them for held files.
+        .files_held_at_most(raise_descriptor_limit() / 4 * 3)
+        .watcher(watcher.clone())
+        .build();
     let shared = Arc::new(Shared::default());
     let nf = NormaFuse {
         fs: Arc::new(fs),

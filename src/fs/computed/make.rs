@@ -1,21 +1,23 @@
 //! Making computed files' bytes with the noa core: a session's files from one refresh of its
-//! parsed transcript, one projection and one pipeline run (`view.jsonl`, `view.md`,
-//! `materialized.jsonl`, `status.json`, `audit.txt` and the `raw/` ranges of its blocks),
-//! `MEMORY.md` and the root's `audit.txt` each on their own.
+//! parsed transcript, one projection and one pipeline run (the computed files of the mount's
+//! layout, each by its render function, and the `raw/` ranges of its blocks), `MEMORY.md` and
+//! the root's `audit.txt` each on their own.
 
 use crate::audit::{self, Audit, PathStyle};
 use crate::bytes::Bytes;
 use crate::config::ArchivePaths;
 use crate::format::memory;
 use crate::format::state::Block;
-use crate::noa::render::{self, StatusInputs};
+use crate::noa::render;
 use crate::noa::views::{self as view, Projection};
 use crate::noa::{protect, refs};
 use crate::store::root;
-use crate::store::session::{self, TranscriptOf};
+use crate::store::session;
 
 use super::super::error::FsError;
+use super::super::layout::{ComputedFile, Layout, LayoutError};
 use super::super::node::{self, ComputedKind, HistoryFile, Node};
+use super::session_files::SessionFiles;
 use super::{Computed, ALL_AT_ONCE};
 
 impl Computed {
@@ -57,9 +59,20 @@ impl Computed {
         }
     }
 
+    /// What a session directory shows: the computed files `make_session` makes.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Show `f` in every session directory (see [`Layout::add`]).
+    pub fn add_file(&mut self, f: &'static ComputedFile) -> Result<(), LayoutError> {
+        self.layout.add(f)
+    }
+
     /// The files of session `sid`, made from one refresh of its transcript and one pipeline
-    /// run: all of them when the transcript is at most [`ALL_AT_ONCE`], else `node` only.
-    /// `status.json` tells the session's idle time as of `now`.
+    /// run: all of the layout's when the transcript is at most [`ALL_AT_ONCE`], else `node`
+    /// only. What they say of time is as of `now`. A file whose render fails is left out
+    /// (it fails when asked for itself).
     pub(super) fn make_session(
         &self,
         sid: &str,
@@ -72,88 +85,45 @@ impl Computed {
         let t = self.transcript(sid)?;
         let mut tf = t.lock();
         let all = tf.len() <= ALL_AT_ONCE;
-        let wants = |n: &Node| all || n == node;
         let file = |k: ComputedKind| Node::Computed(sid.to_string(), k);
+        // The files made, in the layout's order; those that load the whole session last.
+        let mut kinds: Vec<ComputedKind> = self
+            .layout
+            .computed_files()
+            .filter(|&k| all || file(k) == *node)
+            .collect();
+        kinds.sort_by_key(|k| k.file().made_last);
         // After appends, ids and lines are made for the new messages only.
         let mut memo = tf.take_memo::<view::ViewMemo>().unwrap_or_default();
+        let transcript_exists = tf.exists();
         let tr = tf.transcript();
         let p = Projection::with_memo(session::messages(tr), &mut memo.projection);
         let namer = self.archive_namer(sid, cfg.archive_paths == ArchivePaths::Mount);
-        let path: view::ArchivePath<'_> = &*namer;
-        let mut out: Vec<(Node, Bytes)> = Vec::new();
-
         let in_mount = self.archive_namer(sid, true);
         let places = self.places(&*in_mount);
-        let mut files = view::Files::new(&p, &state, cfg, sid, path);
-        let wants_any = |ks: &[ComputedKind]| ks.iter().any(|&k| wants(&file(k)));
-        let sidechains = if wants_any(&[ComputedKind::Status, ComputedKind::Audit]) {
-            session::sidechains(&self.paths, sid)
-        } else {
-            Vec::new()
+        let mut files = SessionFiles {
+            computed: self,
+            sid,
+            cfg,
+            st: &st,
+            state: &state,
+            inherited: inherited.as_deref(),
+            transcript: tr,
+            transcript_exists,
+            p: &p,
+            view: view::Files::new(&p, &state, cfg, sid, &*namer),
+            lines: &mut memo.lines,
+            places: &places,
+            sidechains: None,
+            now,
         };
-        let subagents: Vec<(String, crate::format::transcript::Usage)> = sidechains
-            .iter()
-            .map(|(aid, _, t)| (aid.clone(), t.usage.clone()))
-            .collect();
-        let mut sidechains = Some(sidechains);
-        for kind in ComputedKind::ALL {
-            if !wants(&file(kind)) {
-                continue;
+        let mut out: Vec<(Node, Bytes)> = Vec::new();
+        for kind in kinds {
+            match (kind.file().render)(&mut files) {
+                Ok(bytes) => out.push((file(kind), bytes)),
+                Err(e) if file(kind) == *node => return Err(e),
+                Err(e) => tracing::debug!("{sid}/{}: {e}", kind.name()),
             }
-            let bytes = match kind {
-                ComputedKind::View => files.bytes(view::Form::View, &mut memo.lines),
-                ComputedKind::ViewMd => files.bytes(view::Form::Markdown(&places), &mut memo.lines),
-                ComputedKind::Materialized => {
-                    files.bytes(view::Form::Materialized, &mut memo.lines)
-                }
-                ComputedKind::Status => {
-                    let problems = tr.problems();
-                    let count = |s: crate::audit::Severity| {
-                        problems.iter().filter(|p| p.severity() == s).count()
-                    };
-                    let inp = StatusInputs {
-                        session: sid,
-                        usage: &tr.usage,
-                        subagents: &subagents,
-                        problems: (
-                            count(crate::audit::Severity::Error),
-                            count(crate::audit::Severity::Warn),
-                            count(crate::audit::Severity::Info),
-                        ),
-                        state_error: st.error.as_ref().map(|e| e.to_string()),
-                        idle_seconds: crate::store::ctl::idle_seconds(&self.paths, sid, now),
-                        inherited_from: inherited.as_deref(),
-                        settings: cfg.describe(),
-                        window_assumed: self.cfg.window_assumed(sid),
-                    };
-                    let status = render::status(files.turn(), &state, cfg, &inp);
-                    let mut b = serde_json::to_vec_pretty(&status).unwrap_or_default();
-                    b.push(b'\n');
-                    Bytes::from(b)
-                }
-                ComputedKind::Audit => {
-                    files.let_go();
-                    let s = session::load_around(
-                        &self.paths,
-                        sid,
-                        TranscriptOf::Borrowed(tr),
-                        tf.exists(),
-                        sidechains.take().unwrap_or_default(),
-                    );
-                    let mut a = Audit::default();
-                    audit::audit_session_with(
-                        &mut a,
-                        &s,
-                        Some(&p),
-                        cfg,
-                        PathStyle::Mount,
-                        &self.paths,
-                    );
-                    a.sort();
-                    Bytes::from(a.to_text().into_bytes())
-                }
-            };
-            out.push((file(kind), bytes));
         }
         drop(files);
         // Raw ranges: every block's when all are made, else the one asked for.

@@ -33,7 +33,7 @@ fn data(c: &Rendered) -> &Bytes {
 }
 
 fn view(sid: &str) -> Node {
-    Node::Computed(sid.to_string(), ComputedKind::View)
+    Node::Computed(sid.to_string(), ComputedKind::VIEW)
 }
 
 #[test]
@@ -76,9 +76,9 @@ fn known_versions_are_described_without_making_them_again() {
     // A budget far smaller than the session's files: their bytes cannot stay.
     let s = computed(&paths, 1);
     let every = |sid: &str| {
-        ComputedKind::ALL
-            .iter()
-            .map(|k| Node::Computed(sid.to_string(), *k))
+        s.layout()
+            .computed_files()
+            .map(|k| Node::Computed(sid.to_string(), k))
             .collect::<Vec<_>>()
     };
     let mut sizes = Vec::new();

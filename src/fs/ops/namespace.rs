@@ -57,8 +57,8 @@ impl NormaFs {
             (Node::Sessions, Some(sid)) if self.session_exists(sid) => {
                 Node::Session(sid.to_string())
             }
-            (Node::Session(sid), Some(n)) => match layout::find(n) {
-                Some(layout::Item::Computed(kind, _)) => Node::Computed(sid.clone(), kind),
+            (Node::Session(sid), Some(n)) => match self.computed.layout().find(n) {
+                Some(layout::Item::Computed(kind)) => Node::Computed(sid.clone(), kind),
                 Some(layout::Item::RawDir) => Node::RawDir(sid.clone()),
                 Some(layout::Item::MemoryLink) => Node::MemoryLink(sid.clone()),
                 Some(layout::Item::Ctl) => Node::Ctl(Some(sid.clone())),
@@ -327,10 +327,10 @@ impl NormaFs {
                         }
                     }
                 }
-                for row in &layout::SESSION {
+                for row in self.computed.layout().rows() {
                     let (n, kind) = match row.item {
                         layout::Item::Real(..) => continue,
-                        layout::Item::Computed(k, _) => {
+                        layout::Item::Computed(k) => {
                             (Node::Computed(sid.clone(), k), FileKind::File)
                         }
                         layout::Item::RawDir => (Node::RawDir(sid.clone()), FileKind::Dir),

@@ -316,7 +316,7 @@ fn coverage_follows_the_watches() {
     for (n, dir) in [
         // Computed files of a watched session: every input is watched.
         (
-            Node::Computed("s".into(), crate::fs::ComputedKind::View),
+            Node::Computed("s".into(), crate::fs::ComputedKind::VIEW),
             false,
         ),
         (Node::Raw("s".into(), "m0001".into(), "m0002".into()), false),
@@ -326,7 +326,7 @@ fn coverage_follows_the_watches() {
     }
     for (n, dir) in [
         (
-            Node::Computed("other".into(), crate::fs::ComputedKind::View),
+            Node::Computed("other".into(), crate::fs::ComputedKind::VIEW),
             false,
         ),
         (
@@ -349,7 +349,7 @@ fn coverage_follows_the_watches() {
         "all sessions are watched"
     );
     assert!(w.covers(
-        &Node::Computed("other".into(), crate::fs::ComputedKind::Audit),
+        &Node::Computed("other".into(), crate::fs::ComputedKind::AUDIT),
         false
     ));
     assert!(
