@@ -599,8 +599,10 @@ fn build(
 
     // Turn integrity.
     let mut folded: FastSet<&str> = direct.iter().map(String::as_str).collect();
+    let places = folded.iter().filter_map(|id| ctx.index.get(id).copied());
+    let within = places.clone().min().unwrap_or(0)..=places.max().unwrap_or(0);
     let withdrawn: Vec<String> =
-        super::turns::withdraw_split(&shared.turns, &shared.cores, &mut folded)
+        super::turns::withdraw_split(&shared.turns, &shared.cores, &mut folded, within)
             .into_iter()
             .map(str::to_string)
             .collect();

@@ -699,6 +699,12 @@ fn finish(t: &mut Turn<'_, '_>, state: &State, cfg: &NoaConfig, count: Count, nu
     settle(t, state, cfg, count, nudge, None, None);
 }
 
+/// What a replay's requests carry from one to the next for steps 6 and 7 (see `Growing`).
+struct Carried<'g> {
+    resume: &'g mut super::recommend::Resume,
+    candidates: &'g mut truncate::Candidates,
+}
+
 /// Steps 5–7 over a turn after step 4; `measure` is the view's tokens when already known.
 fn settle(
     t: &mut Turn<'_, '_>,
@@ -707,8 +713,12 @@ fn settle(
     count: Count,
     nudge: Deciding,
     measure: Option<u64>,
-    resume: Option<&mut super::recommend::Resume>,
+    carried: Option<Carried<'_>>,
 ) {
+    let (resume, candidates) = match carried {
+        Some(c) => (Some(c.resume), Some(c.candidates)),
+        None => (None, None),
+    };
     if nudge == Deciding::No && !new_cut_possible(t, cfg) {
         // What such a turn is asked for is its new messages (their refs and tags), and the
         // truncation would cut none of them: no count, no truncation.
@@ -719,7 +729,7 @@ fn settle(
         Count::Measured => t.measure,
         Count::Given(n) => n,
     };
-    cut_results(t, cfg);
+    cut_results(t, cfg, candidates);
     t.nudge = match nudge {
         Deciding::No => None,
         Deciding::Shown if nudge::held_back(t, state, cfg) => Some(nudge::not_shown(t, cfg)),

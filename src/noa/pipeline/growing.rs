@@ -57,6 +57,8 @@ pub struct Growing<'a> {
     added: usize,
     /// The nudge's recommendation, taken up from the request before's scan.
     resume: crate::noa::recommend::Resume,
+    /// What the truncation may cut, found for the requests before.
+    candidates: truncate::Candidates,
     /// Every request through the whole pipeline (what grown ones are checked against).
     never: bool,
     /// Requests made from what was kept, and through the whole pipeline (what a test or a
@@ -127,8 +129,19 @@ impl<'a> Growing<'a> {
             }
         };
         let measure = self.hide(&mut t, state, grown);
-        let resume = Some(&mut self.resume);
-        settle(&mut t, state, cfg, count, nudge, Some(measure), resume);
+        let carried = Carried {
+            resume: &mut self.resume,
+            candidates: &mut self.candidates,
+        };
+        settle(
+            &mut t,
+            state,
+            cfg,
+            count,
+            nudge,
+            Some(measure),
+            Some(carried),
+        );
         t
     }
 
@@ -157,6 +170,7 @@ impl<'a> Growing<'a> {
             None => {
                 // Another view than the one before and new messages: no scan is taken up.
                 self.resume.reset();
+                self.candidates.reset();
                 t.items.clone_from(&self.items);
                 let stubs = hide_compress_calls(t, state);
                 Hidden {

@@ -96,16 +96,13 @@ pub(super) fn prune(
 
 /// A reasoning run whose turn keeps a visible act stays visible with it.
 pub(super) fn keep_reasoning_of_visible_turns(msgs: &[&Core<'_>], covered: &mut FastSet<&str>) {
-    for g in turns::groups(msgs) {
-        if g.reasoning.is_empty() {
+    for (reasoning, acts) in turns::runs(msgs) {
+        if reasoning.is_empty() {
             continue;
         }
-        if g.acts
-            .iter()
-            .any(|&i| !covered.contains(msgs[i].id.as_ref()))
-        {
-            for &i in &g.reasoning {
-                covered.remove(msgs[i].id.as_ref());
+        if msgs[acts].iter().any(|c| !covered.contains(c.id.as_ref())) {
+            for c in &msgs[reasoning] {
+                covered.remove(c.id.as_ref());
             }
         }
     }
