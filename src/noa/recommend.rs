@@ -185,11 +185,40 @@ impl Scan {
 
     /// The recommendation of the scan so far as if the view ended here.
     fn recommendation(&self, cfg: &NoaConfig) -> Recommendation {
-        let mut groups = self.groups.clone();
-        groups.flush();
+        self.recommendation_from(&mut Merger::default(), 0, cfg)
+    }
+
+    /// [`Scan::recommendation`], its ranges coalesced from `merged` (the first `merged.fed`
+    /// ranges of the scan's, fed already), which is left with the first `keep` fed.
+    fn recommendation_from(
+        &self,
+        merged: &mut Merger,
+        keep: usize,
+        cfg: &NoaConfig,
+    ) -> Recommendation {
+        let out = &self.groups.out;
+        let min = cfg.min_range_chars;
+        if merged.fed > keep.min(out.len()) {
+            *merged = Merger::default();
+        }
+        for r in &out[merged.fed..keep.min(out.len())] {
+            merged.feed(r, min);
+        }
+        let mut m = merged.clone();
+        for r in &out[m.fed..] {
+            m.feed(r, min);
+        }
+        let mut open = Grouper {
+            out: Vec::new(),
+            cur: self.groups.cur.clone(),
+        };
+        open.flush();
+        for r in &open.out {
+            m.feed(r, min);
+        }
+        let ranges = m.finish();
         let mut protected = self.protected.clone();
         protected.extend(self.run.clone());
-        let ranges = merge_to_threshold(groups.out, cfg.min_range_chars);
         Recommendation {
             ranges: ranges
                 .into_iter()
@@ -208,6 +237,8 @@ impl Scan {
 pub struct Resume {
     scan: Scan,
     mark: Option<Mark>,
+    /// The scan's ranges before the mark, coalesced.
+    merged: Merger,
     /// The tool results cut when the mark was taken, in order.
     cuts: Vec<u32>,
     /// Scans taken up, and made whole (what a benchmark asks).
@@ -231,6 +262,7 @@ impl Resume {
         let soft = zone(t, &facts, cfg);
         let mut cuts = t.cuts.clone();
         cuts.sort_unstable();
+        let resumed = self.mark.is_some();
         let from = match self.mark.take() {
             Some(m)
                 if t.kept.is_some()
@@ -250,9 +282,15 @@ impl Resume {
         };
         let mut mark = None;
         self.scan.over(t, &facts, &soft, cfg, from, Some(&mut mark));
+        if from == 0 || !resumed {
+            // Every range scanned again: none coalesced before is known to be the same.
+            self.merged = Merger::default();
+        }
+        // The ranges before the mark are the next resumed scan's first ones.
+        let keep = mark.as_ref().map_or(0, |m: &Mark| m.out);
         self.mark = mark;
         self.cuts = cuts;
-        let rec = self.scan.recommendation(cfg);
+        let rec = self.scan.recommendation_from(&mut self.merged, keep, cfg);
         debug_assert_eq!(rec, recommend(t, state, cfg), "a resumed scan differs");
         rec
     }
@@ -325,28 +363,27 @@ impl Grouper {
     }
 }
 
-/// Coalesce adjacent ranges until each clears `min_chars`.
-fn merge_to_threshold(ranges: Vec<RangeInfo>, min_chars: usize) -> Vec<RangeInfo> {
-    if min_chars == 0 || ranges.is_empty() {
-        return ranges;
-    }
-    let mut out = Vec::new();
-    let mut cur: Option<(RangeInfo, i64, usize)> = None;
-    let flush = |cur: &mut Option<(RangeInfo, i64, usize)>, out: &mut Vec<RangeInfo>| {
-        if let Some((mut r, weighted, total)) = cur.take() {
-            if total > 0 {
-                r.tool_pct = pct(weighted as f64, total);
-                r.text_pct = 100 - r.tool_pct;
-            }
-            out.push(r);
+/// Adjacent ranges coalesced until each clears the minimum, as they come: those coalesced so far, and the open one with its
+/// tool messages weighted and its messages.
+#[derive(Debug, Clone, Default)]
+struct Merger {
+    out: Vec<RangeInfo>,
+    cur: Option<(RangeInfo, i64, usize)>,
+    /// How many ranges were fed.
+    fed: usize,
+}
+
+impl Merger {
+    fn feed(&mut self, r: &RangeInfo, min_chars: usize) {
+        self.fed += 1;
+        if min_chars == 0 {
+            self.out.push(r.clone());
+            return;
         }
-    };
-    for r in ranges {
-        match &mut cur {
+        match &mut self.cur {
             None => {
                 let w = r.tool_pct * r.count as i64;
-                let n = r.count;
-                cur = Some((r, w, n));
+                self.cur = Some((r.clone(), w, r.count));
             }
             Some((c, w, n)) => {
                 c.end = r.end.clone();
@@ -358,10 +395,27 @@ fn merge_to_threshold(ranges: Vec<RangeInfo>, min_chars: usize) -> Vec<RangeInfo
                 *n += r.count;
             }
         }
-        if cur.as_ref().is_some_and(|(c, _, _)| c.chars >= min_chars) {
-            flush(&mut cur, &mut out);
+        if self
+            .cur
+            .as_ref()
+            .is_some_and(|(c, _, _)| c.chars >= min_chars)
+        {
+            self.flush();
         }
     }
-    flush(&mut cur, &mut out);
-    out
+
+    fn flush(&mut self) {
+        if let Some((mut r, weighted, total)) = self.cur.take() {
+            if total > 0 {
+                r.tool_pct = pct(weighted as f64, total);
+                r.text_pct = 100 - r.tool_pct;
+            }
+            self.out.push(r);
+        }
+    }
+
+    fn finish(mut self) -> Vec<RangeInfo> {
+        self.flush();
+        self.out
+    }
 }

@@ -38,6 +38,8 @@ pub struct Growing<'a> {
     stripping: bool,
     /// Call ids of the cores it was made for.
     calls: FastSet<&'a str>,
+    /// Which cores `calls` holds those of: the first `.1` of the projection at `.0`.
+    calls_of: (usize, usize),
     /// Every effective id of the state's blocks, hashed (two ids of one hash only send a
     /// request through the whole pipeline).
     effective: FastSet<u64>,
@@ -230,12 +232,20 @@ impl<'a> Growing<'a> {
         }
         self.facts = std::sync::Arc::new(facts);
         self.blocks = std::sync::Arc::new(state.blocks().iter().map(BlockMeasure::of).collect());
-        self.calls = t
-            .proj
-            .iter()
-            .filter(|c| !c.call.is_empty())
-            .map(|c| c.call)
-            .collect();
+        // A replay's turns are over prefixes of one projection: the calls of the cores met
+        // before are kept.
+        let base = t.proj.as_ptr() as usize;
+        if self.calls_of.0 != base || self.calls_of.1 > t.proj.len() {
+            self.calls.clear();
+            self.calls_of = (base, 0);
+        }
+        self.calls.extend(
+            t.proj[self.calls_of.1..]
+                .iter()
+                .filter(|c| !c.call.is_empty())
+                .map(|c| c.call),
+        );
+        self.calls_of.1 = t.proj.len();
         self.effective = state
             .blocks()
             .iter()
@@ -345,6 +355,7 @@ impl<'a> Growing<'a> {
         self.slots.extend(slots);
         self.calls
             .extend(new.iter().filter(|c| !c.call.is_empty()).map(|c| c.call));
+        self.calls_of.1 = proj.len();
         self.cursor = cursor;
         self.len = proj.len();
         Some(new_refs)
