@@ -219,7 +219,7 @@ pub fn view_at(
     form: crate::noa::views::Form<'_>,
 ) -> Result<crate::bytes::Bytes, TxnError> {
     use crate::noa::views as view;
-    let files = txn::SessionFiles::read(paths, sid)?;
+    let files = txn::SessionFiles::read_for_first(paths, sid, n)?;
     let own = txn::history_of(paths, sid, cfg, &[n], now, files.recorded(), Asked::states)?
         .states
         .pop()

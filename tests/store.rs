@@ -820,3 +820,53 @@ fn the_corpus_has_its_five_sessions_and_one_sidechain() {
     assert_eq!(sides.len(), 1);
     assert_eq!(sides[0].0, "a7f3c2");
 }
+
+/// `view --at`'s read of a transcript stops once its first messages are complete: those
+/// messages are the whole file's, and a point past the end reads all of it.
+#[test]
+fn the_first_messages_of_a_transcript_are_the_whole_files() {
+    use normafs::store::session;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = common::Session::new("s1");
+    for i in 0..40 {
+        // Some 12 MB in all: more than one of the reader's chunks.
+        s.user(&format!(
+            "question {i} {}",
+            "x".repeat((i % 5 + 1) * 100_000)
+        ))
+        .assistant(&format!("answer {i}"));
+    }
+    let path = dir.path().join("s1.jsonl");
+    // A torn last line: a record cut short, as a writer leaves it mid-append.
+    let mut text = s.jsonl();
+    text.push_str("{\"uuid\":\"torn\",\"type\":\"mess");
+    fs::write(&path, text).expect("write");
+    let (whole, err) = session::load_transcript(&path, "s1");
+    assert!(err.is_none());
+    let all = session::messages(&whole);
+    assert_eq!(all.len(), 80);
+    for n in [0, 1, 5, 79, 80, 81, 200] {
+        let (first, err) = session::load_first_messages(&path, "s1", n);
+        assert!(err.is_none());
+        let got = session::messages(&first);
+        assert!(got.len() >= n.min(80), "{n}: {} messages", got.len());
+        let k = n.min(80);
+        assert_eq!(
+            got[..k]
+                .iter()
+                .map(|m| serde_json::to_string(m).ok())
+                .collect::<Vec<_>>(),
+            all[..k]
+                .iter()
+                .map(|m| serde_json::to_string(m).ok())
+                .collect::<Vec<_>>(),
+            "{n}"
+        );
+        if n >= 80 {
+            assert_eq!(got.len(), 80, "{n}: read to the end");
+        }
+        if n <= 5 {
+            assert!(got.len() < 80, "{n}: the read stops early");
+        }
+    }
+}

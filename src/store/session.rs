@@ -113,6 +113,27 @@ fn list_archives(root: &Path) -> (Vec<ArchiveFile>, Vec<String>) {
 /// error is returned beside it. A symbolic link is followed only when discovery would follow
 /// it (to a regular file in the same directory); any other reads as empty, with an error.
 pub fn load_transcript(path: &Path, sid: &str) -> (Transcript, Option<String>) {
+    load_transcript_with(path, || {
+        TranscriptFile::open(path, Some(sid)).map(TranscriptFile::into_transcript)
+    })
+}
+
+/// [`load_transcript`] only as far as its first `messages` messages need
+/// ([`crate::store::transcripts::read_first_messages`]).
+pub fn load_first_messages(
+    path: &Path,
+    sid: &str,
+    messages: usize,
+) -> (Transcript, Option<String>) {
+    load_transcript_with(path, || {
+        crate::store::transcripts::read_first_messages(path, Some(sid), messages)
+    })
+}
+
+fn load_transcript_with(
+    path: &Path,
+    read: impl FnOnce() -> std::io::Result<Transcript>,
+) -> (Transcript, Option<String>) {
     if let (Some(dir), Some(name)) = (path.parent(), path.file_name()) {
         if is_escaping_link(dir, name, false) {
             return (
@@ -124,8 +145,8 @@ pub fn load_transcript(path: &Path, sid: &str) -> (Transcript, Option<String>) {
             );
         }
     }
-    match TranscriptFile::open(path, Some(sid)) {
-        Ok(f) => (f.into_transcript(), None),
+    match read() {
+        Ok(t) => (t, None),
         Err(e) => (Transcript::default(), Some(e.to_string())),
     }
 }

@@ -224,6 +224,34 @@ impl TranscriptFile {
     }
 }
 
+/// The beginning of the transcript at `path`: read a chunk at a time until more than
+/// `messages` messages are on complete lines, or to the end. Its first `messages` messages are
+/// then the whole file's (later lines only ever add messages). For what is asked of the first
+/// messages of a long transcript (`view --at`).
+pub fn read_first_messages(
+    path: &Path,
+    session: Option<&str>,
+    messages: usize,
+) -> io::Result<Transcript> {
+    let file = File::open(path)?;
+    let mut parser = Parser::new(session);
+    let mut chunk = vec![0u8; CHUNK];
+    let mut at = 0u64;
+    while parser.stable_messages() <= messages {
+        let n = match file.read_at(&mut chunk, at) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let Some(read) = chunk.get(..n).filter(|r| !r.is_empty()) else {
+            break;
+        };
+        parser.feed(read);
+        at += n as u64;
+    }
+    Ok(parser.into_transcript())
+}
+
 fn sha256(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
 }

@@ -294,7 +294,10 @@ fn usable_state(paths: &RootPaths, sid: &str) -> Result<(State, StateFile), TxnE
 
 /// Load a session's transcript for a command (an unreadable one stops it).
 fn command_transcript(paths: &RootPaths, sid: &str) -> Result<Transcript, TxnError> {
-    let (t, err) = session::load_transcript(&paths.transcript_path(sid), sid);
+    transcript_or_error(session::load_transcript(&paths.transcript_path(sid), sid))
+}
+
+fn transcript_or_error((t, err): (Transcript, Option<String>)) -> Result<Transcript, TxnError> {
     match err {
         Some(e) => Err(TxnError::Io(format!("cannot read the transcript: {e}"))),
         None => Ok(t),

@@ -186,6 +186,29 @@ impl SessionFiles {
         })
     }
 
+    /// [`SessionFiles::read`] for what the first `messages` messages need: a session without
+    /// ctl batches has its transcript read only that far (a batch is placed by what follows
+    /// it in the transcript, so with batches the whole of it is read).
+    pub fn read_for_first(
+        paths: &RootPaths,
+        sid: &str,
+        messages: usize,
+    ) -> Result<SessionFiles, TxnError> {
+        let jpath = paths.journal_path(sid);
+        let journal = journal::read(&jpath).map_err(|e| io_err("cannot read", &jpath, e))?;
+        if !journal.entries.is_empty() {
+            return SessionFiles::read(paths, sid);
+        }
+        let path = paths.transcript_path(sid);
+        let transcript = transcript_or_error(session::load_first_messages(&path, sid, messages))?;
+        let state = crate::format::state::load_state(&paths.state_path(sid), sid).state;
+        Ok(SessionFiles {
+            transcript,
+            journal,
+            state,
+        })
+    }
+
     pub fn recorded(&self) -> Recorded<'_> {
         Recorded {
             transcript: &self.transcript,
