@@ -220,14 +220,19 @@ pub fn view_at(
 ) -> Result<crate::bytes::Bytes, TxnError> {
     use crate::noa::views as view;
     let files = txn::SessionFiles::read_for_first(paths, sid, n)?;
-    let own = txn::history_of(paths, sid, cfg, &[n], now, files.recorded(), Asked::states)?
+    let mut msgs = session::messages(&files.transcript);
+    msgs.truncate(n);
+    // The replay's and the view's projection are one.
+    let p = view::Projection::new(msgs);
+    let rec = txn::Recorded {
+        projected: Some(&p),
+        ..files.recorded()
+    };
+    let own = txn::history_of(paths, sid, cfg, &[n], now, rec, Asked::states)?
         .states
         .pop()
         .unwrap_or_else(|| crate::format::state::State::initial(sid));
-    let mut msgs = session::messages(&files.transcript);
-    msgs.truncate(n);
     let (state, _) = session::opened_state(paths, sid, &own, cfg);
-    let p = view::Projection::new(msgs);
     Ok(view::Files::new(&p, &state, cfg, sid, path).bytes(form, &mut Default::default()))
 }
 

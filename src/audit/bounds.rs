@@ -130,6 +130,7 @@ pub fn audit_bounds_in(
         transcript: &s.transcript,
         state: &s.state.state,
         journal,
+        projected: None,
     };
     if let Ok(tl) = timeline::build_of(paths, &s.sid, cfg, now, rec) {
         audit_bounds(a, &tl, style);

@@ -22,7 +22,7 @@ use super::protect;
 use super::refs::{self, format_ref, parse_block_id, parse_ref};
 use super::tokens;
 use crate::config::NoaConfig;
-use crate::fasthash::FastSet;
+use crate::fasthash::{FastMap, FastSet};
 use crate::format::archive::{
     self as archive, Archive, BlockEntry, Entry, MessageEntry, MessageKind,
 };
@@ -125,7 +125,7 @@ pub fn apply_owned(
             tokens: t.tokens(p),
         })
         .collect();
-    let mut index = HashMap::with_capacity(msgs.len());
+    let mut index = FastMap::with_capacity_and_hasher(msgs.len(), Default::default());
     for (i, m) in msgs.iter().enumerate() {
         if !m.core.id.is_empty() {
             index.entry(m.core.id.as_ref()).or_insert(i);
@@ -537,7 +537,7 @@ fn build(
     let surviving = tier.surviving.clone();
     let fail = |warnings: Vec<String>, msg: String| Err((warnings, surviving.clone(), msg));
 
-    let mut effective: HashSet<String> = ids.iter().cloned().collect();
+    let mut effective: FastSet<String> = ids.iter().cloned().collect();
     let consumed: Vec<Block> = tier
         .consumed
         .iter()
@@ -546,7 +546,7 @@ fn build(
     for b in &consumed {
         effective.extend(b.effective_message_ids.iter().cloned());
     }
-    let mut direct: HashSet<String> = effective
+    let mut direct: FastSet<String> = effective
         .iter()
         .filter(|id| !shared.covered.contains(id.as_str()))
         .cloned()
@@ -669,7 +669,7 @@ fn build(
             }
         })
     };
-    let by_ref = |set: &HashSet<String>| {
+    let by_ref = |set: &FastSet<String>| {
         // Each id's ref looked up once (a consolidation lists thousands).
         let mut v: Vec<(u32, &String)> = set
             .iter()

@@ -442,11 +442,11 @@ impl<'p, 'a> Turn<'p, 'a> {
         self.record_into(out, tagged, None);
     }
 
-    /// [`Turn::record`] (no tags), keeping what it changed: [`Recorded::undo`] puts `out`
+    /// [`Turn::record`] (no tags), keeping what it changed: [`UndoRecord::undo`] puts `out`
     /// back. A replay records a Compress call's view in its state this way rather than in a
     /// copy, as a copy's ref maps would be copied whole at the first ref added.
-    pub fn record_undoable(&self, out: &mut State) -> Recorded {
-        let mut undo = Recorded::default();
+    pub fn record_undoable(&self, out: &mut State) -> UndoRecord {
+        let mut undo = UndoRecord::default();
         self.record_into(out, &[], Some(&mut undo));
         undo
     }
@@ -455,7 +455,7 @@ impl<'p, 'a> Turn<'p, 'a> {
         &self,
         out: &mut State,
         tagged: &[(String, i64)],
-        mut undo: Option<&mut Recorded>,
+        mut undo: Option<&mut UndoRecord>,
     ) {
         let refs = &mut out.message_refs;
         let mut put = |by_ref: bool, key: String, value: String| {
@@ -526,9 +526,9 @@ impl<'p, 'a> Turn<'p, 'a> {
     }
 }
 
-/// What [`Turn::record_undoable`] changed in a state.
+/// What [`Turn::record_undoable`] changed in a state, to be put back.
 #[derive(Debug, Default)]
-pub struct Recorded {
+pub struct UndoRecord {
     /// Each ref map entry set (in `by_ref` or `by_raw`), with the value it replaced.
     refs: Vec<(bool, String, Option<String>)>,
     /// The blocks' liveness before.
@@ -537,7 +537,7 @@ pub struct Recorded {
     snapshot: Option<HashMap<String, i64>>,
 }
 
-impl Recorded {
+impl UndoRecord {
     /// Puts `state` back as it was before the record.
     pub fn undo(self, state: &mut State) {
         let refs = &mut state.message_refs;

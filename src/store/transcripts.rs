@@ -235,7 +235,9 @@ pub fn read_first_messages(
 ) -> io::Result<Transcript> {
     let file = File::open(path)?;
     let mut parser = Parser::new(session);
-    let mut chunk = vec![0u8; CHUNK];
+    // Smaller than a whole read's: what is read past the messages asked for is parsed for
+    // nothing.
+    let mut chunk = vec![0u8; CHUNK / 4];
     let mut at = 0u64;
     while parser.stable_messages() <= messages {
         let n = match file.read_at(&mut chunk, at) {

@@ -49,7 +49,7 @@ pub(super) type Requested = (Result<Resolved, (NotFound, String)>, bool);
 pub(super) struct Ctx<'t, 'a, 's> {
     pub(super) msgs: Vec<M<'t, 'a>>,
     pub(super) state: &'s State,
-    pub(super) index: HashMap<&'t str, usize>,
+    pub(super) index: crate::fasthash::FastMap<&'t str, usize>,
     pub(super) anchor: HashMap<String, usize>,
     pub(super) by_id: HashMap<&'s str, usize>,
 }
@@ -61,7 +61,7 @@ impl<'t, 'a, 's> Ctx<'t, 'a, 's> {
 
     pub(super) fn anchors(
         state: &State,
-        index: &HashMap<&'t str, usize>,
+        index: &crate::fasthash::FastMap<&'t str, usize>,
     ) -> HashMap<String, usize> {
         let mut anchor = HashMap::new();
         for b in state.blocks().iter().filter(|b| b.active) {

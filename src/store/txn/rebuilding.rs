@@ -214,6 +214,7 @@ impl SessionFiles {
             transcript: &self.transcript,
             state: &self.state,
             journal: &self.journal,
+            projected: None,
         }
     }
 }
@@ -225,6 +226,9 @@ pub struct Recorded<'r> {
     /// Its `state.json` (where its blocks' archives are).
     pub state: &'r State,
     pub journal: &'r journal::JournalRead,
+    /// The projection of the transcript's first messages, when made already (with no ctl
+    /// batch, what a history up to that many messages is replayed over).
+    pub projected: Option<&'r Projection<'r>>,
 }
 
 /// [`history`] from files read already, replayed as `asked` of the points: with
@@ -249,13 +253,26 @@ pub fn history_of(
             all.len()
         )));
     }
-    let full = Projection::new(all);
+    // Without ctl batches (placed by what follows them) nothing after the last point counts.
+    let last = points.iter().copied().max().unwrap_or(all.len());
+    let mut all = all;
+    if rec.journal.entries.is_empty() {
+        all.truncate(last);
+    }
+    let made;
+    let full = match rec.projected {
+        Some(p) if rec.journal.entries.is_empty() && p.msgs.len() == all.len() => p,
+        _ => {
+            made = Projection::new(all);
+            &made
+        }
+    };
     let uuids = session::message_uuids(t);
     let batches: Vec<JournalBatch> = rec
         .journal
         .entries
         .iter()
-        .map(|(_, e)| journal_batch(e, &full, &uuids, t))
+        .map(|(_, e)| journal_batch(e, full, &uuids, t))
         .collect();
     let root = rec
         .state
@@ -271,7 +288,7 @@ pub fn history_of(
         .unwrap_or_else(|| absolute(&paths.archive_root(sid)));
     let place = placement(&root, sid, now);
     let path = &noa_session::runtime_path;
-    let replay = rebuild::Replay::new(&full, cfg, &place, &batches, path);
+    let replay = rebuild::Replay::new(full, cfg, &place, &batches, path);
     let mut h = replay.history(asked(points));
     // A block the session's state holds (made by the same call) is where that state says:
     // a fork's inherited blocks live in its parent's archives.
