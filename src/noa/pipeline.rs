@@ -464,9 +464,15 @@ impl<'p, 'a> Turn<'p, 'a> {
             } else {
                 &mut refs.by_raw
             };
-            let before = map.insert(key.clone(), value);
-            if let Some(u) = undo.as_deref_mut() {
-                u.refs.push((by_ref, key, before));
+            // The key is copied only for an undo (a replay records refs at every request).
+            match undo.as_deref_mut() {
+                Some(u) => {
+                    let before = map.insert(key.clone(), value);
+                    u.refs.push((by_ref, key, before));
+                }
+                None => {
+                    map.insert(key, value);
+                }
             }
         };
         for &i in &self.new_refs {

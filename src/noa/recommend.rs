@@ -363,8 +363,8 @@ impl Grouper {
     }
 }
 
-/// Adjacent ranges coalesced until each clears the minimum, as they come: those coalesced so far, and the open one with its
-/// tool messages weighted and its messages.
+/// Adjacent ranges coalesced until each clears the minimum, as they come: those coalesced so
+/// far, and the open one with its tool messages weighted and its messages.
 #[derive(Debug, Clone, Default)]
 struct Merger {
     out: Vec<RangeInfo>,
