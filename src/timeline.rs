@@ -356,14 +356,111 @@ impl Timeline {
         })
     }
 
-    /// `timeline.jsonl`: one line per request.
+    /// `timeline.jsonl`: one line per request ([`Timeline::line`]'s text, written directly).
     pub fn to_jsonl(&self) -> Vec<u8> {
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(self.points.len() * 400);
         for p in &self.points {
-            out.extend_from_slice(self.line(p).to_string().as_bytes());
+            self.write_line(p, &mut out);
             out.push(b'\n');
         }
         out
+    }
+
+    /// [`Timeline::line`] as serde_json prints it, without making the value.
+    fn write_line(&self, p: &Point, out: &mut Vec<u8>) {
+        use std::io::Write;
+        let r = &p.request;
+        // Writing to a Vec cannot fail.
+        let _ = write!(
+            out,
+            "{{\"request\":{},\"messages\":{},\"uuid\":",
+            p.number, r.at
+        );
+        json_str(out, &p.uuid);
+        out.extend_from_slice(b",\"timestamp\":");
+        match &p.timestamp {
+            Some(t) => json_str(out, t),
+            None => out.extend_from_slice(b"null"),
+        }
+        let _ = write!(
+            out,
+            ",\"historyTokens\":{},\"viewTokens\":{},\"sentTokens\":{},\"window\":{},\"fraction\":",
+            r.history, r.counted, r.sent, self.window
+        );
+        json_f64(out, round4(share(r.counted, self.window)));
+        let _ = write!(
+            out,
+            ",\"band\":\"{}\",\"overTruncate\":{},\"overWindow\":{},\"liveBlocks\":{},\"truncated\":",
+            self.band(r.counted).as_str(),
+            self.over_truncate(r),
+            self.over_window(r),
+            r.live_blocks
+        );
+        if r.cut > 0 {
+            let _ = write!(out, "{{\"results\":{},\"tokens\":{}}}", r.cut, r.cut_tokens);
+        } else {
+            out.extend_from_slice(b"null");
+        }
+        out.extend_from_slice(b",\"nudge\":");
+        match &r.nudge {
+            Some(n) => {
+                let _ = write!(out, "{{\"kind\":");
+                json_str(out, n.kind.as_str());
+                let _ = write!(out, ",\"tier\":{},\"targets\":[", n.tier);
+                for (i, t) in n.targets.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    json_str(out, t);
+                }
+                out.extend_from_slice(b"]}");
+            }
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(b",\"compress\":[");
+        for (i, a) in p.answers.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            match &a.made {
+                Some(m) => write_made(out, m),
+                None => {
+                    out.extend_from_slice(b"{\"call\":");
+                    json_str(out, &a.call);
+                    out.extend_from_slice(b",\"blocks\":[],\"reclaimed\":0,\"why\":");
+                    match &a.why {
+                        Some(w) => json_str(out, w),
+                        None => out.extend_from_slice(b"null"),
+                    }
+                    out.push(b'}');
+                }
+            }
+        }
+        out.extend_from_slice(b"],\"ctl\":[");
+        for (i, m) in p.ctl.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_made(out, m);
+        }
+        out.extend_from_slice(b"],\"usage\":");
+        match p.reported {
+            Some(n) => {
+                let _ = write!(
+                    out,
+                    "{{\"promptTokens\":{},\"estimate\":{},\"error\":",
+                    n, r.sent
+                );
+                if n == 0 {
+                    out.extend_from_slice(b"null");
+                } else {
+                    json_f64(out, round4((r.sent as f64 - n as f64) / n as f64));
+                }
+                out.push(b'}');
+            }
+            None => out.extend_from_slice(b"null"),
+        }
+        out.push(b'}');
     }
 
     /// Runs of nudges the model did not answer with a Compress call: (first, last, count)
@@ -416,6 +513,34 @@ impl Timeline {
     }
 }
 
+/// A made call's or batch's object in a `timeline.jsonl` line.
+fn write_made(out: &mut Vec<u8>, m: &Made) {
+    use std::io::Write;
+    out.extend_from_slice(b"{\"call\":");
+    json_str(out, &m.call);
+    out.extend_from_slice(b",\"blocks\":[");
+    for (i, (id, tier)) in m.blocks.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"block\":");
+        json_str(out, id);
+        let _ = write!(out, ",\"tier\":{tier}}}");
+    }
+    let _ = write!(out, "],\"reclaimed\":{}}}", m.tokens);
+}
+
+/// `s` as a JSON string, escaped as serde_json escapes it.
+fn json_str(out: &mut Vec<u8>, s: &str) {
+    // Serializing a str into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+/// `x` as serde_json prints a number made from it (`null` when it is not finite).
+fn json_f64(out: &mut Vec<u8>, x: f64) {
+    let _ = serde_json::to_writer(&mut *out, &serde_json::Value::from(x));
+}
+
 /// Each of `sessions` with its peak among `peaks` (`None`: no request).
 pub fn peaks_by_session(sessions: &[String], peaks: &[Peak]) -> Vec<(String, Option<Peak>)> {
     sessions
@@ -435,4 +560,97 @@ pub fn thousands(n: u64) -> String {
         out.push(c);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::noa::nudge::NudgeKind;
+    use crate::noa::rebuild::Shown;
+
+    fn made(call: &str, blocks: &[(&str, i64)], tokens: i64) -> Made {
+        Made {
+            call: call.to_string(),
+            at: 3,
+            blocks: blocks.iter().map(|(b, t)| (b.to_string(), *t)).collect(),
+            tokens,
+            journal: false,
+        }
+    }
+
+    fn point(number: usize, counted: u64, sent: u64) -> Point {
+        Point {
+            number,
+            request: Request {
+                at: number * 2,
+                history: counted + 7,
+                counted,
+                sent,
+                cut: 0,
+                cut_tokens: 0,
+                live_blocks: 0,
+                nudge: None,
+            },
+            uuid: format!("u-{number}"),
+            timestamp: None,
+            line: number as u64,
+            reported: None,
+            answers: Vec::new(),
+            ctl: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn each_line_is_the_json_value_printed() {
+        let mut points = vec![point(1, 13, 13), point(2, 190_000, 201_000), point(3, 0, 0)];
+        let p = &mut points[1];
+        p.timestamp = Some("2025-06-02T09:09:59.305787387Z".into());
+        p.uuid = "quote \" back \\ tab \t nl \n é \u{1}".into();
+        p.reported = Some(229);
+        p.request.cut = 4;
+        p.request.cut_tokens = 1234;
+        p.request.live_blocks = 2;
+        p.request.nudge = Some(Shown {
+            kind: NudgeKind::Tier2,
+            tier: 2,
+            targets: vec!["b1".into(), "b\"2".into()],
+        });
+        p.answers = vec![
+            Answer {
+                call: "c1".into(),
+                made: Some(made("c1", &[("b3", 1), ("b4", 2)], -5)),
+                why: None,
+            },
+            Answer {
+                call: "c\u{7f}2".into(),
+                made: None,
+                why: Some("its result reports no block".into()),
+            },
+            Answer {
+                call: "c3".into(),
+                made: None,
+                why: None,
+            },
+        ];
+        p.ctl = vec![made("ctl-1", &[], 0), made("ctl-2", &[("b9", 3)], 77)];
+        points[2].reported = Some(0);
+        points[2].request.nudge = Some(Shown {
+            kind: NudgeKind::Emergency,
+            tier: 1,
+            targets: Vec::new(),
+        });
+        for window in [200_000, 0, 3] {
+            let tl = Timeline {
+                session: "s".into(),
+                window,
+                floor_ratio: 0.3,
+                pressure_ratio: 0.6,
+                truncate_ratio: 0.9,
+                messages: 9,
+                points: points.clone(),
+            };
+            let want: String = points.iter().map(|p| format!("{}\n", tl.line(p))).collect();
+            assert_eq!(String::from_utf8(tl.to_jsonl()).unwrap(), want);
+        }
+    }
 }

@@ -309,14 +309,17 @@ fn replay(inputs: &Replay<'_>, asked: Option<Asked<'_>>) -> (Rebuilt, History) {
                 // The call's refs go into the state itself (a copy would copy its ref maps),
                 // taken back if the call is not replayed.
                 let recorded = t.record_undoable(&mut out.state);
-                let ledger = out.state.clone();
+                // The state goes into the call, what the call may change kept to put back
+                // if it is refused.
+                let undo = Taken::of(&out.state);
+                let ledger = std::mem::replace(&mut out.state, State::initial(""));
                 let applied = compress::apply_owned(&t, ledger, &parsed.ranges, cfg, c.call, place);
                 growing.keep(t);
                 (
                     false,
                     (c.call.to_string(), msg_of(index)),
                     applied,
-                    Some(recorded),
+                    Some((recorded, undo)),
                 )
             }
             Event::Capture(k) => {
@@ -373,9 +376,12 @@ fn replay(inputs: &Replay<'_>, asked: Option<Asked<'_>>) -> (Rebuilt, History) {
         if let Some(why) = why {
             // The refs the call's view handed out are not recorded: the next request hands
             // them out again.
-            drop(state);
-            if let Some(r) = recorded {
-                r.undo(&mut out.state);
+            match recorded {
+                Some((refs, taken)) => {
+                    out.state = taken.restore(state);
+                    refs.undo(&mut out.state);
+                }
+                None => drop(state),
             }
             growing.reset();
             out.skipped.push(format!("{call}: {why}"));
@@ -413,6 +419,35 @@ fn replay(inputs: &Replay<'_>, asked: Option<Asked<'_>>) -> (Rebuilt, History) {
     seen.skipped.clone_from(&out.skipped);
     (seen.grown, seen.whole) = (growing.grown, growing.whole);
     (out, seen)
+}
+
+/// The replay's state as it went into a Compress call (see [`compress::Undo`]); in debug
+/// builds the whole of it, to check what is put back.
+struct Taken {
+    undo: compress::Undo,
+    #[cfg(debug_assertions)]
+    whole: State,
+}
+
+impl Taken {
+    fn of(state: &State) -> Taken {
+        Taken {
+            undo: compress::Undo::of(state),
+            #[cfg(debug_assertions)]
+            whole: state.clone(),
+        }
+    }
+
+    /// The state before the call, from the one the call left.
+    fn restore(self, mut state: State) -> State {
+        self.undo.restore(&mut state);
+        #[cfg(debug_assertions)]
+        assert!(
+            state == self.whole,
+            "a refused call's state is not put back whole"
+        );
+        state
+    }
 }
 
 /// What a request's turn shows.
