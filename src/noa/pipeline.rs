@@ -575,13 +575,18 @@ impl UndoRecord {
 
 /// The union of the effective coverage of the live blocks.
 pub fn covered<'s>(state: &'s State, active: &[bool]) -> FastSet<&'s str> {
-    state
-        .blocks()
-        .iter()
-        .zip(active)
-        .filter(|(_, &a)| a)
-        .flat_map(|(b, _)| b.effective_message_ids.iter().map(String::as_str))
-        .collect()
+    let live = || {
+        state
+            .blocks()
+            .iter()
+            .zip(active)
+            .filter(|(_, &a)| a)
+            .map(|(b, _)| &b.effective_message_ids)
+    };
+    // Sized once: a long session's blocks cover most of it.
+    let mut out = FastSet::with_capacity_and_hasher(live().map(Vec::len).sum(), Default::default());
+    out.extend(live().flatten().map(String::as_str));
+    out
 }
 
 /// The number of a block id as the prune orders anchors (`b12` → 12; anything else 0).

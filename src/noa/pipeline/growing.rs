@@ -246,11 +246,10 @@ impl<'a> Growing<'a> {
                 .map(|c| c.call),
         );
         self.calls_of.1 = t.proj.len();
-        self.effective = state
-            .blocks()
-            .iter()
-            .flat_map(|b| b.effective_message_ids.iter().map(|id| id_hash(id)))
-            .collect();
+        self.effective.clear();
+        let ids = state.blocks().iter().map(|b| &b.effective_message_ids);
+        self.effective.reserve(ids.clone().map(Vec::len).sum());
+        self.effective.extend(ids.flatten().map(|id| id_hash(id)));
         let mut cursor = refs::highest_recorded(state) + 1;
         for &i in &t.new_refs {
             if let Slot::Num(n) = t.slots[i as usize] {
