@@ -109,6 +109,9 @@ pub struct Placement<'f> {
     /// RFC 3339 (seconds) and Unix time of "now".
     pub created: String,
     pub now: i64,
+    /// Whether the new blocks' archives are wanted with their messages (a replay that keeps
+    /// only states and requests does not copy every compressed message's text).
+    pub entries: bool,
 }
 
 impl<'f> Placement<'f> {
@@ -120,6 +123,16 @@ impl<'f> Placement<'f> {
             session,
             created: created.into(),
             now,
+            entries: true,
+        }
+    }
+
+    /// The same placement, the archives made without their entries.
+    pub fn without_entries(&self) -> Placement<'f> {
+        Placement {
+            created: self.created.clone(),
+            entries: false,
+            ..*self
         }
     }
 }
@@ -698,7 +711,12 @@ fn build(
     let consumed_by: HashMap<&str, &Block> =
         consumed.iter().map(|b| (b.block_id.as_str(), b)).collect();
     let mut entries = Vec::new();
-    for m in &msgs[start.min(msgs.len())..(end + 1).min(msgs.len())] {
+    let archived = if place.entries {
+        start.min(msgs.len())..(end + 1).min(msgs.len())
+    } else {
+        0..0
+    };
+    for m in &msgs[archived] {
         if let Origin::Summary { .. } = m.core.origin {
             let id = m
                 .core

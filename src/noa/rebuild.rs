@@ -214,6 +214,14 @@ fn replay(inputs: &Replay<'_>, asked: Option<Asked<'_>>) -> (Rebuilt, History) {
         journal,
         path,
     } = *inputs;
+    // Only the rebuild keeps the archives.
+    let history_place;
+    let place = if asked.is_some() {
+        history_place = place.without_entries();
+        &history_place
+    } else {
+        place
+    };
     let points = asked.map(|a| a.points);
     let (grow, requests) = asked.map_or((true, false), |a| (a.grow, a.requests));
     let last = points.map(|ps| ps.iter().copied().max().unwrap_or(0));
