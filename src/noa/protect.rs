@@ -67,23 +67,33 @@ pub fn is_hard_paired(c: &Core<'_>, cfg: &NoaConfig, calls: &HashSet<&str>) -> b
 /// The soft protected zone: the refs in it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Zone {
-    pub slots: FastSet<Slot>,
-    /// The least canonical ref in it: most messages asked about are older (asked for each
-    /// message of a view, many times per replay).
+    /// Its least canonical ref (`u32::MAX` for none), and which numbers from it on are in
+    /// it, one bit each (a zone is made at every request of a replay and asked about each
+    /// message its scan meets: bits are cheaper to make and to ask than a set).
     least: u32,
+    bits: Vec<u64>,
+    /// Its other refs (rare).
+    others: Vec<Slot>,
 }
 
 impl Zone {
-    fn new(slots: FastSet<Slot>) -> Zone {
-        let least = slots
+    fn new(nums: &[u32], others: Vec<Slot>) -> Zone {
+        let least = nums.iter().copied().min().unwrap_or(u32::MAX);
+        let span = nums
             .iter()
-            .filter_map(|s| match s {
-                Slot::Num(n) => Some(*n),
-                _ => None,
-            })
-            .min()
-            .unwrap_or(u32::MAX);
-        Zone { slots, least }
+            .map(|&n| n - least)
+            .max()
+            .map_or(0, |s| s as usize + 1);
+        let mut bits = vec![0u64; span.div_ceil(64)];
+        for &n in nums {
+            let k = (n - least) as usize;
+            bits[k / 64] |= 1 << (k % 64);
+        }
+        Zone {
+            least,
+            bits,
+            others,
+        }
     }
 
     /// The least canonical ref in it (`u32::MAX` for none).
@@ -91,11 +101,30 @@ impl Zone {
         self.least
     }
 
+    /// Whether every ref in it is canonical.
+    pub fn all_canonical(&self) -> bool {
+        self.others.is_empty()
+    }
+
     pub fn contains(&self, slot: &Slot) -> bool {
         match slot {
-            Slot::Num(n) if *n < self.least => false,
-            slot => !self.slots.is_empty() && self.slots.contains(slot),
+            Slot::Num(n) => n.checked_sub(self.least).is_some_and(|k| {
+                let k = k as usize;
+                self.bits
+                    .get(k / 64)
+                    .is_some_and(|w| w & (1 << (k % 64)) != 0)
+            }),
+            slot => self.others.contains(slot),
         }
+    }
+
+    /// Its refs as a set.
+    pub fn slots(&self) -> FastSet<Slot> {
+        let span = self.bits.len() * 64;
+        let nums = (0..span)
+            .filter(|&k| self.bits[k / 64] & (1 << (k % 64)) != 0)
+            .map(|k| Slot::Num(self.least + k as u32));
+        nums.chain(self.others.iter().cloned()).collect()
     }
 }
 
@@ -109,7 +138,12 @@ pub fn soft_zone<'s, 'a: 's>(
     from_last: impl IntoIterator<Item = (&'s Core<'a>, bool, &'s Slot, bool, u64)>,
     cfg: &NoaConfig,
 ) -> Zone {
-    let mut out = FastSet::default();
+    let (mut nums, mut others) = (Vec::new(), Vec::new());
+    let mut out = |slot: &Slot| match slot {
+        Slot::Num(n) => nums.push(*n),
+        other if !others.contains(other) => others.push(other.clone()),
+        _ => {}
+    };
     let n = cfg.protect_recent_messages;
     let want_tokens = cfg.protect_recent_tokens;
     let (mut seen, mut acc) = (0usize, 0u64);
@@ -125,13 +159,13 @@ pub fn soft_zone<'s, 'a: 's>(
         let by_count = seen < n;
         let by_tokens = want_tokens > 0 && acc < want_tokens;
         if by_count || by_tokens {
-            out.insert(slot.clone());
+            out(slot);
         }
         if by_tokens {
             acc += tokens;
         }
         if !user_found && c.role == Role::User {
-            out.insert(slot.clone());
+            out(slot);
             user_found = true;
         }
         seen += 1;
@@ -139,7 +173,7 @@ pub fn soft_zone<'s, 'a: 's>(
             break;
         }
     }
-    Zone::new(out)
+    Zone::new(&nums, others)
 }
 
 #[cfg(test)]
@@ -235,7 +269,7 @@ mod tests {
                     .map(|(c, slot, covered)| (c, c.headed, slot, *covered, c.tokens())),
                 &cfg,
             );
-            assert_eq!(zone.slots, zone_by_rules(&items, &cfg), "round {round}");
+            assert_eq!(zone.slots(), zone_by_rules(&items, &cfg), "round {round}");
         }
     }
 }

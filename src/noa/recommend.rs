@@ -43,7 +43,7 @@ pub struct Recommendation {
 
 /// The soft protected zone of a turn's view.
 pub fn soft_zone(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> FastSet<Slot> {
-    zone(t, &t.facts(state, cfg), cfg).slots
+    zone(t, &t.facts(state, cfg), cfg).slots()
 }
 
 fn zone(t: &Turn<'_, '_>, facts: &Facts<'_>, cfg: &NoaConfig) -> protect::Zone {
@@ -266,7 +266,7 @@ impl Resume {
         let from = match self.mark.take() {
             Some(m)
                 if t.kept.is_some()
-                    && !soft.slots.iter().any(|s| !matches!(s, Slot::Num(_)))
+                    && soft.all_canonical()
                     && m.highest < soft.least()
                     && first_difference(&self.cuts, &cuts).is_none_or(|d| d >= m.core) =>
             {
