@@ -517,6 +517,24 @@ pub fn parse_state(bytes: &[u8]) -> Result<State, StateLoadError> {
     Ok(state)
 }
 
+/// [`parse_state`] for all but the ref maps and the token snapshot, left empty (what a
+/// replay reads of a session's state: where it keeps its blocks' archives). Their values
+/// are read as JSON only: a file [`parse_state`] refuses for what those two hold is read
+/// for its blocks.
+pub fn parse_state_blocks(bytes: &[u8]) -> Result<State, StateLoadError> {
+    let text = go_tolerant(bytes);
+    let mut state = decode::BlocksOf(State::zero());
+    let mut de = serde_json::Deserializer::from_slice(&text);
+    state
+        .decode(&mut de, KeyPath::Root)
+        .and_then(|()| de.end())
+        .map_err(|e| StateLoadError::Malformed(e.to_string()))?;
+    if state.0.version != 1 {
+        return Err(StateLoadError::Version(state.0.version));
+    }
+    Ok(state.0)
+}
+
 /// The outcome of loading a session's `state.json`: always a usable state.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StateLoad {
@@ -543,13 +561,26 @@ impl StateLoad {
 /// an I/O error or `version != 1` gives an error *and* the initial state of `session_id`.
 /// Nothing is repaired or rebuilt here. A symbolic link is not followed (an I/O error).
 pub fn load_state(path: &std::path::Path, session_id: &str) -> StateLoad {
+    load_state_with(path, session_id, parse_state)
+}
+
+/// [`load_state`] by [`parse_state_blocks`].
+pub fn load_state_blocks(path: &std::path::Path, session_id: &str) -> StateLoad {
+    load_state_with(path, session_id, parse_state_blocks)
+}
+
+fn load_state_with(
+    path: &std::path::Path,
+    session_id: &str,
+    parse: fn(&[u8]) -> Result<State, StateLoadError>,
+) -> StateLoad {
     let failed = |error: StateLoadError| StateLoad {
         state: State::initial(session_id),
         error: Some(error),
         exists: true,
     };
     match crate::format::read_no_follow(path) {
-        Ok(bytes) => match parse_state(&bytes) {
+        Ok(bytes) => match parse(&bytes) {
             Ok(state) => StateLoad {
                 state,
                 error: None,
@@ -565,6 +596,35 @@ pub fn load_state(path: &std::path::Path, session_id: &str) -> StateLoad {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_state_read_for_its_blocks_is_the_state_without_its_ref_maps() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/norma/corpus/noa");
+        let mut read = 0;
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let Ok(bytes) = std::fs::read(entry.path().join("state.json")) else {
+                continue;
+            };
+            let mut whole = parse_state(&bytes).unwrap();
+            assert!(!whole.message_refs.by_raw.is_empty());
+            whole.message_refs = MessageRefs::default();
+            whole.token_snapshot.clear();
+            assert_eq!(parse_state_blocks(&bytes).unwrap(), whole);
+            read += 1;
+        }
+        assert!(read > 0, "no corpus state under {dir}");
+        // Keys fold as Go folds them, and the version is checked.
+        let odd =
+            br#"{"VERSION":1,"BLOCKS":[{"blockid":"b1"}],"messagerefs":{"byRaw":{"a":"m00001"}}}"#;
+        let s = parse_state_blocks(odd).unwrap();
+        assert_eq!(s.blocks()[0].block_id, "b1");
+        assert!(s.message_refs.by_raw.is_empty());
+        assert!(matches!(
+            parse_state_blocks(br#"{"version":2}"#),
+            Err(StateLoadError::Version(2))
+        ));
+        assert!(parse_state_blocks(b"{").is_err());
+    }
 
     #[test]
     fn a_ref_map_knows_its_highest_ref_through_changes_and_copies() {

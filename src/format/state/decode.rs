@@ -431,6 +431,31 @@ record!(State {
     "derivedFrom" => derived_from,
 });
 
+/// A state decoded for its blocks: its ref maps and token snapshot are read past (a long
+/// session's maps hold an entry per message, and a replay needs only where its state keeps
+/// the blocks' archives).
+pub(super) struct BlocksOf(pub(super) State);
+
+impl Record for BlocksOf {
+    const FIELDS: &'static [&'static str] = State::FIELDS;
+
+    fn extra_mut(&mut self) -> &mut Map<String, Value> {
+        self.0.extra_mut()
+    }
+
+    fn field<'de, A: MapAccess<'de>>(
+        &mut self,
+        field: &str,
+        map: &mut A,
+        path: KeyPath<'_>,
+    ) -> Result<(), A::Error> {
+        match field {
+            "messageRefs" | "tokenSnapshot" => map.next_value::<de::IgnoredAny>().map(drop),
+            _ => self.0.field(field, map, path),
+        }
+    }
+}
+
 record!(Block {
     "blockId" => block_id,
     "tier" => tier,

@@ -168,6 +168,8 @@ pub fn history(
 pub struct SessionFiles {
     pub transcript: Transcript,
     pub journal: journal::JournalRead,
+    /// Its blocks and the rest but the ref maps and token snapshot (see
+    /// [`crate::format::state::parse_state_blocks`]).
     pub state: State,
 }
 
@@ -178,7 +180,7 @@ impl SessionFiles {
         let transcript = command_transcript(paths, sid)?;
         let jpath = paths.journal_path(sid);
         let journal = journal::read(&jpath).map_err(|e| io_err("cannot read", &jpath, e))?;
-        let state = crate::format::state::load_state(&paths.state_path(sid), sid).state;
+        let state = crate::format::state::load_state_blocks(&paths.state_path(sid), sid).state;
         Ok(SessionFiles {
             transcript,
             journal,
@@ -201,7 +203,7 @@ impl SessionFiles {
         }
         let path = paths.transcript_path(sid);
         let transcript = transcript_or_error(session::load_first_messages(&path, sid, messages))?;
-        let state = crate::format::state::load_state(&paths.state_path(sid), sid).state;
+        let state = crate::format::state::load_state_blocks(&paths.state_path(sid), sid).state;
         Ok(SessionFiles {
             transcript,
             journal,
