@@ -470,12 +470,8 @@ struct Shared<'t, 'a, 's> {
 
 impl<'t, 'a, 's> Shared<'t, 'a, 's> {
     fn of(msgs: &[M<'t, 'a>], state: &'s State, cfg: &NoaConfig) -> Self {
-        let covered: FastSet<&'s str> = state
-            .blocks()
-            .iter()
-            .filter(|b| b.active)
-            .flat_map(|b| b.effective_message_ids.iter().map(String::as_str))
-            .collect();
+        let active: Vec<bool> = state.blocks().iter().map(|b| b.active).collect();
+        let covered = super::pipeline::covered(state, &active);
         let soft = protect::soft_zone(
             msgs.iter().rev().map(|m| {
                 (
