@@ -638,18 +638,18 @@ fn sized<'p, 'a>(
     cfg: &NoaConfig,
     archive_path: &dyn Fn(&Block) -> String,
 ) -> Turn<'p, 'a> {
-    sized_knowing(proj, state, cfg, archive_path, None)
+    sized_knowing(proj, state, cfg, archive_path, None).0
 }
 
 /// [`sized`], the refs of the first cores `known` already (each recorded in `state`, as
-/// [`refs::assign`] would find them).
-fn sized_knowing<'p, 'a>(
+/// [`refs::assign`] would find them); with the ids its live blocks cover ([`covered`]).
+fn sized_knowing<'p, 'a, 's>(
     proj: &'p [Core<'a>],
-    state: &State,
+    state: &'s State,
     cfg: &NoaConfig,
     archive_path: &dyn Fn(&Block) -> String,
     known: Option<Vec<Slot>>,
-) -> Turn<'p, 'a> {
+) -> (Turn<'p, 'a>, FastSet<&'s str>) {
     let protected = |c: &Core<'_>| protect::is_hard(c, cfg);
     let (slots, new_refs) = match known {
         Some(mut slots) => {
@@ -670,12 +670,16 @@ fn sized_knowing<'p, 'a>(
     };
     let items = (0..proj.len() as u32).map(Pos::Core).collect();
     let mut t = Turn::before_step4(proj, slots, new_refs, Vec::new(), Vec::new(), items);
+    let mut live = FastSet::default();
     if !state.blocks().is_empty() {
         let index = first_index(proj);
         t.active = liveness(state, &index);
-        prune(&mut t, state, &index, archive_path);
+        live = covered(state, &t.active);
+        if !live.is_empty() {
+            prune(&mut t, state, &index, archive_path, live.clone());
+        }
     }
-    t
+    (t, live)
 }
 
 /// Run the pipeline over a projection. `archive_path` names each block's archive in its

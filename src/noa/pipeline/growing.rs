@@ -43,6 +43,9 @@ pub struct Growing<'a> {
     /// Every effective id of the state's blocks, hashed (two ids of one hash only send a
     /// request through the whole pipeline).
     effective: FastSet<u64>,
+    /// How many of the state's blocks `effective` holds the ids of, and the last one's id
+    /// and call.
+    effective_of: (usize, (String, String)),
     /// Per core: [`COVERED`], [`PAIRED`], [`MADE`], [`LIVE`] (see [`Kept::facts`]).
     facts: std::sync::Arc<Vec<u8>>,
     /// Per block of the state ([`Kept::blocks`]).
@@ -125,8 +128,8 @@ impl<'a> Growing<'a> {
                 let known =
                     (self.recorded && self.slots.len() == self.len && self.len <= proj.len())
                         .then(|| std::mem::take(&mut self.slots));
-                let t = sized_knowing(proj, state, cfg, archive_path, known);
-                self.start(&t, state, cfg);
+                let (t, live) = sized_knowing(proj, state, cfg, archive_path, known);
+                self.start(&t, state, cfg, live);
                 (t, false)
             }
         };
@@ -201,8 +204,8 @@ impl<'a> Growing<'a> {
         }
     }
 
-    /// Keep what a whole run of steps 1–3 made.
-    fn start(&mut self, t: &Turn<'_, 'a>, state: &State, cfg: &NoaConfig) {
+    /// Keep what a whole run of steps 1–3 made (`live`: the ids its live blocks cover).
+    fn start(&mut self, t: &Turn<'_, 'a>, state: &State, cfg: &NoaConfig, live: FastSet<&str>) {
         self.hidden = None;
         self.len = t.proj.len();
         self.slots = t.slots.clone();
@@ -210,7 +213,7 @@ impl<'a> Growing<'a> {
         self.synth = t.synth.clone();
         self.summaries = t.synth.len();
         self.items = t.items.clone();
-        let live = covered(state, &t.active);
+        debug_assert_eq!(live, covered(state, &t.active));
         self.stripping = !state.blocks().is_empty() && !live.is_empty();
         let calls = protect::protected_calls(t.items.iter().map(|&p| t.core(p)), cfg);
         let of_blocks = block_calls(state, &t.active);
@@ -246,10 +249,37 @@ impl<'a> Growing<'a> {
                 .map(|c| c.call),
         );
         self.calls_of.1 = t.proj.len();
-        self.effective.clear();
-        let ids = state.blocks().iter().map(|b| &b.effective_message_ids);
+        // A replay's blocks are only added to (a refused call's taken off again): the ids of
+        // the blocks hashed before are kept while the last of them is the same block.
+        let blocks = state.blocks();
+        let (n, last) = &self.effective_of;
+        let from = match n.checked_sub(1).and_then(|k| blocks.get(k)) {
+            Some(b) if (b.block_id.as_str(), b.compress_call_id.as_str()) == (&last.0, &last.1) => {
+                *n
+            }
+            _ => {
+                self.effective.clear();
+                0
+            }
+        };
+        let ids = blocks[from..].iter().map(|b| &b.effective_message_ids);
         self.effective.reserve(ids.clone().map(Vec::len).sum());
         self.effective.extend(ids.flatten().map(|id| id_hash(id)));
+        self.effective_of = match blocks.last() {
+            Some(b) => (
+                blocks.len(),
+                (b.block_id.clone(), b.compress_call_id.clone()),
+            ),
+            None => Default::default(),
+        };
+        #[cfg(debug_assertions)]
+        {
+            let all: FastSet<u64> = blocks
+                .iter()
+                .flat_map(|b| b.effective_message_ids.iter().map(|id| id_hash(id)))
+                .collect();
+            assert_eq!(all, self.effective, "kept effective ids differ");
+        }
         let mut cursor = refs::highest_recorded(state) + 1;
         for &i in &t.new_refs {
             if let Slot::Num(n) = t.slots[i as usize] {

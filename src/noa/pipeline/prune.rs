@@ -33,17 +33,15 @@ pub(super) fn liveness(state: &State, index: &FastMap<&str, u32>) -> Vec<bool> {
         .collect()
 }
 
-/// Step 3: covered content out, summaries in, then the repairs.
+/// Step 3: covered content out, summaries in, then the repairs; `covered` is what the live
+/// blocks cover (not empty: nothing would be pruned).
 pub(super) fn prune(
     t: &mut Turn<'_, '_>,
     state: &State,
     index: &FastMap<&str, u32>,
     archive_path: &dyn Fn(&Block) -> String,
+    mut covered: FastSet<&str>,
 ) {
-    let mut covered = covered(state, &t.active);
-    if covered.is_empty() {
-        return;
-    }
     let msgs: Vec<&Core<'_>> = t.proj.iter().collect();
     keep_reasoning_of_visible_turns(&msgs, &mut covered);
     keep_compress_pairs_whole(&msgs, &mut covered);
