@@ -45,6 +45,8 @@ pub struct Edits {
     /// there is no edit.
     at: Vec<u32>,
     list: Vec<Edit>,
+    /// The projection index of each of `list`.
+    of: Vec<u32>,
 }
 
 impl Edits {
@@ -65,8 +67,18 @@ impl Edits {
             None => {
                 self.at[i] = self.list.len() as u32;
                 self.list.push(edit);
+                self.of.push(i as u32);
             }
         }
+    }
+
+    /// No edit, the room for them kept (a replay's turns reuse it).
+    pub fn clear(&mut self) {
+        for &i in &self.of {
+            self.at[i as usize] = u32::MAX;
+        }
+        self.list.clear();
+        self.of.clear();
     }
 
     pub fn is_empty(&self) -> bool {

@@ -64,6 +64,9 @@ pub struct Growing<'a> {
     resume: crate::noa::recommend::Resume,
     /// What the truncation may cut, found for the requests before.
     candidates: truncate::Candidates,
+    /// The room a turn's edits and list took, given to the next one.
+    spare_edits: Edits,
+    spare_items: Vec<Pos>,
     /// Every request through the whole pipeline (what grown ones are checked against).
     never: bool,
     /// Requests made from what was kept, and through the whole pipeline (what a test or a
@@ -115,7 +118,9 @@ impl<'a> Growing<'a> {
                 let synth = std::mem::take(&mut self.synth);
                 let active = self.active.clone();
                 // Its list is step 4's, made by `hide`.
-                let mut t = Turn::before_step4(proj, slots, new_refs, active, synth, Vec::new());
+                let mut items = std::mem::take(&mut self.spare_items);
+                items.clear();
+                let mut t = Turn::before_step4(proj, slots, new_refs, active, synth, items);
                 t.kept = Some(Kept {
                     new_from,
                     facts: self.facts.clone(),
@@ -133,6 +138,8 @@ impl<'a> Growing<'a> {
                 (t, false)
             }
         };
+        debug_assert!(t.edits.is_empty());
+        t.edits = std::mem::take(&mut self.spare_edits);
         let measure = self.hide(&mut t, state, grown);
         let carried = Carried {
             resume: &mut self.resume,
@@ -191,7 +198,10 @@ impl<'a> Growing<'a> {
     }
 
     /// Take back what a turn from [`Growing::turn`] borrowed.
-    pub fn keep(&mut self, t: Turn<'_, 'a>) {
+    pub fn keep(&mut self, mut t: Turn<'_, 'a>) {
+        self.spare_edits = std::mem::take(&mut t.edits);
+        self.spare_edits.clear();
+        self.spare_items = std::mem::take(&mut t.items);
         if self.kept && t.slots.len() == self.len {
             self.slots = t.slots;
             self.synth = t.synth;
