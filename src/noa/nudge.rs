@@ -179,7 +179,7 @@ pub fn not_shown(t: &Turn<'_, '_>, cfg: &NoaConfig) -> Decision {
 
 /// Decide the nudge for a turn's view.
 pub fn decide(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> Decision {
-    decide_with(t, state, cfg, recommend::recommend(t, state, cfg))
+    decide_with(t, state, cfg, recommend::recommend(t, state, cfg), true)
 }
 
 /// [`decide`] with the view's recommendation made already.
@@ -188,7 +188,10 @@ pub fn decide_with(
     state: &State,
     cfg: &NoaConfig,
     rec: Recommendation,
+    explain: bool,
 ) -> Decision {
+    // The reason is written only when asked for (a replay decides thousands of nudges).
+    let why = |f: &dyn Fn() -> String| if explain { f() } else { String::new() };
     let count = t.count;
     let usage = if cfg.window > 0 {
         count as f64 / cfg.window as f64
@@ -288,21 +291,25 @@ pub fn decide_with(
             }
         }
         if (best_pending as u64) < min_benefit {
-            d.reason = format!(
+            d.reason = why(&|| {
+                format!(
                 "pressure at {:.0}% but the best tier reclaims only {} (< {} minimum benefit); {}",
                 usage * 100.0,
                 best_pending.max(0),
                 min_benefit,
                 pending_summary(&pending)
-            );
+            )
+            });
         } else {
-            let reason = format!(
-                "pressure at {:.0}%: tier {} reclaims {}; {}",
-                usage * 100.0,
-                best + 1,
-                best_pending,
-                pending_summary(&pending)
-            );
+            let reason = why(&|| {
+                format!(
+                    "pressure at {:.0}%: tier {} reclaims {}; {}",
+                    usage * 100.0,
+                    best + 1,
+                    best_pending,
+                    pending_summary(&pending)
+                )
+            });
             choose(&mut d, best as u32 + 1, reason);
         }
         return d;
@@ -313,10 +320,12 @@ pub fn decide_with(
         && usage >= cfg.floor_ratio
         && pending.iter().copied().max().unwrap_or(0) >= adaptive;
     if !first_sight && growth < gate as i64 {
-        d.reason = format!(
-            "below cadence: grew {growth} of {gate} since the last nudge; {}",
-            pending_summary(&pending)
-        );
+        d.reason = why(&|| {
+            format!(
+                "below cadence: grew {growth} of {gate} since the last nudge; {}",
+                pending_summary(&pending)
+            )
+        });
         return d;
     }
     let tier2_threshold =
@@ -332,28 +341,34 @@ pub fn decide_with(
         last == 0 || count as i64 - last >= gate as i64
     };
     if pending[0] >= adaptive {
-        let reason = format!(
-            "growth: tier 1 has {} pending (>= {adaptive}); {}",
-            pending[0],
-            pending_summary(&pending)
-        );
+        let reason = why(&|| {
+            format!(
+                "growth: tier 1 has {} pending (>= {adaptive}); {}",
+                pending[0],
+                pending_summary(&pending)
+            )
+        });
         choose(&mut d, 1, reason);
         return d;
     }
     if t2_count_ready || (pending[1] >= tier2_threshold && pending[1] > pending[0]) {
         if cadence_ready(2) {
-            let reason = format!(
-                "growth: tier 2 ready ({} block(s), {} pending); {}",
-                counts[1],
-                pending[1],
-                pending_summary(&pending)
-            );
+            let reason = why(&|| {
+                format!(
+                    "growth: tier 2 ready ({} block(s), {} pending); {}",
+                    counts[1],
+                    pending[1],
+                    pending_summary(&pending)
+                )
+            });
             choose(&mut d, 2, reason);
         } else {
-            d.reason = format!(
-                "tier 2 held back by its cadence; {}",
-                pending_summary(&pending)
-            );
+            d.reason = why(&|| {
+                format!(
+                    "tier 2 held back by its cadence; {}",
+                    pending_summary(&pending)
+                )
+            });
         }
         return d;
     }
@@ -361,25 +376,31 @@ pub fn decide_with(
         || (pending[2] >= tier2_threshold && pending[2] > pending[1] && pending[2] > pending[0])
     {
         if cadence_ready(3) {
-            let reason = format!(
-                "growth: tier 3 ready ({} block(s), {} pending); {}",
-                counts[2],
-                pending[2],
-                pending_summary(&pending)
-            );
+            let reason = why(&|| {
+                format!(
+                    "growth: tier 3 ready ({} block(s), {} pending); {}",
+                    counts[2],
+                    pending[2],
+                    pending_summary(&pending)
+                )
+            });
             choose(&mut d, 3, reason);
         } else {
-            d.reason = format!(
-                "tier 3 held back by its cadence; {}",
-                pending_summary(&pending)
-            );
+            d.reason = why(&|| {
+                format!(
+                    "tier 3 held back by its cadence; {}",
+                    pending_summary(&pending)
+                )
+            });
         }
         return d;
     }
-    d.reason = format!(
-        "growth ready but no tier qualifies; {}",
-        pending_summary(&pending)
-    );
+    d.reason = why(&|| {
+        format!(
+            "growth ready but no tier qualifies; {}",
+            pending_summary(&pending)
+        )
+    });
     d
 }
 

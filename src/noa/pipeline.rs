@@ -763,7 +763,7 @@ fn settle(
         Deciding::Shown | Deciding::Whole => Some(match resume {
             Some(r) => {
                 let rec = r.recommend(t, state, cfg);
-                nudge::decide_with(t, state, cfg, rec)
+                nudge::decide_with(t, state, cfg, rec, nudge == Deciding::Whole)
             }
             None => nudge::decide(t, state, cfg),
         }),
