@@ -5,6 +5,7 @@
 
 mod growing;
 mod hide;
+mod ids;
 mod prune;
 mod truncate;
 pub use super::edit::{Edit, TRUNCATE_MIN_TOKENS, TRUNCATION_MARKER};
@@ -650,18 +651,21 @@ fn sized<'p, 'a>(
     cfg: &NoaConfig,
     archive_path: &dyn Fn(&Block) -> String,
 ) -> Turn<'p, 'a> {
-    sized_knowing(proj, state, cfg, archive_path, None).0
+    let mut index = Default::default();
+    sized_knowing(proj, state, cfg, archive_path, None, &mut index).0
 }
 
 /// [`sized`], the refs of the first cores `known` already (each recorded in `state`, as
-/// [`refs::assign`] would find them); with the ids its live blocks cover ([`covered`]).
-fn sized_knowing<'p, 'a, 's>(
+/// [`refs::assign`] would find them), its ids numbered in `index` (grown from what it held
+/// of a shorter prefix of the same projection); with the ids its live blocks cover.
+fn sized_knowing<'p, 'a>(
     proj: &'p [Core<'a>],
-    state: &'s State,
+    state: &State,
     cfg: &NoaConfig,
     archive_path: &dyn Fn(&Block) -> String,
     known: Option<Vec<Slot>>,
-) -> (Turn<'p, 'a>, FastSet<&'s str>) {
+    index: &mut (ids::Ids<'p>, ids::Blocks),
+) -> (Turn<'p, 'a>, ids::Covered) {
     let protected = |c: &Core<'_>| protect::is_hard(c, cfg);
     let (slots, new_refs) = match known {
         Some(mut slots) => {
@@ -682,14 +686,16 @@ fn sized_knowing<'p, 'a, 's>(
     };
     let items = (0..proj.len() as u32).map(Pos::Core).collect();
     let mut t = Turn::before_step4(proj, slots, new_refs, Vec::new(), Vec::new(), items);
-    let mut live = FastSet::default();
-    if !state.blocks().is_empty() {
-        let index = first_index(proj);
-        t.active = liveness(state, &index);
-        live = covered(state, &t.active);
-        if !live.is_empty() {
-            prune(&mut t, state, &index, archive_path, live.clone());
-        }
+    if state.blocks().is_empty() {
+        return (t, ids::Covered::of(&ids::Blocks::default(), &[], 0));
+    }
+    let (ids, blocks) = index;
+    ids.cover(proj);
+    blocks.cover(state, ids);
+    t.active = liveness(state, blocks);
+    let live = ids::Covered::of(blocks, &t.active, proj.len());
+    if live.any() {
+        prune(&mut t, state, (ids, blocks), archive_path, live.clone());
     }
     (t, live)
 }

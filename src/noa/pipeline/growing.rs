@@ -19,7 +19,7 @@ struct Hidden {
 
 /// What consecutive requests share (see the module).
 #[derive(Default)]
-pub struct Growing<'a> {
+pub struct Growing<'p, 'a> {
     /// Whether what is kept is of the current blocks (the replay resets it when they change).
     kept: bool,
     /// Whether `slots` are those of the first `len` cores, each recorded in the state the next
@@ -64,6 +64,8 @@ pub struct Growing<'a> {
     resume: crate::noa::recommend::Resume,
     /// What the truncation may cut, found for the requests before.
     candidates: truncate::Candidates,
+    /// The ids of the projection numbered, and the state's blocks' (for the whole runs).
+    index: (ids::Ids<'p>, ids::Blocks),
     /// The room a turn's edits and list took, given to the next one.
     spare_edits: Edits,
     spare_items: Vec<Pos>,
@@ -75,9 +77,9 @@ pub struct Growing<'a> {
     pub whole: usize,
 }
 
-impl<'a> Growing<'a> {
+impl<'p, 'a> Growing<'p, 'a> {
     /// One that never grows: every request through the whole pipeline.
-    pub fn never() -> Growing<'a> {
+    pub fn never() -> Growing<'p, 'a> {
         Growing {
             never: true,
             ..Growing::default()
@@ -101,7 +103,7 @@ impl<'a> Growing<'a> {
     /// were over), as [`run`] makes it, its nudge decided as `nudge` asks. Give it back with
     /// [`Growing::keep`] once done with it; [`Growing::reset`] when its refs are not
     /// recorded in the state the next request is over.
-    pub fn turn<'p>(
+    pub fn turn(
         &mut self,
         proj: &'p [Core<'a>],
         state: &State,
@@ -133,7 +135,8 @@ impl<'a> Growing<'a> {
                 let known =
                     (self.recorded && self.slots.len() == self.len && self.len <= proj.len())
                         .then(|| std::mem::take(&mut self.slots));
-                let (t, live) = sized_knowing(proj, state, cfg, archive_path, known);
+                let (t, live) =
+                    sized_knowing(proj, state, cfg, archive_path, known, &mut self.index);
                 self.start(&t, state, cfg, live);
                 (t, false)
             }
@@ -215,7 +218,7 @@ impl<'a> Growing<'a> {
     }
 
     /// Keep what a whole run of steps 1–3 made (`live`: the ids its live blocks cover).
-    fn start(&mut self, t: &Turn<'_, 'a>, state: &State, cfg: &NoaConfig, live: FastSet<&str>) {
+    fn start(&mut self, t: &Turn<'_, 'a>, state: &State, cfg: &NoaConfig, live: ids::Covered) {
         self.hidden = None;
         self.len = t.proj.len();
         self.slots = t.slots.clone();
@@ -223,13 +226,22 @@ impl<'a> Growing<'a> {
         self.synth = t.synth.clone();
         self.summaries = t.synth.len();
         self.items = t.items.clone();
-        debug_assert_eq!(live, covered(state, &t.active));
-        self.stripping = !state.blocks().is_empty() && !live.is_empty();
+        self.stripping = !state.blocks().is_empty() && live.any();
         let calls = protect::protected_calls(t.items.iter().map(|&p| t.core(p)), cfg);
         let of_blocks = block_calls(state, &t.active);
         let mut facts = vec![0u8; t.proj.len()];
-        for (f, c) in facts.iter_mut().zip(t.proj) {
-            if !live.is_empty() && live.contains(c.id.as_ref()) {
+        let ids = &self.index.0;
+        #[cfg(debug_assertions)]
+        let by_id = covered(state, &t.active);
+        for ((i, f), c) in facts.iter_mut().enumerate().zip(t.proj) {
+            let is_covered = live.any() && live.contains(ids.first(i));
+            #[cfg(debug_assertions)]
+            assert_eq!(
+                is_covered,
+                by_id.contains(c.id.as_ref()),
+                "covered ids differ"
+            );
+            if is_covered {
                 *f |= COVERED;
             }
             *f |= call_facts(c, &of_blocks);

@@ -4,18 +4,9 @@
 
 use super::*;
 
-/// Each id's first position in the projection.
-pub(super) fn first_index<'c>(proj: &'c [Core<'_>]) -> FastMap<&'c str, u32> {
-    let mut index = FastMap::with_capacity_and_hasher(proj.len(), Default::default());
-    for (i, c) in proj.iter().enumerate() {
-        index.entry(c.id.as_ref()).or_insert(i as u32);
-    }
-    index
-}
-
 /// Step 2: a block absorbed by another is inactive; any other is live iff any of its
 /// effective messages is projected (its rendered summary never is).
-pub(super) fn liveness(state: &State, index: &FastMap<&str, u32>) -> Vec<bool> {
+pub(super) fn liveness(state: &State, blocks: &ids::Blocks) -> Vec<bool> {
     let absorbed: FastSet<&str> = state
         .blocks()
         .iter()
@@ -24,27 +15,26 @@ pub(super) fn liveness(state: &State, index: &FastMap<&str, u32>) -> Vec<bool> {
     state
         .blocks()
         .iter()
-        .map(|b| {
+        .enumerate()
+        .map(|(bi, b)| {
             !absorbed.contains(b.block_id.as_str())
-                && b.effective_message_ids
-                    .iter()
-                    .any(|id| index.contains_key(id.as_str()))
+                && blocks.firsts(bi).iter().any(|&f| f != ids::NONE)
         })
         .collect()
 }
 
 /// Step 3: covered content out, summaries in, then the repairs; `covered` is what the live
-/// blocks cover (not empty: nothing would be pruned).
+/// blocks cover (some projected id: else nothing would be pruned).
 pub(super) fn prune(
     t: &mut Turn<'_, '_>,
     state: &State,
-    index: &FastMap<&str, u32>,
+    (ids, firsts): (&ids::Ids<'_>, &ids::Blocks),
     archive_path: &dyn Fn(&Block) -> String,
-    mut covered: FastSet<&str>,
+    mut covered: ids::Covered,
 ) {
     let msgs: Vec<&Core<'_>> = t.proj.iter().collect();
-    keep_reasoning_of_visible_turns(&msgs, &mut covered);
-    keep_compress_pairs_whole(&msgs, &mut covered);
+    keep_reasoning_of_visible_turns(&msgs, ids, &mut covered);
+    keep_compress_pairs_whole(&msgs, ids, &mut covered);
     let first_user = t.proj.iter().position(|c| c.role == Role::User);
 
     let mut anchors: Vec<(usize, i64, u32)> = Vec::new();
@@ -52,12 +42,13 @@ pub(super) fn prune(
         if !t.active[bi] {
             continue;
         }
-        let at = b
-            .effective_message_ids
+        let at = firsts
+            .firsts(bi)
             .iter()
-            .filter_map(|id| index.get(id.as_str()))
+            .copied()
+            .filter(|&f| f != ids::NONE)
             .min()
-            .map_or(0, |&i| i as usize);
+            .map_or(0, |i| i as usize);
         anchors.push((at, block_number(&b.block_id), bi as u32));
     }
     anchors.sort_by_key(|&(at, n, _)| (at, n));
@@ -65,7 +56,7 @@ pub(super) fn prune(
     let blocks = state.blocks();
     let mut items = Vec::with_capacity(t.proj.len() + anchors.len());
     let mut next = 0;
-    for (i, c) in t.proj.iter().enumerate() {
+    for i in 0..t.proj.len() {
         while next < anchors.len() && anchors[next].0 == i {
             let bi = anchors[next].2;
             t.synth.push(summary_core(
@@ -76,7 +67,7 @@ pub(super) fn prune(
             items.push(Pos::Synth(t.synth.len() as u32 - 1));
             next += 1;
         }
-        if Some(i) == first_user || !covered.contains(c.id.as_ref()) {
+        if Some(i) == first_user || !covered.contains(ids.first(i)) {
             items.push(Pos::Core(i as u32));
         }
     }
@@ -92,37 +83,47 @@ pub(super) fn prune(
     strip_orphans(t);
 }
 
-/// A reasoning run whose turn keeps a visible act stays visible with it.
-pub(super) fn keep_reasoning_of_visible_turns(msgs: &[&Core<'_>], covered: &mut FastSet<&str>) {
+/// A reasoning run whose turn keeps a visible act stays visible with it (`msgs` are the
+/// projection `ids` numbers).
+pub(super) fn keep_reasoning_of_visible_turns(
+    msgs: &[&Core<'_>],
+    ids: &ids::Ids<'_>,
+    covered: &mut ids::Covered,
+) {
     for (reasoning, acts) in turns::runs(msgs) {
         if reasoning.is_empty() {
             continue;
         }
-        if msgs[acts].iter().any(|c| !covered.contains(c.id.as_ref())) {
-            for c in &msgs[reasoning] {
-                covered.remove(c.id.as_ref());
+        if acts.clone().any(|i| !covered.contains(ids.first(i))) {
+            for i in reasoning {
+                covered.remove(ids.first(i));
             }
         }
     }
 }
 
 /// A Compress exchange is covered whole or not at all.
-pub(super) fn keep_compress_pairs_whole(msgs: &[&Core<'_>], covered: &mut FastSet<&str>) {
-    let mut calls: FastMap<&str, &str> = FastMap::default();
-    let mut results: FastMap<&str, &str> = FastMap::default();
+pub(super) fn keep_compress_pairs_whole(
+    msgs: &[&Core<'_>],
+    ids: &ids::Ids<'_>,
+    covered: &mut ids::Covered,
+) {
+    let mut calls: FastMap<&str, usize> = FastMap::default();
+    let mut results: FastMap<&str, usize> = FastMap::default();
     let mut compress: Vec<&str> = Vec::new();
-    for c in msgs {
+    for (i, c) in msgs.iter().enumerate() {
         if c.kind == Kind::ToolCall && c.tool == COMPRESS_TOOL && !c.call.is_empty() {
             compress.push(c.call);
-            calls.insert(c.call, c.id.as_ref());
+            calls.insert(c.call, i);
         } else if c.kind == Kind::ToolResult && !c.call.is_empty() {
-            results.insert(c.call, c.id.as_ref());
+            results.insert(c.call, i);
         }
     }
     for call in compress {
-        let (Some(&cid), Some(&rid)) = (calls.get(call), results.get(call)) else {
+        let (Some(&ci), Some(&ri)) = (calls.get(call), results.get(call)) else {
             continue;
         };
+        let (cid, rid) = (ids.first(ci), ids.first(ri));
         if covered.contains(cid) != covered.contains(rid) {
             covered.remove(cid);
             covered.remove(rid);
