@@ -74,10 +74,15 @@ pub struct Zone {
     bits: Vec<u64>,
     /// Its other refs (rare).
     others: Vec<Slot>,
+    /// The least canonical ref of its recent tail (the last messages and those reaching the
+    /// token count; the last user text may be far older).
+    tail_least: u32,
+    /// The last user text's ref (`Some(None)`: the view has none; `None`: not looked for).
+    pub user: Option<Option<Slot>>,
 }
 
 impl Zone {
-    fn new(nums: &[u32], others: Vec<Slot>) -> Zone {
+    fn new(nums: &[u32], others: Vec<Slot>, tail_least: u32, user: Option<Option<Slot>>) -> Zone {
         let least = nums.iter().copied().min().unwrap_or(u32::MAX);
         let span = nums
             .iter()
@@ -93,7 +98,26 @@ impl Zone {
             least,
             bits,
             others,
+            tail_least,
+            user,
         }
+    }
+
+    /// The least canonical ref of its recent tail (`u32::MAX` for none).
+    pub fn tail_least(&self) -> u32 {
+        self.tail_least
+    }
+
+    /// Its canonical refs up to `n`, ascending.
+    pub fn nums_upto(&self, n: u32) -> Vec<u32> {
+        let Some(span) = n.checked_sub(self.least) else {
+            return Vec::new();
+        };
+        let span = (span as usize + 1).min(self.bits.len() * 64);
+        (0..span)
+            .filter(|&k| self.bits[k / 64] & (1 << (k % 64)) != 0)
+            .map(|k| self.least + k as u32)
+            .collect()
     }
 
     /// The least canonical ref in it (`u32::MAX` for none).
@@ -138,6 +162,24 @@ pub fn soft_zone<'s, 'a: 's>(
     from_last: impl IntoIterator<Item = (&'s Core<'a>, bool, &'s Slot, bool, u64)>,
     cfg: &NoaConfig,
 ) -> Zone {
+    soft_zone_knowing(from_last, cfg, None)
+}
+
+/// Whether a message the zone reads counts as a user text for it (see [`soft_zone`]).
+pub fn is_zone_user(c: &Core<'_>, headed: bool, slot: &Slot, covered: bool) -> bool {
+    c.role == Role::User
+        && !(covered || c.is_summary() || headed || !slot.is_ref())
+        && !never_preserve_recent(c)
+}
+
+/// [`soft_zone`], the last user text `known` already (`Some(None)`: there is none): read
+/// then only as far back as the recent tail reaches. What is known must be so: the last
+/// message [`is_zone_user`] holds for.
+pub fn soft_zone_knowing<'s, 'a: 's>(
+    from_last: impl IntoIterator<Item = (&'s Core<'a>, bool, &'s Slot, bool, u64)>,
+    cfg: &NoaConfig,
+    known: Option<Option<Slot>>,
+) -> Zone {
     let (mut nums, mut others) = (Vec::new(), Vec::new());
     let mut out = |slot: &Slot| match slot {
         Slot::Num(n) => nums.push(*n),
@@ -147,8 +189,9 @@ pub fn soft_zone<'s, 'a: 's>(
     let n = cfg.protect_recent_messages;
     let want_tokens = cfg.protect_recent_tokens;
     let (mut seen, mut acc) = (0usize, 0u64);
+    let mut tail_least = u32::MAX;
     // The last user text is looked for only with a message count configured.
-    let mut user_found = n == 0;
+    let mut user = (n == 0).then_some(None);
     for (c, headed, slot, covered, tokens) in from_last {
         if covered || c.is_summary() || headed || !slot.is_ref() {
             continue;
@@ -160,20 +203,35 @@ pub fn soft_zone<'s, 'a: 's>(
         let by_tokens = want_tokens > 0 && acc < want_tokens;
         if by_count || by_tokens {
             out(slot);
+            if let Slot::Num(k) = slot {
+                tail_least = tail_least.min(*k);
+            }
         }
         if by_tokens {
             acc += tokens;
         }
-        if !user_found && c.role == Role::User {
+        if user.is_none() && c.role == Role::User {
             out(slot);
-            user_found = true;
+            user = Some(Some(slot.clone()));
         }
         seen += 1;
-        if seen >= n && !(want_tokens > 0 && acc < want_tokens) && user_found {
-            break;
+        if seen >= n && !(want_tokens > 0 && acc < want_tokens) {
+            if user.is_some() {
+                break;
+            }
+            if let Some(k) = &known {
+                // Older than all read so far (it would have been met).
+                if let Some(slot) = k {
+                    out(slot);
+                }
+                user = Some(k.clone());
+                break;
+            }
         }
     }
-    Zone::new(&nums, others)
+    // Read to the view's start without meeting one: there is none.
+    let user = if n == 0 { None } else { Some(user.flatten()) };
+    Zone::new(&nums, others, tail_least, user)
 }
 
 #[cfg(test)]
@@ -270,6 +328,23 @@ mod tests {
                 &cfg,
             );
             assert_eq!(zone.slots(), zone_by_rules(&items, &cfg), "round {round}");
+            // The last user text, and the zone read knowing it.
+            let last_user = items
+                .iter()
+                .rev()
+                .find(|(c, slot, covered)| is_zone_user(c, c.headed, slot, *covered))
+                .map(|(_, slot, _)| slot.clone());
+            let want = (cfg.protect_recent_messages > 0).then(|| last_user.clone());
+            assert_eq!(zone.user, want, "round {round}");
+            let knowing = soft_zone_knowing(
+                items
+                    .iter()
+                    .rev()
+                    .map(|(c, slot, covered)| (c, c.headed, slot, *covered, c.tokens())),
+                &cfg,
+                Some(last_user),
+            );
+            assert_eq!(knowing, zone, "round {round}");
         }
     }
 }

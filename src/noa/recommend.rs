@@ -47,11 +47,22 @@ pub fn soft_zone(t: &Turn<'_, '_>, state: &State, cfg: &NoaConfig) -> FastSet<Sl
 }
 
 fn zone(t: &Turn<'_, '_>, facts: &Facts<'_>, cfg: &NoaConfig) -> protect::Zone {
-    protect::soft_zone(
+    zone_knowing(t, facts, cfg, None)
+}
+
+/// [`zone`], the last user text known (see [`protect::soft_zone_knowing`]).
+fn zone_knowing(
+    t: &Turn<'_, '_>,
+    facts: &Facts<'_>,
+    cfg: &NoaConfig,
+    user: Option<Option<Slot>>,
+) -> protect::Zone {
+    protect::soft_zone_knowing(
         t.view()
             .rev()
             .map(|(p, c)| (c, t.headed(p), t.slot(p), facts.covered(p, c), t.tokens(p))),
         cfg,
+        user,
     )
 }
 
@@ -93,6 +104,8 @@ struct Mark {
     /// The view position and its core.
     at: usize,
     core: u32,
+    /// The zone's refs up to `highest` (what the scan before the mark met of it).
+    below: Vec<u32>,
     /// The scan before it (its lists cut back to these lengths).
     out: usize,
     protected: usize,
@@ -104,7 +117,8 @@ struct Mark {
 
 impl Scan {
     /// Scan `t`'s view from position `from`; `mark`, when given, is set at the first message
-    /// the soft zone takes.
+    /// of the soft zone's recent tail (the last user text before it stays, mostly, from one
+    /// request to the next).
     fn over(
         &mut self,
         t: &Turn<'_, '_>,
@@ -141,10 +155,12 @@ impl Scan {
                     r.tools.push(c.tool.to_string());
                 }
             } else if soft.contains(slot) {
-                if let Some(m) = mark.take() {
+                let tail = !matches!(slot, Slot::Num(n) if *n < soft.tail_least());
+                if let Some(m) = mark.take_if(|_| tail) {
                     *m = Some(Mark {
                         at: k,
                         core: i,
+                        below: soft.nums_upto(self.highest),
                         out: self.groups.out.len(),
                         protected: self.protected.len(),
                         cur: self.groups.cur.clone(),
@@ -241,6 +257,9 @@ pub struct Resume {
     merged: Merger,
     /// The tool results cut when the mark was taken, in order.
     cuts: Vec<u32>,
+    /// The last user text of the zone made last, and how many messages its view had.
+    user: Option<Option<Slot>>,
+    seen: usize,
     /// Scans taken up, and made whole (what a benchmark asks).
     pub resumed: usize,
     pub whole: usize,
@@ -249,6 +268,7 @@ pub struct Resume {
 impl Resume {
     pub fn reset(&mut self) {
         self.mark = None;
+        self.user = None;
     }
 
     /// The recommendation for turn `t` (as [`recommend`] makes it).
@@ -259,7 +279,20 @@ impl Resume {
         cfg: &NoaConfig,
     ) -> Recommendation {
         let facts = t.facts(state, cfg);
-        let soft = zone(t, &facts, cfg);
+        // The last user text is the one before while the view only grew by messages none of
+        // which is one.
+        let user = self.user.take().filter(|_| {
+            t.kept.is_some()
+                && t.items.get(self.seen..).is_some_and(|new| {
+                    !new.iter().any(|&p| {
+                        let c = t.core(p);
+                        protect::is_zone_user(c, t.headed(p), t.slot(p), facts.covered(p, c))
+                    })
+                })
+        });
+        let soft = zone_knowing(t, &facts, cfg, user);
+        self.user.clone_from(&soft.user);
+        self.seen = t.items.len();
         let mut cuts = t.cuts.clone();
         cuts.sort_unstable();
         let resumed = self.mark.is_some();
@@ -267,7 +300,7 @@ impl Resume {
             Some(m)
                 if t.kept.is_some()
                     && soft.all_canonical()
-                    && m.highest < soft.least()
+                    && soft.nums_upto(m.highest) == m.below
                     && first_difference(&self.cuts, &cuts).is_none_or(|d| d >= m.core) =>
             {
                 self.scan.back_to(&m);
