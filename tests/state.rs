@@ -532,7 +532,7 @@ fn state() -> impl Strategy<Value = State> {
             state.message_refs.by_ref =
                 by_raw.iter().map(|(k, v)| (v.clone(), k.clone())).collect();
             state.message_refs.by_raw = by_raw.into_iter().collect();
-            state.token_snapshot = snapshot;
+            state.token_snapshot = snapshot.into_iter().collect();
             state.nudge.last_shown_by_tier = by_tier;
             state.derived_from = derived;
             state

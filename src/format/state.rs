@@ -54,7 +54,7 @@ pub struct State {
     /// `None`: `"blocks": null` or absent (the runtime writes null when it has no blocks).
     pub blocks: Option<Vec<Block>>,
     pub message_refs: MessageRefs,
-    pub token_snapshot: HashMap<String, i64>,
+    pub token_snapshot: FastMap<String, i64>,
     pub nudge: NudgeState,
     pub stats: Stats,
     pub derived_from: String,
@@ -274,7 +274,7 @@ impl State {
             next_block_id: 0,
             blocks: None,
             message_refs: MessageRefs::default(),
-            token_snapshot: HashMap::new(),
+            token_snapshot: FastMap::default(),
             nudge: NudgeState::default(),
             stats: Stats::default(),
             derived_from: String::new(),

@@ -553,7 +553,7 @@ pub struct UndoRecord {
     /// The blocks' liveness before.
     active: Vec<bool>,
     /// The token snapshot before, when it was pruned.
-    snapshot: Option<HashMap<String, i64>>,
+    snapshot: Option<crate::fasthash::FastMap<String, i64>>,
 }
 
 impl UndoRecord {
