@@ -477,48 +477,44 @@ pub fn render(d: &Decision) -> String {
     render_with(d, None)
 }
 
-/// The range lines of the nudge rendered last, written again when a range is the same (a
-/// replay's consecutive nudges list mostly the same ranges, and a long view lists many).
+/// The range lines of the nudge rendered last: the lines of the ranges a nudge lists first
+/// that the last one listed first too are copied from it (a replay's consecutive nudges
+/// list mostly the same ranges, and a long view lists many; those that change are the
+/// recent ones, listed last).
 #[derive(Debug, Default)]
 pub struct RangeLines {
-    lines: Vec<(RangeInfo, String)>,
+    ranges: Vec<RangeInfo>,
+    text: String,
+    /// Where each range's line ends in `text`.
+    ends: Vec<usize>,
 }
 
 impl RangeLines {
-    /// Writes `r`'s line into `s`, from the last rendering's when the same range was there.
-    fn push(
-        &mut self,
-        s: &mut String,
-        r: &RangeInfo,
-        from: &mut usize,
-        made: &mut Vec<(RangeInfo, String)>,
-    ) {
-        // Ranges are listed oldest first: a range kept is found at or after the one before.
-        let found = self.lines[(*from).min(self.lines.len())..]
+    /// Writes the lines of `ranges` into `s`.
+    fn write(&mut self, s: &mut String, ranges: &[RangeInfo]) {
+        let same = self
+            .ranges
             .iter()
-            .take(4)
-            .position(|(prev, _)| prev == r)
-            .map(|k| *from + k);
-        let line = match found {
-            Some(k) => {
-                // Never looked at again: the next range is searched for after it.
-                *from = k + 1;
-                std::mem::take(&mut self.lines[k].1)
-            }
-            None => {
-                let mut line = String::new();
-                push_range_line(&mut line, r);
-                line
-            }
-        };
-        s.push_str(&line);
-        made.push((r.clone(), line));
+            .zip(ranges)
+            .take_while(|(a, b)| a == b)
+            .count();
+        self.text
+            .truncate(same.checked_sub(1).map_or(0, |k| self.ends[k]));
+        self.ends.truncate(same);
+        self.ranges.truncate(same);
+        for r in &ranges[same..] {
+            push_range_line(&mut self.text, r);
+            self.ends.push(self.text.len());
+            self.ranges.push(r.clone());
+        }
+        s.push_str(&self.text);
     }
 }
 
 /// [`render`], reusing and keeping the range lines in `lines` when given.
 pub fn render_with(d: &Decision, lines: Option<&mut RangeLines>) -> String {
-    let mut s = String::new();
+    // Room for the fixed text and a line per range (grown once at most).
+    let mut s = String::with_capacity(1024 + 64 * d.recommendation.ranges.len());
     let usage = format!("{:.0}%", d.usage * 100.0);
     match d.kind {
         Some(NudgeKind::Emergency) => {
@@ -569,13 +565,7 @@ pub fn render_with(d: &Decision, lines: Option<&mut RangeLines>) -> String {
         } else {
             s.push_str("\nCompressible, oldest first:\n");
             match lines {
-                Some(lines) => {
-                    let (mut from, mut made) = (0, Vec::with_capacity(rec.ranges.len()));
-                    for r in &rec.ranges {
-                        lines.push(&mut s, r, &mut from, &mut made);
-                    }
-                    lines.lines = made;
-                }
+                Some(lines) => lines.write(&mut s, &rec.ranges),
                 None => {
                     for r in &rec.ranges {
                         push_range_line(&mut s, r);
