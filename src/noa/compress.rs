@@ -527,19 +527,29 @@ fn build(
     let surviving = tier.surviving.clone();
     let fail = |warnings: Vec<String>, msg: String| Err((warnings, surviving.clone(), msg));
 
-    let mut effective: FastSet<String> = ids.iter().cloned().collect();
-    let consumed: Vec<Block> = tier
+    // The ids are borrowed from the range and the blocks it consumes (a consolidation
+    // lists thousands), and copied once into the block made.
+    let consumed: Vec<&Block> = tier
         .consumed
         .iter()
-        .filter_map(|id| working.blocks().iter().find(|b| &b.block_id == id).cloned())
+        .filter_map(|id| working.blocks().iter().find(|b| &b.block_id == id))
         .collect();
+    let mut effective: FastSet<&str> = FastSet::with_capacity_and_hasher(
+        ids.len()
+            + consumed
+                .iter()
+                .map(|b| b.effective_message_ids.len())
+                .sum::<usize>(),
+        Default::default(),
+    );
+    effective.extend(ids.iter().map(String::as_str));
     for b in &consumed {
-        effective.extend(b.effective_message_ids.iter().cloned());
+        effective.extend(b.effective_message_ids.iter().map(String::as_str));
     }
-    let mut direct: FastSet<String> = effective
+    let mut direct: FastSet<&str> = effective
         .iter()
-        .filter(|id| !shared.covered.contains(id.as_str()))
-        .cloned()
+        .copied()
+        .filter(|id| !shared.covered.contains(id))
         .collect();
 
     // Hard-protected content and the other half of its exchanges.
@@ -556,7 +566,7 @@ fn build(
     let soft = &shared.soft;
     let mut hit: Vec<String> = Vec::new();
     direct.retain(|id| {
-        let slot = match working.message_refs.by_raw.get(id) {
+        let slot = match working.message_refs.by_raw.get(*id) {
             Some(r) => refs::slot_of(r),
             None => Slot::None,
         };
@@ -588,14 +598,10 @@ fn build(
     }
 
     // Turn integrity.
-    let mut folded: FastSet<&str> = direct.iter().map(String::as_str).collect();
+    let mut folded: FastSet<&str> = direct.iter().copied().collect();
     let places = folded.iter().filter_map(|id| ctx.index.get(id).copied());
     let within = places.clone().min().unwrap_or(0)..=places.max().unwrap_or(0);
-    let withdrawn: Vec<String> =
-        super::turns::withdraw_split(&shared.turns, &shared.cores, &mut folded, within)
-            .into_iter()
-            .map(str::to_string)
-            .collect();
+    let withdrawn = super::turns::withdraw_split(&shared.turns, &shared.cores, &mut folded, within);
     if !withdrawn.is_empty() {
         for id in &withdrawn {
             direct.remove(id);
@@ -659,15 +665,15 @@ fn build(
             }
         })
     };
-    let by_ref = |set: &FastSet<String>| {
+    let by_ref = |set: &FastSet<&str>| {
         // Each id's ref looked up once (a consolidation lists thousands).
-        let mut v: Vec<(u32, &String)> = set
+        let mut v: Vec<(u32, &str)> = set
             .iter()
-            .map(|id| (ref_of(id).unwrap_or(refs::MAX_REF + 1), id))
+            .map(|&id| (ref_of(id).unwrap_or(refs::MAX_REF + 1), id))
             .collect();
         v.sort_unstable();
         v.into_iter()
-            .map(|(_, id)| id.clone())
+            .map(|(_, id)| id.to_string())
             .collect::<Vec<String>>()
     };
     let effective_ids = by_ref(&effective);
@@ -705,7 +711,7 @@ fn build(
         extra: Default::default(),
     };
     let consumed_by: HashMap<&str, &Block> =
-        consumed.iter().map(|b| (b.block_id.as_str(), b)).collect();
+        consumed.iter().map(|&b| (b.block_id.as_str(), b)).collect();
     let mut entries = Vec::new();
     let archived = if place.entries {
         start.min(msgs.len())..(end + 1).min(msgs.len())
