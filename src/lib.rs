@@ -19,6 +19,7 @@ pub mod bytes;
 pub mod cli;
 pub mod config;
 pub mod demo;
+pub mod drop_later;
 pub mod fasthash;
 pub mod format;
 pub mod fs;

@@ -111,7 +111,9 @@ pub fn build(
 ) -> Result<Timeline, TxnError> {
     // No point asked: up to the end.
     let (h, t) = txn::history(paths, sid, cfg, &[], now)?;
-    Ok(of_history(sid, cfg, &h, &t))
+    let timeline = of_history(sid, cfg, &h, &t);
+    crate::drop_later::drop_later((h, t));
+    Ok(timeline)
 }
 
 /// [`build`] from the session's files read already.
