@@ -517,10 +517,10 @@ pub fn parse_state(bytes: &[u8]) -> Result<State, StateLoadError> {
     Ok(state)
 }
 
-/// [`parse_state`] for all but the ref maps and the token snapshot, left empty (what a
-/// replay reads of a session's state: where it keeps its blocks' archives). Their values
-/// are read as JSON only: a file [`parse_state`] refuses for what those two hold is read
-/// for its blocks.
+/// [`parse_state`] for all but the ref maps, the token snapshot and the blocks' message
+/// ids, topics and summaries, left empty (what a replay reads of a session's state: where
+/// it keeps its blocks' archives). Those are read as JSON only: a file [`parse_state`]
+/// refuses for what they hold is read for the rest.
 pub fn parse_state_blocks(bytes: &[u8]) -> Result<State, StateLoadError> {
     let text = go_tolerant(bytes);
     let mut state = decode::BlocksOf(State::zero());
@@ -598,7 +598,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_state_read_for_its_blocks_is_the_state_without_its_ref_maps() {
+    fn a_state_read_for_its_blocks_places_is_the_state_without_its_lists() {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/norma/corpus/noa");
         let mut read = 0;
         for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
@@ -609,15 +609,25 @@ mod tests {
             assert!(!whole.message_refs.by_raw.is_empty());
             whole.message_refs = MessageRefs::default();
             whole.token_snapshot.clear();
+            for b in whole.blocks.iter_mut().flatten() {
+                assert!(!b.effective_message_ids.is_empty());
+                b.direct_message_ids.clear();
+                b.effective_message_ids.clear();
+                b.topic.clear();
+                b.summary.clear();
+            }
             assert_eq!(parse_state_blocks(&bytes).unwrap(), whole);
             read += 1;
         }
         assert!(read > 0, "no corpus state under {dir}");
         // Keys fold as Go folds them, and the version is checked.
-        let odd =
-            br#"{"VERSION":1,"BLOCKS":[{"blockid":"b1"}],"messagerefs":{"byRaw":{"a":"m00001"}}}"#;
+        let odd = br#"{"VERSION":1,"BLOCKS":[{"blockid":"b1","EffectiveMessageIds":["a"]}],
+            "messagerefs":{"byRaw":{"a":"m00001"}},"blocks":[{"archivePath":"/x"}]}"#;
         let s = parse_state_blocks(odd).unwrap();
         assert_eq!(s.blocks()[0].block_id, "b1");
+        // A repeated key decodes over what came before, as Go does.
+        assert_eq!(s.blocks()[0].archive_path, "/x");
+        assert!(s.blocks()[0].effective_message_ids.is_empty());
         assert!(s.message_refs.by_raw.is_empty());
         assert!(matches!(
             parse_state_blocks(br#"{"version":2}"#),

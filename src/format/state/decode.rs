@@ -431,10 +431,37 @@ record!(State {
     "derivedFrom" => derived_from,
 });
 
-/// A state decoded for its blocks: its ref maps and token snapshot are read past (a long
-/// session's maps hold an entry per message, and a replay needs only where its state keeps
-/// the blocks' archives).
+/// A state decoded for where its blocks' archives are: its ref maps and token snapshot, and
+/// its blocks' message ids, topics and summaries, are read past (a long session's maps hold
+/// an entry per message and its blocks' lists as many, and a replay needs only where its
+/// state keeps the blocks' archives).
 pub(super) struct BlocksOf(pub(super) State);
+
+/// A block decoded for its archive's place (see [`BlocksOf`]).
+#[derive(Default)]
+struct PlaceOf(Block);
+
+impl Record for PlaceOf {
+    const FIELDS: &'static [&'static str] = Block::FIELDS;
+
+    fn extra_mut(&mut self) -> &mut Map<String, Value> {
+        self.0.extra_mut()
+    }
+
+    fn field<'de, A: MapAccess<'de>>(
+        &mut self,
+        field: &str,
+        map: &mut A,
+        path: KeyPath<'_>,
+    ) -> Result<(), A::Error> {
+        match field {
+            "directMessageIds" | "effectiveMessageIds" | "topic" | "summary" => {
+                map.next_value::<de::IgnoredAny>().map(drop)
+            }
+            _ => self.0.field(field, map, path),
+        }
+    }
+}
 
 impl Record for BlocksOf {
     const FIELDS: &'static [&'static str] = State::FIELDS;
@@ -451,6 +478,15 @@ impl Record for BlocksOf {
     ) -> Result<(), A::Error> {
         match field {
             "messageRefs" | "tokenSnapshot" => map.next_value::<de::IgnoredAny>().map(drop),
+            "blocks" => {
+                // Over the blocks decoded so far, as Go decodes a repeated key.
+                let blocks = self.0.blocks.take();
+                let mut places: Option<Vec<PlaceOf>> =
+                    blocks.map(|b| b.into_iter().map(PlaceOf).collect());
+                let decoded = next_into(map, &mut places, path);
+                self.0.blocks = places.map(|p| p.into_iter().map(|p| p.0).collect());
+                decoded
+            }
             _ => self.0.field(field, map, path),
         }
     }
