@@ -577,7 +577,7 @@ fn grown_requests_are_the_whole_pipelines() {
             }),
         ));
     }
-    let (mut grown, mut requests) = (0, 0);
+    let (mut grown, mut requests, mut split) = (0, 0, 0);
     for (root, cfg) in roots {
         let paths = RootPaths::from_root(&root);
         let d = normafs::store::root::discover(&paths).expect("discover");
@@ -609,8 +609,14 @@ fn grown_requests_are_the_whole_pipelines() {
             }
             grown += a.grown;
             requests += a.requests.len();
+            split += usize::from(a.split_at.is_some());
         }
     }
     // Most requests were grown: the check above is of them.
     assert!(grown * 2 > requests, "{grown} of {requests} grown");
+    // Some histories were made on two threads (split after a call; debug builds split any
+    // that has one late enough, and check the split against one thread's walk).
+    if cfg!(debug_assertions) {
+        assert!(split > 0, "no history was split");
+    }
 }

@@ -11,6 +11,8 @@ use crate::config::NoaConfig;
 use crate::format::archive::Archive;
 use crate::format::state::State;
 
+mod split;
+
 /// A batch normafs committed through ctl (a line of `ctl.jsonl`).
 #[derive(Debug, Clone)]
 pub struct JournalBatch {
@@ -90,6 +92,8 @@ pub struct History {
     /// pipeline.
     pub grown: usize,
     pub whole: usize,
+    /// The request from which a second thread made them, when one did (see `split`).
+    pub split_at: Option<usize>,
 }
 
 enum Event<'j> {
@@ -237,11 +241,6 @@ fn replay(inputs: &Replay<'_>, asked: Option<Asked<'_>>) -> (Rebuilt, History) {
             succeeded.insert(c.call, compress::panel_block_count(&c.text) > 0);
         }
     }
-    // The message each core comes from (for where a call was made).
-    let msg_of = |i: usize| match cores[i].origin {
-        super::content::Origin::Block { msg, .. } => msg as usize,
-        _ => 0,
-    };
     // By place in the cores, then calls before the journal's batches before requests and
     // captures; those by message, a capture before the request at its own message.
     let mut events: Vec<((usize, u8, usize, u8), Event<'_>)> = Vec::new();
@@ -274,41 +273,134 @@ fn replay(inputs: &Replay<'_>, asked: Option<Asked<'_>>) -> (Rebuilt, History) {
         let last = history_tokens.last().copied().unwrap_or(0);
         history_tokens.push(last + c.tokens());
     }
-    // The pacing of nudges as the live runtime kept it between requests (never in the state
-    // it wrote, nor in the states captured here: a view of them is a resumed runtime's).
-    let mut pacing = crate::format::state::NudgeState::default();
-    let mut range_lines = super::nudge::RangeLines::default();
-    // Steps 1-3 kept from request to request while the blocks stay.
-    let mut growing = if grow {
-        pipeline::Growing::default()
-    } else {
-        pipeline::Growing::never()
+    let ctx = Ctx {
+        p,
+        cores,
+        cfg,
+        place,
+        path,
+        succeeded: &succeeded,
+        history_tokens: &history_tokens,
+        points: points.map_or(0, <[usize]>::len),
+        made: points.is_some(),
     };
-    let mut seen = History {
-        states: vec![State::initial(place.session); points.map_or(0, <[usize]>::len)],
-        ..History::default()
-    };
+    let mode = Mode { grow, requests };
+    // What each request showed is most of a timeline's work: past a place in the history
+    // another thread takes it up (see `split`).
+    if requests && journal.is_empty() {
+        if let Some(done) = split::replay(&ctx, &events, mode) {
+            return done;
+        }
+    }
+    let mut walk = Walk::new(&ctx, mode);
+    for (key, ev) in &events {
+        walk.step(&ctx, *key, ev);
+    }
+    walk.finish()
+}
 
-    let mut out = Rebuilt {
-        state: State::initial(place.session),
-        archives: Vec::new(),
-        replayed: 0,
-        skipped: Vec::new(),
-    };
-    for ((at, _, msg, _), ev) in events {
+/// What a replay's walk over its events reads.
+struct Ctx<'c, 'a> {
+    p: &'c Projection<'a>,
+    cores: &'c [super::content::Core<'a>],
+    cfg: &'c NoaConfig,
+    place: &'c Placement<'c>,
+    path: ArchivePath<'c>,
+    succeeded: &'c std::collections::HashMap<&'a str, bool>,
+    history_tokens: &'c [u64],
+    /// How many states are asked for, and whether what each call made is kept.
+    points: usize,
+    made: bool,
+}
+
+impl Ctx<'_, '_> {
+    /// The message core `i` comes from (for where a call was made).
+    fn msg_of(&self, i: usize) -> usize {
+        match self.cores[i].origin {
+            super::content::Origin::Block { msg, .. } => msg as usize,
+            _ => 0,
+        }
+    }
+}
+
+/// How a walk makes its requests: grown from the one before or whole, and whether what
+/// each showed is kept (its nudge decided).
+#[derive(Debug, Clone, Copy)]
+struct Mode {
+    grow: bool,
+    requests: bool,
+}
+
+/// A replay's walk over its events: what it has made so far.
+struct Walk<'c, 'a> {
+    out: Rebuilt,
+    seen: History,
+    /// Which of `seen.states` were captured.
+    captured: Vec<bool>,
+    mode: Mode,
+    /// The pacing of nudges as the live runtime kept it between requests (never in the
+    /// state it wrote, nor in the states captured here: a view of them is a resumed
+    /// runtime's).
+    pacing: crate::format::state::NudgeState,
+    range_lines: super::nudge::RangeLines,
+    /// Steps 1-3 kept from request to request while the blocks stay.
+    growing: pipeline::Growing<'c, 'a>,
+}
+
+impl<'c, 'a> Walk<'c, 'a> {
+    fn new(ctx: &Ctx<'c, 'a>, mode: Mode) -> Self {
+        Walk {
+            out: Rebuilt {
+                state: State::initial(ctx.place.session),
+                archives: Vec::new(),
+                replayed: 0,
+                skipped: Vec::new(),
+            },
+            seen: History {
+                states: vec![State::initial(ctx.place.session); ctx.points],
+                ..History::default()
+            },
+            captured: vec![false; ctx.points],
+            mode,
+            pacing: Default::default(),
+            range_lines: Default::default(),
+            growing: Self::growing(mode),
+        }
+    }
+
+    fn growing(mode: Mode) -> pipeline::Growing<'c, 'a> {
+        if mode.grow {
+            pipeline::Growing::default()
+        } else {
+            pipeline::Growing::never()
+        }
+    }
+
+    /// The event at `(at, _, msg, _)`.
+    fn step(&mut self, ctx: &Ctx<'c, 'a>, (at, _, msg, _): (usize, u8, usize, u8), ev: &Event<'_>) {
+        let (cores, cfg, place, path) = (ctx.cores, ctx.cfg, ctx.place, ctx.path);
+        let Walk {
+            out,
+            seen,
+            captured,
+            mode,
+            pacing,
+            range_lines,
+            growing,
+        } = self;
         let prefix = &cores[..at];
-        let (journal_batch, call, mut applied, recorded) = match ev {
+        let (journal_batch, call, mut applied, recorded) = match *ev {
             Event::Call { index } => {
                 let c = &cores[index];
-                if !succeeded.get(c.call).copied().unwrap_or(false) {
+                if !ctx.succeeded.get(c.call).copied().unwrap_or(false) {
                     out.skipped
                         .push(format!("{}: its result reports no block", c.call));
-                    continue;
+                    return;
                 }
                 let parsed = args::parse(&c.text);
                 if parsed.ranges.is_empty() {
                     out.skipped.push(format!("{}: no usable range", c.call));
-                    continue;
+                    return;
                 }
                 // The runtime replays without a token count: no truncation, no nudge. The
                 // view grows from the request before.
@@ -325,20 +417,21 @@ fn replay(inputs: &Replay<'_>, asked: Option<Asked<'_>>) -> (Rebuilt, History) {
                 growing.keep(t);
                 (
                     false,
-                    (c.call.to_string(), msg_of(index)),
+                    (c.call.to_string(), ctx.msg_of(index)),
                     applied,
                     Some((recorded, undo)),
                 )
             }
             Event::Capture(k) => {
                 seen.states[k] = out.state.clone();
-                continue;
+                captured[k] = true;
+                return;
             }
             Event::Request => {
                 let resumed = std::mem::replace(&mut out.state.nudge, pacing.clone());
                 // What was shown is all a timeline keeps (the whole decision where it is
                 // checked against grown requests).
-                let deciding = match (requests, grow) {
+                let deciding = match (mode.requests, mode.grow) {
                     (false, _) => pipeline::Deciding::No,
                     (true, true) => pipeline::Deciding::Shown,
                     (true, false) => pipeline::Deciding::Whole,
@@ -346,26 +439,26 @@ fn replay(inputs: &Replay<'_>, asked: Option<Asked<'_>>) -> (Rebuilt, History) {
                 let mut t = growing.turn(prefix, &out.state, cfg, path, Count::Measured, deciding);
                 out.state.nudge = resumed;
                 if let Some(d) = &t.nudge {
-                    super::nudge::stamp(&mut pacing, cfg, t.count, d);
+                    super::nudge::stamp(pacing, cfg, t.count, d);
                 }
-                t.inject_nudge_with(Some(&mut range_lines));
+                t.inject_nudge_with(Some(range_lines));
                 let tagged = super::assemble::fresh_tags(&t, &out.state);
                 t.record(&mut out.state, &tagged);
-                if requests {
-                    seen.requests.push(observe(&t, msg, history_tokens[at]));
+                if mode.requests {
+                    seen.requests.push(observe(&t, msg, ctx.history_tokens[at]));
                 }
                 growing.keep(t);
-                continue;
+                return;
             }
             Event::Journal(b) => {
                 let parsed = args::parse(&b.input);
                 let sub = Projection {
-                    msgs: p.msgs.clone(),
+                    msgs: ctx.p.msgs.clone(),
                     cores: prefix.to_vec(),
                 };
                 let applied =
                     ctl_apply(&sub, &out.state, cfg, &parsed.ranges, &b.call, place, path);
-                let at = if at == 0 { 0 } else { msg_of(at - 1) + 1 };
+                let at = if at == 0 { 0 } else { ctx.msg_of(at - 1) + 1 };
                 (true, (b.call.clone(), at), applied, None)
             }
         };
@@ -393,9 +486,9 @@ fn replay(inputs: &Replay<'_>, asked: Option<Asked<'_>>) -> (Rebuilt, History) {
             }
             growing.reset();
             out.skipped.push(format!("{call}: {why}"));
-            continue;
+            return;
         }
-        if points.is_some() {
+        if ctx.made {
             seen.made.push(Made {
                 call: call.clone(),
                 at: made_at,
@@ -414,9 +507,25 @@ fn replay(inputs: &Replay<'_>, asked: Option<Asked<'_>>) -> (Rebuilt, History) {
         growing.blocks_changed();
         // A compression starts the pacing of nudges again (the runtime's Compress clears
         // it in the state it goes on with).
-        pacing = crate::format::state::NudgeState::default();
+        *pacing = crate::format::state::NudgeState::default();
     }
-    // Keep only the archives of blocks the final state holds.
+
+    /// What the walk made.
+    fn finish(self) -> (Rebuilt, History) {
+        let Walk {
+            out,
+            mut seen,
+            growing,
+            ..
+        } = self;
+        (seen.grown, seen.whole) = (growing.grown, growing.whole);
+        finished(out, seen)
+    }
+}
+
+/// A replay's outcome once its walk is over: only the archives of blocks the final state
+/// holds, and the calls skipped.
+fn finished(mut out: Rebuilt, mut seen: History) -> (Rebuilt, History) {
     let ids: std::collections::HashSet<&str> = out
         .state
         .blocks()
@@ -425,7 +534,6 @@ fn replay(inputs: &Replay<'_>, asked: Option<Asked<'_>>) -> (Rebuilt, History) {
         .collect();
     out.archives.retain(|a| ids.contains(a.block_id.as_str()));
     seen.skipped.clone_from(&out.skipped);
-    (seen.grown, seen.whole) = (growing.grown, growing.whole);
     (out, seen)
 }
 

@@ -161,7 +161,7 @@ impl<'x, 'a> Files<'x, 'a> {
 }
 
 /// How a summary names its archive.
-pub type ArchivePath<'f> = &'f dyn Fn(&Block) -> String;
+pub type ArchivePath<'f> = &'f (dyn Fn(&Block) -> String + Sync);
 
 /// The runtime's own naming: the block's `archivePath`.
 pub fn runtime_path(b: &Block) -> String {

@@ -28,7 +28,7 @@ impl Computed {
         &'s self,
         sid: &'s str,
         in_mount: bool,
-    ) -> Box<dyn Fn(&Block) -> String + 's> {
+    ) -> Box<dyn Fn(&Block) -> String + Sync + 's> {
         let Some(mnt) = self.mountpoint.as_ref().filter(|_| in_mount) else {
             return Box::new(view::runtime_path);
         };
