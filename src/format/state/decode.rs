@@ -431,64 +431,91 @@ record!(State {
     "derivedFrom" => derived_from,
 });
 
+/// A record decoded as the one it wraps, the fields named in `PAST` read past (as JSON
+/// only), the others by [`ReadsPast::other_field`].
+pub(super) trait ReadsPast {
+    type Inner: Record;
+    const PAST: &'static [&'static str];
+
+    fn inner(&mut self) -> &mut Self::Inner;
+
+    fn other_field<'de, A: MapAccess<'de>>(
+        &mut self,
+        field: &str,
+        map: &mut A,
+        path: KeyPath<'_>,
+    ) -> Result<(), A::Error> {
+        self.inner().field(field, map, path)
+    }
+}
+
+impl<T: ReadsPast> Record for T {
+    const FIELDS: &'static [&'static str] = T::Inner::FIELDS;
+
+    fn extra_mut(&mut self) -> &mut Map<String, Value> {
+        self.inner().extra_mut()
+    }
+
+    fn field<'de, A: MapAccess<'de>>(
+        &mut self,
+        field: &str,
+        map: &mut A,
+        path: KeyPath<'_>,
+    ) -> Result<(), A::Error> {
+        if T::PAST.contains(&field) {
+            return map.next_value::<de::IgnoredAny>().map(drop);
+        }
+        self.other_field(field, map, path)
+    }
+}
+
 /// A state decoded for where its blocks' archives are: its ref maps and token snapshot, and
 /// its blocks' message ids, topics and summaries, are read past (a long session's maps hold
 /// an entry per message and its blocks' lists as many, and a replay needs only where its
 /// state keeps the blocks' archives).
 pub(super) struct BlocksOf(pub(super) State);
 
+impl ReadsPast for BlocksOf {
+    type Inner = State;
+    const PAST: &'static [&'static str] = &["messageRefs", "tokenSnapshot"];
+
+    fn inner(&mut self) -> &mut State {
+        &mut self.0
+    }
+
+    fn other_field<'de, A: MapAccess<'de>>(
+        &mut self,
+        field: &str,
+        map: &mut A,
+        path: KeyPath<'_>,
+    ) -> Result<(), A::Error> {
+        if field != "blocks" {
+            return self.0.field(field, map, path);
+        }
+        // Over the blocks decoded so far, as Go decodes a repeated key.
+        let blocks = self.0.blocks.take();
+        let mut places: Option<Vec<PlaceOf>> = blocks.map(|b| b.into_iter().map(PlaceOf).collect());
+        let decoded = next_into(map, &mut places, path);
+        self.0.blocks = places.map(|p| p.into_iter().map(|p| p.0).collect());
+        decoded
+    }
+}
+
 /// A block decoded for its archive's place (see [`BlocksOf`]).
 #[derive(Default)]
 struct PlaceOf(Block);
 
-impl Record for PlaceOf {
-    const FIELDS: &'static [&'static str] = Block::FIELDS;
+impl ReadsPast for PlaceOf {
+    type Inner = Block;
+    const PAST: &'static [&'static str] = &[
+        "directMessageIds",
+        "effectiveMessageIds",
+        "topic",
+        "summary",
+    ];
 
-    fn extra_mut(&mut self) -> &mut Map<String, Value> {
-        self.0.extra_mut()
-    }
-
-    fn field<'de, A: MapAccess<'de>>(
-        &mut self,
-        field: &str,
-        map: &mut A,
-        path: KeyPath<'_>,
-    ) -> Result<(), A::Error> {
-        match field {
-            "directMessageIds" | "effectiveMessageIds" | "topic" | "summary" => {
-                map.next_value::<de::IgnoredAny>().map(drop)
-            }
-            _ => self.0.field(field, map, path),
-        }
-    }
-}
-
-impl Record for BlocksOf {
-    const FIELDS: &'static [&'static str] = State::FIELDS;
-
-    fn extra_mut(&mut self) -> &mut Map<String, Value> {
-        self.0.extra_mut()
-    }
-
-    fn field<'de, A: MapAccess<'de>>(
-        &mut self,
-        field: &str,
-        map: &mut A,
-        path: KeyPath<'_>,
-    ) -> Result<(), A::Error> {
-        match field {
-            "messageRefs" | "tokenSnapshot" => map.next_value::<de::IgnoredAny>().map(drop),
-            "blocks" => {
-                // Over the blocks decoded so far, as Go decodes a repeated key.
-                let blocks = self.0.blocks.take();
-                let mut places: Option<Vec<PlaceOf>> =
-                    blocks.map(|b| b.into_iter().map(PlaceOf).collect());
-                let decoded = next_into(map, &mut places, path);
-                self.0.blocks = places.map(|p| p.into_iter().map(|p| p.0).collect());
-                decoded
-            }
-            _ => self.0.field(field, map, path),
-        }
+    fn inner(&mut self) -> &mut Block {
+        &mut self.0
     }
 }
 
