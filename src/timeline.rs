@@ -189,8 +189,8 @@ fn of_history(
         points.push(Point {
             number: k + 1,
             request: r.clone(),
-            uuid: rec.uuid.to_string(),
-            timestamp: rec.timestamp.as_ref().map(|t| t.to_string()),
+            uuid: rec.uuid.as_ref().to_owned(),
+            timestamp: rec.timestamp.as_ref().map(|t| t.as_ref().to_owned()),
             line: loaded.line,
             reported,
             answers,

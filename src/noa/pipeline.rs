@@ -491,11 +491,12 @@ impl<'p, 'a> Turn<'p, 'a> {
         for &i in &self.new_refs {
             let id = &self.proj[i as usize].id;
             match &self.slots[i as usize] {
-                Slot::Blocked => put(false, id.to_string(), refs::BLOCKED.to_string()),
+                // Copied as a string (not through its `Display`: one per new ref).
+                Slot::Blocked => put(false, id.as_ref().to_owned(), refs::BLOCKED.to_owned()),
                 slot => {
                     if let Some(name) = slot.name() {
-                        put(false, id.to_string(), name.to_string());
-                        put(true, name.into_owned(), id.to_string());
+                        put(false, id.as_ref().to_owned(), name.as_ref().to_owned());
+                        put(true, name.into_owned(), id.as_ref().to_owned());
                     }
                 }
             }
