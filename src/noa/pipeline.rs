@@ -687,10 +687,12 @@ fn sized_knowing<'p, 'a>(
     };
     let items = (0..proj.len() as u32).map(Pos::Core).collect();
     let mut t = Turn::before_step4(proj, slots, new_refs, Vec::new(), Vec::new(), items);
-    if state.blocks().is_empty() {
-        return (t, ids::Covered::of(&ids::Blocks::default(), &[], 0));
-    }
     let (ids, blocks) = index;
+    if state.blocks().is_empty() {
+        // None to number (what was kept of other blocks goes).
+        blocks.cover(state, ids);
+        return (t, ids::Covered::of(blocks, &[], 0));
+    }
     ids.cover(proj);
     blocks.cover(state, ids);
     t.active = liveness(state, blocks);

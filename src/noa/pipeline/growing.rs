@@ -8,6 +8,7 @@
 //! over while no Compress call comes; what the blocks and pairs make of each message (its
 //! [`Kept::facts`]) is found once per blocks.
 
+use super::ids::id_hash;
 use super::*;
 
 /// A view after step 4.
@@ -40,12 +41,6 @@ pub struct Growing<'p, 'a> {
     calls: FastSet<&'a str>,
     /// Which cores `calls` holds those of: the first `.1` of the projection at `.0`.
     calls_of: (usize, usize),
-    /// Every effective id of the state's blocks, hashed (two ids of one hash only send a
-    /// request through the whole pipeline).
-    effective: FastSet<u64>,
-    /// How many of the state's blocks `effective` holds the ids of, and the last one's id
-    /// and call.
-    effective_of: (usize, (String, String)),
     /// Per core: [`COVERED`], [`PAIRED`], [`MADE`], [`LIVE`] (see [`Kept::facts`]).
     facts: std::sync::Arc<Vec<u8>>,
     /// Per block of the state ([`Kept::blocks`]).
@@ -271,36 +266,17 @@ impl<'p, 'a> Growing<'p, 'a> {
                 .map(|c| c.call),
         );
         self.calls_of.1 = t.proj.len();
-        // A replay's blocks are only added to (a refused call's taken off again): the ids of
-        // the blocks hashed before are kept while the last of them is the same block.
-        let blocks = state.blocks();
-        let (n, last) = &self.effective_of;
-        let from = match n.checked_sub(1).and_then(|k| blocks.get(k)) {
-            Some(b) if (b.block_id.as_str(), b.compress_call_id.as_str()) == (&last.0, &last.1) => {
-                *n
-            }
-            _ => {
-                self.effective.clear();
-                0
-            }
-        };
-        let ids = blocks[from..].iter().map(|b| &b.effective_message_ids);
-        self.effective.reserve(ids.clone().map(Vec::len).sum());
-        self.effective.extend(ids.flatten().map(|id| id_hash(id)));
-        self.effective_of = match blocks.last() {
-            Some(b) => (
-                blocks.len(),
-                (b.block_id.clone(), b.compress_call_id.clone()),
-            ),
-            None => Default::default(),
-        };
+        // Every effective id of the state's blocks, hashed, for what `grow` asks of a new
+        // message (two ids of one hash only send a request through the whole pipeline).
+        self.index.1.hash(state);
         #[cfg(debug_assertions)]
         {
-            let all: FastSet<u64> = blocks
+            let all: FastSet<u64> = state
+                .blocks()
                 .iter()
                 .flat_map(|b| b.effective_message_ids.iter().map(|id| id_hash(id)))
                 .collect();
-            assert_eq!(all, self.effective, "kept effective ids differ");
+            assert_eq!(&all, self.index.1.hashed(), "kept effective ids differ");
         }
         let mut cursor = refs::highest_recorded(state) + 1;
         for &i in &t.new_refs {
@@ -331,9 +307,10 @@ impl<'p, 'a> Growing<'p, 'a> {
             return None;
         }
         let new = &proj[a..];
+        let effective = self.index.1.hashed();
         for c in new {
             if (!c.call.is_empty() && self.calls.contains(c.call))
-                || (!self.effective.is_empty() && self.effective.contains(&id_hash(&c.id)))
+                || (!effective.is_empty() && effective.contains(&id_hash(&c.id)))
             {
                 return None;
             }
@@ -463,9 +440,4 @@ fn strip_new(new: &[Core<'_>], first: usize) -> Vec<Pos> {
         .zip(keep)
         .filter_map(|(k, keep)| keep.then_some(Pos::Core((first + k) as u32)))
         .collect()
-}
-
-fn id_hash(id: &str) -> u64 {
-    use std::hash::BuildHasher;
-    std::hash::BuildHasherDefault::<crate::fasthash::FxHasher>::default().hash_one(id)
 }

@@ -75,6 +75,10 @@ pub struct Blocks {
     of: Vec<BlockIds>,
     /// The projection the indices are of.
     base: usize,
+    /// Every effective id of the first `hashed_of` blocks, hashed (made when asked for: a
+    /// replay asks whether a new message carries one, whether projected yet or not).
+    hashed: FastSet<u64>,
+    hashed_of: usize,
 }
 
 impl Blocks {
@@ -85,15 +89,8 @@ impl Blocks {
             self.of.clear();
             self.base = ids.base;
         }
+        self.follow(state);
         let blocks = state.blocks();
-        let same = |k: &BlockIds, b: &Block| k.block == b.block_id && k.call == b.compress_call_id;
-        let kept = self
-            .of
-            .iter()
-            .zip(blocks)
-            .take_while(|(k, b)| same(k, b))
-            .count();
-        self.of.truncate(kept);
         for (i, b) in blocks.iter().enumerate() {
             if let Some(k) = self.of.get(i) {
                 if !k.missing || k.looked == ids.len() {
@@ -119,10 +116,52 @@ impl Blocks {
         }
     }
 
+    /// Only the blocks `state` still holds are kept (a replay's blocks are only added to, and
+    /// a refused call's taken off again; another state has others).
+    fn follow(&mut self, state: &State) {
+        let same = |k: &BlockIds, b: &Block| k.block == b.block_id && k.call == b.compress_call_id;
+        let kept = self
+            .of
+            .iter()
+            .zip(state.blocks())
+            .take_while(|(k, b)| same(k, b))
+            .count();
+        self.of.truncate(kept);
+        if self.hashed_of > kept {
+            self.hashed.clear();
+            self.hashed_of = 0;
+        }
+    }
+
+    /// Hashes every effective id of `state`'s blocks (those [`Blocks::cover`] was last
+    /// given) into [`Blocks::hashed`]: those of the blocks hashed before are kept while the
+    /// state holds them.
+    pub fn hash(&mut self, state: &State) {
+        let blocks = state.blocks();
+        debug_assert_eq!(self.of.len(), blocks.len(), "blocks not covered");
+        let new = blocks[self.hashed_of.min(blocks.len())..]
+            .iter()
+            .map(|b| &b.effective_message_ids);
+        self.hashed.reserve(new.clone().map(Vec::len).sum());
+        self.hashed.extend(new.flatten().map(|id| id_hash(id)));
+        self.hashed_of = blocks.len();
+    }
+
+    /// The ids [`Blocks::hash`] hashed.
+    pub fn hashed(&self) -> &FastSet<u64> {
+        &self.hashed
+    }
+
     /// Block `bi`'s effective ids by first index.
     pub fn firsts(&self, bi: usize) -> &[u32] {
         &self.of[bi].firsts
     }
+}
+
+/// An id hashed as [`Blocks::hashed`] holds it.
+pub fn id_hash(id: &str) -> u64 {
+    use std::hash::BuildHasher;
+    crate::fasthash::FastBuild::default().hash_one(id)
 }
 
 /// Ids covered, by first index (see [`Ids`]).
@@ -219,12 +258,18 @@ mod tests {
             (blocks.firsts(0), blocks.firsts(1)),
             (&[3, 0][..], &[2][..])
         );
+        let hashed = |ids: &[&str]| ids.iter().map(|id| id_hash(id)).collect::<FastSet<u64>>();
+        blocks.hash(&s);
+        assert_eq!(blocks.hashed(), &hashed(&["c", "a", "b"]));
         let s = state(vec![
             block("b1", "c1", &["c", "a"]),
             block("b2", "c3", &["d", "e"]),
         ]);
         blocks.cover(&s, &ids);
         assert_eq!(blocks.firsts(1), &[5, NONE]);
+        // The hashed ids follow: those of the block taken back go.
+        blocks.hash(&s);
+        assert_eq!(blocks.hashed(), &hashed(&["c", "a", "d", "e"]));
         // Covered by first index: the cores of one id together.
         let mut covered = Covered::of(&blocks, &[false, true], proj.len());
         assert!(covered.any());

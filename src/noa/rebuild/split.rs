@@ -59,16 +59,6 @@ impl Drop for Teller<'_> {
     }
 }
 
-/// The other thread's walk after the split, and what its walk before it had made (of which
-/// nothing is kept but the state and the states captured).
-struct Rest {
-    out: Rebuilt,
-    seen: History,
-    skipped_before: usize,
-    replayed_before: usize,
-    archives_before: usize,
-}
-
 /// The replay of `events` made on two threads, or `None` when the history is too short or
 /// has no call where it may split (the caller then walks it on one).
 pub(super) fn replay(
@@ -176,43 +166,26 @@ pub(super) fn replay(
 }
 
 /// The other thread's walk from the split on: requests made as `mode` asks, over the state
-/// `before` replayed to, with a fresh pacing.
+/// `before` replayed to (and the states it captured), with a fresh pacing; what it made
+/// from there.
 fn rest<'c, 'a>(
     ctx: &Ctx<'c, 'a>,
     before: Walk<'c, 'a>,
     events: Events<'_, '_>,
     mode: Mode,
-) -> Rest {
-    let (skipped_before, replayed_before, archives_before) = (
-        before.out.skipped.len(),
-        before.out.replayed,
-        before.out.archives.len(),
-    );
+) -> (Rebuilt, History) {
     let mut walk = Walk::new(ctx, mode);
-    walk.out = before.out;
+    walk.out.state = before.out.state;
     walk.seen.states = before.seen.states;
     walk.captured = before.captured;
     for (key, ev) in events {
         walk.step(ctx, *key, ev);
     }
-    let Walk {
-        out,
-        mut seen,
-        growing,
-        ..
-    } = walk;
-    (seen.grown, seen.whole) = (growing.grown, growing.whole);
-    Rest {
-        out,
-        seen,
-        skipped_before,
-        replayed_before,
-        archives_before,
-    }
+    walk.finish()
 }
 
-/// This thread's walk up to the split followed by the other's after it.
-fn join(mine: Walk<'_, '_>, theirs: Rest) -> (Rebuilt, History) {
+/// This thread's walk up to the split followed by what the other made after it.
+fn join(mine: Walk<'_, '_>, (theirs, their_seen): (Rebuilt, History)) -> (Rebuilt, History) {
     let Walk {
         mut out,
         mut seen,
@@ -221,20 +194,18 @@ fn join(mine: Walk<'_, '_>, theirs: Rest) -> (Rebuilt, History) {
         ..
     } = mine;
     seen.split_at = Some(seen.requests.len());
-    seen.requests.extend(theirs.seen.requests);
-    seen.made.extend(theirs.seen.made);
-    for (k, state) in theirs.seen.states.into_iter().enumerate() {
+    seen.requests.extend(their_seen.requests);
+    seen.made.extend(their_seen.made);
+    for (k, state) in their_seen.states.into_iter().enumerate() {
         if !captured.get(k).copied().unwrap_or(false) {
             seen.states[k] = state;
         }
     }
-    out.skipped
-        .extend(theirs.out.skipped.into_iter().skip(theirs.skipped_before));
-    out.replayed += theirs.out.replayed - theirs.replayed_before;
-    out.archives
-        .extend(theirs.out.archives.into_iter().skip(theirs.archives_before));
-    out.state = theirs.out.state;
-    seen.grown = growing.grown + theirs.seen.grown;
-    seen.whole = growing.whole + theirs.seen.whole;
+    out.skipped.extend(theirs.skipped);
+    out.replayed += theirs.replayed;
+    out.archives.extend(theirs.archives);
+    out.state = theirs.state;
+    seen.grown = growing.grown + their_seen.grown;
+    seen.whole = growing.whole + their_seen.whole;
     finished(out, seen)
 }
