@@ -3,9 +3,9 @@
 //! results, the nudge it showed and the Compress calls the model answered with; as
 //! `timeline.jsonl`, as a picture (`timeline.svg`), and as the peak the audit reports.
 //!
-//! The requests are the replay's (`noa::rebuild::Replay::history`): one before each assistant
-//! message, over the state the transcript's Compress calls and the journal's batches had
-//! made by then.
+//! The requests are the replay's (`noa::rebuild::Replay::history`): where the runtime made
+//! them (`noa::rebuild::request_points`), over the state the transcript's Compress calls and
+//! the journal's batches had made by then.
 
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
@@ -210,7 +210,8 @@ fn of_history(
 
 /// The view of the request after the first `n` messages of session `sid` (`at/<n>/`,
 /// `normafs view --at N`): over the state the replay had there (opened as the runtime opens
-/// it: a fork without blocks of its own inherits), summaries naming archives by `path`.
+/// it: a fork without blocks of its own inherits), summaries naming archives by `path`; at a
+/// request point the nudge as the live runtime paced it, elsewhere as a resumed runtime.
 pub fn view_at(
     paths: &RootPaths,
     sid: &str,

@@ -1,4 +1,4 @@
-//! The view at every request (issue 26), against the runtime's own: three sessions its agent
+//! The view at every request (issue 26), against the runtime's own: four sessions its agent
 //! loop wrote live, with the view it sent at each request (`tests/data/norma/timeline/`).
 
 mod common;
@@ -12,7 +12,7 @@ use normafs::store::root::RootPaths;
 use serde_json::Value;
 
 /// The sessions of the timeline oracle.
-const SESSIONS: [&str; 3] = ["t1-w9000", "t2-w16000", "t3-w40000"];
+const SESSIONS: [&str; 4] = ["t1-w9000", "t2-w16000", "t3-w40000", "t4-w40000"];
 
 fn data() -> PathBuf {
     common::norma_data().join("timeline")
@@ -45,16 +45,43 @@ fn config(sid: &str) -> NoaConfig {
     }
 }
 
-/// Whether a provider message is a nudge: a user message of one text, worded by the runtime
-/// (`⚠️ Context limit reached …`) or by normafs (`[noa] …`), which words its own.
-fn is_nudge(m: &Value) -> bool {
+/// The kind of nudge a provider message is (`emergency`, `gentle`, `tier2`, `tier3`), when it
+/// is one: a user message of one text, worded by the runtime (its nudges all carry its
+/// `HOW TO COMPRESS` rules, as its own agent tests find them) or by normafs (`[noa] …`),
+/// which words its own.
+fn nudge_kind(m: &Value) -> Option<&'static str> {
     let Some([only]) = m["content"].as_array().map(Vec::as_slice) else {
-        return false;
+        return None;
     };
+    if m["role"] != "user" || only["type"] != "text" {
+        return None;
+    }
     let text = only["text"].as_str().unwrap_or("");
-    m["role"] == "user"
-        && only["type"] == "text"
-        && (text.starts_with("⚠️ Context limit reached") || text.starts_with("[noa] "))
+    if text.contains("\nHOW TO COMPRESS\n") {
+        return Some(if text.contains("TIER 2 DISTILLATION") {
+            "tier2"
+        } else if text.contains("TIER 3 CONDENSATION") {
+            "tier3"
+        } else if text.contains("⚠️ Context limit reached") {
+            "emergency"
+        } else {
+            "gentle"
+        });
+    }
+    let first = text.strip_prefix("[noa] ")?.lines().next().unwrap_or("");
+    Some(if first.contains("tier-1 summaries have piled up") {
+        "tier2"
+    } else if first.contains("tier-2 summaries have piled up") {
+        "tier3"
+    } else if first.contains("compress now") {
+        "emergency"
+    } else {
+        "gentle"
+    })
+}
+
+fn is_nudge(m: &Value) -> bool {
+    nudge_kind(m).is_some()
 }
 
 /// `a` around where it first differs from `b`.
@@ -113,11 +140,23 @@ fn the_view_at_every_request_is_the_one_the_runtime_sent() {
                 .iter()
                 .filter(|m| !is_nudge(m))
                 .collect();
-            let nudged = got.iter().any(is_nudge);
-            if nudged == (r["nudge"] == true) {
+            // The nudge: shown where the runtime showed one, and of the same kind.
+            let kinds = |v: &[Value]| v.iter().filter_map(nudge_kind).collect::<Vec<_>>();
+            let (ours, theirs) = (kinds(&got), kinds(r["view"].as_array().expect("view")));
+            assert_eq!(
+                !theirs.is_empty(),
+                r["nudge"] == true,
+                "{sid} at {n}: the trace's nudge flag and its view disagree"
+            );
+            if ours == theirs {
                 same_nudge += 1;
             } else {
                 wrong += 1;
+                if first_wrong.is_none() {
+                    first_wrong = Some(format!(
+                        "{sid} at {n}: nudge {ours:?} where the runtime showed {theirs:?}"
+                    ));
+                }
             }
             let got: Vec<&Value> = got.iter().filter(|m| !is_nudge(m)).collect();
             if got != want {
@@ -139,7 +178,7 @@ fn the_view_at_every_request_is_the_one_the_runtime_sent() {
             }
         }
         report.push(format!(
-            "{sid}: {wrong} of {} requests differ (nudge wording aside); the nudge shown or not as the runtime did at {same_nudge}",
+            "{sid}: {wrong} of {} requests differ (nudge wording aside); the nudge shown or not, and its kind, as the runtime did at {same_nudge}",
             requests.len()
         ));
         if let Some(f) = first_wrong {
@@ -218,6 +257,32 @@ fn view_at_from_the_command_line() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("messages, not 100000"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
+
+    // t4's tier-2 nudge: shown at the request after 121 messages, as the runtime showed it,
+    // not at the one after 119 (issue 38).
+    let sid = "t4-w40000";
+    for (n, nudged) in [(119, false), (121, true)] {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_normafs"))
+            .arg("view")
+            .arg(&root)
+            .args([sid, "--window", "40000", "--at", &n.to_string()])
+            .output()
+            .expect("run normafs view");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let got: Vec<Value> = common::lines(&o.stdout)
+            .into_iter()
+            .map(|mut v| v["message"].take())
+            .collect();
+        let r = trace(sid)
+            .into_iter()
+            .find(|r| r["messages"] == n)
+            .expect("the request");
+        let want = r["view"].as_array().expect("view");
+        assert_eq!(got.len(), want.len(), "{sid} at {n}");
+        let kinds = |v: &[Value]| v.iter().filter_map(nudge_kind).collect::<Vec<_>>();
+        assert_eq!(kinds(&got), kinds(want), "{sid} at {n}");
+        assert_eq!(kinds(&got) == ["tier2"], nudged, "{sid} at {n}");
+    }
 }
 
 /// The timeline of a session of the timeline oracle, with its settings.
@@ -482,12 +547,9 @@ fn the_mount_shows_each_sessions_history() {
             .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
             .collect();
         listed.sort();
-        let mut want: Vec<String> = s
-            .messages()
+        let mut want: Vec<String> = normafs::store::session::request_points(&s.transcript)
             .iter()
-            .enumerate()
-            .filter(|(i, m)| *i > 0 && m.role == "assistant")
-            .map(|(i, _)| i.to_string())
+            .map(|i| i.to_string())
             .chain(["latest".to_string()])
             .collect();
         want.sort();
@@ -619,4 +681,63 @@ fn grown_requests_are_the_whole_pipelines() {
     if cfg!(debug_assertions) {
         assert!(split > 0, "no history was split");
     }
+}
+
+/// The replay's requests are where the runtime made them: before each assistant message but
+/// the one that went on from a Compress call in the same response (both carry that request's
+/// usage). The traces record every request but the first (its agent starts with a turn of
+/// work before it asks).
+#[test]
+fn the_requests_are_where_the_runtime_made_them() {
+    let paths = RootPaths::from_root(&data().join("root"));
+    for sid in SESSIONS {
+        let s = normafs::store::session::load(&paths, sid);
+        let got = normafs::store::session::request_points(&s.transcript);
+        let want: Vec<usize> = trace(sid)
+            .iter()
+            .map(|r| r["messages"].as_u64().expect("messages") as usize)
+            .collect();
+        assert_eq!(got.first(), Some(&1), "{sid}");
+        assert_eq!(&got[1..], &want[..], "{sid}");
+        let assistant = s
+            .messages()
+            .iter()
+            .filter(|m| m.role == "assistant")
+            .count();
+        assert!(got.len() < assistant, "{sid}: no request was left out");
+    }
+}
+
+/// Without usage, or with a usage reporting no input, a request is made before every
+/// assistant message past the first; the same reported input twice in a row is one request.
+#[test]
+fn request_points_follow_the_reported_usage() {
+    use normafs::format::transcript::{Message, Usage};
+    use normafs::noa::rebuild::request_points;
+    let msgs: Vec<Message> = [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
+    .iter()
+    .map(|r| Message::new(r, Vec::new()))
+    .collect();
+    let refs: Vec<&Message> = msgs.iter().collect();
+    let usage = |input: u64, read: u64| Usage {
+        input_tokens: input,
+        cache_read_tokens: read,
+        ..Usage::default()
+    };
+    assert_eq!(request_points(&refs, &|_| None), [1, 3, 5]);
+    let zero = [usage(0, 0), usage(0, 0), usage(0, 0)];
+    assert_eq!(request_points(&refs, &|m| zero.get(m / 2)), [1, 3, 5]);
+    // Messages 1 and 3 report the same input: 3 came from the request before 1.
+    let same = [usage(10, 5), usage(10, 5), usage(30, 5)];
+    assert_eq!(request_points(&refs, &|m| same.get(m / 2)), [1, 5]);
+    // The same input with other cache reads is another request.
+    let other = [usage(10, 5), usage(10, 6), usage(10, 6)];
+    assert_eq!(request_points(&refs, &|m| other.get(m / 2)), [1, 3]);
 }

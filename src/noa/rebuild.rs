@@ -116,6 +116,42 @@ pub struct Replay<'r> {
     place: &'r Placement<'r>,
     journal: &'r [JournalBatch],
     path: ArchivePath<'r>,
+    /// Where the runtime made its requests ([`request_points`]); `None`: one before each
+    /// assistant message past the first.
+    requests: Option<&'r [usize]>,
+}
+
+/// Where the runtime made its requests, by how many messages came before each: one before
+/// each assistant message past the first, except an assistant message that answered the
+/// same request as the assistant message before it. The provider reports its usage once per
+/// request, and the runtime stamps it on every message that request returned: two assistant
+/// messages with the same reported input (input, cache-read and cache-write tokens, the
+/// input not zero) came from one request — a Compress call and the turn the model went on
+/// with, written together by the runtime's agent loop, with no request for the call's
+/// result between them. `usage(m)` is message `m`'s reported usage, where recorded.
+pub fn request_points<'u>(
+    msgs: &[&crate::format::transcript::Message],
+    usage: &dyn Fn(usize) -> Option<&'u crate::format::transcript::Usage>,
+) -> Vec<usize> {
+    let reported = |m: usize| {
+        usage(m)
+            .filter(|u| u.input_tokens > 0)
+            .map(|u| (u.input_tokens, u.cache_read_tokens, u.cache_write_tokens))
+    };
+    let mut out = Vec::new();
+    let mut before = None;
+    for (m, msg) in msgs.iter().enumerate() {
+        if msg.role != "assistant" {
+            continue;
+        }
+        let this = reported(m);
+        let same = this.is_some() && this == before;
+        before = this;
+        if m > 0 && !same {
+            out.push(m);
+        }
+    }
+    out
 }
 
 impl<'r> Replay<'r> {
@@ -132,6 +168,15 @@ impl<'r> Replay<'r> {
             place,
             journal,
             path,
+            requests: None,
+        }
+    }
+
+    /// The replay with the runtime's requests at `points` (sorted; see [`request_points`]).
+    pub fn with_requests(self, points: &'r [usize]) -> Self {
+        Replay {
+            requests: Some(points),
+            ..self
         }
     }
 
@@ -143,7 +188,7 @@ impl<'r> Replay<'r> {
     /// The history replayed as `asked`: the states the runtime held when it built the request
     /// after the first `n` messages of the projection, for each `n` of its points, in one
     /// replay — the rebuild replay stopped there, with every request the runtime made before
-    /// it made again (one before each assistant message), so that the refs it assigned and
+    /// it made again (at its request points), so that the refs it assigned and
     /// the token counts its tags first showed are recorded as the runtime recorded them —
     /// and, when asked, what each request and each replayed call saw and made on the way.
     pub fn history(&self, asked: Asked<'_>) -> History {
@@ -217,6 +262,7 @@ fn replay(inputs: &Replay<'_>, asked: Option<Asked<'_>>) -> (Rebuilt, History) {
         place,
         journal,
         path,
+        requests: at_requests,
     } = *inputs;
     // Only the rebuild keeps the archives.
     let history_place;
@@ -255,12 +301,21 @@ fn replay(inputs: &Replay<'_>, asked: Option<Asked<'_>>) -> (Rebuilt, History) {
         }
         events.push(((b.prefix.min(cores.len()), 1, 0, 0), Event::Journal(b)));
     }
-    if let (Some(n), Some(ps)) = (last, points) {
-        for (m, msg) in p.msgs.iter().enumerate().take(n) {
-            if m > 0 && msg.role == "assistant" {
-                events.push(((cores_before(m), 2, m, 1), Event::Request));
-            }
+    let every;
+    let at_requests = match at_requests {
+        Some(r) => r,
+        None => {
+            every = request_points(&p.msgs, &|_| None);
+            &every[..]
         }
+    };
+    let mut at_request = false;
+    if let (Some(n), Some(ps)) = (last, points) {
+        for &m in at_requests.iter().take_while(|&&m| m < n) {
+            events.push(((cores_before(m), 2, m, 1), Event::Request));
+        }
+        // A state captured where the runtime made a request carries the pacing it had then.
+        at_request = ps.iter().any(|at| at_requests.binary_search(at).is_ok());
         for (k, &at) in ps.iter().enumerate() {
             events.push(((cores_before(at), 2, at, 0), Event::Capture(k)));
         }
@@ -283,8 +338,14 @@ fn replay(inputs: &Replay<'_>, asked: Option<Asked<'_>>) -> (Rebuilt, History) {
         history_tokens: &history_tokens,
         points: points.map_or(0, <[usize]>::len),
         made: points.is_some(),
+        requests: at_requests,
+        at_request,
     };
-    let mode = Mode { grow, requests };
+    let mode = Mode {
+        grow,
+        requests,
+        pacing: requests || at_request,
+    };
     // What each request showed is most of a timeline's work: past a place in the history
     // another thread takes it up (see `split`).
     if requests && journal.is_empty() {
@@ -311,9 +372,18 @@ struct Ctx<'c, 'a> {
     /// How many states are asked for, and whether what each call made is kept.
     points: usize,
     made: bool,
+    /// Where the runtime made its requests (sorted), and whether a state is asked for at one
+    /// of them (it then carries the nudges' pacing the runtime had there).
+    requests: &'c [usize],
+    at_request: bool,
 }
 
 impl Ctx<'_, '_> {
+    /// Whether the runtime made a request after the first `m` messages.
+    fn is_request(&self, m: usize) -> bool {
+        self.requests.binary_search(&m).is_ok()
+    }
+
     /// The message core `i` comes from (for where a call was made).
     fn msg_of(&self, i: usize) -> usize {
         match self.cores[i].origin {
@@ -323,12 +393,14 @@ impl Ctx<'_, '_> {
     }
 }
 
-/// How a walk makes its requests: grown from the one before or whole, and whether what
-/// each showed is kept (its nudge decided).
+/// How a walk makes its requests: grown from the one before or whole, whether what each
+/// showed is kept (its nudge decided), and whether the nudges' pacing is kept (what was
+/// shown decided) for the states captured at requests.
 #[derive(Debug, Clone, Copy)]
 struct Mode {
     grow: bool,
     requests: bool,
+    pacing: bool,
 }
 
 /// A replay's walk over its events: what it has made so far.
@@ -338,9 +410,9 @@ struct Walk<'c, 'a> {
     /// Which of `seen.states` were captured.
     captured: Vec<bool>,
     mode: Mode,
-    /// The pacing of nudges as the live runtime kept it between requests (never in the
-    /// state it wrote, nor in the states captured here: a view of them is a resumed
-    /// runtime's).
+    /// The pacing of nudges as the live runtime kept it between requests: never in the
+    /// state it wrote, and in a state captured here only where the runtime made a request
+    /// (a view of it is the one the runtime sent; of any other, a resumed runtime's).
     pacing: crate::format::state::NudgeState,
     range_lines: super::nudge::RangeLines,
     /// Steps 1-3 kept from request to request while the blocks stay.
@@ -424,6 +496,9 @@ impl<'c, 'a> Walk<'c, 'a> {
             }
             Event::Capture(k) => {
                 seen.states[k] = out.state.clone();
+                if mode.pacing && ctx.is_request(msg) {
+                    seen.states[k].nudge = pacing.clone();
+                }
                 captured[k] = true;
                 return;
             }
@@ -432,8 +507,8 @@ impl<'c, 'a> Walk<'c, 'a> {
                 // What was shown is all a timeline keeps (the whole decision where it is
                 // checked against grown requests).
                 let deciding = match (mode.requests, mode.grow) {
-                    (false, _) => pipeline::Deciding::No,
-                    (true, true) => pipeline::Deciding::Shown,
+                    (false, _) if !mode.pacing => pipeline::Deciding::No,
+                    (false, _) | (true, true) => pipeline::Deciding::Shown,
                     (true, false) => pipeline::Deciding::Whole,
                 };
                 let mut t = growing.turn(prefix, &out.state, cfg, path, Count::Measured, deciding);

@@ -234,6 +234,16 @@ pub fn message_uuids(t: &Transcript) -> Vec<&str> {
         .collect()
 }
 
+/// Where the runtime made the requests of transcript `t`, by how many messages came before
+/// each ([`crate::noa::rebuild::request_points`] over the usage its records report).
+pub fn request_points(t: &Transcript) -> Vec<usize> {
+    let records: Vec<_> = t.iter_messages().collect();
+    let msgs: Vec<&Message> = records.iter().map(|(_, m)| *m).collect();
+    crate::noa::rebuild::request_points(&msgs, &|m| {
+        records.get(m).and_then(|(l, _)| l.record.usage())
+    })
+}
+
 /// A session's state as the runtime opens it: its own, or with `parents` configured and no
 /// blocks of its own, the first ancestor's that has blocks (SPEC 4.10). Also names the
 /// ancestor.

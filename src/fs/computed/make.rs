@@ -201,17 +201,12 @@ impl Computed {
         Ok(session::messages(tf.transcript()).len())
     }
 
-    /// The request points of session `sid` (`at/`'s numbered names): before each assistant
-    /// message after the first message, as the replay makes them.
+    /// The request points of session `sid` (`at/`'s numbered names), where the replay makes
+    /// its requests.
     pub fn request_points(&self, sid: &str) -> Result<Vec<usize>, FsError> {
         let t = self.transcript(sid)?;
         let tf = t.lock();
-        Ok(session::messages(tf.transcript())
-            .iter()
-            .enumerate()
-            .filter(|(m, msg)| *m > 0 && msg.role == "assistant")
-            .map(|(m, _)| m)
-            .collect())
+        Ok(session::request_points(tf.transcript()))
     }
 
     /// `MEMORY.md` or the root's `audit.txt`.

@@ -98,6 +98,7 @@ pub(super) fn replay(
                 let teller = Teller(decided);
                 let states = Mode {
                     requests: false,
+                    pacing: ctx.at_request,
                     ..mode
                 };
                 let mut walk = Walk::new(ctx, states);

@@ -290,7 +290,8 @@ pub fn history_of(
         .unwrap_or_else(|| absolute(&paths.archive_root(sid)));
     let place = placement(&root, sid, now);
     let path = &noa_session::runtime_path;
-    let replay = rebuild::Replay::new(full, cfg, &place, &batches, path);
+    let requests = session::request_points(t);
+    let replay = rebuild::Replay::new(full, cfg, &place, &batches, path).with_requests(&requests);
     let mut h = replay.history(asked(points));
     // A block the session's state holds (made by the same call) is where that state says:
     // a fork's inherited blocks live in its parent's archives.
