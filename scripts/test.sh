@@ -28,6 +28,15 @@ cargo clippy --all-targets --locked -- -D warnings
 cargo clippy --lib --bins --locked -- -D warnings
 cargo test --locked --all-targets
 
+# fsx on memory/ of real mounts (as root with and without passthrough, and as an ordinary
+# user): every variant with a fixed seed and one with a random seed (printed). Needs root and
+# /dev/fuse; a failing operation fails the tests.
+if [ "$(id -u)" = 0 ] && [ -c /dev/fuse ]; then
+  scripts/fsx.sh
+else
+  echo "note: scripts/fsx.sh needs root and /dev/fuse; skipped" >&2
+fi
+
 # The benchmark harness in its short mode, so that it cannot rot (figures are printed, never
 # asserted: these machines are shared). Needs root (drop_caches) and /dev/fuse.
 if [ "$(id -u)" = 0 ] && [ -c /dev/fuse ]; then

@@ -386,14 +386,14 @@ fn a_file_replaced_by_rename_is_a_new_inode_and_the_old_one_keeps_its_file() {
         "the old inode still answers for its own file"
     );
     // Forgotten by the kernel: the old file is let go (its disk space freed), and the
-    // inode, holding nothing, answers ESTALE rather than for another file.
+    // inode, its name gone, names nothing (it never answers for another file).
     let held = fs.files_held();
     fs.forget(old, fs.lookup_count(old));
     assert_eq!(fs.files_held(), held - 1);
-    assert_eq!(fs.getattr(old).expect_err("stale").errno(), libc::ESTALE);
+    assert_eq!(fs.getattr(old).expect_err("gone").errno(), libc::ENOENT);
     assert_eq!(
-        fs.open(old, libc::O_RDONLY).expect_err("stale").errno(),
-        libc::ESTALE
+        fs.open(old, libc::O_RDONLY).expect_err("gone").errno(),
+        libc::ENOENT
     );
     // Appends keep the identity: the same inode, its new size.
     let t = lookup_path(&fs, &format!("sessions/{SID}/transcript.jsonl")).expect("t");
@@ -537,10 +537,16 @@ fn memory_edits_create_rename_unlink_setattr() {
     .expect("chmod");
     fs.rename(mem, OsStr::new("sedXYZ"), mem, OsStr::new("new-note.md"), 0)
         .expect("rename");
+    // The inode renamed over still answers for its own file (unlinked now) while the kernel
+    // holds it, as `fstat` of a descriptor open on it does on a local disk.
+    let replaced = fs.getattr(e.attr.ino).expect("the replaced inode's file");
     assert_eq!(
-        fs.getattr(e.attr.ino)
-            .expect_err("replaced inode is gone")
-            .errno(),
+        (replaced.attr.nlink, replaced.attr.size),
+        (0, body.len() as u64)
+    );
+    fs.forget(e.attr.ino, fs.lookup_count(e.attr.ino));
+    assert_eq!(
+        fs.getattr(e.attr.ino).expect_err("forgotten").errno(),
         libc::ENOENT
     );
     let renamed = lookup_path(&fs, "memory/new-note.md").expect("renamed");

@@ -210,9 +210,13 @@ impl Grow {
     }
 
     /// A write through the mount reached `end`: the kernel's size is at least that, and its
-    /// pages hold what was written. So is the file's (a later stat finding it shorter finds
-    /// a shrink).
-    fn wrote(&mut self, end: u64, page: u64) {
+    /// pages hold what was written. So is the file's: `after`, its stat right after the
+    /// write, is newer than every stat taken before it, none of which then reads as a shrink
+    /// (without it, a later stat finding it shorter than `end` finds a shrink).
+    fn wrote(&mut self, end: u64, after: Option<Seen>, page: u64) {
+        if let Some(s) = after {
+            self.observe(s, page);
+        }
         self.safe = self.safe.max(end);
         self.seen.size = self.seen.size.max(end);
         self.note(end, page);
@@ -312,10 +316,10 @@ impl Growth {
         }
     }
 
-    /// A write through the mount reached `end`.
-    pub fn wrote(&self, ino: u64, end: u64) {
+    /// A write through the mount reached `end`; `after`: the file's stat right after it.
+    pub fn wrote(&self, ino: u64, end: u64, after: Option<Seen>) {
         if let Some(g) = self.files.lock().get_mut(&ino) {
-            g.wrote(end, page());
+            g.wrote(end, after, page());
         }
     }
 
@@ -562,7 +566,7 @@ mod tests {
     fn a_write_through_the_mount_sets_the_size_the_kernel_holds() {
         let mut t = T::new(100);
         // A write through the mount to 150: the kernel holds 150 and the written bytes.
-        t.g.wrote(150, P);
+        t.g.wrote(150, None, P);
         assert_eq!(t.tell(150), (150, None));
         // A stat from before the write goes by the kernel's size.
         assert_eq!(
@@ -578,7 +582,7 @@ mod tests {
     #[test]
     fn a_file_cut_behind_the_mount_below_a_write_through_it_is_a_shrink() {
         let mut t = T::new(100);
-        t.g.wrote(150, P);
+        t.g.wrote(150, None, P);
         // Cut to 120 from the backing side: told as it is, not the 150 the write reached.
         assert_eq!(t.tell(120), (120, None));
     }

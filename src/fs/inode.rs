@@ -1,7 +1,10 @@
 //! The one owner of inode numbers: node identity -> inode, with lookup counts.
 //!
 //! Lookup counts follow the kernel's lookup/forget protocol. A real file's inode stands for one
-//! backing file for life (device, inode, birth time); a computed file's for one version of it
+//! backing file for life (device, inode, birth time), and holds it open from the kernel's
+//! lookup until its forget, whatever its name names meanwhile (removed or renamed over, it
+//! still answers for its file: `fstat`, `fchmod`, `ftruncate` of an open descriptor reach
+//! it); a computed file's for one version of it
 //! (a new version of other bytes gets a new inode: see `versions.rs`). A retired computed
 //! inode the kernel has forgotten gives its slot to a later inode, under a new number (the
 //! slot's generation is in its high bits).
@@ -54,8 +57,8 @@ struct Inner {
 struct Bound {
     id: Ident,
     held: Option<Held>,
-    /// Held at least until then (a grace after each lookup and open), and after it while an
-    /// open handle shares the file.
+    /// When the file was last looked up or opened (the least recent are let go first when
+    /// more files are held than the cap allows).
     until: Instant,
     /// Seen shorter than the kernel held it (truncated in place under the mount).
     shrunk: bool,
@@ -73,10 +76,9 @@ pub struct Held {
 /// ([`InodeTable::set_cap`]).
 const DEFAULT_CAP: usize = 4096;
 
-/// How long a file stays held after the kernel looked its inode up or opened it, with no
-/// handle open: long enough for the open that follows a lookup (the kernel's path walk, or
-/// its retry after ESTALE) to find it held, short enough that a file removed or replaced
-/// behind the mount is let go at once for all practical purposes.
+/// How long a file an open held for an inode the kernel does not hold (one a listing linked)
+/// stays held with no handle open: long enough for the kernel's retry after ESTALE to find
+/// it held. An inode the kernel looked up holds its file until the kernel forgets it.
 pub const HOLD_GRACE: Duration = Duration::from_secs(1);
 
 #[derive(Debug)]
@@ -158,7 +160,7 @@ impl Inner {
         b.held = Some(file);
         self.holding.insert(ino);
         if self.holding.len() > self.cap {
-            self.let_go(|_, until| until <= now, usize::MAX, spare);
+            self.let_go_unheld(now, spare);
         }
         if self.holding.len() > self.cap {
             // The least recently used eighth of the idle ones, the new one aside.
@@ -178,9 +180,35 @@ impl Inner {
         }
     }
 
+    /// Let go of the files of inodes the kernel does not hold (an open of an inode a listing
+    /// linked held them) whose grace is over and that no handle shares.
+    fn let_go_unheld(&mut self, now: Instant, spare: &mut Vec<Held>) {
+        let unheld: HashSet<u64> = self
+            .holding
+            .iter()
+            .copied()
+            .filter(|&i| self.slot(i).is_none_or(|s| s.1 == 0))
+            .collect();
+        if !unheld.is_empty() {
+            self.let_go(
+                |i, until| unheld.contains(&i) && until <= now,
+                usize::MAX,
+                spare,
+            );
+        }
+    }
+
+    /// Whether `ino` is the inode its node's name gives (not removed or renamed over).
+    fn current(&self, ino: u64) -> bool {
+        self.slot(ino)
+            .and_then(|s| s.0.as_ref())
+            .is_some_and(|n| self.by_node.get(n) == Some(&ino))
+    }
+
     /// Let go of at most `most` held files that no open handle shares and `which` (inode,
-    /// held until) picks. An inode let go is still bound to its file: an open of it checks
-    /// that its name still names that file, and holds it again.
+    /// held until) picks, never one whose name is gone (its file could not be found again).
+    /// An inode let go is still bound to its file: an open of it checks that its name still
+    /// names that file, and holds it again.
     fn let_go(&mut self, which: impl Fn(u64, Instant) -> bool, most: usize, spare: &mut Vec<Held>) {
         let mut gone = Vec::new();
         for &ino in &self.holding {
@@ -195,7 +223,7 @@ impl Inner {
                 .held
                 .as_ref()
                 .is_none_or(|h| Arc::strong_count(&h.file) == 1);
-            if idle && which(ino, b.until) {
+            if idle && self.current(ino) && which(ino, b.until) {
                 gone.push(ino);
             }
         }
@@ -207,10 +235,38 @@ impl Inner {
         }
     }
 
-    /// Let go of the file `ino` is held by (the kernel forgot the inode).
+    /// Let go of the file `ino` is held by (the kernel forgot the inode). An inode whose
+    /// name is gone (removed or renamed over) names nothing from then on: the file it stood
+    /// for can be reached no more.
     fn release(&mut self, ino: u64) -> Option<Held> {
         self.holding.remove(&ino);
-        self.files.get_mut(&ino).and_then(|b| b.held.take())
+        let held = self.files.get_mut(&ino).and_then(|b| b.held.take());
+        if self.files.contains_key(&ino) && !self.current(ino) {
+            // Nothing can ask for it again: its slot is given again, under a new number.
+            self.files.remove(&ino);
+            if let Some(slot) = self.slot_mut(ino) {
+                slot.0 = None;
+            }
+            self.free.push(ino);
+        }
+        held
+    }
+
+    /// `ino`'s name is gone (removed, or renamed over): the name no longer gives it. An
+    /// inode standing for a real file still names its node (its operations go to the file
+    /// it holds) until the kernel forgets it; any other names nothing.
+    fn unname(&mut self, ino: u64) {
+        let bound = self.files.get(&ino).is_some_and(|b| b.held.is_some());
+        let held = self.slot(ino).is_some_and(|s| s.1 > 0);
+        if let Some(slot) = self.slot_mut(ino) {
+            if !(bound && held) {
+                slot.0 = None;
+            }
+        }
+        if !(bound && held) {
+            self.holding.remove(&ino);
+            self.files.remove(&ino);
+        }
     }
 }
 
@@ -326,7 +382,8 @@ impl InodeTable {
         same
     }
 
-    /// Let go of the held files no handle shares whose grace is over; how many.
+    /// Let go of the held files of inodes the kernel does not hold that no handle shares,
+    /// their grace over; how many.
     pub fn let_go_idle(&self) -> usize {
         let mut spare = Vec::new();
         {
@@ -334,8 +391,7 @@ impl InodeTable {
             if w.holding.is_empty() {
                 return 0;
             }
-            let now = Instant::now();
-            w.let_go(|_, until| until <= now, usize::MAX, &mut spare);
+            w.let_go_unheld(Instant::now(), &mut spare);
         }
         spare.len()
     }
@@ -426,9 +482,7 @@ impl InodeTable {
     pub fn rename(&self, from: &Node, to: &Node) {
         let mut w = self.inner.write();
         if let Some(old_to) = w.by_node.remove(to) {
-            if let Some(slot) = w.slot_mut(old_to) {
-                slot.0 = None;
-            }
+            w.unname(old_to);
         }
         if let Some(ino) = w.by_node.remove(from) {
             if let Some(slot) = w.slot_mut(ino) {
@@ -471,13 +525,12 @@ impl InodeTable {
         w.free.push(ino);
     }
 
-    /// `node` was removed: detach its inode so a new file of the same name gets a new one.
+    /// `node` was removed: detach its inode so a new file of the same name gets a new one
+    /// (a real file's inode keeps answering for its file while the kernel holds it).
     pub fn remove(&self, node: &Node) {
         let mut w = self.inner.write();
         if let Some(ino) = w.by_node.remove(node) {
-            if let Some(slot) = w.slot_mut(ino) {
-                slot.0 = None;
-            }
+            w.unname(ino);
         }
     }
 
@@ -599,29 +652,40 @@ mod tests {
     }
 
     #[test]
-    fn a_file_is_held_for_its_grace_while_shared_and_until_forgotten() {
+    fn a_file_is_held_until_the_kernel_forgets_its_inode() {
         let t = InodeTable::new();
         let a = Node::Real(Base::Memory, PathBuf::from("a.md"));
         let id = (1, 2, 3, 4);
         let ino = t.lookup_file(&a, id, held());
         assert_eq!(t.files_held(), 1);
+        std::thread::sleep(HOLD_GRACE + Duration::from_millis(100));
+        assert_eq!(t.let_go_idle(), 0, "the kernel holds the inode");
+        assert!(t.held_file(ino).is_some());
+        // Its name removed: it still names its node, and holds its file, until forgotten.
+        t.remove(&a);
+        assert_eq!(t.node(ino), Some(a.clone()));
+        assert!(t.held_file(ino).is_some());
+        assert_ne!(t.ino(&a), ino, "the name gives a new inode");
+        t.forget(ino, 1);
+        assert_eq!(t.files_held(), 0);
+        assert_eq!(t.node(ino), None, "forgotten, it names nothing");
+
+        // An inode the kernel does not hold (a listing linked it) holds the file its open
+        // found for its grace, and while a handle shares it.
+        let b = Node::Real(Base::Memory, PathBuf::from("b.md"));
+        let ib = t.ino(&b);
+        assert!(t.hold(ib, id, held()));
+        assert!(!t.hold(ib, (9, 9, 9, 9), held()), "never another file");
         assert_eq!(t.let_go_idle(), 0, "within its grace");
-        // A handle shares the file past the grace.
-        let handle = t.held_file_for_open(ino).expect("held").file;
+        let handle = t.held_file_for_open(ib).expect("held").file;
         std::thread::sleep(HOLD_GRACE + Duration::from_millis(100));
         assert_eq!(t.let_go_idle(), 0, "a handle shares it");
         drop(handle);
         assert_eq!(t.let_go_idle(), 1, "idle and its grace over");
-        assert!(t.held_file(ino).is_none());
-        assert!(t.same_file(ino, id), "still bound to its file");
-        assert!(!t.hold(ino, (9, 9, 9, 9), held()), "never to another");
-        // Held again by an open of its file; let go at once when the kernel forgets it.
-        assert!(t.hold(ino, id, held()));
-        t.forget(ino, 1);
-        assert_eq!(t.files_held(), 0);
+        assert!(t.same_file(ib, id), "still bound to its file");
         // A lookup that finds another file under the name: a new inode.
-        let other = t.lookup_file(&a, (5, 6, 7, 8), held());
-        assert_ne!(other, ino);
+        let other = t.lookup_file(&b, (5, 6, 7, 8), held());
+        assert_ne!(other, ib);
         assert_eq!(t.lookups(other), 1);
     }
 

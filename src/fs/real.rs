@@ -206,6 +206,99 @@ pub fn reopen(f: &File, flags: i32) -> Result<File, FsError> {
     openat(libc::AT_FDCWD, &p, flags, 0).map(File::from)
 }
 
+/// The path through which `f` is reached whatever its name names by now, removed or
+/// renamed over (`/proc/self/fd/N`: it works for a descriptor opened as a path too).
+fn fd_path(f: &File) -> Result<CString, FsError> {
+    CString::new(format!("/proc/self/fd/{}", f.as_raw_fd()))
+        .map_err(|_| FsError::Invalid("descriptor path".into()))
+}
+
+/// Attribute changes of the file `f` is open on (for reading, writing, or as a path): an
+/// inode's operations reach its own file, not whatever its name names by now.
+pub mod by_fd {
+    use super::*;
+
+    /// Set the size of `f`'s file.
+    pub fn truncate(f: &File, size: u64) -> Result<(), FsError> {
+        let size = i64::try_from(size).map_err(|_| FsError::Os(libc::EFBIG))?;
+        // SAFETY: a descriptor we hold open.
+        if unsafe { libc::ftruncate(f.as_raw_fd(), size) } == 0 {
+            return Ok(());
+        }
+        match last_err() {
+            // Not open for writing (or a path): opened for writing through /proc.
+            FsError::Os(libc::EBADF) | FsError::Invalid(_) => {
+                let w = reopen(f, libc::O_WRONLY)?;
+                // SAFETY: a descriptor just opened.
+                if unsafe { libc::ftruncate(w.as_raw_fd(), size) } < 0 {
+                    return Err(last_err());
+                }
+                Ok(())
+            }
+            e => Err(e),
+        }
+    }
+
+    pub fn chmod(f: &File, mode: u32) -> Result<(), FsError> {
+        let p = fd_path(f)?;
+        // SAFETY: valid C string; the /proc link names `f`'s file.
+        if unsafe { libc::chmod(p.as_ptr(), mode as libc::mode_t) } < 0 {
+            return Err(last_err());
+        }
+        Ok(())
+    }
+
+    pub fn chown(f: &File, uid: Option<u32>, gid: Option<u32>) -> Result<(), FsError> {
+        let p = fd_path(f)?;
+        let (u, g) = (uid.unwrap_or(u32::MAX), gid.unwrap_or(u32::MAX));
+        // SAFETY: valid C string; -1 leaves an id unchanged.
+        if unsafe { libc::chown(p.as_ptr(), u, g) } < 0 {
+            return Err(last_err());
+        }
+        Ok(())
+    }
+
+    pub fn utimes(
+        f: &File,
+        atime: Option<libc::timespec>,
+        mtime: Option<libc::timespec>,
+    ) -> Result<(), FsError> {
+        let p = fd_path(f)?;
+        let omit = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        };
+        let times = [atime.unwrap_or(omit), mtime.unwrap_or(omit)];
+        // SAFETY: valid pointers for the call.
+        if unsafe { libc::utimensat(libc::AT_FDCWD, p.as_ptr(), times.as_ptr(), 0) } < 0 {
+            return Err(last_err());
+        }
+        Ok(())
+    }
+
+    /// `fallocate(2)` on `f`'s file (opened for writing through /proc when `f` is not).
+    pub fn fallocate(f: &File, mode: i32, offset: u64, length: u64) -> Result<(), FsError> {
+        let (off, len) = (
+            i64::try_from(offset).map_err(|_| FsError::Os(libc::EFBIG))?,
+            i64::try_from(length).map_err(|_| FsError::Os(libc::EFBIG))?,
+        );
+        let run = |fd: RawFd| loop {
+            // SAFETY: a descriptor we hold open.
+            if unsafe { libc::fallocate(fd, mode, off, len) } == 0 {
+                return Ok(());
+            }
+            match last_err() {
+                FsError::Os(libc::EINTR) => continue,
+                e => return Err(e),
+            }
+        };
+        match run(f.as_raw_fd()) {
+            Err(FsError::Os(libc::EBADF)) => run(reopen(f, libc::O_WRONLY)?.as_raw_fd()),
+            r => r,
+        }
+    }
+}
+
 impl Backing {
     pub fn base(&self, b: Base) -> &Path {
         match b {
@@ -316,10 +409,19 @@ impl Backing {
         }))
     }
 
-    /// Create a new file (`O_CREAT|O_EXCL|O_NOFOLLOW` unless `exclusive` is false).
     /// Open `rel` with `O_CREAT`: a file it creates gets exactly `mode` (the caller's mode
-    /// and umask, not the daemon's umask); a file that was there is opened as it is.
-    pub fn create(&self, b: Base, rel: &Path, flags: i32, mode: u32) -> Result<File, FsError> {
+    /// and umask, not the daemon's umask) and, with `owner` (the caller's uid and gid) when
+    /// this process may give files away (root), belongs to the caller: its uid, and its gid
+    /// or the directory's when the directory is set-group-ID, as a local file system does. A
+    /// file that was there is opened as it is.
+    pub fn create(
+        &self,
+        b: Base,
+        rel: &Path,
+        flags: i32,
+        mode: u32,
+        owner: Option<(u32, u32)>,
+    ) -> Result<File, FsError> {
         let (dir, leaf) = self.parent(b, rel)?;
         let leaf = leaf.ok_or(FsError::Exists)?;
         let flags = flags | libc::O_NOFOLLOW;
@@ -334,6 +436,20 @@ impl Backing {
             }
             other => other?,
         };
+        // SAFETY: geteuid has no preconditions.
+        if let Some((uid, gid)) = owner.filter(|_| unsafe { libc::geteuid() } == 0) {
+            let d = fstatat(dir.as_raw_fd(), &CString::from(c""), libc::AT_EMPTY_PATH)?;
+            let gid = if d.st_mode & libc::S_ISGID != 0 {
+                d.st_gid
+            } else {
+                gid
+            };
+            // SAFETY: a valid open descriptor (the mode is set after: a chown clears the
+            // set-ID bits).
+            if unsafe { libc::fchown(fd.as_raw_fd(), uid, gid) } < 0 {
+                return Err(last_err());
+            }
+        }
         // SAFETY: a valid open descriptor.
         if unsafe { libc::fchmod(fd.as_raw_fd(), mode as libc::mode_t) } < 0 {
             return Err(last_err());

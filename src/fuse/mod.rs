@@ -368,8 +368,8 @@ impl Filesystem for NormaFuse {
         });
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.run("getattr", || self.fs.getattr(ino.0)) {
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.run("getattr", || self.fs.getattr_by(ino.0, fh.map(|f| f.0))) {
             Ok(e) => reply.attr(&e.ttl, &file_attr(&e.attr)),
             Err(e) => reply.error(e),
         }
@@ -612,6 +612,26 @@ impl Filesystem for NormaFuse {
         reply.ok();
     }
 
+    /// `fallocate(2)` and `posix_fallocate(3)` of real files (passthrough hands the file's
+    /// writes to the kernel, not this; without it this reaches the backing file).
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        match self.run("fallocate", || {
+            self.fs.fallocate(ino.0, fh.0, offset, length, mode)
+        }) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
     /// Never `ENOSYS`: the kernel would then report every later fsync as done (SPEC 5).
     fn fsync(
         &self,
@@ -747,7 +767,7 @@ impl Filesystem for NormaFuse {
 
     fn create(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
@@ -756,7 +776,10 @@ impl Filesystem for NormaFuse {
         reply: ReplyCreate,
     ) {
         match self.run("create", || {
-            let (e, o) = self.fs.create(parent.0, name, mode, umask, flags)?;
+            let owner = Some((req.uid(), req.gid()));
+            let (e, o) = self
+                .fs
+                .create_as(parent.0, name, mode, umask, flags, owner)?;
             let how = self.open_as(e.attr.ino, flags, &o, &|f| reply.open_backing(f));
             Ok((e, o.fh, how))
         }) {

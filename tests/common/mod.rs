@@ -538,6 +538,12 @@ pub fn ok(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// The stdout bytes of a command that must have succeeded (as [`ok`]).
+pub fn ok_bytes(o: &std::process::Output) -> Vec<u8> {
+    ok(o);
+    o.stdout.clone()
+}
+
 /// A command's stderr, as text.
 pub fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

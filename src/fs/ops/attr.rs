@@ -233,14 +233,26 @@ impl NormaFs {
         ino: u64,
         truncated: bool,
     ) -> Result<Entry, FsError> {
+        self.real_attr_by(node, ino, None, truncated)
+    }
+
+    /// [`NormaFs::real_attr_of`], asked through handle `fh` when there is one.
+    pub(in crate::fs) fn real_attr_by(
+        &self,
+        node: &Node,
+        ino: u64,
+        fh: Option<u64>,
+        truncated: bool,
+    ) -> Result<Entry, FsError> {
         let Node::Real(base, rel) = node else {
             return Err(FsError::NotFound);
         };
         let ttls = self.real_ttls(node);
-        // A held inode answers for its own file, whatever the name names by now; else the
-        // name's file, which must be the inode's.
-        let (st, id) = match self.inodes.held_file(ino) {
-            Some(h) => crate::fs::real::fstat_ident(&h.file)?,
+        // An inode answers for its own file, whatever the name names by now (removed,
+        // renamed over): the file it holds, or the one the handle asked through has open;
+        // else the name's file, which must be the inode's.
+        let (st, id) = match self.real_file(ino, fh) {
+            Some(f) => crate::fs::real::fstat_ident(&f)?,
             None => self.backing.lstat_ident(*base, rel)?,
         };
         if !self.inodes.answers_for(ino, &st, id) {
@@ -252,12 +264,20 @@ impl NormaFs {
     /// `getattr`. An open computed file's handles all read the version their inode stands
     /// for, so any `fstat` of them reports what its reads return (see `fs/versions.rs`).
     pub fn getattr(&self, ino: u64) -> Result<Entry, FsError> {
+        self.getattr_by(ino, None)
+    }
+
+    /// [`NormaFs::getattr`] asked through handle `fh` (an `fstat`).
+    pub fn getattr_by(&self, ino: u64, fh: Option<u64>) -> Result<Entry, FsError> {
         let node = self.node(ino)?;
         tracing::trace!("getattr {ino}: {node:?}");
         // An inode renamed over that holds no file any more answers ESTALE: the kernel
         // looks the name up again (a `stat` by path is retried so); so does a computed
-        // file's inode whose version is gone.
-        let e = self.attr_of(&node, ino)?;
+        // file's inode whose version is gone. An `fstat` asks through its handle.
+        let e = match (&node, fh) {
+            (Node::Real(..), Some(_)) => self.real_attr_by(&node, ino, fh, false)?,
+            _ => self.attr_of(&node, ino)?,
+        };
         self.tell(&node, &e);
         Ok(e)
     }

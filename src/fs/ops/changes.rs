@@ -2,6 +2,7 @@
 //! attribute changes of real files (the ctl file accepts a truncation and nothing else).
 
 use std::ffi::OsStr;
+use std::fs::File;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -30,6 +31,20 @@ impl NormaFs {
         umask: u32,
         flags: i32,
     ) -> Result<(Entry, Opened), FsError> {
+        self.create_as(parent, name, mode, umask, flags, None)
+    }
+
+    /// [`NormaFs::create`] for the caller `owner` (uid, gid): a file it creates belongs to
+    /// the caller (see `Backing::create`).
+    pub fn create_as(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        owner: Option<(u32, u32)>,
+    ) -> Result<(Entry, Opened), FsError> {
         let p = self.node(parent)?;
         let (b, dir) = self.mutable_dir(&p)?;
         self.opts.writable()?;
@@ -45,8 +60,9 @@ impl NormaFs {
         let f = Arc::new(self.backing.create(
             b,
             &rel,
-            (flags & !libc::O_NOFOLLOW) | libc::O_CREAT,
+            crate::fs::ops::files::backing_flags(flags) | libc::O_CREAT,
             mode & !umask & 0o7777,
+            owner,
         )?);
         // Counts the kernel's lookup of the new inode, which holds the file from now on.
         let e = self.entry_of(&node)?;
@@ -105,6 +121,27 @@ impl NormaFs {
         Ok(())
     }
 
+    /// `set` applied to real file `f` (inode `ino`) through its descriptor.
+    fn set_attrs_of(&self, f: &File, set: &SetAttr) -> Result<(), FsError> {
+        use crate::fs::real::by_fd;
+        if let Some(size) = set.size {
+            by_fd::truncate(f, size)?;
+        }
+        if let Some(mode) = set.mode {
+            by_fd::chmod(f, mode & 0o7777)?;
+        }
+        if set.uid.is_some() || set.gid.is_some() {
+            by_fd::chown(f, set.uid, set.gid)?;
+        }
+        let now = SystemTime::now();
+        let at = if set.atime_now { Some(now) } else { set.atime };
+        let mt = if set.mtime_now { Some(now) } else { set.mtime };
+        if at.is_some() || mt.is_some() {
+            by_fd::utimes(f, at.map(to_timespec), mt.map(to_timespec))?;
+        }
+        Ok(())
+    }
+
     pub fn setattr(&self, ino: u64, fh: Option<u64>, set: &SetAttr) -> Result<Entry, FsError> {
         let node = self.node(ino)?;
         match &node {
@@ -121,8 +158,14 @@ impl NormaFs {
             }
             Node::Real(b, rel) => {
                 self.opts.writable()?;
-                // Changes go through the name: it must still name the inode's file (else
-                // ESTALE, and the kernel looks it up again and retries).
+                // Changes go to the inode's own file when it is open (held, or the handle's),
+                // whatever its name names by now.
+                if let Some(f) = self.real_file(ino, fh) {
+                    self.set_attrs_of(&f, set)?;
+                    return self.real_attr_by(&node, ino, fh, set.size.is_some());
+                }
+                // Else through the name: it must still name the inode's file (else ESTALE,
+                // and the kernel looks it up again and retries).
                 let (st, id) = self.backing.lstat_ident(*b, rel)?;
                 if !self.inodes.answers_for(ino, &st, id) {
                     return Err(FsError::Stale);
@@ -154,8 +197,15 @@ impl NormaFs {
                 self.real_attr_of(&node, ino, set.size.is_some())
             }
             Node::MemoryDir => {
+                // The memory directory is a real one: its mode, owner and times change as
+                // any directory's; it has no size to set.
                 self.opts.writable()?;
-                Err(FsError::Perm)
+                if set.size.is_some() {
+                    return Err(FsError::IsDir);
+                }
+                let d = File::open(self.backing.base(Base::Memory))?;
+                self.set_attrs_of(&d, set)?;
+                self.attr_of(&node, ino)
             }
             _ => {
                 self.opts.writable()?;

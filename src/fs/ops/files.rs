@@ -11,9 +11,28 @@ use crate::fs::handles::Handle;
 use crate::fs::real::{page_size, Window};
 use crate::fs::{Base, FsError, Node, NormaFs, Opened};
 
+/// The flags a caller's `flags` open the backing file with: the mount does its own I/O, so
+/// the caller's `O_DIRECT` (whose alignment rules are the caller's buffers', not the
+/// mount's) is not passed on; a symbolic link is never followed.
+pub(in crate::fs) fn backing_flags(flags: i32) -> i32 {
+    (flags & !libc::O_DIRECT) | libc::O_NOFOLLOW
+}
+
 impl NormaFs {
     pub(in crate::fs) fn new_handle(&self, h: Handle) -> u64 {
         self.handles.open(h)
+    }
+
+    /// The file real inode `ino` stands for, open: the one it holds, else the one handle
+    /// `fh` has open. `None`: neither (its name is then asked, and must still name it).
+    pub(in crate::fs) fn real_file(&self, ino: u64, fh: Option<u64>) -> Option<Arc<std::fs::File>> {
+        if let Some(h) = self.inodes.held_file(ino) {
+            return Some(h.file);
+        }
+        match self.handles.lock().get(&fh?) {
+            Some(Handle::Real { file, ino: i, .. }) if *i == ino => Some(file.clone()),
+            _ => None,
+        }
     }
 
     pub(in crate::fs) fn writes(flags: i32) -> bool {
@@ -85,7 +104,7 @@ impl NormaFs {
         rel: &std::path::Path,
         flags: i32,
     ) -> Result<Arc<std::fs::File>, FsError> {
-        let flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW);
+        let flags = backing_flags(flags) & !(libc::O_CREAT | libc::O_EXCL);
         let writes = Self::writes(flags);
         if !writes {
             if let Some(h) = self.inodes.held_file_for_open(ino) {
@@ -250,11 +269,49 @@ impl NormaFs {
             self.opts.writable()?;
             f.write_all_at(data, offset)?;
             // The kernel's size reaches the write's end, its pages hold what was written.
-            self.growth
-                .wrote(ino, offset.saturating_add(data.len() as u64));
+            self.wrote(ino, &f, offset.saturating_add(data.len() as u64));
             return Ok(data.len() as u32);
         }
         self.write_ctl(fh, data)
+    }
+
+    /// A change through the mount took real file `ino` (open as `f`) to `end` at least: the
+    /// size the kernel is told never falls behind it, and no stat taken before reads as a
+    /// shrink after it (the file's own stat now places it).
+    fn wrote(&self, ino: u64, f: &std::fs::File, end: u64) {
+        if self.growth.tracked(ino).is_none() {
+            return;
+        }
+        let after = crate::fs::real::fstat(f)
+            .ok()
+            .map(|st| crate::fs::growth::Seen {
+                size: st.st_size as u64,
+                ctime: crate::fs::computed::systime(st.st_ctime, st.st_ctime_nsec),
+            });
+        self.growth.wrote(ino, end, after);
+    }
+
+    /// `fallocate(2)` of real inode `ino` through handle `fh`, `mode` as the caller gave it.
+    pub fn fallocate(
+        &self,
+        ino: u64,
+        fh: u64,
+        offset: u64,
+        length: u64,
+        mode: i32,
+    ) -> Result<(), FsError> {
+        let f = match self.handles.lock().get(&fh) {
+            Some(Handle::Real { file, .. }) => file.clone(),
+            Some(Handle::Dir(_)) => return Err(FsError::IsDir),
+            Some(_) => return Err(FsError::NotSupported),
+            None => return Err(FsError::BadHandle),
+        };
+        self.opts.writable()?;
+        crate::fs::real::by_fd::fallocate(&f, mode, offset, length)?;
+        if mode & (libc::FALLOC_FL_KEEP_SIZE | libc::FALLOC_FL_PUNCH_HOLE) == 0 {
+            self.wrote(ino, &f, offset.saturating_add(length));
+        }
+        Ok(())
     }
 
     pub fn release(&self, fh: u64) {
