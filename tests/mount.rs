@@ -598,45 +598,56 @@ fn ctl_for_shell_scripts() {
     let ctl = m.at("sessions/s1/ctl");
     let c = ctl.display();
 
-    // `exec 3<>ctl; echo 'compress …' >&3; cat <&3`: the result whole, from its first byte.
+    // `echo 'compress …' > ctl; tail -n 1 ctl`: the writer's own result, naming its pid.
     let out = ok(&sh(&format!(
-        "exec 3<>'{c}'; echo 'compress m00003 m00010 The user asked eight questions about q and got answers.' >&3; cat <&3"
+        "echo 'compress m00003 m00010 The user asked eight questions about q and got answers.' > '{c}'; echo $$; tail -n 1 '{c}'"
     )));
-    let results = common::lines(out.as_bytes());
-    assert_eq!(results.len(), 1, "{out}");
-    assert_eq!(results[0]["ok"], true, "{out}");
-    assert_eq!(results[0]["result"]["blocks"][0]["blockId"], "b1", "{out}");
+    let (pid, last) = out.split_once('\n').expect("pid, then the result");
+    let result = &common::lines(last.as_bytes())[0];
+    assert_eq!(result["ok"], true, "{out}");
+    assert_eq!(result["pid"].to_string(), pid, "{out}");
+    assert_eq!(result["result"]["blocks"][0]["blockId"], "b1", "{out}");
 
-    // The shell writes line by line (bash's printf too): the lines after the bad one are
-    // refused, each result saying it was not run.
-    for script in [
-        format!("printf 'help\\nfrob\\nrebuild\\n' > '{c}'"),
-        format!("{{ echo help; echo frob; echo rebuild; }} > '{c}'"),
-    ] {
-        let before = snapshot(m.root());
-        let e = err(&sh(&script));
-        assert!(e.contains("Invalid argument"), "{script}: {e}");
-        let results = common::lines(&cat(&ctl));
-        let last: Vec<(String, bool)> = results[results.len() - 3..]
-            .iter()
-            .map(|r| {
-                let command = r["command"].as_str().unwrap_or("").to_string();
-                (command, r["ok"] == true)
-            })
-            .collect();
-        assert_eq!(
-            last,
-            [
-                ("help".to_string(), true),
-                ("frob".to_string(), false),
-                ("rebuild".to_string(), false)
-            ],
-            "{script}: {results:?}"
-        );
-        let why = results[results.len() - 1]["message"].as_str().unwrap_or("");
-        assert!(why.starts_with("not run"), "{script}: {why}");
-        assert_eq!(snapshot(m.root()), before, "{script}: rebuild never ran");
-    }
+    // One write is one batch: a line that is no command refuses all of it.
+    let before = snapshot(m.root());
+    let e = err(&sh(&format!(
+        "printf 'help\\nfrob\\nrebuild\\n' | cat > '{c}'"
+    )));
+    assert!(e.contains("Invalid argument"), "{e}");
+    let results = common::lines(&cat(&ctl));
+    let last = results.last().expect("a result");
+    assert_eq!(last["ok"], false, "{results:?}");
+    assert!(
+        last["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("none of this write was run")),
+        "{last}"
+    );
+    assert_eq!(snapshot(m.root()), before, "nothing of the batch ran");
+
+    // The shell's own `printf` writes line by line: each line is a batch of its own, and
+    // one that fails does not stop the next.
+    let e = err(&sh(&format!("printf 'help\\nfrob\\nhelp\\n' > '{c}'")));
+    assert!(e.contains("Invalid argument"), "{e}");
+    let results = common::lines(&cat(&ctl));
+    let last: Vec<(String, bool)> = results[results.len() - 3..]
+        .iter()
+        .map(|r| {
+            (
+                r["command"].as_str().unwrap_or("").to_string(),
+                r["ok"] == true,
+            )
+        })
+        .collect();
+    assert_eq!(
+        last,
+        [
+            ("help".to_string(), true),
+            ("frob".to_string(), false),
+            ("help".to_string(), true)
+        ],
+        "{results:?}"
+    );
 
     // st_size is what a fresh open reads; tar copies that.
     let fresh = cat(&ctl);
@@ -1140,6 +1151,7 @@ fn the_binary_refuses_bad_mount_points() {
     for flag in [
         "--read-only",
         "--no-passthrough",
+        "--no-open",
         "--verbose",
         "--allow-other",
         "--threads <N>",

@@ -575,9 +575,14 @@ fn the_mount_shows_each_sessions_history() {
         assert_eq!(common::lines(&mounted), common::lines(&cli.stdout), "{sid}");
         assert_eq!(common::lines(&mounted).len(), want.len() - 1, "{sid}");
         renders(&std::fs::read(dir.join("timeline.svg")).expect("timeline.svg"));
+        // Read-only: `>` and a write through an open file both fail (the kernel opens files
+        // itself, and lets root open a mode-0444 file for writing).
+        let e = std::fs::write(dir.join("timeline.jsonl"), "x").expect_err("read-only");
+        assert_eq!(e.raw_os_error(), Some(libc::EACCES), "{e}");
         let e = std::fs::OpenOptions::new()
             .write(true)
             .open(dir.join("timeline.jsonl"))
+            .and_then(|mut f| std::io::Write::write_all(&mut f, b"x"))
             .expect_err("read-only");
         assert_eq!(e.raw_os_error(), Some(libc::EACCES), "{e}");
     }

@@ -73,6 +73,9 @@ pub(super) struct MountArgs {
     /// Serve real files with pread/pwrite instead of kernel FUSE passthrough
     #[arg(long)]
     pub(super) no_passthrough: bool,
+    /// Let the kernel open files itself (no OPEN, FLUSH or RELEASE: warm reads come from its page cache; no passthrough); ctl results name the writer's pid
+    #[arg(long)]
+    pub(super) no_open: bool,
     /// Say how the mount is set up (passthrough, threads, inotify) and log failed requests
     #[arg(long)]
     pub(super) verbose: bool,

@@ -36,6 +36,7 @@ pub(super) fn mount(mut a: MountArgs, argv: &[OsString]) -> Result<i32, CliError
     let opts = crate::fuse::MountOptions {
         read_only: a.read_only || o.read_only,
         passthrough: !(a.no_passthrough || o.no_passthrough),
+        no_open: a.no_open || o.no_open,
         allow_other: a.allow_other || o.allow_other,
         threads: usize::from(o.threads.unwrap_or(a.threads)),
         auto_unmount: a.auto_unmount || o.auto_unmount,

@@ -12,6 +12,7 @@ pub struct MountItems {
     pub auto_unmount: bool,
     pub no_exec: bool,
     pub no_passthrough: bool,
+    pub no_open: bool,
     pub allow_empty: bool,
     pub verbose: bool,
     pub threads: Option<u16>,
@@ -117,6 +118,7 @@ impl MountItems {
             ("auto_unmount", None) => self.auto_unmount = true,
             ("noexec", None) => self.no_exec = true,
             ("no_passthrough", None) => self.no_passthrough = true,
+            ("no_open", None) => self.no_open = true,
             ("allow_empty", None) => self.allow_empty = true,
             ("verbose", None) => self.verbose = true,
             ("threads", v) => {

@@ -68,40 +68,32 @@ impl CtlLog {
             .unwrap_or_default()
     }
 
-    /// A read of a ctl handle: its own results once it wrote, else the scope's latest, as
-    /// JSON lines.
-    ///
-    /// A handle that never wrote reads them as a file: the bytes at `offset` of what a
-    /// fresh read shows (`tail -c`, `tail -n` seek to near the end first), from one
-    /// snapshot made by its first read, or afresh by a read from 0. A handle that wrote
-    /// reads its own results starting at the offset of its first read after the write: one
-    /// open for reading and writing, whose offset the writes moved, reads them from their
-    /// start (SPEC 6); a read at or before that offset takes them afresh.
+    /// A read of a ctl file: the scope's latest results as JSON lines, the bytes at
+    /// `offset` of them. Through a handle (`snapshot`: the mount answers opens), from one
+    /// snapshot its first read makes — `tail` seeks near the end, then reads on — taken
+    /// afresh by a read from 0; without one (the kernel opens files itself and caches what
+    /// it reads until the file's size or mtime changes), afresh at every read.
     pub(in crate::fs) fn read(
         &self,
         scope: &Scope,
-        own: &[CtlRecord],
-        wrote: bool,
-        snapshot: &mut Option<(u64, Arc<Vec<u8>>)>,
+        snapshot: Option<&mut Option<Arc<Vec<u8>>>>,
         offset: u64,
         size: u32,
     ) -> Vec<u8> {
-        let fresh = snapshot.as_ref().is_none_or(|(start, _)| offset <= *start);
-        if fresh {
-            let (records, start) = if wrote {
-                (own.to_vec(), offset)
-            } else {
-                (self.recent(scope), 0)
-            };
-            *snapshot = Some((start, Arc::new(render(&records))));
-        }
-        snapshot
-            .as_ref()
-            .map(|(start, d)| crate::fs::window(d, offset - start, size).to_vec())
-            .unwrap_or_default()
+        let fresh = || Arc::new(render(&self.recent(scope)));
+        let bytes = match snapshot {
+            Some(snap) => {
+                if snap.is_none() || offset == 0 {
+                    *snap = Some(fresh());
+                }
+                snap.clone().unwrap_or_default()
+            }
+            None => fresh(),
+        };
+        crate::fs::window(&bytes, offset, size).to_vec()
     }
 
-    /// The size of what a fresh handle of `scope` reads (`ctl`'s `st_size`).
+    /// The size of what a fresh read of `scope`'s ctl file reads (`ctl`'s `st_size`).
     pub(in crate::fs) fn fresh_len(&self, scope: &Scope) -> u64 {
         render(&self.recent(scope)).len() as u64
     }
@@ -125,6 +117,7 @@ mod tests {
     fn rec(seq: u64, command: &str) -> CtlRecord {
         CtlRecord {
             seq,
+            pid: None,
             at: "2026-12-01T00:00:00Z".into(),
             command: command.into(),
             ok: true,
@@ -157,38 +150,41 @@ mod tests {
     }
 
     #[test]
-    fn a_handle_reads_the_log_until_it_writes_then_its_own_results_from_one_snapshot() {
+    fn a_handle_reads_one_snapshot_until_it_reads_from_0_and_no_handle_reads_afresh() {
         let log = CtlLog::default();
         let s = Scope::Session("s1".into());
         log.record(&s, rec(1, "help"));
         let mut snap = None;
-        let fresh = log.read(&s, &[], false, &mut snap, 0, 4096);
+        let fresh = log.read(&s, Some(&mut snap), 0, 4096);
         assert_eq!(commands(&fresh), ["\"help\""]);
         // Later results do not change a snapshot read on from a later offset.
         log.record(&s, rec(2, "status"));
-        let rest = log.read(&s, &[], false, &mut snap, 5, 4096);
+        let rest = log.read(&s, Some(&mut snap), 5, 4096);
         assert_eq!(rest, fresh[5..]);
-        let own = [rec(3, "compress m1 m2")];
-        let mine = log.read(&s, &own, true, &mut None, 0, 4096);
-        assert_eq!(commands(&mine), ["\"compress m1 m2\""]);
+        let again = log.read(&s, Some(&mut snap), 0, 4096);
+        assert_eq!(commands(&again), ["\"help\"", "\"status\""]);
+        // Without a handle every read is of the latest results.
+        log.record(&s, rec(3, "compress m1 m2"));
+        let now = log.read(&s, None, 0, 4096);
+        assert_eq!(commands(&now).len(), 3);
     }
 
     #[test]
-    fn a_handle_that_never_wrote_reads_at_its_offset_what_a_fresh_read_shows() {
+    fn a_read_at_an_offset_reads_what_a_fresh_read_shows_there() {
         let log = CtlLog::default();
         let s = Scope::Session("s1".into());
         for i in 0..20 {
             log.record(&s, rec(i, &format!("compress m{i} m{}", i + 1)));
         }
-        let whole = log.read(&s, &[], false, &mut None, 0, 1 << 20);
+        let whole = log.read(&s, None, 0, 1 << 20);
         assert_eq!(whole.len() as u64, log.fresh_len(&s));
         // `tail` seeks near the end of a fresh handle and reads from there.
         let at = whole.len() as u64 - 60;
         let mut snap = None;
-        let tail = log.read(&s, &[], false, &mut snap, at, 4096);
+        let tail = log.read(&s, Some(&mut snap), at, 4096);
         assert_eq!(tail, whole[whole.len() - 60..]);
         // Beyond the end: nothing.
-        let past = log.read(&s, &[], false, &mut snap, whole.len() as u64 + 10, 4096);
+        let past = log.read(&s, Some(&mut snap), whole.len() as u64 + 10, 4096);
         assert!(past.is_empty());
     }
 }

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use parking_lot::{Mutex, MutexGuard};
 
 use super::real::Windows;
-use super::{DirEntry, FsError};
-use crate::store::ctl::{CtlRecord, Scope};
+use super::DirEntry;
+use crate::store::ctl::Scope;
 
 /// What an open handle holds.
 pub(super) enum Handle {
@@ -26,17 +26,11 @@ pub(super) enum Handle {
         windows: Option<Arc<Windows>>,
         ino: u64,
     },
+    /// A ctl file: its scope, and the results as its first read (or its last from 0) found
+    /// them (`None`: read afresh at every read, as the kernel's own opens are).
     Ctl {
         scope: Scope,
-        own: Vec<CtlRecord>,
-        wrote: bool,
-        /// The results as read, and the file offset they start at (the first read after
-        /// the last write: a handle open for reading and writing reads its results from
-        /// their start whatever it wrote, SPEC 6).
-        snapshot: Option<(u64, Arc<Vec<u8>>)>,
-        /// The error of the command that failed on this handle: every later write answers
-        /// it without running (a shell writes `printf 'a\nb\n'` line by line).
-        failed: Option<FsError>,
+        snapshot: Option<Option<Arc<Vec<u8>>>>,
     },
     Dir(Vec<DirEntry>),
 }
@@ -53,10 +47,12 @@ impl Handle {
     }
 }
 
-/// The handles, numbered from 1 (0 is never a handle), each number used once.
+/// The handles, numbered from 1 (0 is never a handle), each number used once; and the
+/// implicit ones, by inode and whether they write (see `NormaFs::implicit_handle`).
 pub(super) struct HandleTable {
     map: Mutex<HashMap<u64, Handle>>,
     next: AtomicU64,
+    implicit: Mutex<HashMap<(u64, bool), u64>>,
 }
 
 impl HandleTable {
@@ -64,7 +60,34 @@ impl HandleTable {
         HandleTable {
             map: Mutex::new(HashMap::new()),
             next: AtomicU64::new(1),
+            implicit: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The implicit handle of inode `ino` (writing with `write`), if it has one.
+    pub(super) fn implicit(&self, ino: u64, write: bool) -> Option<u64> {
+        self.implicit.lock().get(&(ino, write)).copied()
+    }
+
+    /// Make `fh` the implicit handle of `ino`, unless it has one: then `Err` with that one.
+    pub(super) fn set_implicit(&self, ino: u64, write: bool, fh: u64) -> Result<(), u64> {
+        let mut m = self.implicit.lock();
+        match m.get(&(ino, write)) {
+            Some(&theirs) => Err(theirs),
+            None => {
+                m.insert((ino, write), fh);
+                Ok(())
+            }
+        }
+    }
+
+    /// Take the implicit handles of `ino` out (the kernel forgot it); their numbers.
+    pub(super) fn take_implicit(&self, ino: u64) -> Vec<u64> {
+        let mut m = self.implicit.lock();
+        [false, true]
+            .into_iter()
+            .filter_map(|w| m.remove(&(ino, w)))
+            .collect()
     }
 
     /// Register `h` under a new number.

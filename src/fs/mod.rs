@@ -80,7 +80,14 @@ pub struct NormaFs {
     /// The largest write the kernel sends, as negotiated when it mounted (0: not mounted,
     /// `opts.max_write` stands).
     kernel_max_write: std::sync::atomic::AtomicU32,
+    /// Where changes the mount makes itself are told to the kernel (see
+    /// [`NormaFs::set_tell_kernel`]).
+    tell_kernel: std::sync::OnceLock<TellKernel>,
 }
+
+/// Tells the kernel to drop what it keeps of `Inval`; with `true`, returns once it did (or
+/// after a bound: a mount never waits on the kernel for long).
+pub type TellKernel = Box<dyn Fn(watch::Inval, bool) + Send + Sync>;
 
 /// A mount's filesystem being set up, before it serves requests (see [`NormaFs::setup`]).
 pub struct Setup(NormaFs);
@@ -150,6 +157,7 @@ impl NormaFs {
             started: SystemTime::now(),
             watcher: None,
             kernel_max_write: std::sync::atomic::AtomicU32::new(0),
+            tell_kernel: std::sync::OnceLock::new(),
         }
     }
 
@@ -374,9 +382,93 @@ impl NormaFs {
             crate::store::ctl::Scope::Session(sid) => watch::Affected::Session(sid.clone()),
             crate::store::ctl::Scope::Root => watch::Affected::Root,
         };
-        let files = self.invalidate_computed(&changed);
-        self.versions
-            .release_holds(files.into_iter().map(|i| i.ino), since);
+        match self.tell_kernel.get() {
+            // The kernel forgets the session's names and attributes before the write that
+            // ran the command returns: the writer's next `cat view.jsonl` finds the new
+            // version (the kernel opens files itself and would read the inode it has).
+            Some(tell) => {
+                let files = self.invalidate_computed(&changed);
+                self.versions
+                    .release_holds(files.into_iter().map(|i| i.ino), since);
+                // The real files a command writes (state.json replaced, the journal
+                // appended to, archives added), as the watcher would report them.
+                if let crate::store::ctl::Scope::Session(sid) = scope {
+                    for i in self.command_wrote(sid) {
+                        tell(i, false);
+                    }
+                }
+                tell(watch::Inval::Computed(changed), true);
+            }
+            None => {
+                let files = self.invalidate_computed(&changed);
+                self.versions
+                    .release_holds(files.into_iter().map(|i| i.ino), since);
+            }
+        }
+    }
+
+    /// What the kernel must drop of session `sid`'s real files once a ctl command wrote
+    /// them: `state.json` (replaced), the journal `ctl.jsonl`, the session's listing and its
+    /// tiers' (archives added).
+    fn command_wrote(&self, sid: &str) -> Vec<watch::Inval> {
+        let root = watch::Dir::ArchiveRoot(sid.to_string());
+        let watched = |_: &str| true;
+        let mut out = Vec::new();
+        let replaced = libc::IN_MOVED_TO;
+        let appended = libc::IN_MODIFY | libc::IN_CREATE;
+        for (name, mask) in [
+            (layout::STATE, replaced),
+            (layout::CTL_LOG, appended),
+            ("", libc::IN_ATTRIB),
+        ] {
+            out.extend(watch::plan(&root, std::ffi::OsStr::new(name), mask, &watched).invals);
+        }
+        for t in ["tier1", "tier2", "tier3"] {
+            let tier = watch::Dir::Tier(sid.to_string(), t.to_string());
+            out.extend(
+                watch::plan(&tier, std::ffi::OsStr::new(""), libc::IN_ATTRIB, &watched).invals,
+            );
+        }
+        out.retain(|i| !matches!(i, watch::Inval::Computed(_)));
+        out
+    }
+
+    /// Have changes the mount makes itself (a ctl command, a ctl file's results) told to the
+    /// kernel through `tell`, as the watcher tells it of changes behind the mount.
+    pub fn set_tell_kernel(&self, tell: TellKernel) {
+        let _ = self.tell_kernel.set(tell);
+    }
+
+    /// Tell the kernel to drop `i`, without waiting (a request handler may hold what the
+    /// kernel needs for it).
+    pub(super) fn tell_kernel_later(&self, i: watch::Inval) {
+        if let Some(tell) = self.tell_kernel.get() {
+            tell(i, false);
+        }
+    }
+
+    /// Whether the kernel is told of the changes the mount makes itself.
+    pub(super) fn tells_kernel(&self) -> bool {
+        self.tell_kernel.get().is_some()
+    }
+
+    /// A write to the ctl file of `scope` was answered: the kernel drops what it cached of
+    /// the file (the written bytes among them), so a read after the write reads the results.
+    pub(super) fn ctl_written(&self, scope: &crate::store::ctl::Scope) {
+        if let Some(tell) = self.tell_kernel.get() {
+            let sid = match scope {
+                crate::store::ctl::Scope::Session(sid) => Some(sid.clone()),
+                crate::store::ctl::Scope::Root => None,
+            };
+            // Not waited for: the kernel holds the file's pages until the write is answered.
+            tell(
+                watch::Inval::Inode {
+                    node: Node::Ctl(sid),
+                    data: true,
+                },
+                false,
+            );
+        }
     }
 
     /// `statfs` of the transcripts directory.

@@ -57,6 +57,11 @@ pub struct MountOptions {
     pub read_only: bool,
     /// Use kernel FUSE passthrough for real files when the kernel allows it.
     pub passthrough: bool,
+    /// Answer OPEN `ENOSYS` once (`--no-open`): the kernel then opens every file itself,
+    /// keeping its pages across opens, and sends no OPEN, FLUSH or RELEASE; its reads and
+    /// writes go through each inode's implicit handle (`NormaFs::implicit_handle`). No
+    /// passthrough then (it is given at OPEN).
+    pub no_open: bool,
     /// Let other users reach the mount (`allow_other`; needs `user_allow_other` for non-root).
     pub allow_other: bool,
     /// Worker threads, each with its own `/dev/fuse` descriptor.
@@ -78,6 +83,7 @@ impl Default for MountOptions {
         MountOptions {
             read_only: false,
             passthrough: true,
+            no_open: false,
             allow_other: false,
             threads: 4,
             auto_unmount: false,
@@ -178,6 +184,8 @@ impl PlusReplier for PlusReply<'_> {
 pub struct NormaFuse {
     fs: Arc<NormaFs>,
     want_passthrough: bool,
+    /// OPEN is answered `ENOSYS` (see `MountOptions::no_open`).
+    no_open: bool,
     /// Let the kernel open directories without OPENDIR (see `init`).
     zero_opendir: bool,
     shared: Arc<Shared>,
@@ -260,6 +268,15 @@ fn kernel_max_write(want: u32, caps: InitFlags) -> u32 {
 }
 
 impl NormaFuse {
+    /// The handle a request of `ino` goes through: `fh`, or when the kernel opened the file
+    /// itself (handle 0), the inode's implicit one (writing with `write`).
+    fn handle_of(&self, ino: INodeNo, fh: FileHandle, write: bool) -> Result<u64, FsError> {
+        match fh.0 {
+            0 => self.fs.implicit_handle(ino.0, write),
+            fh => Ok(fh),
+        }
+    }
+
     /// Run `f`; a panic becomes `EIO`, an error its errno (both logged).
     fn run<T>(&self, op: &str, f: impl FnOnce() -> Result<T, FsError>) -> Result<T, Errno> {
         self.shared.requests.count(op);
@@ -309,7 +326,9 @@ impl Filesystem for NormaFuse {
         // mtime (see `opendir`); not under `--ttl-ms 0`, which asks for no caching at all.
         // Not under auto_unmount: fusermount3 tells a dead mount by an open of its root
         // failing, and without OPENDIR the kernel opens it without asking anyone.
-        if self.fs.options().kernel_caching() {
+        // Without OPEN the kernel keeps every file's pages across opens, and drops them when
+        // a file's size or mtime changes: with `--ttl-ms 0` too.
+        if self.fs.options().kernel_caching() || self.no_open {
             let _ = config.add_capabilities(InitFlags::FUSE_AUTO_INVAL_DATA);
         }
         if self.fs.options().kernel_caching()
@@ -369,7 +388,8 @@ impl Filesystem for NormaFuse {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.run("getattr", || self.fs.getattr_by(ino.0, fh.map(|f| f.0))) {
+        let fh = fh.map(|f| f.0).filter(|&f| f != 0);
+        match self.run("getattr", || self.fs.getattr_by(ino.0, fh)) {
             Ok(e) => reply.attr(&e.ttl, &file_attr(&e.attr)),
             Err(e) => reply.error(e),
         }
@@ -405,7 +425,8 @@ impl Filesystem for NormaFuse {
             atime_now,
             mtime_now,
         };
-        match self.run("setattr", || self.fs.setattr(ino.0, fh.map(|f| f.0), &set)) {
+        let fh = fh.map(|f| f.0).filter(|&f| f != 0);
+        match self.run("setattr", || self.fs.setattr(ino.0, fh, &set)) {
             Ok(e) => reply.attr(&e.ttl, &file_attr(&e.attr)),
             Err(e) => reply.error(e),
         }
@@ -509,6 +530,11 @@ impl Filesystem for NormaFuse {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if self.no_open {
+            // Once: the kernel opens files itself from then on (FUSE_NO_OPEN_SUPPORT).
+            self.shared.requests.count("open");
+            return reply.error(Errno::ENOSYS);
+        }
         match self.run("open", || {
             let o = self.fs.open(ino.0, flags.0)?;
             if o.stale_attr {
@@ -534,7 +560,7 @@ impl Filesystem for NormaFuse {
     fn read(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         size: u32,
@@ -544,16 +570,20 @@ impl Filesystem for NormaFuse {
     ) {
         // A computed file's bytes are sent as they are, without a copy; a real file's large
         // reads straight from a mapping of its page cache.
+        let fh = match self.run("read", || self.handle_of(ino, fh, false)) {
+            Ok(fh) => fh,
+            Err(e) => return reply.error(e),
+        };
         if let Ok(Some((w, range))) =
-            self.run("read", || Ok(self.fs.read_mapped(fh.0, offset, size)))
+            self.run_uncounted("read", || Ok(self.fs.read_mapped(fh, offset, size)))
         {
             crate::fs::testhook::before_mapped_reply();
             return reply.data(w.for_kernel(range));
         }
         match self.run_uncounted("read", || {
-            match self.fs.computed_snapshot(fh.0, offset, size) {
+            match self.fs.computed_snapshot(fh, offset, size) {
                 Some(data) => data.map(Ok),
-                None => self.fs.read(fh.0, offset, size).map(Err),
+                None => self.fs.read(fh, offset, size).map(Err),
             }
         }) {
             Ok(Ok(data)) => reply.data(&data.window(offset, size)),
@@ -564,8 +594,8 @@ impl Filesystem for NormaFuse {
 
     fn write(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
+        req: &Request,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
@@ -574,7 +604,10 @@ impl Filesystem for NormaFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.run("write", || self.fs.write(fh.0, offset, data)) {
+        match self.run("write", || {
+            let fh = self.handle_of(ino, fh, true)?;
+            self.fs.write_as(fh, offset, data, Some(req.pid()))
+        }) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(e),
         }
@@ -625,7 +658,8 @@ impl Filesystem for NormaFuse {
         reply: ReplyEmpty,
     ) {
         match self.run("fallocate", || {
-            self.fs.fallocate(ino.0, fh.0, offset, length, mode)
+            let fh = self.handle_of(ino, fh, true)?;
+            self.fs.fallocate(ino.0, fh, offset, length, mode)
         }) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -636,12 +670,15 @@ impl Filesystem for NormaFuse {
     fn fsync(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.run("fsync", || self.fs.fsync(fh.0, datasync)) {
+        match self.run("fsync", || {
+            let fh = self.handle_of(ino, fh, false)?;
+            self.fs.fsync(fh, datasync)
+        }) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }

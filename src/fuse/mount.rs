@@ -289,7 +289,8 @@ pub fn mount_background(
     let shared = Arc::new(Shared::default());
     let nf = NormaFuse {
         fs: Arc::new(fs),
-        want_passthrough: opts.passthrough,
+        want_passthrough: opts.passthrough && !opts.no_open,
+        no_open: opts.no_open,
         zero_opendir: !opts.auto_unmount,
         shared: shared.clone(),
         backings: Mutex::new(Backings::default()),
@@ -384,18 +385,29 @@ pub fn mount_background(
         .get()
         .cloned()
         .ok_or_else(|| io::Error::other("the kernel did not initialize the mount"))?;
-    let (passthrough, passthrough_why, passthrough_note) = decide_passthrough(
-        &session,
-        &paths,
-        opts.passthrough,
-        shared.kernel_passthrough.load(Ordering::Relaxed),
-    );
+    let (passthrough, passthrough_why, passthrough_note) = if opts.no_open {
+        (
+            false,
+            "--no-open",
+            "off (--no-open: the kernel opens files itself; real files are read and written \
+             with pread/pwrite)"
+                .to_string(),
+        )
+    } else {
+        decide_passthrough(
+            &session,
+            &paths,
+            opts.passthrough,
+            shared.kernel_passthrough.load(Ordering::Relaxed),
+        )
+    };
     shared.passthrough.store(passthrough, Ordering::Relaxed);
     let notifier = session.notifier();
     let _ = shared.notifier.set(notifier.clone());
     let _ = shared
         .expire
         .set(Mutex::new(expire_later(notifier.clone())?));
+    fs.set_tell_kernel(tell_kernel(Arc::downgrade(&fs), notifier.clone())?);
     // Without passthrough real files are read through the mount's page cache too.
     fs.set_tail_drops(
         drop_tails(Arc::downgrade(&fs), notifier.clone())?,

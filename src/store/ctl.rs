@@ -43,12 +43,17 @@ pub const SESSION_HELP: &str = "commands (one per line):
   compress! … / rebuild!          the same on a session that looks live (its runtime may
                                   overwrite the result at its next compression)
   help                            this text
-results: read this file (JSON lines: seq, at, command, ok, message, result)";
+one write() is one batch: its lines run in order, all or none, and each gets a result.
+results: read this file: the last 32, one JSON line each (seq, pid: the process that wrote
+the command, at, command, ok, message, result); `tail -n 1` shows the latest, and a script
+sharing the session with others picks its own by pid";
 
 pub const ROOT_HELP: &str = "commands (one per line):
   reindex-memory                  write memory/MEMORY.md from the computed index, durably
   help                            this text
-results: read this file (JSON lines: seq, at, command, ok, message, result)";
+one write() is one batch: its lines run in order, each gets a result.
+results: read this file: the last 32, one JSON line each (seq, pid: the process that wrote
+the command, at, command, ok, message, result)";
 
 /// At most 64 characters of a word echoed in an error (a write may be megabytes long).
 fn clip(word: &str) -> String {
@@ -158,6 +163,8 @@ pub fn quote(command: &str) -> String {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CtlRecord {
     pub seq: u64,
+    /// The process that wrote the command through the mount (`None`: `normafs ctl`).
+    pub pid: Option<u32>,
     pub at: String,
     pub command: String,
     pub ok: bool,
@@ -172,6 +179,7 @@ impl CtlRecord {
     pub fn refused(seq: u64, now: DateTime<Utc>, what: &str, e: TxnError) -> CtlRecord {
         CtlRecord {
             seq,
+            pid: None,
             at: txn::timestamp(now),
             command: quote(what),
             ok: false,
@@ -181,16 +189,26 @@ impl CtlRecord {
         }
     }
 
-    /// The JSON line `{"seq","at","command","ok","message","result"}`.
+    /// The JSON line `{"seq","pid","at","command","ok","message","result"}` (`pid` only
+    /// for a command written through the mount).
     pub fn to_json(&self) -> Value {
-        json!({
-            "seq": self.seq,
-            "at": self.at,
-            "command": self.command,
-            "ok": self.ok,
-            "message": self.message,
-            "result": self.result,
-        })
+        let mut m = serde_json::Map::new();
+        m.insert("seq".into(), json!(self.seq));
+        if let Some(pid) = self.pid {
+            m.insert("pid".into(), json!(pid));
+        }
+        m.insert("at".into(), json!(self.at));
+        m.insert("command".into(), json!(self.command));
+        m.insert("ok".into(), json!(self.ok));
+        m.insert("message".into(), json!(self.message));
+        m.insert("result".into(), self.result.clone());
+        Value::Object(m)
+    }
+
+    /// The record as written by process `pid`.
+    pub fn by(mut self, pid: Option<u32>) -> CtlRecord {
+        self.pid = pid;
+        self
     }
 }
 
@@ -209,6 +227,7 @@ impl Runner<'_> {
         let command = quote(line.trim());
         let fail = |e: TxnError| CtlRecord {
             seq,
+            pid: None,
             at: at.clone(),
             command: command.clone(),
             ok: false,
@@ -251,6 +270,7 @@ impl Runner<'_> {
         match outcome {
             Ok(o) => CtlRecord {
                 seq,
+                pid: None,
                 at,
                 command,
                 ok: true,

@@ -188,9 +188,16 @@ impl NormaFs {
                 // name is kept as long as the session's existence is.
                 let scope = self.ctl_scope(sid)?;
                 let (size, mtime) = self.ctl_size_and_time(&scope);
+                // The mount tells the kernel of every new result (`ctl_written`): kept as
+                // long as what the watcher covers. Else never kept.
+                let ttl = if self.tells_kernel() {
+                    self.ttl_of(node, false)
+                } else {
+                    Duration::ZERO
+                };
                 return Ok(Entry {
                     attr: self.made_attr(ino, FileKind::File, 0o600, size, mtime),
-                    ttl: Duration::ZERO,
+                    ttl,
                     entry_ttl: self.ttl_of(node, false),
                 });
             }

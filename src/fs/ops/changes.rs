@@ -207,6 +207,11 @@ impl NormaFs {
                 self.set_attrs_of(&d, set)?;
                 self.attr_of(&node, ino)
             }
+            n if n.is_computed_file() => {
+                // `> view.jsonl` truncates before it writes: refused as the write would be.
+                self.opts.writable()?;
+                Err(FsError::Access)
+            }
             _ => {
                 self.opts.writable()?;
                 Err(FsError::Perm)

@@ -1,6 +1,6 @@
-//! The ctl files: commands written to a handle run in order through the store's runner;
-//! a fresh handle reads its scope's log of recent results (`fs/ctl_log.rs`), a handle that
-//! wrote reads its own.
+//! The ctl files: each write is one batch, its commands run in order through the store's
+//! runner; every read shows the scope's latest results (`fs/ctl_log.rs`), each naming the
+//! process that wrote its command.
 
 use crate::fs::handles::Handle;
 use crate::fs::{FsError, NormaFs};
@@ -18,25 +18,22 @@ impl NormaFs {
         }
     }
 
-    /// A write to `ctl`: one or more whole commands, run in order, stopping at the first failure.
-    pub(in crate::fs) fn write_ctl(&self, fh: u64, data: &[u8]) -> Result<u32, FsError> {
-        let (scope, failed) = match self.handles.lock().get(&fh) {
-            Some(Handle::Ctl { scope, failed, .. }) => (scope.clone(), failed.clone()),
+    /// A write to `ctl` by process `pid`: one batch of whole commands, run in order,
+    /// stopping at the first failure. Each write stands alone: what an earlier one did, on
+    /// this handle or another, does not decide what this one runs.
+    pub(in crate::fs) fn write_ctl(
+        &self,
+        fh: u64,
+        data: &[u8],
+        pid: Option<u32>,
+    ) -> Result<u32, FsError> {
+        let scope = match self.handles.lock().get(&fh) {
+            Some(Handle::Ctl { scope, .. }) => scope.clone(),
             _ => return Err(FsError::BadHandle),
         };
-        if let Some(e) = failed {
-            let why = format!("not run: a command written earlier to this handle failed ({e})");
-            self.refuse(fh, &scope, data, TxnError::Invalid(why));
-            return Err(e);
-        }
-        let result = self.run_commands(fh, &scope, data);
-        if let Err(e) = &result {
-            // Sticky: the rest of what the writer meant to run is refused alike.
-            if let Some(Handle::Ctl { failed, .. }) = self.handles.lock().get_mut(&fh) {
-                *failed = Some(e.clone());
-            }
-        }
-        result
+        let r = self.run_commands(&scope, data, pid);
+        self.ctl_written(&scope);
+        r
     }
 
     /// The largest write `ctl` takes: the kernel splits a longer `write()` into requests of
@@ -47,38 +44,21 @@ impl NormaFs {
         (self.max_write() as usize).saturating_sub(crate::fs::real::page_size())
     }
 
-    /// Record a write refused before any of it ran, on the handle and in the scope's log.
-    fn refuse(&self, fh: u64, scope: &Scope, data: &[u8], e: TxnError) {
+    /// Record a write by `pid` refused before any of it ran, in the scope's log.
+    fn refuse(&self, scope: &Scope, data: &[u8], e: TxnError, pid: Option<u32>) {
         let head = &data[..data.len().min(4 * QUOTE_CHARS)];
         let quoted = String::from_utf8_lossy(head);
         let quoted = quoted.trim_end_matches('\n');
         let rec = CtlRecord::refused(self.ctl_log.next_seq(scope), chrono::Utc::now(), quoted, e);
-        self.keep_result(fh, scope, rec);
-    }
-
-    /// Keep the result of a command written to handle `fh` (its own results) and in the
-    /// scope's log.
-    fn keep_result(&self, fh: u64, scope: &Scope, rec: CtlRecord) {
-        self.ctl_log.record(scope, rec.clone());
-        if let Some(Handle::Ctl {
-            own,
-            wrote,
-            snapshot,
-            ..
-        }) = self.handles.lock().get_mut(&fh)
-        {
-            own.push(rec);
-            *wrote = true;
-            *snapshot = None;
-        }
+        self.ctl_log.record(scope, rec.by(pid));
     }
 
     /// The commands of one write, in order, stopping at the first failure. Every line is
     /// parsed first: a write with a line that is no command runs none of them.
-    fn run_commands(&self, fh: u64, scope: &Scope, data: &[u8]) -> Result<u32, FsError> {
+    fn run_commands(&self, scope: &Scope, data: &[u8], pid: Option<u32>) -> Result<u32, FsError> {
         let refuse = |e: TxnError| {
             let errno = FsError::from(&e);
-            self.refuse(fh, scope, data, e);
+            self.refuse(scope, data, e, pid);
             Err(errno)
         };
         if data.len() > self.ctl_write_limit() {
@@ -124,7 +104,7 @@ impl NormaFs {
             let rec = runner.run(scope, line, seq, chrono::Utc::now());
             self.after_command(scope, started);
             let error = rec.error.clone();
-            self.keep_result(fh, scope, rec);
+            self.ctl_log.record(scope, rec.by(pid));
             if let Some(e) = &error {
                 return Err(FsError::from(e));
             }

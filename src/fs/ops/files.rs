@@ -49,10 +49,7 @@ impl NormaFs {
                 let scope = self.ctl_scope(sid)?;
                 let fh = self.new_handle(Handle::Ctl {
                     scope,
-                    own: Vec::new(),
-                    wrote: false,
-                    snapshot: None,
-                    failed: None,
+                    snapshot: Some(None),
                 });
                 Ok(Opened {
                     fh,
@@ -206,7 +203,7 @@ impl NormaFs {
         let (w, range) = windows.read(&f, offset, size as usize)?;
         // As in `read`: a reply short by a page or more.
         if range.len() + page_size() <= size as usize {
-            self.inodes.mark_shrunk(ino);
+            self.shrank(ino);
         }
         Some((w, range))
     }
@@ -236,25 +233,30 @@ impl NormaFs {
                 // size if anything changed its attributes meanwhile. Later opens of the
                 // inode read it with direct I/O, where a short read is the end of the file.
                 if cached && data.len() + page_size() <= size as usize {
-                    self.inodes.mark_shrunk(ino);
+                    self.shrank(ino);
                 }
                 Ok(data)
             }
-            Some(Handle::Ctl {
-                scope,
-                own,
-                wrote,
-                snapshot,
-                ..
-            }) => Ok(self
-                .ctl_log
-                .read(scope, own, *wrote, snapshot, offset, size)),
+            Some(Handle::Ctl { scope, snapshot }) => {
+                Ok(self.ctl_log.read(scope, snapshot.as_mut(), offset, size))
+            }
             Some(Handle::Dir(_)) => Err(FsError::IsDir),
             None => Err(FsError::BadHandle),
         }
     }
 
     pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32, FsError> {
+        self.write_as(fh, offset, data, None)
+    }
+
+    /// [`NormaFs::write`] by process `pid` (a ctl result names it).
+    pub fn write_as(
+        &self,
+        fh: u64,
+        offset: u64,
+        data: &[u8],
+        pid: Option<u32>,
+    ) -> Result<u32, FsError> {
         let target = {
             let handles = self.handles.lock();
             match handles.get(&fh) {
@@ -272,7 +274,7 @@ impl NormaFs {
             self.wrote(ino, &f, offset.saturating_add(data.len() as u64));
             return Ok(data.len() as u32);
         }
-        self.write_ctl(fh, data)
+        self.write_ctl(fh, data, pid)
     }
 
     /// A change through the mount took real file `ino` (open as `f`) to `end` at least: the
@@ -312,6 +314,87 @@ impl NormaFs {
             self.wrote(ino, &f, offset.saturating_add(length));
         }
         Ok(())
+    }
+
+    /// A read of real file `ino` through the page cache found it shorter than the kernel
+    /// holds it (cut under the mount): with the mount's own opens, later opens read it with
+    /// direct I/O; when the kernel opens files itself, it is told to drop the file's pages
+    /// (the one the short reply left zero-filled among them) and attributes.
+    fn shrank(&self, ino: u64) {
+        self.inodes.mark_shrunk(ino);
+        if let Ok(node) = self.node(ino) {
+            self.tell_kernel_later(crate::fs::watch::Inval::Inode { node, data: true });
+        }
+    }
+
+    /// The handle requests of inode `ino` go through when the kernel opens files itself (no
+    /// OPEN: its reads and writes name no handle): one per inode, and a second one to write
+    /// a real file, made at the first request that needs it and released when the kernel
+    /// forgets the inode (`forget`). The kernel checked the caller's access when it opened;
+    /// a real file is written where the inode's file is, whatever its name names by now.
+    pub fn implicit_handle(&self, ino: u64, write: bool) -> Result<u64, FsError> {
+        let write = write && matches!(self.node(ino)?, Node::Real(..));
+        if let Some(fh) = self.handles.implicit(ino, write) {
+            return Ok(fh);
+        }
+        let node = self.node(ino)?;
+        let fh = match &node {
+            Node::Ctl(sid) => self.new_handle(Handle::Ctl {
+                scope: self.ctl_scope(sid)?,
+                snapshot: None,
+            }),
+            n if n.is_computed_file() => {
+                self.open_computed(n, ino, libc::O_RDONLY, std::time::Instant::now())?
+                    .fh
+            }
+            Node::Real(b, rel) => {
+                if write {
+                    self.opts.writable()?;
+                }
+                let f = self.implicit_file(ino, *b, rel, write)?;
+                self.new_handle(Handle::real(f, ino, true))
+            }
+            Node::MemoryLink(_) | Node::HistoryLink(..) | Node::AtLatest(_) => {
+                return Err(FsError::Loop)
+            }
+            _ => return Err(FsError::IsDir),
+        };
+        match self.handles.set_implicit(ino, write, fh) {
+            Ok(()) => Ok(fh),
+            // Another request made one first: that one it is.
+            Err(theirs) => {
+                self.release(fh);
+                Ok(theirs)
+            }
+        }
+    }
+
+    /// The backing file an implicit handle of real inode `ino` reads, or writes with
+    /// `write`: the file the inode holds (opened again through /proc for writing, or for
+    /// reading when it is held as a path), else the name's, which must still be the inode's.
+    fn implicit_file(
+        &self,
+        ino: u64,
+        b: Base,
+        rel: &std::path::Path,
+        write: bool,
+    ) -> Result<Arc<std::fs::File>, FsError> {
+        if let Some(h) = self.inodes.held_file(ino) {
+            return match (write, h.readable) {
+                (false, true) => Ok(h.file),
+                (false, false) => crate::fs::real::reopen(&h.file, libc::O_RDONLY).map(Arc::new),
+                (true, _) => crate::fs::real::reopen(&h.file, libc::O_RDWR).map(Arc::new),
+            };
+        }
+        let flags = if write { libc::O_RDWR } else { libc::O_RDONLY };
+        self.real_open(ino, b, rel, flags)
+    }
+
+    /// The kernel forgot `ino`: its implicit handles go.
+    pub(in crate::fs) fn release_implicit(&self, ino: u64) {
+        for fh in self.handles.take_implicit(ino) {
+            self.release(fh);
+        }
     }
 
     pub fn release(&self, fh: u64) {

@@ -182,6 +182,7 @@ impl NormaFs {
     pub fn forget(&self, ino: u64, n: u64) {
         self.inodes.forget(ino, n);
         if self.inodes.lookups(ino) == 0 {
+            self.release_implicit(ino);
             let forgotten = || self.inodes.lookups(ino) == 0;
             self.versions
                 .forget(ino, self.node(ino).ok().as_ref(), &forgotten);

@@ -253,8 +253,11 @@ pub(super) fn check_mountpoint(paths: &RootPaths, mnt: &Path) -> io::Result<Path
     if !meta.is_dir() {
         return Err(bad(io::ErrorKind::InvalidInput, "is not a directory"));
     }
-    let mut rd =
-        std::fs::read_dir(mnt).map_err(|e| bad(e.kind(), &format!("cannot be read: {e}")))?;
+    let mut rd = std::fs::read_dir(mnt).map_err(|e| match e.raw_os_error() {
+        // A dead mount whose attributes the kernel still had.
+        Some(libc::ENOTCONN) => bad(e.kind(), &dead_mount_advice(mnt)),
+        _ => bad(e.kind(), &format!("cannot be read: {e}")),
+    })?;
     if rd.next().is_some() {
         if let Some((source, kind)) = mounted_at(mnt) {
             // SAFETY: geteuid cannot fail.

@@ -43,6 +43,50 @@ pub(super) fn expire_later(
     Ok(tx)
 }
 
+/// A thread that tells the kernel of the changes the mount makes itself (a ctl command's,
+/// a ctl file's new results; see `NormaFs::set_tell_kernel`), apart from the workers: a
+/// request waiting for it may hold what the kernel takes to drop a name. A caller waiting
+/// for its change waits at most [`TELL_WAIT`]. It ends with the mount.
+pub(super) fn tell_kernel(
+    fs: std::sync::Weak<NormaFs>,
+    n: Notifier,
+) -> io::Result<crate::fs::TellKernel> {
+    type Told = (Inval, Option<std::sync::mpsc::SyncSender<()>>);
+    let (tx, rx) = std::sync::mpsc::channel::<Told>();
+    std::thread::Builder::new()
+        .name("normafs-tell".into())
+        .spawn(move || {
+            while let Ok((i, done)) = rx.recv() {
+                let Some(fs) = fs.upgrade() else { return };
+                invalidate(&fs, &n, &i);
+                drop(fs);
+                if let Some(done) = done {
+                    let _ = done.try_send(());
+                }
+            }
+        })?;
+    let tx = Mutex::new(tx);
+    Ok(Box::new(move |i: Inval, wait: bool| {
+        let (done, told) = if wait {
+            let (d, t) = std::sync::mpsc::sync_channel(1);
+            (Some(d), Some(t))
+        } else {
+            (None, None)
+        };
+        if tx.lock().send((i, done)).is_err() {
+            return;
+        }
+        if let Some(told) = told {
+            if told.recv_timeout(TELL_WAIT).is_err() {
+                tracing::debug!("the kernel took longer than {TELL_WAIT:?} to drop a change");
+            }
+        }
+    }))
+}
+
+/// The longest a request waits for the kernel to drop what a change made stale.
+pub(super) const TELL_WAIT: Duration = Duration::from_secs(2);
+
 /// A thread that has the kernel drop the pages of a growing file (computed, or real without
 /// passthrough) from the one its last size told ends in, then says so (see
 /// `NormaFs::drop_tail`): apart from the workers, which serve the reads such a drop may wait
