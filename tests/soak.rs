@@ -531,15 +531,18 @@ fn ctl(ctl: &Path, command: &str) -> Result<Value, (i32, String)> {
         .open(ctl)
         .map_err(|e| (e.raw_os_error().unwrap_or(0), format!("open ctl: {e}")))?;
     let written = f.write(command.as_bytes());
-    // This handle's own results, from the start (the write moved the offset).
+    // The results, from the start; this thread's is the last that names it (the kernel names
+    // the thread that wrote).
+    // SAFETY: gettid has no preconditions.
+    let tid = i64::from(unsafe { libc::gettid() });
     let mut out = String::new();
     let read = f
         .seek(SeekFrom::Start(0))
         .and_then(|_| f.read_to_string(&mut out));
     let result = out
         .lines()
-        .last()
-        .and_then(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .rfind(|r| r["pid"].as_i64() == Some(tid))
         .unwrap_or(Value::Null);
     match written {
         Ok(n) if n == command.len() => match read {
@@ -807,6 +810,19 @@ fn stop_and_join<T>(shared: &Shared, handles: Vec<JoinHandle<T>>) -> Vec<T> {
 /// fails or is short, every byte read is valid, nothing deadlocks, and nothing appended is lost.
 #[test]
 fn live_writers_soak() {
+    live_writers(MountOptions::default());
+}
+
+/// The same where the kernel opens files itself (`--no-open`).
+#[test]
+fn live_writers_soak_without_opens() {
+    live_writers(MountOptions {
+        no_open: true,
+        ..MountOptions::default()
+    });
+}
+
+fn live_writers(opts: MountOptions) {
     let duration = soak_duration();
     let rate = append_rate();
     let sid = "s1";
@@ -814,7 +830,7 @@ fn live_writers_soak() {
     let mut app = Appender::create(root.path(), sid, 0x5eed);
     app.append_many(40);
     let state_path = root.path().join("noa").join(sid).join("state.json");
-    let Some(m) = mount(root, soak_config(), MountOptions::default()) else {
+    let Some(m) = mount(root, soak_config(), opts) else {
         return;
     };
     let shared = Arc::new(Shared::default());
@@ -987,21 +1003,30 @@ fn runtime_state_rename_soak_without_passthrough() {
     state_rename_soak(false);
 }
 
+/// The same where the kernel opens files itself (`--no-open`).
+#[test]
+fn runtime_state_rename_soak_without_opens() {
+    state_rename_soak_as(MountOptions {
+        no_open: true,
+        ..MountOptions::default()
+    });
+}
+
 fn state_rename_soak(passthrough: bool) {
+    state_rename_soak_as(MountOptions {
+        passthrough,
+        ..MountOptions::default()
+    });
+}
+
+fn state_rename_soak_as(opts: MountOptions) {
     let duration = soak_duration();
     let sid = "s2";
     let root = tempfile::tempdir().expect("tempdir");
     let mut app = Appender::create(root.path(), sid, 0xfeed);
     app.append_many(120);
     let state_path = root.path().join("noa").join(sid).join("state.json");
-    let Some(m) = mount(
-        root,
-        soak_config(),
-        MountOptions {
-            passthrough,
-            ..MountOptions::default()
-        },
-    ) else {
+    let Some(m) = mount(root, soak_config(), opts) else {
         return;
     };
     let shared = Arc::new(Shared::default());

@@ -117,7 +117,17 @@ struct Known {
     /// The `stat` pass its inputs were found by: a computation whose pass was earlier (it
     /// took longer) does not replace it.
     taken: u64,
+    /// When a version of other inputs was last replaced by one of the file's (`None`: this
+    /// is the first known).
+    changed_at: Option<Instant>,
+    /// Its bytes, when it is small and the kernel opens files itself (see
+    /// [`Computed::keep_small`]).
+    small: Option<Bytes>,
 }
+
+/// The largest computed file whose bytes are kept with its description when the kernel opens
+/// files itself (`status.json`, a session's `audit.txt`).
+pub const SMALL_KEPT: u64 = 16 << 10;
 
 /// How often the mount computed and checked: what its counters report.
 #[derive(Debug, Default)]
@@ -299,11 +309,18 @@ pub struct Computed {
     recent: Mutex<Recent>,
     /// Where the mount is, for `archive_paths = mount`.
     mountpoint: Option<PathBuf>,
+    /// Told of each version that is current until a time (see [`Computed::on_current_until`]).
+    current_until: std::sync::OnceLock<CurrentUntil>,
+    /// Small files' bytes are kept with their descriptions (see [`Computed::keep_small`]).
+    keep_small: std::sync::atomic::AtomicBool,
     /// When this was made: the mtime of files made of nothing.
     started: SystemTime,
     /// What a session directory shows: the computed files a session computation makes.
     layout: Layout,
 }
+
+/// Told of computed file `Node`'s version, current until the time given.
+pub type CurrentUntil = Box<dyn Fn(&Node, Instant) + Send + Sync>;
 
 /// How long the bytes of a computation made for a lookup stay at hand, outside the budget: a
 /// lookup needs only its file's size (its hold takes its bytes), but a reader of a directory
@@ -339,6 +356,8 @@ impl Computed {
             counters: Counters::default(),
             recent: Mutex::new(Recent::default()),
             mountpoint: None,
+            current_until: std::sync::OnceLock::new(),
+            keep_small: std::sync::atomic::AtomicBool::new(false),
             started: SystemTime::now(),
             layout: Layout::default(),
         }
@@ -347,6 +366,25 @@ impl Computed {
     /// Name archives inside the mount at `mnt` for sessions whose `archive_paths` is `mount`.
     pub fn set_mountpoint(&mut self, mnt: &Path) {
         self.mountpoint = Some(mnt.to_path_buf());
+    }
+
+    /// Keep the bytes of small files ([`SMALL_KEPT`]) with their descriptions: when the
+    /// kernel opens files itself, the version a lookup told it of must be readable when its
+    /// first read comes, even if the content moved on meanwhile (no open comes between).
+    pub fn keep_small(&self) {
+        self.keep_small.store(true, Ordering::Relaxed);
+    }
+
+    /// Have `f` told of each version current until a time (a session's files that depend on
+    /// whether it looks live), once per version.
+    pub fn on_current_until(&self, f: CurrentUntil) {
+        let _ = self.current_until.set(f);
+    }
+
+    fn tell_until(&self, node: &Node, until: Option<Instant>) {
+        if let (Some(at), Some(f)) = (until, self.current_until.get()) {
+            f(node, at);
+        }
     }
 
     /// Let the cache's budget bound the whole process's resident memory (a mount).
@@ -535,6 +573,9 @@ impl Computed {
                 Some(k) if k.c.fp == fp => {
                     k.taken = k.taken.max(fps.taken);
                     k.gen = covered.then_some(gen);
+                    if until != k.until {
+                        self.tell_until(node, until);
+                    }
                     k.until = until;
                     // The mode is always fresh (a chmod changes the fingerprint too, by the
                     // ctime).
@@ -563,7 +604,13 @@ impl Computed {
             .filter(|(_, made)| *made == c.made)
             .map(|(d, _)| d);
         if c.data.is_none() {
-            c.data = self.recent(node, c.made);
+            c.data = self.recent(node, c.made).or_else(|| {
+                self.known
+                    .lock()
+                    .get(node)
+                    .filter(|k| k.c.fp == c.fp && k.c.made == c.made)
+                    .and_then(|k| k.small.clone())
+            });
             if let (Some(d), Want::Bytes) = (&c.data, want) {
                 // Read now: kept within the budget from here on.
                 self.cache
@@ -632,6 +679,16 @@ impl Computed {
             };
             let mut known = self.known.lock();
             if known.get(&n).is_none_or(|k| k.taken <= fps.taken) {
+                if known.get(&n).is_none_or(|k| k.until != until) {
+                    self.tell_until(&n, until);
+                }
+                let changed_at = match known.get(&n) {
+                    Some(k) if k.c.fp != fp => Some(Instant::now()),
+                    Some(k) => k.changed_at,
+                    None => None,
+                };
+                let small = (self.keep_small.load(Ordering::Relaxed) && size <= SMALL_KEPT)
+                    .then(|| data.clone());
                 known.insert(
                     n.clone(),
                     Known {
@@ -640,6 +697,8 @@ impl Computed {
                         until,
                         made_at: now,
                         taken: fps.taken,
+                        changed_at,
+                        small,
                     },
                 );
             }
@@ -703,6 +762,16 @@ impl Computed {
     }
 
     /// Bytes held by the cache of computed contents.
+    /// Whether `node`'s version replaced one of other inputs within `within` (its inputs
+    /// change now and then: a session whose runtime is at work).
+    pub fn changed_lately(&self, node: &Node, within: Duration) -> bool {
+        self.known
+            .lock()
+            .get(node)
+            .and_then(|k| k.changed_at)
+            .is_some_and(|at| at.elapsed() < within)
+    }
+
     pub fn cached_bytes(&self) -> usize {
         self.cache.content_bytes()
     }

@@ -62,7 +62,14 @@ impl NormaFs {
             _ => zero,
         };
         let d = self.computed_version(n, ino, hold)?;
-        let ttl = if covered { self.opts.watched_ttl } else { zero };
+        // When the kernel opens files itself, the attributes of a file whose inputs changed
+        // lately are kept for no time: its first read asks for them again, which binds the
+        // inode to the content then and holds it for that read (no open comes between).
+        let ttl = if covered && !self.changing(n) {
+            self.opts.watched_ttl
+        } else {
+            zero
+        };
         Ok(Entry {
             attr: self.made_attr(ino, FileKind::File, d.perm, d.size, d.mtime),
             ttl,
@@ -87,9 +94,15 @@ impl NormaFs {
         // are at hand (the open gets them otherwise, see `open_want`); an attribute needs no
         // bytes.
         // The retry's lookup after an ESTALE takes the bytes: its open must not fail again.
+        // When the kernel opens files itself, no open comes between a lookup (or an attribute
+        // request) and the first read to tell it of another size: the version told is held,
+        // with its bytes when the file changes now and then, so that the read finds them
+        // whatever the content is by then.
+        let changing = self.changing(node);
         let want = match hold {
-            true if self.versions.retrying(node) => Want::Bytes,
+            true if self.versions.retrying(node) || changing => Want::Bytes,
             true => Want::Pin,
+            false if changing => Want::Bytes,
             false => Want::Size,
         };
         let c = self.current_content(node, ino, want)?;
@@ -106,10 +119,20 @@ impl NormaFs {
             None if !hold => self.versions.rebind_untouched(ino, &c),
             d => d,
         };
+        if !hold && d.is_some() && changing {
+            self.versions.hold(ino, &c, node);
+        }
         if d.is_none() && !hold {
             self.versions.answered_stale(node);
         }
         d.ok_or(FsError::Stale)
+    }
+
+    /// Whether computed file `node` changes now and then while the kernel opens files itself
+    /// (a version of it replaced another within the last ten seconds): see
+    /// [`NormaFs::computed_version`].
+    fn changing(&self, node: &Node) -> bool {
+        self.kernel_opens() && self.computed.changed_lately(node, Duration::from_secs(10))
     }
 
     /// What an open of computed inode `ino` needs of its version: its bytes, unless the
@@ -284,12 +307,16 @@ impl NormaFs {
         if let Some(d) = &head.data {
             return Ok(d.clone());
         }
+        if let Some(s) = &head.spill {
+            return s.bytes().map_err(FsError::from);
+        }
         let c = self
             .computed
             .current(node, self.covered(node, false), Want::Bytes)?;
         match head.found_in(&c) {
             Some(data) => {
                 self.versions.pin(ino, head.fp, &data);
+                self.versions.trim();
                 Ok(data)
             }
             // The inputs were rewritten since the version was made: its bytes are gone.

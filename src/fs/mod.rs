@@ -83,11 +83,31 @@ pub struct NormaFs {
     /// Where changes the mount makes itself are told to the kernel (see
     /// [`NormaFs::set_tell_kernel`]).
     tell_kernel: std::sync::OnceLock<TellKernel>,
+    /// The kernel opens files itself (`--no-open`): its reads name no handle.
+    kernel_opens: std::sync::atomic::AtomicBool,
 }
 
-/// Tells the kernel to drop what it keeps of `Inval`; with `true`, returns once it did (or
-/// after a bound: a mount never waits on the kernel for long).
-pub type TellKernel = Box<dyn Fn(watch::Inval, bool) + Send + Sync>;
+/// Tells the kernel to drop what it keeps of `Inval`, [`When`] it says.
+pub type TellKernel = std::sync::Arc<dyn Fn(watch::Inval, When) + Send + Sync>;
+
+/// How many bytes of the computed versions the kernel read (and may read again until it
+/// forgets their inodes) stay in memory when the kernel opens files itself, at most (and at
+/// most a quarter of the cache's budget); the rest is kept in unlinked files in the temporary
+/// directory.
+pub const PINNED_IN_MEMORY: u64 = 16 << 20;
+
+/// When the kernel is told (see [`TellKernel`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum When {
+    /// Soon; the caller goes on.
+    Soon,
+    /// Now: the caller returns once it was told (or after a bound: a mount never waits on
+    /// the kernel for long).
+    Now,
+    /// At that time (a version current until then: whether a session looks live changes
+    /// with time alone).
+    At(Instant),
+}
 
 /// A mount's filesystem being set up, before it serves requests (see [`NormaFs::setup`]).
 pub struct Setup(NormaFs);
@@ -158,6 +178,7 @@ impl NormaFs {
             watcher: None,
             kernel_max_write: std::sync::atomic::AtomicU32::new(0),
             tell_kernel: std::sync::OnceLock::new(),
+            kernel_opens: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -394,10 +415,10 @@ impl NormaFs {
                 // appended to, archives added), as the watcher would report them.
                 if let crate::store::ctl::Scope::Session(sid) = scope {
                     for i in self.command_wrote(sid) {
-                        tell(i, false);
+                        tell(i, When::Soon);
                     }
                 }
-                tell(watch::Inval::Computed(changed), true);
+                tell(watch::Inval::Computed(changed), When::Now);
             }
             None => {
                 let files = self.invalidate_computed(&changed);
@@ -436,6 +457,16 @@ impl NormaFs {
     /// Have changes the mount makes itself (a ctl command, a ctl file's results) told to the
     /// kernel through `tell`, as the watcher tells it of changes behind the mount.
     pub fn set_tell_kernel(&self, tell: TellKernel) {
+        // A session's files current until a time (it stops looking live then) are told gone
+        // at that time: nothing else would tell the kernel, which keeps them meanwhile.
+        let later = tell.clone();
+        self.computed
+            .on_current_until(Box::new(move |node: &Node, at: Instant| {
+                if let Some(sid) = node.session_of() {
+                    let affected = watch::Affected::Session(sid.to_string());
+                    later(watch::Inval::Computed(affected), When::At(at));
+                }
+            }));
         let _ = self.tell_kernel.set(tell);
     }
 
@@ -443,8 +474,27 @@ impl NormaFs {
     /// kernel needs for it).
     pub(super) fn tell_kernel_later(&self, i: watch::Inval) {
         if let Some(tell) = self.tell_kernel.get() {
-            tell(i, false);
+            tell(i, When::Soon);
         }
+    }
+
+    /// The kernel opens files itself from now on (`--no-open`, answered when the mount
+    /// starts): a lookup's hold keeps the bytes of the version it told the kernel of, which
+    /// the first read of the inode then reads (no open comes between to tell the kernel of
+    /// another size).
+    pub fn set_kernel_opens(&self) {
+        self.kernel_opens
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let budget = (self.computed.budget() as u64 / 4).min(PINNED_IN_MEMORY);
+        self.versions
+            .set_pinned_budget(budget, std::env::temp_dir());
+        self.versions.hold_for(Duration::from_secs(2));
+        self.computed.keep_small();
+    }
+
+    /// Whether the kernel opens files itself.
+    pub(super) fn kernel_opens(&self) -> bool {
+        self.kernel_opens.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether the kernel is told of the changes the mount makes itself.
@@ -466,7 +516,7 @@ impl NormaFs {
                     node: Node::Ctl(sid),
                     data: true,
                 },
-                false,
+                When::Soon,
             );
         }
     }

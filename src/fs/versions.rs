@@ -22,6 +22,8 @@ use super::Attr;
 use super::Node;
 use crate::bytes::Bytes;
 use served::Served;
+pub use spill::Spilled;
+use std::sync::Arc;
 
 /// How long a lookup holds the version it found with no handle open: long enough for the
 /// open that follows it in the kernel's path walk (or its retry after ESTALE), short enough
@@ -97,6 +99,9 @@ pub(super) struct Head {
     pub fp: u64,
     pub len: u64,
     pub digest: Option<u64>,
+    /// The bytes on disk, once more bytes were pinned than the budget allows (see
+    /// [`Versions::set_pinned_budget`]).
+    pub spill: Option<Arc<Spilled>>,
 }
 
 /// Whether two versions, each by its inputs' fingerprint and its digest, are the same bytes:
@@ -122,7 +127,13 @@ impl Head {
             fp: c.fp,
             len: c.size,
             digest: c.digest,
+            spill: None,
         }
+    }
+
+    /// Whether this version's bytes are at hand, in memory or on disk.
+    pub fn kept(&self) -> bool {
+        self.data.is_some() || self.spill.is_some()
     }
 
     /// The bytes of this version found in `c` (the current content, with its bytes): all of
@@ -172,6 +183,12 @@ pub(super) struct Versions {
     inner: Mutex<Inner>,
     /// Where to ask for a page to be dropped (see [`Versions::set_tail_drops`]).
     tails: std::sync::OnceLock<std::sync::mpsc::Sender<TailDrop>>,
+    /// How many bytes of pinned versions stay in memory, and where the rest goes (see
+    /// [`Versions::set_pinned_budget`]).
+    pinned_budget: std::sync::OnceLock<(u64, std::path::PathBuf)>,
+    /// How long a lookup holds what it found, when not [`HOLD`] (see
+    /// [`Versions::hold_for`]).
+    hold_for: std::sync::OnceLock<Duration>,
 }
 
 /// Ask the kernel to drop the pages of `ino` from the one `from` is in.
@@ -249,6 +266,13 @@ impl Inner {
                 && c.size >= o.head.len
                 && match (&c.data, &o.head.data) {
                     (Some(new), Some(old)) => new.starts_with(old),
+                    // Kept on disk: read back to compare (the content changed: rare).
+                    (Some(new), None) if o.head.spill.is_some() => o
+                        .head
+                        .spill
+                        .as_ref()
+                        .and_then(|sp| sp.bytes().ok())
+                        .is_some_and(|old| new.starts_with(&old)),
                     (Some(new), None) => {
                         o.head.digest.is_some() && digest(new, o.head.len) == o.head.digest
                     }
@@ -501,7 +525,12 @@ impl Versions {
             .stale
             .get(node)
             .is_some_and(|at| now.duration_since(*at) < RETRY);
-        let until = now + if retry { RETRY_HOLD } else { HOLD };
+        let until = now
+            + if retry {
+                RETRY_HOLD
+            } else {
+                *self.hold_for.get().unwrap_or(&HOLD)
+            };
         if let Some(o) = g.open.get_mut(&ino) {
             o.until = o.until.max(until);
             o.held_at = now;
@@ -509,7 +538,7 @@ impl Versions {
             // The lookup found the version's bytes: the open it holds for needs them
             // unless the kernel holds every page.
             let fits = c.data.as_ref().is_some_and(|d| d.len() == o.head.len);
-            if o.head.data.is_none() && fits && same(o.head.id(), (c.fp, c.digest)) {
+            if !o.head.kept() && fits && same(o.head.id(), (c.fp, c.digest)) {
                 o.head.data.clone_from(&c.data);
             }
             return;
@@ -560,6 +589,74 @@ impl Versions {
         }
     }
 
+    /// Keep at most `budget` bytes of the versions pinned for inodes in memory; the rest is
+    /// written to unlinked files in `dir` (the least recently held first) and read back from
+    /// there. When the kernel opens files itself, a version the kernel read stays pinned until
+    /// it forgets the inode: its pages may be dropped and read again at any time.
+    pub fn set_pinned_budget(&self, budget: u64, dir: std::path::PathBuf) {
+        let _ = self.pinned_budget.set((budget, dir));
+    }
+
+    /// Have a lookup (or an attribute request) hold what it found for `d`: when the kernel
+    /// opens files itself, its first read of the inode may come later than an open would
+    /// have, and must find the version the kernel was told of.
+    pub fn hold_for(&self, d: Duration) {
+        let _ = self.hold_for.set(d);
+    }
+
+    /// Move pinned bytes past the budget to disk (see [`Versions::set_pinned_budget`]).
+    pub(super) fn trim(&self) {
+        let Some((budget, dir)) = self.pinned_budget.get() else {
+            return;
+        };
+        let chosen: Vec<(u64, Head)> = {
+            let g = self.inner.lock();
+            let mut pinned: Vec<(Instant, u64, u64)> = g
+                .open
+                .iter()
+                .filter_map(|(&ino, o)| o.head.data.as_ref().map(|d| (o.held_at, ino, d.len())))
+                .collect();
+            let total: u64 = pinned.iter().map(|p| p.2).sum();
+            if total <= *budget {
+                return;
+            }
+            pinned.sort_unstable();
+            let mut over = total - budget;
+            let mut out = Vec::new();
+            for (_, ino, len) in pinned {
+                if over == 0 {
+                    break;
+                }
+                if let Some(o) = g.open.get(&ino) {
+                    out.push((ino, o.head.clone()));
+                }
+                over = over.saturating_sub(len);
+            }
+            out
+        };
+        for (ino, head) in chosen {
+            let Some(data) = &head.data else { continue };
+            let spilled = match Spilled::write(dir, data) {
+                Ok(s) => Arc::new(s),
+                Err(e) => {
+                    tracing::warn!(
+                        "cannot keep a version of {} bytes in {}: {e}; it stays in memory",
+                        head.len,
+                        dir.display()
+                    );
+                    return;
+                }
+            };
+            let mut g = self.inner.lock();
+            if let Some(o) = g.open.get_mut(&ino) {
+                if o.head.fp == head.fp && o.head.len == head.len && o.head.data.is_some() {
+                    o.head.data = None;
+                    o.head.spill = Some(spilled);
+                }
+            }
+        }
+    }
+
     /// Let go of the versions held with no handle open whose moment is over; how many.
     pub(super) fn let_go_idle(&self) -> usize {
         let now = Instant::now();
@@ -586,7 +683,7 @@ impl Versions {
     pub(super) fn pin(&self, ino: u64, fp: u64, data: &Bytes) {
         let mut g = self.inner.lock();
         if let Some(o) = g.open.get_mut(&ino) {
-            if o.head.data.is_none() && o.head.fp == fp && o.head.len == data.len() {
+            if !o.head.kept() && o.head.fp == fp && o.head.len == data.len() {
                 o.head.data = Some(data.clone());
             }
         }
@@ -653,7 +750,7 @@ impl Versions {
             .lock()
             .open
             .get(&ino)
-            .is_some_and(|o| o.head.data.is_some())
+            .is_some_and(|o| o.head.kept())
     }
 
     /// The mount had the kernel drop the pages of `ino` from offset `from` on.
@@ -759,5 +856,6 @@ impl Versions {
 }
 
 mod served;
+mod spill;
 #[cfg(test)]
 mod tests;

@@ -408,6 +408,9 @@ pub fn mount_background(
         .expire
         .set(Mutex::new(expire_later(notifier.clone())?));
     fs.set_tell_kernel(tell_kernel(Arc::downgrade(&fs), notifier.clone())?);
+    if opts.no_open {
+        fs.set_kernel_opens();
+    }
     // Without passthrough real files are read through the mount's page cache too.
     fs.set_tail_drops(
         drop_tails(Arc::downgrade(&fs), notifier.clone())?,

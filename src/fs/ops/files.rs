@@ -18,6 +18,27 @@ pub(in crate::fs) fn backing_flags(flags: i32) -> i32 {
     (flags & !libc::O_DIRECT) | libc::O_NOFOLLOW
 }
 
+/// What a read of a computed file is answered from: the version's bytes, or those of the
+/// range read from where they were kept on disk (starting at the offset given).
+pub enum Chunk {
+    Whole(Bytes),
+    At(u64, Vec<u8>),
+}
+
+impl Chunk {
+    /// The bytes at `offset`, at most `size`.
+    pub fn window(&self, offset: u64, size: u32) -> std::borrow::Cow<'_, [u8]> {
+        match self {
+            Chunk::Whole(b) => b.window(offset, size),
+            Chunk::At(at, d) => {
+                let from = (offset.saturating_sub(*at) as usize).min(d.len());
+                let to = from.saturating_add(size as usize).min(d.len());
+                std::borrow::Cow::Borrowed(&d[from..to])
+            }
+        }
+    }
+}
+
 impl NormaFs {
     pub(in crate::fs) fn new_handle(&self, h: Handle) -> u64 {
         self.handles.open(h)
@@ -144,13 +165,13 @@ impl NormaFs {
         fh: u64,
         offset: u64,
         size: u32,
-    ) -> Option<Result<Bytes, FsError>> {
+    ) -> Option<Result<Chunk, FsError>> {
         let ino = match self.handles.lock().get(&fh) {
             Some(Handle::Computed { ino }) => *ino,
             _ => return None,
         };
         let Some(head) = self.versions.head(ino) else {
-            return Some(Ok(Bytes::default()));
+            return Some(Ok(Chunk::Whole(Bytes::default())));
         };
         let node = match self.node(ino) {
             Ok(n) => n,
@@ -164,10 +185,18 @@ impl NormaFs {
                 }
             }
         }
-        if head.data.is_none() {
-            self.computed.count_refill();
-        }
-        let data = self.head_bytes(ino, &node, &head);
+        let data = match (&head.data, &head.spill) {
+            (None, Some(spill)) => spill
+                .read(offset, size)
+                .map(|d| Chunk::At(offset, d))
+                .map_err(FsError::from),
+            _ => {
+                if head.data.is_none() {
+                    self.computed.count_refill();
+                }
+                self.head_bytes(ino, &node, &head).map(Chunk::Whole)
+            }
+        };
         match &data {
             Ok(_) => {
                 let n = head.len.saturating_sub(offset).min(u64::from(size));
@@ -216,7 +245,7 @@ impl NormaFs {
                 drop(handles);
                 let data = self
                     .computed_snapshot(fh, offset, size)
-                    .unwrap_or_else(|| Ok(Bytes::default()))?;
+                    .unwrap_or_else(|| Ok(Chunk::Whole(Bytes::default())))?;
                 Ok(data.window(offset, size).into_owned())
             }
             Some(Handle::Real {
@@ -344,8 +373,20 @@ impl NormaFs {
                 snapshot: None,
             }),
             n if n.is_computed_file() => {
-                self.open_computed(n, ino, libc::O_RDONLY, std::time::Instant::now())?
-                    .fh
+                let fh = self
+                    .open_computed(n, ino, libc::O_RDONLY, std::time::Instant::now())?
+                    .fh;
+                // The version stays readable until the kernel forgets the inode, whatever
+                // pages it drops and however the content moves on: its bytes are kept now,
+                // in memory within the budget, on disk past it.
+                if let Some(head) = self.versions.head(ino).filter(|h| !h.kept()) {
+                    if let Err(e) = self.head_bytes(ino, n, &head) {
+                        self.release(fh);
+                        return Err(e);
+                    }
+                }
+                self.versions.trim();
+                fh
             }
             Node::Real(b, rel) => {
                 if write {

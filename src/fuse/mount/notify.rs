@@ -44,36 +44,76 @@ pub(super) fn expire_later(
 }
 
 /// A thread that tells the kernel of the changes the mount makes itself (a ctl command's,
-/// a ctl file's new results; see `NormaFs::set_tell_kernel`), apart from the workers: a
-/// request waiting for it may hold what the kernel takes to drop a name. A caller waiting
-/// for its change waits at most [`TELL_WAIT`]. It ends with the mount.
+/// a ctl file's new results), and of versions current until a time, at that time (see
+/// `NormaFs::set_tell_kernel`), apart from the workers: a request waiting for it may hold
+/// what the kernel takes to drop a name. A caller waiting for its change waits at most
+/// [`TELL_WAIT`]. It ends with the mount.
 pub(super) fn tell_kernel(
     fs: std::sync::Weak<NormaFs>,
     n: Notifier,
 ) -> io::Result<crate::fs::TellKernel> {
-    type Told = (Inval, Option<std::sync::mpsc::SyncSender<()>>);
+    use crate::fs::When;
+    use std::sync::mpsc::RecvTimeoutError;
+    type Told = (Inval, When, Option<std::sync::mpsc::SyncSender<()>>);
     let (tx, rx) = std::sync::mpsc::channel::<Told>();
     std::thread::Builder::new()
         .name("normafs-tell".into())
         .spawn(move || {
-            while let Ok((i, done)) = rx.recv() {
-                let Some(fs) = fs.upgrade() else { return };
-                invalidate(&fs, &n, &i);
-                drop(fs);
+            // Told for later: by time, each at most once.
+            let mut due: std::collections::BTreeSet<(std::time::Instant, u64)> =
+                std::collections::BTreeSet::new();
+            let mut later: std::collections::HashMap<u64, Inval> = std::collections::HashMap::new();
+            let mut next_id = 0u64;
+            loop {
+                let now = std::time::Instant::now();
+                while let Some(&(at, id)) = due.first() {
+                    if at > now {
+                        break;
+                    }
+                    due.pop_first();
+                    if let (Some(i), Some(fs)) = (later.remove(&id), fs.upgrade()) {
+                        invalidate(&fs, &n, &i);
+                    }
+                }
+                let wait = due
+                    .first()
+                    .map(|&(at, _)| at.saturating_duration_since(now))
+                    .unwrap_or(Duration::from_secs(3600));
+                let (i, when, done) = match rx.recv_timeout(wait) {
+                    Ok(x) => x,
+                    Err(RecvTimeoutError::Timeout) => continue,
+                    Err(RecvTimeoutError::Disconnected) => return,
+                };
+                match when {
+                    When::At(at) => {
+                        let known = due
+                            .iter()
+                            .any(|&(t, id)| t == at && later.get(&id) == Some(&i));
+                        if !known {
+                            next_id += 1;
+                            due.insert((at, next_id));
+                            later.insert(next_id, i);
+                        }
+                    }
+                    When::Soon | When::Now => {
+                        let Some(fs) = fs.upgrade() else { return };
+                        invalidate(&fs, &n, &i);
+                    }
+                }
                 if let Some(done) = done {
                     let _ = done.try_send(());
                 }
             }
         })?;
     let tx = Mutex::new(tx);
-    Ok(Box::new(move |i: Inval, wait: bool| {
-        let (done, told) = if wait {
+    Ok(std::sync::Arc::new(move |i: Inval, when: When| {
+        let (done, told) = if when == When::Now {
             let (d, t) = std::sync::mpsc::sync_channel(1);
             (Some(d), Some(t))
         } else {
             (None, None)
         };
-        if tx.lock().send((i, done)).is_err() {
+        if tx.lock().send((i, when, done)).is_err() {
             return;
         }
         if let Some(told) = told {
