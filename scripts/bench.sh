@@ -29,10 +29,10 @@
 # right after the previous one would measure only the kernel's attribute cache.
 #
 # Rows:
-#   P1  sequential read (dd bs=1M, cat) of the 1 GiB file through the mount vs native, cold
-#       (drop_caches before each run) and warm; P1u: the same on normafs's own read path
-#       (--no-passthrough: the page cache, kept across opens); P1o: the same as an ordinary
-#       user (through fusermount3, without passthrough, which needs CAP_SYS_ADMIN), both sides
+#   P1  sequential read (dd bs=1M, cat) of the 1 GiB file through a --passthrough mount vs
+#       native, cold (drop_caches before each run) and warm; P1u: the same mounted by default
+#       (the kernel opens files itself, keeps their pages; normafs reads real files with
+#       pread); P1o: the same as an ordinary user (through fusermount3, by default), both sides
 #       run as that user (a user of its own is made, /dev/fuse opened for the run and put back).
 #   P2  stat of every real file (the same files: mount paths vs backing paths), and ls -lR of
 #       the whole mount vs the whole root (the mount shows more: computed files, raw/, ctl);
@@ -41,11 +41,11 @@
 #   P3  grep -r of a string that occurs nowhere, over the real files of the mount (computed
 #       files excluded by name) vs over the root; cold and warm. P3s: grep -r of the whole
 #       mount, computed files included, vs the root (warm). P3u, P3o: warm grep -r of the real
-#       files on the --no-passthrough mount and as an ordinary user.
+#       files on a --passthrough mount and as an ordinary user.
 #   P4  first read of view.jsonl of the big session (a fresh mount each run) vs
 #       jq -c 'select(.type=="message") | .message' of its transcript.
 #   P5  re-read of the unchanged view.jsonl vs a real file of the same size, both through one
-#       --no-passthrough mount.
+#       mount (mounted by default).
 #   P6  read of view.jsonl after appending 10 records to the transcript vs its first read.
 #   P7  peak RSS of the mount process during P4, and its idle RSS after a read that exceeds a
 #       small --cache-mb budget, in MB and as a ratio to the transcript's size.
@@ -57,8 +57,8 @@
 #       P10a `normafs view --at N/2` (the view at one request) vs `normafs view`; P10m the
 #       same timeline through a mount (cat sessions/<sid>/timeline.jsonl, a fresh mount each
 #       run) vs cat of its view.jsonl (a fresh mount each run).
-#   P9  root C's mount vs the native copy of its tree (issue 24), as root with passthrough;
-#       P9u: the same --no-passthrough; P9o: as an ordinary user (both sides as that user, the
+#   P9  root C's mount vs the native copy of its tree (issues 24, 40), as root, mounted by
+#       default; P9u: the same --passthrough; P9o: as an ordinary user (both sides as that user, the
 #       native copy made that user's, as the mount shows its computed files and ctl):
 #       - first whole-mount grep -r after mounting (it computes every view): each run of the
 #         mount a fresh mount after drop_caches, each native run after drop_caches;
@@ -388,7 +388,7 @@ p1() {
 }
 
 if want P1; then
-    mount_fs "$MNT" "$B"
+    mount_fs "$MNT" "$B" --passthrough
     grep -q "passthrough: on" "$OUT/mount-mnt.log" || echo "bench.sh: note: passthrough is off on this kernel" >&2
     p1 P1 "$MNT" "≤1.05× (≥0.95× throughput)"
     unmount_fs "$MNT"
@@ -411,14 +411,14 @@ p1x() {
 }
 
 if want P1u; then
-    mount_fs "$MNT" "$B" --no-passthrough
+    mount_fs "$MNT" "$B"
     p1x P1u "$MNT"
     unmount_fs "$MNT"
 fi
 if want P1o; then
     as_user
     mount_fs "$MNT" "$B"
-    grep -q "passthrough: off (needs CAP_SYS_ADMIN)" "$OUT/mount-mnt.log" ||
+    grep -q "passthrough: off (the default" "$OUT/mount-mnt.log" ||
         echo "bench.sh: note: the ordinary user's mount: $(head -n 1 "$OUT/mount-mnt.log")" >&2
     p1x P1o "$MNT" "${RUNAS[*]}"
     unmount_fs "$MNT"
@@ -467,8 +467,8 @@ fi
 # P3u, P3o: warm grep -r of the real files on normafs's own read path, as root and as an
 # ordinary user (both sides as that user).
 if want P3u; then
-    mount_fs "$MNT" "$A" --no-passthrough
-    row P3u "warm grep -r, real files, --no-passthrough" \
+    mount_fs "$MNT" "$A" --passthrough
+    row P3u "warm grep -r, real files, --passthrough" \
         "$(hf P3u-warm warm "$WARM_RUNS" "grep -r $EXCL $NEEDLE $MNT" "grep -r --exclude=MEMORY.md $NEEDLE $A")" "≤3×"
     unmount_fs "$MNT"
 fi
@@ -493,7 +493,7 @@ if want P4; then
     for i in $(seq 1 "$FIRST_RUNS"); do
         drop_caches
         cat "$TRANSCRIPT" "$B/noa/$SID/state.json" >/dev/null 2>&1 || true
-        mount_fs "$MNT" "$B" --no-passthrough --cache-mb "$BIG_CACHE_MB"
+        mount_fs "$MNT" "$B" --cache-mb "$BIG_CACHE_MB"
         one "cat $VIEW" >>"$OUT/P4.mount"
         kb=$(rss_kb "${MOUNT_PID[$MNT]}" VmHWM)
         [ "$kb" -gt "$peak_kb" ] && peak_kb=$kb
@@ -534,7 +534,7 @@ if want P4; then
     mb() { awk -v k="$1" 'BEGIN { printf "%.0f MB", k / 1024 }'; }
     row P7 "peak RSS during P4 ($((T_BYTES >> 20)) MB transcript)" \
         "$(mb "$peak_kb") = $(ratio "$((peak_kb * 1024))" "$T_BYTES") transcript" "≤2× transcript"
-    mount_fs "$MNT" "$B" --no-passthrough --cache-mb "$SMALL_CACHE_MB"
+    mount_fs "$MNT" "$B" --cache-mb "$SMALL_CACHE_MB"
     cat "$VIEW" "$MNT/sessions/$SID/view.md" "$MNT/sessions/$SID/status.json" >/dev/null
     sleep 2
     idle_kb=$(rss_kb "${MOUNT_PID[$MNT]}" VmRSS)
@@ -705,7 +705,7 @@ if want P9 || want P9u || want P9o; then
     echo "bench.sh: the native copy: $(du -sm "$NATIVE" | cut -f1) MiB in $(find "$NATIVE" -type f | wc -l) files" >&2
 fi
 if want P9; then
-    p9 P9 "passthrough"
+    p9 P9 "the default (the kernel opens files itself)"
     # P9b: the peak of a fresh mount (caches dropped) serving the big session's view.
     drop_caches
     mount_fs "$MNT" "$C"
@@ -716,7 +716,7 @@ if want P9; then
         "$(ratio "$((hwm * 1024))" "$C_BYTES") ($((hwm >> 10)) MiB; transcript $((C_BYTES >> 20)) MiB)" "≤1.5×"
 fi
 if want P9u; then
-    p9 P9u "--no-passthrough" --no-passthrough
+    p9 P9u "--passthrough" --passthrough
 fi
 if want P9o; then
     as_user

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 #! fsx (the File System eXerciser; the registry's Rust port, `cargo install fsx`) on memory/ of
-#! real mounts, as its users reach them: as root with kernel passthrough, as root without it,
-#! and as an ordinary user (through fusermount3, without passthrough). Every variant with a
+#! real mounts, as its users reach them: as root mounted by default (the kernel opens files
+#! itself; no passthrough), as root with `--passthrough` (every open answered, real files
+#! passed through), and as an ordinary user (through fusermount3, by default). Every variant with a
 #! fixed seed, then one with a random seed (printed, so a failure can be run again). Each fsx
 #! checks every read against its own model of the file; any mismatch fails the run.
 #
@@ -145,15 +146,15 @@ run_way() {
 }
 
 RUNAS=(setpriv "--reuid=$(id -u "$USER_NAME")" "--regid=$(id -g "$USER_NAME")" --clear-groups)
-for w in passthrough no-passthrough user; do MOUNTED+=("$WORK/$w/mnt"); done
+for w in default passthrough user; do MOUNTED+=("$WORK/$w/mnt"); done
 echo "fsx.sh: fsx $FSX_VERSION on memory/ of three mounts; random seed $SEED"
-run_way passthrough "" &
-run_way no-passthrough "--no-passthrough" &
-run_way user "--no-passthrough" "${RUNAS[@]}" &
+run_way default "" &
+run_way passthrough "--passthrough" &
+run_way user "" "${RUNAS[@]}" &
 wait
 
 failed=0
-for w in passthrough no-passthrough user; do
+for w in default passthrough user; do
     cat "$WORK/$w.result"
     if grep -qv '^ok ' "$WORK/$w.result"; then
         failed=1

@@ -13,26 +13,32 @@ use std::path::Path;
 
 use common::{mount, sh, Mounted};
 
-/// The corpus mounted both ways: `("passthrough", m)` and `("no passthrough", m)`, with
-/// `allow_other` (other users reach it, as the ownership test needs). Empty where no mount is
-/// possible (said on stderr; a failure under CI).
+/// The corpus mounted every way: by default (the kernel opens files itself), and answering
+/// opens with passthrough and without (`-o passthrough` as root, and as an ordinary user),
+/// with `allow_other` (other users reach it, as the ownership test needs). Empty where no
+/// mount is possible (said on stderr; a failure under CI).
 fn both_ways() -> Vec<(&'static str, Mounted)> {
-    [("passthrough", true), ("no passthrough", false)]
-        .into_iter()
-        .filter_map(|(name, passthrough)| {
-            let opts = normafs::fuse::MountOptions {
-                passthrough,
-                allow_other: true,
-                ..normafs::fuse::MountOptions::default()
-            };
-            let m = mount(
-                common::example_root(),
-                normafs::config::Config::default(),
-                opts,
-            )?;
-            Some((name, m))
-        })
-        .collect()
+    [
+        ("the default", false, true),
+        ("passthrough", true, false),
+        ("opens without passthrough", false, false),
+    ]
+    .into_iter()
+    .filter_map(|(name, passthrough, no_open)| {
+        let opts = normafs::fuse::MountOptions {
+            passthrough,
+            no_open,
+            allow_other: true,
+            ..normafs::fuse::MountOptions::default()
+        };
+        let m = mount(
+            common::example_root(),
+            normafs::config::Config::default(),
+            opts,
+        )?;
+        Some((name, m))
+    })
+    .collect()
 }
 
 fn create(p: &Path) -> File {

@@ -813,11 +813,12 @@ fn live_writers_soak() {
     live_writers(MountOptions::default());
 }
 
-/// The same where the kernel opens files itself (`--no-open`).
+/// The same with the mount answering opens (`-o passthrough`).
 #[test]
-fn live_writers_soak_without_opens() {
+fn live_writers_soak_with_opens() {
     live_writers(MountOptions {
-        no_open: true,
+        passthrough: true,
+        no_open: false,
         ..MountOptions::default()
     });
 }
@@ -1012,9 +1013,11 @@ fn runtime_state_rename_soak_without_opens() {
     });
 }
 
+/// With the mount answering opens (`-o passthrough`), passing real files through or not.
 fn state_rename_soak(passthrough: bool) {
     state_rename_soak_as(MountOptions {
         passthrough,
+        no_open: false,
         ..MountOptions::default()
     });
 }
@@ -1391,6 +1394,7 @@ fn replaced_state_json_reads_whole(passthrough: bool) {
         soak_config(),
         MountOptions {
             passthrough,
+            no_open: false,
             ..MountOptions::default()
         },
     ) else {

@@ -70,11 +70,14 @@ pub(super) struct MountArgs {
     /// Refuse every change (EROFS), ctl commands that would write included
     #[arg(long)]
     pub(super) read_only: bool,
-    /// Serve real files with pread/pwrite instead of kernel FUSE passthrough
-    #[arg(long)]
+    /// Answer every open and hand real files' reads and writes to the kernel (FUSE passthrough; root only, else opens are answered and real files read with pread). By default the kernel opens files itself and serves warm reads from its page cache
+    #[arg(long, conflicts_with_all = ["no_passthrough", "no_open"])]
+    pub(super) passthrough: bool,
+    /// The default (accepted for scripts that pass it)
+    #[arg(long, hide = true)]
     pub(super) no_passthrough: bool,
-    /// Let the kernel open files itself (no OPEN, FLUSH or RELEASE: warm reads come from its page cache; no passthrough); ctl results name the writer's pid
-    #[arg(long)]
+    /// The default (accepted for scripts that pass it)
+    #[arg(long, hide = true)]
     pub(super) no_open: bool,
     /// Say how the mount is set up (passthrough, threads, inotify) and log failed requests
     #[arg(long)]
@@ -108,8 +111,11 @@ pub(super) struct MountArgs {
 pub(super) struct DemoArgs {
     /// The mount point (created when missing)
     pub(super) mnt: PathBuf,
-    /// Serve real files with pread/pwrite instead of kernel FUSE passthrough
-    #[arg(long)]
+    /// Answer every open and use FUSE passthrough for real files (see `normafs mount --help`)
+    #[arg(long, conflicts_with = "no_passthrough")]
+    pub(super) passthrough: bool,
+    /// The default (accepted for scripts that pass it)
+    #[arg(long, hide = true)]
     pub(super) no_passthrough: bool,
 }
 

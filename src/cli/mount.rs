@@ -35,8 +35,8 @@ pub(super) fn mount(mut a: MountArgs, argv: &[OsString]) -> Result<i32, CliError
     }
     let opts = crate::fuse::MountOptions {
         read_only: a.read_only || o.read_only,
-        passthrough: !(a.no_passthrough || o.no_passthrough),
-        no_open: a.no_open || o.no_open,
+        passthrough: a.passthrough || o.passthrough,
+        no_open: !(a.passthrough || o.passthrough),
         allow_other: a.allow_other || o.allow_other,
         threads: usize::from(o.threads.unwrap_or(a.threads)),
         auto_unmount: a.auto_unmount || o.auto_unmount,
@@ -181,7 +181,8 @@ pub(super) fn demo(a: DemoArgs) -> Result<i32, CliError> {
     init_logging(false, None)?;
     crate::fuse::block_exit_signals();
     let opts = crate::fuse::MountOptions {
-        passthrough: !a.no_passthrough,
+        passthrough: a.passthrough,
+        no_open: !a.passthrough,
         source: Some(root.clone()),
         ..crate::fuse::MountOptions::default()
     };

@@ -11,6 +11,7 @@ pub struct MountItems {
     pub allow_other: bool,
     pub auto_unmount: bool,
     pub no_exec: bool,
+    pub passthrough: bool,
     pub no_passthrough: bool,
     pub no_open: bool,
     pub allow_empty: bool,
@@ -117,6 +118,7 @@ impl MountItems {
             }
             ("auto_unmount", None) => self.auto_unmount = true,
             ("noexec", None) => self.no_exec = true,
+            ("passthrough", None) => self.passthrough = true,
             ("no_passthrough", None) => self.no_passthrough = true,
             ("no_open", None) => self.no_open = true,
             ("allow_empty", None) => self.allow_empty = true,

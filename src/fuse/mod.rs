@@ -55,12 +55,14 @@ pub use signals::{block_exit_signals, wait_for_exit};
 pub struct MountOptions {
     /// Refuse every change (`EROFS`), ctl commands that would write included.
     pub read_only: bool,
-    /// Use kernel FUSE passthrough for real files when the kernel allows it.
+    /// With `no_open` off: use kernel FUSE passthrough for real files when the kernel allows
+    /// it (`-o passthrough`).
     pub passthrough: bool,
-    /// Answer OPEN `ENOSYS` once (`--no-open`): the kernel then opens every file itself,
+    /// Answer OPEN `ENOSYS` once (the default): the kernel then opens every file itself,
     /// keeping its pages across opens, and sends no OPEN, FLUSH or RELEASE; its reads and
     /// writes go through each inode's implicit handle (`NormaFs::implicit_handle`). No
-    /// passthrough then (it is given at OPEN).
+    /// passthrough then (it is given at OPEN). Off (`-o passthrough`): every open is
+    /// answered, today's per-open path.
     pub no_open: bool,
     /// Let other users reach the mount (`allow_other`; needs `user_allow_other` for non-root).
     pub allow_other: bool,
@@ -82,8 +84,8 @@ impl Default for MountOptions {
     fn default() -> Self {
         MountOptions {
             read_only: false,
-            passthrough: true,
-            no_open: false,
+            passthrough: false,
+            no_open: true,
             allow_other: false,
             threads: 4,
             auto_unmount: false,

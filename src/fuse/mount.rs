@@ -388,9 +388,10 @@ pub fn mount_background(
     let (passthrough, passthrough_why, passthrough_note) = if opts.no_open {
         (
             false,
-            "--no-open",
-            "off (--no-open: the kernel opens files itself; real files are read and written \
-             with pread/pwrite)"
+            "the default; -o passthrough for it",
+            "off (the default: the kernel opens files itself and serves warm reads from its \
+             page cache; real files are read and written with pread/pwrite; -o passthrough \
+             answers opens and hands real files to the kernel)"
                 .to_string(),
         )
     } else {

@@ -438,8 +438,8 @@ pub fn mount_example() -> Option<Mounted> {
     fuse_available().then(Mounted::example)
 }
 
-/// [`mount`] of a copy of the corpus with default settings, without passthrough (normafs's
-/// own read path: the page cache, kept across opens).
+/// [`mount`] of a copy of the corpus with default settings, as mounted by default: the
+/// kernel opens files itself and keeps their pages (normafs's own read path, no passthrough).
 pub fn mount_without_passthrough() -> Option<Mounted> {
     fuse_available().then(Mounted::without_passthrough)
 }
@@ -470,8 +470,7 @@ impl Mounted {
         )
     }
 
-    /// A copy of the corpus with default settings, mounted without passthrough (normafs's own
-    /// read path: the page cache, kept across opens).
+    /// A copy of the corpus with default settings, mounted as by default (no passthrough).
     fn without_passthrough() -> Mounted {
         Mounted::new(
             example_root(),
