@@ -509,11 +509,14 @@ impl Watcher {
             Node::Computed(sid, _) | Node::Raw(sid, _, _) => !dir && session(sid),
             Node::MemoryIndex => !dir && has(Dir::Memory),
             Node::RootAudit => !dir && st.all && base && has(Dir::Memory),
+            // The links to a session's history never change: they are as long as the
+            // session is (`grep -r` and `ls -lR` look at them on every pass).
+            Node::HistoryLink(Some(sid), _) => session(sid),
+            Node::HistoryLink(None, _) => base,
             // A session's history is made again whenever it is asked for (its replay reads
-            // the journal too, and nothing tells the kernel to drop it); its directories and
-            // links never change.
+            // the journal too, and nothing tells the kernel to drop it); its directories never
+            // change.
             Node::HistoryDir(_)
-            | Node::HistoryLink(..)
             | Node::History(..)
             | Node::AtDir(_)
             | Node::AtPoint(..)
