@@ -244,7 +244,7 @@ pub const MOUNT_KEYS: &[Key] = &[
         name: "cache_mb",
         kind: <Option<u64> as Setting>::KIND,
         owner: KeyOwner::Mount,
-        help: "Memory budget in MiB for parsed transcripts and computed files not yet read (auto: 1/16 of the machine's memory, 128 MiB to 4 GiB)",
+        help: "Memory budget in MiB for parsed transcripts and computed files (auto: 64 MiB for a mount, whose reads the kernel's page cache serves; for commands 1/16 of the machine's memory, 128 MiB to 4 GiB)",
     },
 ];
 
@@ -433,7 +433,13 @@ impl Default for Config {
     }
 }
 
-/// The share of the machine's memory `cache_mb = auto` budgets, and its bounds in MiB.
+/// A mount's budget under `cache_mb = auto`, in MiB: the kernel's page cache holds what was
+/// read (the mount answers no open, so the kernel serves warm reads itself), and the mount
+/// keeps what is costly to make again — the parse of large or live sessions — within this.
+pub const MOUNT_CACHE_MB: u64 = 64;
+
+/// The share of the machine's memory `cache_mb = auto` budgets for commands, and its bounds
+/// in MiB.
 const AUTO_CACHE_SHARE: u64 = 16;
 const AUTO_CACHE_MIN_MB: u64 = 128;
 const AUTO_CACHE_MAX_MB: u64 = 4096;
@@ -545,6 +551,13 @@ impl Config {
             "cache_mb" => self.cache_mb.show(),
             _ => Json::Null,
         }
+    }
+
+    /// A mount's cache budget in bytes: `cache_mb`, or for `auto` [`MOUNT_CACHE_MB`].
+    pub fn mount_cache_bytes(&self) -> usize {
+        usize::try_from(self.cache_mb.unwrap_or(MOUNT_CACHE_MB))
+            .unwrap_or(usize::MAX)
+            .saturating_mul(1 << 20)
     }
 
     /// The cache's budget in bytes: `cache_mb`, or for `auto` 1/16 of the machine's memory

@@ -126,8 +126,14 @@ struct Known {
 }
 
 /// The largest computed file whose bytes are kept with its description when the kernel opens
-/// files itself (`status.json`, a session's `audit.txt`).
+/// files itself and the file changes now and then (`status.json`, a session's `audit.txt`).
 pub const SMALL_KEPT: u64 = 16 << 10;
+
+/// A computed file whose version replaced another within this long "changes now and then":
+/// what the kernel was told of it is kept readable more carefully (see
+/// [`Computed::keep_small`]). The files of sessions that do not change keep no bytes: a
+/// `stat`, `ls -l` or `du` of a thousand sessions leaves nothing behind.
+pub const CHANGING: Duration = Duration::from_secs(10);
 
 /// How often the mount computed and checked: what its counters report.
 #[derive(Debug, Default)]
@@ -311,6 +317,9 @@ pub struct Computed {
     mountpoint: Option<PathBuf>,
     /// Told of each version that is current until a time (see [`Computed::on_current_until`]).
     current_until: std::sync::OnceLock<CurrentUntil>,
+    /// The computations counted when the heap was last given back (see
+    /// [`Computed::give_back_heap`]).
+    trimmed_at: AtomicU64,
     /// Small files' bytes are kept with their descriptions (see [`Computed::keep_small`]).
     keep_small: std::sync::atomic::AtomicBool,
     /// When this was made: the mtime of files made of nothing.
@@ -358,6 +367,7 @@ impl Computed {
             mountpoint: None,
             current_until: std::sync::OnceLock::new(),
             keep_small: std::sync::atomic::AtomicBool::new(false),
+            trimmed_at: AtomicU64::new(0),
             started: SystemTime::now(),
             layout: Layout::default(),
         }
@@ -388,8 +398,14 @@ impl Computed {
     }
 
     /// Let the cache's budget bound the whole process's resident memory (a mount).
-    pub fn bound_resident(&self) {
-        self.cache.bound_resident();
+    /// Its budget is the mount's (see [`Config::mount_cache_bytes`]).
+    pub fn bound_resident(&mut self) {
+        self.cache.bound_resident(self.cfg.mount_cache_bytes());
+        // Sessions made one file at a time are costly to parse again; the others are not,
+        // unless they look live (by the root's `live_seconds`).
+        let live = self.cfg.noa.live_seconds;
+        self.cache
+            .keep_quick_parses_while_live(ALL_AT_ONCE, Duration::from_secs(live));
     }
 
     /// The watcher reported (or a ctl command made) a change of what `a` names: the versions
@@ -687,8 +703,10 @@ impl Computed {
                     Some(k) => k.changed_at,
                     None => None,
                 };
-                let small = (self.keep_small.load(Ordering::Relaxed) && size <= SMALL_KEPT)
-                    .then(|| data.clone());
+                let small = (self.keep_small.load(Ordering::Relaxed)
+                    && size <= SMALL_KEPT
+                    && changed_at.is_some_and(|at| at.elapsed() < CHANGING))
+                .then(|| data.clone());
                 known.insert(
                     n.clone(),
                     Known {
@@ -742,11 +760,24 @@ impl Computed {
     }
 
     /// Let go of the bytes of the last computation for a lookup once [`RECENT`] is over
-    /// (called every half second while mounted).
-    pub fn let_go_recent(&self) {
+    /// (called every half second while mounted); the bytes let go.
+    pub fn let_go_recent(&self) -> usize {
         let mut r = self.recent.lock();
         if r.at.is_some_and(|at| at.elapsed() >= RECENT) {
-            *r = Recent::default();
+            let old = std::mem::take(&mut *r);
+            return old.made.iter().map(|(_, d, _)| d.len() as usize).sum();
+        }
+        0
+    }
+
+    /// Give the heap's free memory back to the system when bytes were let go (`freed`) or
+    /// computations ran since the last call (what they parsed and did not keep is free now).
+    /// Called every half second while mounted.
+    pub fn give_back_heap(&self, freed: usize) {
+        let made = self.counters.computations.load(Ordering::Relaxed);
+        let before = self.trimmed_at.swap(made, Ordering::Relaxed);
+        if freed > 0 || made != before {
+            self.cache.give_back_now();
         }
     }
 

@@ -132,7 +132,10 @@ impl NormaFs {
     /// (a version of it replaced another within the last ten seconds): see
     /// [`NormaFs::computed_version`].
     fn changing(&self, node: &Node) -> bool {
-        self.kernel_opens() && self.computed.changed_lately(node, Duration::from_secs(10))
+        self.kernel_opens()
+            && self
+                .computed
+                .changed_lately(node, super::computed::CHANGING)
     }
 
     /// What an open of computed inode `ino` needs of its version: its bytes, unless the

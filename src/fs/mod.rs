@@ -122,7 +122,7 @@ impl Setup {
 
     /// Let the cache budget bound the process's resident memory: the process is this mount's
     /// (see [`crate::store::cache::Cache`]).
-    pub fn bounding_resident_memory(self) -> Setup {
+    pub fn bounding_resident_memory(mut self) -> Setup {
         self.0.computed.bound_resident();
         self
     }
@@ -218,9 +218,11 @@ impl NormaFs {
 
     /// Let go of the real files held for their inodes that no handle shares and whose grace
     /// is over (called every half second while mounted); how many.
+    /// The bytes of versions held for lookups and of their computations are let go too, and
+    /// the heap given back when they were much: a `stat`, `ls -l` or `du` keeps none of them.
     pub fn let_go_idle_files(&self) -> usize {
-        self.versions.let_go_idle();
-        self.computed.let_go_recent();
+        let freed = self.versions.let_go_idle() + self.computed.let_go_recent();
+        self.computed.give_back_heap(freed);
         self.inodes.let_go_idle()
     }
 

@@ -693,6 +693,13 @@ impl Windows {
                 w
             }
         };
+        // A read to the end of the file is likely its reader's last: the window is not kept
+        // for the next (unmapped once this read's reply is sent). When the kernel opens files
+        // itself a handle lives until the kernel forgets its inode, and windows kept would
+        // keep every page of every file read in the mount's resident memory.
+        if offset + len == end {
+            recent.retain(|k| !Arc::ptr_eq(k, &w));
+        }
         drop(recent);
         let from = (offset - w.start) as usize;
         // Pages not read in yet are left to pread: it reads ahead as the file is read in

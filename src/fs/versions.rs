@@ -657,7 +657,8 @@ impl Versions {
         }
     }
 
-    /// Let go of the versions held with no handle open whose moment is over; how many.
+    /// Let go of the versions held with no handle open whose moment is over; the bytes of
+    /// theirs that were in memory.
     pub(super) fn let_go_idle(&self) -> usize {
         let now = Instant::now();
         let mut g = self.inner.lock();
@@ -667,10 +668,16 @@ impl Versions {
             .filter(|(_, o)| o.handles == 0 && o.until <= now)
             .map(|(&ino, _)| ino)
             .collect();
+        let mut freed = 0;
         for &ino in &idle {
+            freed += g
+                .open
+                .get(&ino)
+                .and_then(|o| o.head.data.as_ref())
+                .map_or(0, |d| d.len());
             g.let_go_if_idle(ino, now);
         }
-        idle.len()
+        freed as usize
     }
 
     /// What the open handles of `ino` read.

@@ -224,6 +224,9 @@ pub struct Cache<K, V> {
     samples: Mutex<Overhead>,
     /// The budget bounds the process's resident memory.
     resident: AtomicBool,
+    /// Files this small are parsed again rather than kept, unless written this lately (see
+    /// [`Cache::keep_quick_parses_while_live`]).
+    quick: std::sync::OnceLock<(u64, std::time::Duration)>,
 }
 
 /// The last measurements of the resident memory the cache does not count.
@@ -263,12 +266,36 @@ impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
             overhead: AtomicUsize::new(0),
             samples: Mutex::new(Overhead::default()),
             resident: AtomicBool::new(false),
+            quick: std::sync::OnceLock::new(),
         }
     }
 
-    /// Let the budget bound the process's resident memory: the process serves this cache
+    /// Keep the parse of a transcript or `state.json` of at most `bytes` only while the
+    /// session's transcript was written within `live` (a session the runtime is writing: the
+    /// view after an append
+    /// parses the new lines only). Others are parsed again when asked for (a few
+    /// milliseconds each): a `stat`, `ls -l`, `du` or `grep -r` of a thousand sessions at rest
+    /// leaves no parse state behind, and the budget goes to what is costly to make again.
+    pub fn keep_quick_parses_while_live(&self, bytes: u64, live: std::time::Duration) {
+        let _ = self.quick.set((bytes, live));
+    }
+
+    /// Whether the parse of a file of session `sid`, `len` bytes long, is worth keeping: it
+    /// is large, or the session looks live (its transcript, `path`, was written lately).
+    fn worth_keeping(&self, path: &std::path::Path, len: u64) -> bool {
+        let Some(&(quick, live)) = self.quick.get() else {
+            return true;
+        };
+        len > quick
+            || std::fs::metadata(path)
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().map_or(true, |e| e < live))
+    }
+
+    /// Let `budget` bound the process's resident memory: the process serves this cache
     /// alone (a mount, not a test or a command that computes and exits).
-    pub fn bound_resident(&self) {
+    pub fn bound_resident(&mut self, budget: usize) {
+        self.budget = budget;
         self.resident.store(true, Ordering::Relaxed);
     }
 
@@ -318,6 +345,14 @@ impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
             drop(c);
             self.give_back();
         }
+    }
+
+    /// Give the heap's free memory back to the system now: memory the cache does not count
+    /// was let go (parse state not kept, bytes held a moment), which glibc would keep
+    /// otherwise.
+    pub fn give_back_now(&self) {
+        self.freed.store(true, Ordering::Relaxed);
+        self.give_back();
     }
 
     /// `malloc_trim` when cache memory was freed since the last time.
@@ -375,15 +410,16 @@ impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
         ) {
             return Err(io::Error::from(io::ErrorKind::NotFound));
         }
-        let tf = TranscriptFile::open(path, Some(sid))?;
+        let tf = TranscriptFile::open(path.clone(), Some(sid))?;
         let bytes = parsed_bytes(tf.len());
+        let keep = self.worth_keeping(&path, tf.len());
         let t = Arc::new(Mutex::new(tf));
         let mut c = self.caches.lock();
         if let Some(k) = c.transcripts.get(sid) {
             // Parsed meanwhile by another reader: share theirs.
             return Ok(k.value.clone());
         }
-        if bytes > self.budget() {
+        if bytes > self.budget() || !keep {
             self.freed.store(true, Ordering::Relaxed);
             return Ok(t);
         }
@@ -416,9 +452,10 @@ impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
         }
         let st = Arc::new(load_state(&path, sid));
         let bytes = parsed_bytes(inp.size);
+        let keep = self.worth_keeping(&paths.transcript_path(sid), inp.size);
         let mut c = self.caches.lock();
         c.remove(&key());
-        if bytes <= self.budget() {
+        if bytes <= self.budget() && keep {
             c.keep(
                 |c| &mut c.states,
                 sid.to_string(),

@@ -1,0 +1,121 @@
+//! What the mount keeps in memory, as a user measures it: the resident size of a
+//! `normafs mount --daemon` (its VmRSS) over a 1,000-session root, at the default settings.
+//! A `stat` of every file keeps no bytes and no parse state (at most 64 MiB over the fresh
+//! mount); a read of every file, as `grep -r` does, leaves the daemon small once idle (at most
+//! 256 MiB): the kernel's page cache holds what was read.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::{fuse_available, is_mounted, pid_of, stderr, Daemon};
+
+const BIN: &str = env!("CARGO_BIN_EXE_normafs");
+const MIB: u64 = 1 << 20;
+
+/// The resident size of process `pid`, in bytes.
+fn rss(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let kb: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS");
+    kb * 1024
+}
+
+/// Every path under `dir`, not following links (what `du`, `ls -lR` and `grep -r` visit);
+/// `stat` of each as it goes. The files, to read.
+fn walk(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
+        let p = e.path();
+        let m = std::fs::symlink_metadata(&p).expect("lstat");
+        if m.is_dir() {
+            walk(&p, files);
+        } else if m.is_file() && p.file_name().is_some_and(|n| n != "ctl") {
+            files.push(p);
+        }
+    }
+}
+
+/// The daemon's memory once its holds are over (a lookup holds what it found for 2 s; idle
+/// bytes are let go every half second): the least of a few readings.
+fn settled_rss(pid: i32) -> u64 {
+    std::thread::sleep(Duration::from_secs(3));
+    (0..5)
+        .map(|_| {
+            std::thread::sleep(Duration::from_millis(200));
+            rss(pid)
+        })
+        .min()
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_thousand_sessions_stat_and_read_leave_the_daemon_small() {
+    if !fuse_available() {
+        return;
+    }
+    let root = tempfile::tempdir().expect("tempdir");
+    let o = Command::new(BIN)
+        .arg("gen")
+        .arg(root.path())
+        .args(["--sessions", "1000", "--messages", "100"])
+        .output()
+        .expect("gen");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mnt = tempfile::tempdir().expect("tempdir");
+    let o = Command::new(BIN)
+        .args(["mount", "--daemon"])
+        .arg(root.path())
+        .arg(mnt.path())
+        .output()
+        .expect("mount");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let pid = pid_of(&stderr(&o));
+    let _d = Daemon {
+        pid,
+        mnt: mnt.path().to_path_buf(),
+    };
+    assert!(is_mounted(mnt.path()));
+    let fresh = rss(pid);
+
+    let mut files = Vec::new();
+    walk(mnt.path(), &mut files);
+    assert!(files.len() > 8_000, "{} files", files.len());
+    let after_stat = settled_rss(pid);
+    eprintln!(
+        "resident: fresh {} MiB, after stat of {} files {} MiB",
+        fresh / MIB,
+        files.len(),
+        after_stat / MIB
+    );
+    assert!(
+        after_stat <= fresh + 64 * MIB,
+        "a stat of every file keeps {} MiB over the fresh mount's {} MiB (at most 64)",
+        (after_stat.saturating_sub(fresh)) / MIB,
+        fresh / MIB
+    );
+
+    // Read every file whole, as grep -r does; then once more from the kernel's cache.
+    let mut read = 0u64;
+    for _ in 0..2 {
+        for f in &files {
+            read += std::fs::read(f).map_or(0, |b| b.len() as u64);
+        }
+    }
+    let after_read = settled_rss(pid);
+    eprintln!(
+        "resident: after reading {} MiB twice, {} MiB",
+        read / 2 / MIB,
+        after_read / MIB
+    );
+    assert!(
+        after_read <= 256 * MIB,
+        "idle after reading every file: {} MiB (at most 256)",
+        after_read / MIB
+    );
+}
