@@ -42,9 +42,10 @@ fn walk(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
 }
 
 /// The daemon's memory once its holds are over (a lookup holds what it found for 2 s; idle
-/// bytes are let go every half second): the least of a few readings.
+/// bytes are let go every half second and the heap given back at most every 2 s): the least
+/// of a few readings.
 fn settled_rss(pid: i32) -> u64 {
-    std::thread::sleep(Duration::from_secs(3));
+    std::thread::sleep(Duration::from_secs(5));
     (0..5)
         .map(|_| {
             std::thread::sleep(Duration::from_millis(200));

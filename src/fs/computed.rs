@@ -135,6 +135,9 @@ pub const SMALL_KEPT: u64 = 16 << 10;
 /// `stat`, `ls -l` or `du` of a thousand sessions leaves nothing behind.
 pub const CHANGING: Duration = Duration::from_secs(10);
 
+/// How often at most the mount gives its heap's free memory back to the system.
+pub const GIVE_BACK_EVERY: Duration = Duration::from_secs(2);
+
 /// How often the mount computed and checked: what its counters report.
 #[derive(Debug, Default)]
 pub struct Counters {
@@ -320,6 +323,10 @@ pub struct Computed {
     /// The computations counted when the heap was last given back (see
     /// [`Computed::give_back_heap`]).
     trimmed_at: AtomicU64,
+    /// When the heap was last given back, in milliseconds since `started`.
+    trimmed_ms: AtomicU64,
+    /// Bytes let go since then.
+    freed_since_trim: std::sync::atomic::AtomicUsize,
     /// Small files' bytes are kept with their descriptions (see [`Computed::keep_small`]).
     keep_small: std::sync::atomic::AtomicBool,
     /// When this was made: the mtime of files made of nothing.
@@ -368,6 +375,8 @@ impl Computed {
             current_until: std::sync::OnceLock::new(),
             keep_small: std::sync::atomic::AtomicBool::new(false),
             trimmed_at: AtomicU64::new(0),
+            trimmed_ms: AtomicU64::new(0),
+            freed_since_trim: std::sync::atomic::AtomicUsize::new(0),
             started: SystemTime::now(),
             layout: Layout::default(),
         }
@@ -761,22 +770,38 @@ impl Computed {
 
     /// Let go of the bytes of the last computation for a lookup once [`RECENT`] is over
     /// (called every half second while mounted); the bytes let go.
+    /// The parses of sessions at rest not used for [`RECENT`] go too.
     pub fn let_go_recent(&self) -> usize {
+        let parsed = self.cache.let_go_brief(RECENT);
         let mut r = self.recent.lock();
         if r.at.is_some_and(|at| at.elapsed() >= RECENT) {
             let old = std::mem::take(&mut *r);
-            return old.made.iter().map(|(_, d, _)| d.len() as usize).sum();
+            return parsed
+                + old
+                    .made
+                    .iter()
+                    .map(|(_, d, _)| d.len() as usize)
+                    .sum::<usize>();
         }
-        0
+        parsed
     }
 
     /// Give the heap's free memory back to the system when bytes were let go (`freed`) or
-    /// computations ran since the last call (what they parsed and did not keep is free now).
-    /// Called every half second while mounted.
+    /// computations ran since it was last given back (what they parsed and did not keep is
+    /// free now), at most every [`GIVE_BACK_EVERY`] (pages given back are faulted in again
+    /// by the next computations: a cold `grep -r` computes all the while). Called every half
+    /// second while mounted.
     pub fn give_back_heap(&self, freed: usize) {
+        self.freed_since_trim.fetch_add(freed, Ordering::Relaxed);
+        let now = self.started.elapsed().map_or(0, |d| d.as_millis() as u64);
+        let last = self.trimmed_ms.load(Ordering::Relaxed);
+        if now.saturating_sub(last) < GIVE_BACK_EVERY.as_millis() as u64 {
+            return;
+        }
         let made = self.counters.computations.load(Ordering::Relaxed);
         let before = self.trimmed_at.swap(made, Ordering::Relaxed);
-        if freed > 0 || made != before {
+        if self.freed_since_trim.swap(0, Ordering::Relaxed) > 0 || made != before {
+            self.trimmed_ms.store(now, Ordering::Relaxed);
             self.cache.give_back_now();
         }
     }

@@ -112,7 +112,21 @@ impl NormaFs {
             super::versions::Fit::Left { .. } if current => {
                 self.inodes.renew(node);
             }
-            super::versions::Fit::Fits if hold => self.versions.hold(ino, &c, node),
+            // The hold takes the bytes of a file that changes now and then (or of the
+            // kernel's retry): the first read must find the version told whatever the content
+            // is by then. A file at rest is made again from the same inputs when read (its
+            // computation's bytes stay at hand a moment, see `computed::RECENT`): a `stat`,
+            // `ls -l` or `du` of a thousand sessions holds no bytes.
+            super::versions::Fit::Fits if hold && want == Want::Bytes => {
+                self.versions.hold(ino, &c, node)
+            }
+            super::versions::Fit::Fits if hold => {
+                let told = super::computed::Rendered {
+                    data: None,
+                    ..c.clone()
+                };
+                self.versions.hold(ino, &told, node)
+            }
             _ => {}
         }
         let d = match d {

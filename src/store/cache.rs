@@ -227,6 +227,16 @@ pub struct Cache<K, V> {
     /// Files this small are parsed again rather than kept, unless written this lately (see
     /// [`Cache::keep_quick_parses_while_live`]).
     quick: std::sync::OnceLock<(u64, std::time::Duration)>,
+    /// The parses kept only briefly (not worth keeping, see [`Cache::let_go_brief`]), by
+    /// session, with their last use: transcripts, then states.
+    brief: Mutex<Brief>,
+}
+
+/// Parses kept for a moment only, by session id, and when each was last used.
+#[derive(Default)]
+struct Brief {
+    transcripts: HashMap<String, std::time::Instant>,
+    states: HashMap<String, std::time::Instant>,
 }
 
 /// The last measurements of the resident memory the cache does not count.
@@ -267,17 +277,50 @@ impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
             samples: Mutex::new(Overhead::default()),
             resident: AtomicBool::new(false),
             quick: std::sync::OnceLock::new(),
+            brief: Mutex::new(Brief::default()),
         }
     }
 
     /// Keep the parse of a transcript or `state.json` of at most `bytes` only while the
     /// session's transcript was written within `live` (a session the runtime is writing: the
     /// view after an append
-    /// parses the new lines only). Others are parsed again when asked for (a few
+    /// parses the new lines only). Others are kept only while they are in use (a listing and
+    /// the computation that follows it parse a session's files several times within a
+    /// moment), then let go ([`Cache::let_go_brief`]) and parsed again when asked for (a few
     /// milliseconds each): a `stat`, `ls -l`, `du` or `grep -r` of a thousand sessions at rest
     /// leaves no parse state behind, and the budget goes to what is costly to make again.
     pub fn keep_quick_parses_while_live(&self, bytes: u64, live: std::time::Duration) {
         let _ = self.quick.set((bytes, live));
+    }
+
+    /// Let go of the parses kept briefly that were not used for `idle`; the bytes they
+    /// counted.
+    pub fn let_go_brief(&self, idle: std::time::Duration) -> usize {
+        let now = std::time::Instant::now();
+        let (transcripts, states) = {
+            let mut b = self.brief.lock();
+            let old = |m: &mut HashMap<String, std::time::Instant>| {
+                let gone: Vec<String> = m
+                    .iter()
+                    .filter(|(_, at)| now.duration_since(**at) >= idle)
+                    .map(|(sid, _)| sid.clone())
+                    .collect();
+                for sid in &gone {
+                    m.remove(sid);
+                }
+                gone
+            };
+            (old(&mut b.transcripts), old(&mut b.states))
+        };
+        let mut c = self.caches.lock();
+        let mut freed = 0;
+        for sid in transcripts {
+            freed += c.remove(&Key::Transcript(sid));
+        }
+        for sid in states {
+            freed += c.remove(&Key::State(sid));
+        }
+        freed
     }
 
     /// Whether the parse of a file of session `sid`, `len` bytes long, is worth keeping: it
@@ -379,6 +422,9 @@ impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
             .lock()
             .hit(|c| &mut c.transcripts, &sid.to_string(), key(), None);
         if let Some(t) = known {
+            if let Some(at) = self.brief.lock().transcripts.get_mut(sid) {
+                *at = std::time::Instant::now();
+            }
             let len = {
                 let mut tf = t.lock();
                 tf.refresh()?;
@@ -419,9 +465,12 @@ impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
             // Parsed meanwhile by another reader: share theirs.
             return Ok(k.value.clone());
         }
-        if bytes > self.budget() || !keep {
+        if bytes > self.budget() {
             self.freed.store(true, Ordering::Relaxed);
             return Ok(t);
+        }
+        if !keep {
+            (self.brief.lock().transcripts).insert(sid.to_string(), std::time::Instant::now());
         }
         c.keep(
             |c| &mut c.transcripts,
@@ -448,6 +497,9 @@ impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
                 .lock()
                 .hit(|c| &mut c.states, &sid.to_string(), key(), Some(fp))
         {
+            if let Some(at) = self.brief.lock().states.get_mut(sid) {
+                *at = std::time::Instant::now();
+            }
             return st;
         }
         let st = Arc::new(load_state(&path, sid));
@@ -455,7 +507,10 @@ impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
         let keep = self.worth_keeping(&paths.transcript_path(sid), inp.size);
         let mut c = self.caches.lock();
         c.remove(&key());
-        if bytes <= self.budget() && keep {
+        if bytes <= self.budget() {
+            if !keep {
+                (self.brief.lock().states).insert(sid.to_string(), std::time::Instant::now());
+            }
             c.keep(
                 |c| &mut c.states,
                 sid.to_string(),
