@@ -685,10 +685,11 @@ p9() {
     row "$tag" "warm whole-mount grep -r" \
         "$(hfs "$tag-grep" warm "$C_WARM_RUNS" "$pre grep -r $NEEDLE $m" "$pre grep -r $NEEDLE $n")" "≤1.3×"
     # rg stats the targets of symlinks it does not follow, so a session's history links make
-    # its timeline: the 100,000-message session's takes over 5 minutes (issue 41), so its
-    # directory is left out on both sides.
-    row "$tag" "warm whole-mount rg -uu (the big session's directory left out)" \
-        "$(hfs "$tag-rg" warm "$C_WARM_RUNS" "$pre rg -uu -q -g !s2-0001 $NEEDLE $m" "$pre rg -uu -q -g !s2-0001 $NEEDLE $n")" "≤1.5×"
+    # its timeline: the 100,000-message session's takes over 5 minutes (issue 41), and the
+    # root's audit.txt, which rg made again, replays every session's. So sessions/ only, the
+    # big session's directory left out, on both sides.
+    row "$tag" "warm rg -uu of sessions/ (the big session left out)" \
+        "$(hfs "$tag-rg" warm "$C_WARM_RUNS" "$pre rg -uu -q -g !s2-0001 $NEEDLE $m/sessions" "$pre rg -uu -q -g !s2-0001 $NEEDLE $n/sessions")" "≤1.5×"
     row "$tag" "warm du -a" \
         "$(hfs "$tag-du" warm "$C_WARM_RUNS" "$pre du -a $m" "$pre du -a $n")" "—"
     row "$tag" "warm find . -type f | xargs wc -c" \
