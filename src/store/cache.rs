@@ -283,12 +283,12 @@ impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
 
     /// Keep the parse of a transcript or `state.json` of at most `bytes` only while the
     /// session's transcript was written within `live` (a session the runtime is writing: the
-    /// view after an append
-    /// parses the new lines only). Others are kept only while they are in use (a listing and
-    /// the computation that follows it parse a session's files several times within a
-    /// moment), then let go ([`Cache::let_go_brief`]) and parsed again when asked for (a few
-    /// milliseconds each): a `stat`, `ls -l`, `du` or `grep -r` of a thousand sessions at rest
-    /// leaves no parse state behind, and the budget goes to what is costly to make again.
+    /// view after an append parses the new lines only). Others are kept only while they are
+    /// in use (a listing and the computation that follows it parse a session's files several
+    /// times within a moment), then let go ([`Cache::let_go_brief`]) and parsed again when
+    /// asked for (a few milliseconds each): a `stat`, `ls -l`, `du` or `grep -r` of a
+    /// thousand sessions at rest leaves no parse state behind, and the budget goes to what is
+    /// costly to make again.
     pub fn keep_quick_parses_while_live(&self, bytes: u64, live: std::time::Duration) {
         let _ = self.quick.set((bytes, live));
     }
@@ -300,14 +300,14 @@ impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
         let (transcripts, states) = {
             let mut b = self.brief.lock();
             let old = |m: &mut HashMap<String, std::time::Instant>| {
-                let gone: Vec<String> = m
-                    .iter()
-                    .filter(|(_, at)| now.duration_since(**at) >= idle)
-                    .map(|(sid, _)| sid.clone())
-                    .collect();
-                for sid in &gone {
-                    m.remove(sid);
-                }
+                let mut gone = Vec::new();
+                m.retain(|sid, at| {
+                    let keep = now.duration_since(*at) < idle;
+                    if !keep {
+                        gone.push(sid.clone());
+                    }
+                    keep
+                });
                 gone
             };
             (old(&mut b.transcripts), old(&mut b.states))
@@ -469,9 +469,14 @@ impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
             self.freed.store(true, Ordering::Relaxed);
             return Ok(t);
         }
-        if !keep {
-            (self.brief.lock().transcripts).insert(sid.to_string(), std::time::Instant::now());
+        // A parse kept for long is never let go as a brief one made before it.
+        let mut brief = self.brief.lock();
+        if keep {
+            brief.transcripts.remove(sid);
+        } else {
+            (brief.transcripts).insert(sid.to_string(), std::time::Instant::now());
         }
+        drop(brief);
         c.keep(
             |c| &mut c.transcripts,
             sid.to_string(),
@@ -508,9 +513,13 @@ impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
         let mut c = self.caches.lock();
         c.remove(&key());
         if bytes <= self.budget() {
-            if !keep {
-                (self.brief.lock().states).insert(sid.to_string(), std::time::Instant::now());
+            let mut brief = self.brief.lock();
+            if keep {
+                brief.states.remove(sid);
+            } else {
+                (brief.states).insert(sid.to_string(), std::time::Instant::now());
             }
+            drop(brief);
             c.keep(
                 |c| &mut c.states,
                 sid.to_string(),
