@@ -22,7 +22,7 @@ use super::Attr;
 use super::Node;
 use crate::bytes::Bytes;
 use served::Served;
-pub use spill::Spilled;
+pub use spill::{Spilled, Spills};
 use std::sync::Arc;
 
 /// How long a lookup holds the version it found with no handle open: long enough for the
@@ -185,7 +185,7 @@ pub(super) struct Versions {
     tails: std::sync::OnceLock<std::sync::mpsc::Sender<TailDrop>>,
     /// How many bytes of pinned versions stay in memory, and where the rest goes (see
     /// [`Versions::set_pinned_budget`]).
-    pinned_budget: std::sync::OnceLock<(u64, std::path::PathBuf)>,
+    pinned_budget: std::sync::OnceLock<(u64, Spills)>,
     /// How long a lookup holds what it found, when not [`HOLD`] (see
     /// [`Versions::hold_for`]).
     hold_for: std::sync::OnceLock<Duration>,
@@ -594,7 +594,7 @@ impl Versions {
     /// there. When the kernel opens files itself, a version the kernel read stays pinned until
     /// it forgets the inode: its pages may be dropped and read again at any time.
     pub fn set_pinned_budget(&self, budget: u64, dir: std::path::PathBuf) {
-        let _ = self.pinned_budget.set((budget, dir));
+        let _ = self.pinned_budget.set((budget, Spills::new(dir)));
     }
 
     /// Have a lookup (or an attribute request) hold what it found for `d`: when the kernel
@@ -606,7 +606,7 @@ impl Versions {
 
     /// Move pinned bytes past the budget to disk (see [`Versions::set_pinned_budget`]).
     pub(super) fn trim(&self) {
-        let Some((budget, dir)) = self.pinned_budget.get() else {
+        let Some((budget, spills)) = self.pinned_budget.get() else {
             return;
         };
         let chosen: Vec<(u64, Head)> = {
@@ -636,13 +636,13 @@ impl Versions {
         };
         for (ino, head) in chosen {
             let Some(data) = &head.data else { continue };
-            let spilled = match Spilled::write(dir, data) {
+            let spilled = match spills.write(data) {
                 Ok(s) => Arc::new(s),
                 Err(e) => {
                     tracing::warn!(
                         "cannot keep a version of {} bytes in {}: {e}; it stays in memory",
                         head.len,
-                        dir.display()
+                        spills.dir().display()
                     );
                     return;
                 }
