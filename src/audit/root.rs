@@ -77,6 +77,20 @@ pub fn audit_root(
     how: How,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Audit {
+    audit_root_with(paths, d, cfg, how, &|_| None, progress)
+}
+
+/// [`audit_root`] with the findings of the sessions the caller found already (`found` gives
+/// a session's findings, sorted, as [`audit_session_in`] finds them, or `None`): those
+/// sessions are not loaded again. Not with `how.bounds` (it replays the files it loads).
+pub fn audit_root_with(
+    paths: &RootPaths,
+    d: &Discovery,
+    cfg: &Config,
+    how: How,
+    found: &(dyn Fn(&str) -> Option<Audit> + Sync),
+    progress: &mut dyn FnMut(usize, usize),
+) -> Audit {
     let How {
         style,
         threads,
@@ -87,6 +101,11 @@ pub fn audit_root(
     audit_memory(&mut a, &paths.memory);
     let now = chrono::Utc::now();
     let one = |sid: &str| {
+        if !bounds {
+            if let Some(a) = found(sid) {
+                return a;
+            }
+        }
         let s = crate::store::session::load(paths, sid);
         let mut a = Audit::default();
         let noa = cfg.for_session(sid);

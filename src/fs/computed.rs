@@ -314,8 +314,13 @@ pub struct Computed {
     known: Mutex<HashMap<Node, Known>>,
     gens: Generations,
     counters: Counters,
-    /// The bytes the last computation for a lookup made (see [`RECENT`]).
+    /// The bytes the last computations for a lookup made (see [`RECENT`]).
     recent: Mutex<Recent>,
+    /// A lock per session being made (see [`Computed::current`]).
+    making: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+    /// Each session's findings when its `audit.txt` was last made, with the fingerprint of
+    /// the inputs they were found in (see [`Computed::findings`]).
+    found: Mutex<Found>,
     /// Where the mount is, for `archive_paths = mount`.
     mountpoint: Option<PathBuf>,
     /// Told of each version that is current until a time (see [`Computed::on_current_until`]).
@@ -344,13 +349,84 @@ pub type CurrentUntil = Box<dyn Fn(&Node, Instant) + Send + Sync>;
 /// session again; a `stat`, `ls -l` or `du` keeps none of them past this.
 pub const RECENT: Duration = Duration::from_secs(1);
 
-/// The bytes of the last computation made for a lookup, by node with the computation that
-/// made them, and when.
+/// The bytes of the last computations made for a lookup or ahead of a reader (see
+/// [`Computed::ahead`]), each by node with the computation that made them, and when.
 #[derive(Default)]
 struct Recent {
-    at: Option<Instant>,
-    made: Vec<(Node, Bytes, u64)>,
+    made: std::collections::VecDeque<(Instant, Vec<Made>)>,
 }
+
+/// A file a computation made: its node, bytes, and the computation.
+type Made = (Node, Bytes, u64);
+
+/// Computations whose bytes stay at hand a moment, at most: the one a reader is at and those
+/// made ahead of it (see [`AHEAD`]), with room for a few others between.
+const RECENT_KEPT: usize = 2 * AHEAD + 2;
+
+/// How many sessions after the one a reader of the whole tree (`grep -r`, `du`, `ls -lR`)
+/// entered are made ahead of it, on another thread: it then finds them made.
+pub const AHEAD: usize = 2;
+
+impl Recent {
+    /// Drop what is over [`RECENT`].
+    fn expire(&mut self) -> usize {
+        let mut freed = 0;
+        while let Some((at, made)) = self.made.front() {
+            if at.elapsed() < RECENT {
+                break;
+            }
+            freed += made.iter().map(|(_, d, _)| d.len() as usize).sum::<usize>();
+            self.made.pop_front();
+        }
+        freed
+    }
+
+    fn push(&mut self, made: Vec<Made>) {
+        self.expire();
+        if self.made.len() == RECENT_KEPT {
+            self.made.pop_front();
+        }
+        self.made.push_back((Instant::now(), made));
+    }
+
+    fn find(&mut self, node: &Node, made: u64) -> Option<Bytes> {
+        self.expire();
+        self.made
+            .iter()
+            .rev()
+            .flat_map(|(_, m)| m.iter())
+            .find(|(n, _, m)| n == node && *m == made)
+            .map(|(_, d, _)| d.clone())
+    }
+
+    fn bytes(&self) -> u64 {
+        self.made
+            .iter()
+            .flat_map(|(_, m)| m.iter())
+            .map(|(_, d, _)| d.len())
+            .sum()
+    }
+}
+/// Sessions' findings kept for the root's `audit.txt`, and about how many bytes they take.
+#[derive(Default)]
+struct Found {
+    by_session: HashMap<String, (u64, Arc<crate::audit::Audit>)>,
+    bytes: usize,
+}
+
+/// The findings kept for the root's `audit.txt` take this much memory at most: past it, a
+/// session's findings are found again when the root's audit is made.
+pub const FOUND_KEPT: usize = 4 << 20;
+
+/// About how much memory findings take.
+fn findings_bytes(a: &crate::audit::Audit) -> usize {
+    a.findings
+        .iter()
+        .map(|f| 64 + f.path.len() + f.message.len())
+        .sum::<usize>()
+        + 64
+}
+
 /// How long a version of a history file (`.history/`) is served without a look at its inputs.
 pub const HISTORY_FRESH: chrono::TimeDelta = chrono::TimeDelta::seconds(1);
 
@@ -371,6 +447,8 @@ impl Computed {
             gens: Generations::default(),
             counters: Counters::default(),
             recent: Mutex::new(Recent::default()),
+            making: Mutex::new(HashMap::new()),
+            found: Mutex::new(Found::default()),
             mountpoint: None,
             current_until: std::sync::OnceLock::new(),
             keep_small: std::sync::atomic::AtomicBool::new(false),
@@ -611,10 +689,43 @@ impl Computed {
                 _ => None,
             }
         };
-        match known {
-            Some(c) => self.with_bytes(node, c, want),
-            None => self.make(node, &fps, covered.then_some(gen), want, Utc::now()),
+        if let Some(c) = known {
+            return self.with_bytes(node, c, want);
         }
+        let sid = match node {
+            Node::Computed(sid, _) | Node::Raw(sid, _, _) => sid,
+            _ => return self.make(node, &fps, covered.then_some(gen), want, Utc::now()),
+        };
+        // One computation of a session at a time: a reader that reaches a session being made
+        // ahead of it (or by another reader) waits for it and takes what it made.
+        let turn = self.turn_of(sid);
+        let made = {
+            let _mine = turn.lock();
+            let meanwhile = self
+                .known
+                .lock()
+                .get(node)
+                .filter(|k| k.c.fp == fp)
+                .map(|k| k.c.clone());
+            match meanwhile {
+                Some(c) => self.with_bytes(node, c, want),
+                None => self.make(node, &fps, covered.then_some(gen), want, Utc::now()),
+            }
+        };
+        let mut turns = self.making.lock();
+        if Arc::strong_count(&turn) == 2 {
+            turns.remove(sid);
+        }
+        made
+    }
+
+    /// The lock a computation of session `sid` holds.
+    fn turn_of(&self, sid: &str) -> Arc<Mutex<()>> {
+        self.making
+            .lock()
+            .entry(sid.to_string())
+            .or_default()
+            .clone()
     }
 
     /// `c` with its bytes as `want` asks: kept ones, or made again (from the inputs as they
@@ -677,7 +788,10 @@ impl Computed {
         let id = self.counters.computations.fetch_add(1, Ordering::Relaxed) + 1;
         tracing::debug!("computation {id}: {node:?} ({want:?})");
         let made = match node {
-            Node::Computed(sid, _) | Node::Raw(sid, _, _) => self.make_session(sid, node, now),
+            Node::Computed(sid, _) | Node::Raw(sid, _, _) => {
+                let audit_fp = fps.of_kind(ComputedKind::AUDIT).0;
+                self.make_session(sid, node, now, audit_fp)
+            }
             Node::History(Some(sid), f) => self
                 .make_history(sid, *f, now)
                 .map(|b| vec![(node.clone(), b)]),
@@ -746,44 +860,46 @@ impl Computed {
             }
         }
         if want == Want::Pin {
-            *self.recent.lock() = Recent {
-                at: Some(Instant::now()),
-                made: recent,
-            };
+            self.recent.lock().push(recent);
         }
         self.cache.release_memory();
         out.ok_or(FsError::NotFound)
     }
 
-    /// The bytes computation `made` made of `node` for a lookup a moment ago, if at hand.
-    fn recent(&self, node: &Node, made: u64) -> Option<Bytes> {
-        let mut r = self.recent.lock();
-        if r.at.is_some_and(|at| at.elapsed() >= RECENT) {
-            *r = Recent::default();
-            return None;
+    /// Keep session `sid`'s findings, found in inputs of fingerprint `fp` (that of its
+    /// `audit.txt`), for the root's `audit.txt`.
+    pub(super) fn keep_findings(&self, sid: &str, fp: u64, found: crate::audit::Audit) {
+        let size = findings_bytes(&found);
+        let mut f = self.found.lock();
+        if let Some((_, old)) = f.by_session.remove(sid) {
+            f.bytes -= findings_bytes(&old);
         }
-        r.made
-            .iter()
-            .find(|(n, _, m)| n == node && *m == made)
-            .map(|(_, d, _)| d.clone())
+        if f.bytes + size <= FOUND_KEPT {
+            f.bytes += size;
+            f.by_session.insert(sid.to_string(), (fp, Arc::new(found)));
+        }
     }
 
-    /// Let go of the bytes of the last computation for a lookup once [`RECENT`] is over
-    /// (called every half second while mounted); the bytes let go.
+    /// Session `sid`'s findings when they were found in its inputs as they are now (one
+    /// `stat` pass over them); `None` when not kept or the inputs changed since.
+    pub(super) fn findings(&self, sid: &str) -> Option<crate::audit::Audit> {
+        let kept = self.found.lock().by_session.get(sid).cloned()?;
+        let node = Node::Computed(sid.to_string(), ComputedKind::AUDIT);
+        let fp = self.fingerprints(&node).of_kind(ComputedKind::AUDIT).0;
+        (fp == kept.0).then(|| (*kept.1).clone())
+    }
+
+    /// The bytes computation `made` made of `node` for a lookup (or ahead of a reader) a
+    /// moment ago, if at hand.
+    fn recent(&self, node: &Node, made: u64) -> Option<Bytes> {
+        self.recent.lock().find(node, made)
+    }
+
+    /// Let go of the bytes of the computations for a lookup once [`RECENT`] is over (called
+    /// every half second while mounted); the bytes let go.
     /// The parses of sessions at rest not used for [`RECENT`] go too.
     pub fn let_go_recent(&self) -> usize {
-        let parsed = self.cache.let_go_brief(RECENT);
-        let mut r = self.recent.lock();
-        if r.at.is_some_and(|at| at.elapsed() >= RECENT) {
-            let old = std::mem::take(&mut *r);
-            return parsed
-                + old
-                    .made
-                    .iter()
-                    .map(|(_, d, _)| d.len() as usize)
-                    .sum::<usize>();
-        }
-        parsed
+        self.cache.let_go_brief(RECENT) + self.recent.lock().expire()
     }
 
     /// Give the heap's free memory back to the system when bytes were let go (`freed`) or
@@ -834,12 +950,7 @@ impl Computed {
 
     /// Bytes of a computation for a lookup held a moment outside the budget (see [`RECENT`]).
     pub fn recent_bytes(&self) -> u64 {
-        self.recent
-            .lock()
-            .made
-            .iter()
-            .map(|(_, d, _)| d.len())
-            .sum()
+        self.recent.lock().bytes()
     }
 
     /// Bytes counted against the budget: computed contents, parsed transcripts and states.

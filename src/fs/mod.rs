@@ -9,6 +9,7 @@
 //!
 //! Every method returns plain structs or an [`FsError`]; tests drive this layer with no mount.
 
+pub mod ahead;
 pub mod computed;
 mod computed_inodes;
 mod ctl_log;
@@ -74,6 +75,8 @@ pub struct NormaFs {
     growth: growth::Growth,
     ctl_log: CtlLog,
     listings: Listings,
+    /// Sessions to make ahead of a reader of the whole tree (see `fs/ahead.rs`).
+    ahead: Arc<ahead::Ahead>,
     started: SystemTime,
     /// Reports changes in the backing directories; decides which nodes get `watched_ttl`.
     watcher: Option<Arc<watch::Watcher>>,
@@ -174,6 +177,7 @@ impl NormaFs {
             growth: growth::Growth::default(),
             ctl_log: CtlLog::default(),
             listings: Listings::default(),
+            ahead: Arc::default(),
             started: SystemTime::now(),
             watcher: None,
             kernel_max_write: std::sync::atomic::AtomicU32::new(0),
@@ -224,6 +228,37 @@ impl NormaFs {
         let freed = self.versions.let_go_idle() + self.computed.let_go_recent();
         self.computed.give_back_heap(freed);
         self.inodes.let_go_idle()
+    }
+
+    /// The queue of sessions to make ahead of a reader (see `fs/ahead.rs`), for the thread
+    /// that makes them ([`NormaFs::make_ahead`]).
+    pub fn ahead(&self) -> Arc<ahead::Ahead> {
+        self.ahead.clone()
+    }
+
+    /// Make session `sid`'s files ahead of a reader, unless they are made, the session is
+    /// gone, or it is made one file at a time (see `computed::ALL_AT_ONCE`: its files are
+    /// large and made only when asked for).
+    pub fn make_ahead(&self, sid: &str) {
+        if !self.session_exists(sid) {
+            return;
+        }
+        let small = std::fs::metadata(self.paths.transcript_path(sid))
+            .is_ok_and(|m| m.len() <= computed::ALL_AT_ONCE);
+        if !small {
+            return;
+        }
+        let node = Node::Computed(sid.to_string(), node::ComputedKind::VIEW);
+        if self.computed.known_now(&node).is_some() {
+            return;
+        }
+        // Watched before its inputs are looked at, as when the reader lists it: what is made
+        // stays known current while no change is reported.
+        self.known_to_kernel(&Node::Session(sid.to_string()));
+        let covered = self.covered(&node, false);
+        if let Err(e) = self.computed.current(&node, covered, computed::Want::Pin) {
+            tracing::debug!("{sid} not made ahead: {e:?}");
+        }
     }
 
     /// How many real files are held open for their inodes.

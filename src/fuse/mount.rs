@@ -431,6 +431,7 @@ pub fn mount_background(
     );
     let bg = session.spawn()?;
     let_go_idle_files(Arc::downgrade(&fs))?;
+    make_ahead(Arc::downgrade(&fs))?;
     if !passthrough {
         match read_ahead_like(&mountpoint, &paths.memory) {
             Ok(Some(kb)) => tracing::debug!("the mount's read-ahead set to {kb} KiB"),

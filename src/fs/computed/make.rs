@@ -78,6 +78,7 @@ impl Computed {
         sid: &str,
         node: &Node,
         now: chrono::DateTime<chrono::Utc>,
+        audit_fp: u64,
     ) -> Result<Vec<(Node, Bytes)>, FsError> {
         let cfg = &self.cfg.for_session(sid);
         let st = self.state(sid);
@@ -116,6 +117,7 @@ impl Computed {
             places: &places,
             sidechains: None,
             now,
+            found: None,
         };
         let mut out: Vec<(Node, Bytes)> = Vec::new();
         for kind in kinds {
@@ -124,6 +126,9 @@ impl Computed {
                 Err(e) if file(kind) == *node => return Err(e),
                 Err(e) => tracing::debug!("{sid}/{}: {e}", kind.name()),
             }
+        }
+        if let Some(found) = files.found.take() {
+            self.keep_findings(sid, audit_fp, found);
         }
         drop(files);
         // Raw ranges: every block's when all are made, else the one asked for.
@@ -220,11 +225,14 @@ impl Computed {
             }
             Node::RootAudit => {
                 let d = root::discover(&self.paths).map_err(FsError::from)?;
-                let a = audit::audit_root(
+                // A session whose own audit.txt was made from its inputs as they are now
+                // gives its findings as they were found then.
+                let a = audit::audit_root_with(
                     &self.paths,
                     &d,
                     &self.cfg,
                     audit::How::new(PathStyle::Mount),
+                    &|sid| self.findings(sid),
                     &mut |_, _| {},
                 );
                 Ok(Bytes::from(a.to_text().into_bytes()))

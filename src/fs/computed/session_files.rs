@@ -41,6 +41,9 @@ pub struct SessionFiles<'x, 'a> {
     /// The subagents' transcripts, once read (`None`: not yet).
     pub(super) sidechains: Option<Vec<(String, std::path::PathBuf, Transcript)>>,
     pub(super) now: DateTime<Utc>,
+    /// The session's findings, once `audit.txt` is made (the root's `audit.txt` takes them
+    /// while the session is unchanged).
+    pub(super) found: Option<Audit>,
 }
 
 impl<'x, 'a> SessionFiles<'x, 'a> {
@@ -175,5 +178,7 @@ pub fn audit(f: &mut SessionFiles<'_, '_>) -> Result<Bytes, FsError> {
         &f.computed.paths,
     );
     a.sort();
-    Ok(Bytes::from(a.to_text().into_bytes()))
+    let text = a.to_text().into_bytes();
+    f.found = Some(a);
+    Ok(Bytes::from(text))
 }

@@ -178,3 +178,61 @@ fn a_replaced_state_is_parsed_again() {
         "the same as a fresh computation"
     );
 }
+
+#[test]
+fn the_root_audit_takes_the_findings_of_sessions_made_and_says_the_same() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let mut opts = GenOptions {
+        sessions: 3,
+        messages: 60,
+        corrupt: true,
+        subagents: true,
+        max_result_bytes: 20_000,
+        ..GenOptions::default()
+    };
+    opts.config.window = 20_000;
+    let r = generate(d.path(), &opts, &mut |_, _| {}).expect("gen");
+    let paths = RootPaths::from_root(d.path());
+    let audit = Node::RootAudit;
+    // Found afresh: no session made yet.
+    let fresh = data(&computed(&paths, 64).content(&audit).expect("root audit")).to_vec();
+    assert!(
+        String::from_utf8_lossy(&fresh).contains("error"),
+        "the corrupt sessions have findings"
+    );
+    let c = computed(&paths, 64);
+    let sessions: Vec<String> = r
+        .clean_sessions
+        .iter()
+        .chain(&r.corrupt_sessions)
+        .cloned()
+        .collect();
+    for sid in &sessions {
+        c.content(&Node::Computed(sid.clone(), ComputedKind::AUDIT))
+            .expect("a session's audit");
+    }
+    assert_eq!(c.found.lock().by_session.len(), sessions.len());
+    let reused = data(&c.content(&audit).expect("root audit")).to_vec();
+    assert_eq!(
+        String::from_utf8_lossy(&reused),
+        String::from_utf8_lossy(&fresh),
+        "the same findings, taken from the sessions' own audits"
+    );
+    // A session changed since: its findings are found again, as they are now.
+    let sid = &r.corrupt_sessions[0];
+    let t = paths.transcript_path(sid);
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&t)
+        .expect("transcript");
+    std::io::Write::write_all(&mut f, b"{not json\n").expect("append");
+    drop(f);
+    assert!(
+        c.findings(sid).is_none(),
+        "changed inputs: the findings kept are not used"
+    );
+    let after = data(&c.content(&audit).expect("root audit")).to_vec();
+    let again = data(&computed(&paths, 64).content(&audit).expect("root audit")).to_vec();
+    assert_ne!(after, reused, "the new finding shows");
+    assert_eq!(after, again);
+}

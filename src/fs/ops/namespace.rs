@@ -74,10 +74,15 @@ impl NormaFs {
                 let Some((start, end)) = node::parse_raw_name(n) else {
                     return Err(FsError::NotFound);
                 };
-                if !self.computed.raw_range_exists(sid, start, end)? {
+                let raw = Node::Raw(sid.clone(), start.to_string(), end.to_string());
+                // A range whose version is known current exists (its session is unchanged
+                // since it was made); any other is checked against the session's refs.
+                if self.computed.known_now(&raw).is_none()
+                    && !self.computed.raw_range_exists(sid, start, end)?
+                {
                     return Err(FsError::NotFound);
                 }
-                Node::Raw(sid.clone(), start.to_string(), end.to_string())
+                raw
             }
             (Node::MemoryDir, Some("MEMORY.md")) => Node::MemoryIndex,
             (Node::MemoryDir, _) => {
@@ -296,6 +301,7 @@ impl NormaFs {
             }
             Node::Sessions => {
                 let d = root::discover(&self.paths).map_err(FsError::from)?;
+                self.ahead.listed(d.sessions.clone());
                 for sid in d.sessions {
                     add(Node::Session(sid.clone()), FileKind::Dir, OsStr::new(&sid));
                 }
@@ -304,6 +310,7 @@ impl NormaFs {
                 if !self.session_exists(sid) {
                     return Err(FsError::NotFound);
                 }
+                self.ahead.entered(sid);
                 // The table's real names, then the archive tiers found on disk, then the rest of
                 // the table.
                 for row in &layout::SESSION {

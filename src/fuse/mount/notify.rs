@@ -199,6 +199,31 @@ pub(super) fn let_go_idle_files(fs: std::sync::Weak<NormaFs>) -> io::Result<()> 
     Ok(())
 }
 
+/// Make sessions ahead of a reader of the whole tree, on a thread of their own (see
+/// `fs/ahead.rs`), until the mount is gone.
+pub(super) fn make_ahead(fs: std::sync::Weak<NormaFs>) -> io::Result<()> {
+    let Some(queue) = fs.upgrade().map(|f| f.ahead()) else {
+        return Ok(());
+    };
+    std::thread::Builder::new()
+        .name("normafs-ahead".into())
+        .spawn(move || loop {
+            let next = queue.next(Duration::from_millis(500));
+            let Some(fs) = fs.upgrade() else {
+                return;
+            };
+            if let Some(sid) = next {
+                let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    fs.make_ahead(&sid);
+                }));
+                if made.is_err() {
+                    tracing::error!("making {sid} ahead panicked; the mount serves on");
+                }
+            }
+        })?;
+    Ok(())
+}
+
 /// Drop one kernel cache (a node the kernel was never told about needs nothing).
 pub(super) fn invalidate(fs: &NormaFs, n: &Notifier, i: &Inval) {
     let r = match i {
