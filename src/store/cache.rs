@@ -237,6 +237,10 @@ pub struct Cache<K, V> {
 struct Brief {
     transcripts: HashMap<String, std::time::Instant>,
     states: HashMap<String, std::time::Instant>,
+    /// The last parse larger than the budget, held outside it while in use: a reader of its
+    /// session's files (`grep -r`, `cat *`) asks for them one after another, each made
+    /// from the same parse (one parse of a 100,000-message session takes seconds).
+    over: Option<(String, Arc<Mutex<TranscriptFile>>, std::time::Instant)>,
 }
 
 /// The last measurements of the resident memory the cache does not count.
@@ -297,7 +301,7 @@ impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
     /// counted.
     pub fn let_go_brief(&self, idle: std::time::Duration) -> usize {
         let now = std::time::Instant::now();
-        let (transcripts, states) = {
+        let (transcripts, states, over) = {
             let mut b = self.brief.lock();
             let old = |m: &mut HashMap<String, std::time::Instant>| {
                 let mut gone = Vec::new();
@@ -310,10 +314,14 @@ impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
                 });
                 gone
             };
-            (old(&mut b.transcripts), old(&mut b.states))
+            let over = b
+                .over
+                .take_if(|(_, _, at)| now.duration_since(*at) >= idle)
+                .map_or(0, |(_, t, _)| parsed_bytes(t.lock().len()));
+            (old(&mut b.transcripts), old(&mut b.states), over)
         };
         let mut c = self.caches.lock();
-        let mut freed = 0;
+        let mut freed = over;
         for sid in transcripts {
             freed += c.remove(&Key::Transcript(sid));
         }
@@ -446,6 +454,20 @@ impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
             }
             return Ok(t);
         }
+        let over = {
+            let mut b = self.brief.lock();
+            b.over
+                .as_mut()
+                .filter(|(s, _, _)| s == sid)
+                .map(|(_, t, at)| {
+                    *at = std::time::Instant::now();
+                    t.clone()
+                })
+        };
+        if let Some(t) = over {
+            t.lock().refresh()?;
+            return Ok(t);
+        }
         // Parse outside the caches' lock: other sessions stay readable meanwhile. A transcript
         // that is a symlink leading out of its directory is never followed.
         let path = paths.transcript_path(sid);
@@ -467,6 +489,10 @@ impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
         }
         if bytes > self.budget() {
             self.freed.store(true, Ordering::Relaxed);
+            if self.quick.get().is_some() {
+                self.brief.lock().over =
+                    Some((sid.to_string(), t.clone(), std::time::Instant::now()));
+            }
             return Ok(t);
         }
         // A parse kept for long is never let go as a brief one made before it.
@@ -643,5 +669,39 @@ mod tests {
     fn resident_size_is_read() {
         let rss = resident_bytes().expect("/proc/self/statm");
         assert!(rss > 1 << 20, "{rss} bytes resident");
+    }
+
+    #[test]
+    fn a_parse_larger_than_the_budget_serves_the_files_asked_for_one_after_another() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let opts = crate::gen::GenOptions {
+            sessions: 1,
+            messages: 400,
+            ..crate::gen::GenOptions::default()
+        };
+        let r = crate::gen::generate(d.path(), &opts, &mut |_, _| {}).expect("gen");
+        let sid = &r.clean_sessions[0];
+        let paths = RootPaths::from_root(d.path());
+        // A budget of one byte: no parse fits it.
+        let mut c: Cache<u32, u32> = Cache::new(1);
+        c.bound_resident(1);
+        c.keep_quick_parses_while_live(1, std::time::Duration::ZERO);
+        let first = c.transcript(&paths, sid).expect("parse");
+        let second = c.transcript(&paths, sid).expect("again");
+        assert!(
+            Arc::ptr_eq(&first, &second),
+            "the second file uses the same parse"
+        );
+        assert_eq!(c.bytes(), 0, "held outside the budget");
+        assert!(
+            c.let_go_brief(std::time::Duration::from_secs(60)) == 0,
+            "in use: kept"
+        );
+        assert!(
+            c.let_go_brief(std::time::Duration::ZERO) > 0,
+            "idle: let go"
+        );
+        let third = c.transcript(&paths, sid).expect("parsed again");
+        assert!(!Arc::ptr_eq(&first, &third));
     }
 }

@@ -199,12 +199,25 @@ pub(super) fn let_go_idle_files(fs: std::sync::Weak<NormaFs>) -> io::Result<()> 
     Ok(())
 }
 
-/// Make sessions ahead of a reader of the whole tree, on a thread of their own (see
-/// `fs/ahead.rs`), until the mount is gone.
+/// Make sessions ahead of a reader of the whole tree, on threads of their own (one a core, at
+/// most one a session made ahead; see `fs/ahead.rs`), until the mount is gone.
 pub(super) fn make_ahead(fs: std::sync::Weak<NormaFs>) -> io::Result<()> {
     let Some(queue) = fs.upgrade().map(|f| f.ahead()) else {
         return Ok(());
     };
+    let threads =
+        std::thread::available_parallelism().map_or(1, |n| n.get().min(crate::fs::ahead::AHEAD));
+    for _ in 0..threads {
+        let (fs, queue) = (fs.clone(), queue.clone());
+        make_ahead_on_one(fs, queue)?;
+    }
+    Ok(())
+}
+
+fn make_ahead_on_one(
+    fs: std::sync::Weak<NormaFs>,
+    queue: std::sync::Arc<crate::fs::ahead::Ahead>,
+) -> io::Result<()> {
     std::thread::Builder::new()
         .name("normafs-ahead".into())
         .spawn(move || loop {
