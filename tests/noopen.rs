@@ -146,3 +146,36 @@ fn a_reader_keeps_the_version_it_opened_across_a_compress_and_a_cache_drop() {
         assert_eq!(f.metadata().expect("fstat").len(), old.len() as u64);
     }
 }
+
+/// A session's `timeline.jsonl` is kept by the kernel while the session is unchanged (a warm
+/// `rg` stats it through its link on every pass) and follows the session when it grows: the
+/// watcher tells the kernel to drop it.
+#[test]
+fn timeline_jsonl_follows_a_session_that_grows() {
+    let Some(m) = mounted(4, None) else {
+        return;
+    };
+    let t = m.at("sessions/s1/timeline.jsonl");
+    let count = || common::lines(&std::fs::read(&t).expect("timeline.jsonl")).len();
+    let before = count();
+    assert!(before > 0, "a request at least");
+    assert_eq!(count(), before, "unchanged");
+    let mut s = Session::new("s1");
+    for i in 0..6 {
+        s.user(&format!("question {i}: {}", text_of(200, 'q')));
+        s.assistant(&format!("answer {i}: {}", text_of(200, 'a')));
+    }
+    write_session(m.root(), &s);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut now = count();
+    while now == before && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        now = count();
+    }
+    assert!(
+        now > before,
+        "timeline.jsonl still has {now} lines after the session grew"
+    );
+    let svg = std::fs::read_to_string(m.at("sessions/s1/timeline.svg")).expect("svg");
+    assert!(svg.contains("<svg"), "{svg}");
+}

@@ -658,8 +658,10 @@ impl Computed {
         }
         // A history file replays its session: of a live one, a version made within
         // [`HISTORY_FRESH`] is served as it is (else every call on the file would replay it
-        // again, and the file would move on under its reader at every append).
-        if matches!(node, Node::History(..)) {
+        // again, and the file would move on under its reader at every append). Not one the
+        // watcher covers: a change was reported since it was made, and the kernel, told to
+        // drop it, would keep the old version for long.
+        if !covered && matches!(node, Node::History(..)) {
             let recent = self.known.lock().get(node).and_then(|k| {
                 let age = Utc::now().signed_duration_since(k.made_at);
                 (age >= chrono::TimeDelta::zero() && age < HISTORY_FRESH).then(|| k.c.clone())

@@ -415,6 +415,16 @@ impl NormaFs {
                         k.name(),
                     );
                 }
+                for (f, name) in [
+                    (node::HistoryFile::Timeline, "timeline.jsonl"),
+                    (node::HistoryFile::TimelineSvg, "timeline.svg"),
+                ] {
+                    push(
+                        Node::History(Some(sid.clone()), f),
+                        Node::HistoryDir(Some(sid.clone())),
+                        name,
+                    );
+                }
                 let dir = self.inodes.get(&Node::RawDir(sid.clone()));
                 for (ino, name) in self.inodes.raw_of(sid) {
                     out.push(Invalidated {

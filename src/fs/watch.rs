@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use parking_lot::Mutex;
 
 use super::layout;
-use super::node::{Base, Node};
+use super::node::{Base, HistoryFile, Node};
 use crate::store::root::{valid_session_name, RootPaths};
 use crate::store::session::is_tier_dir;
 
@@ -513,14 +513,18 @@ impl Watcher {
             // session is (`grep -r` and `ls -lR` look at them on every pass).
             Node::HistoryLink(Some(sid), _) => session(sid),
             Node::HistoryLink(None, _) => base,
-            // A session's history is made again whenever it is asked for (its replay reads
-            // the journal too, and nothing tells the kernel to drop it); its directories never
-            // change.
-            Node::HistoryDir(_)
-            | Node::History(..)
-            | Node::AtDir(_)
-            | Node::AtPoint(..)
-            | Node::AtLatest(_) => false,
+            // A session's timeline is made from its transcript, states and archive root (the
+            // journal is there): a change of any is reported as the session's, and the kernel
+            // is told to drop it (`NormaFs::invalidate_computed`); `.history/` lists the same
+            // names always. The views at past requests are made again whenever asked for.
+            Node::History(Some(sid), HistoryFile::Timeline | HistoryFile::TimelineSvg) => {
+                !dir && session(sid)
+            }
+            // `at/`'s attributes never change (its listing is made afresh at every pass).
+            Node::HistoryDir(Some(sid)) | Node::AtDir(sid) => session(sid),
+            Node::HistoryDir(_) | Node::History(..) | Node::AtPoint(..) | Node::AtLatest(_) => {
+                false
+            }
             Node::Real(Base::Memory, rel) => has(Dir::Memory) && rel.iter().count() == 1 && !dir,
             Node::Real(Base::Transcripts, rel) => match parts(rel).as_slice() {
                 [_] => has(Dir::Transcripts) && !dir,
