@@ -100,6 +100,9 @@ pub enum Want {
     Pin,
     /// The bytes (an open, a read): kept within the budget.
     Bytes,
+    /// As `Pin`, for a reader that has not come yet (see [`AHEAD`]): the bytes made stay at
+    /// hand longer ([`AHEAD_KEPT`]).
+    Ahead,
 }
 
 /// A version known, and how long it is known current without asking the disk.
@@ -350,7 +353,8 @@ pub type CurrentUntil = Box<dyn Fn(&Node, Instant) + Send + Sync>;
 pub const RECENT: Duration = Duration::from_secs(1);
 
 /// The bytes of the last computations made for a lookup or ahead of a reader (see
-/// [`Computed::ahead`]), each by node with the computation that made them, and when.
+/// [`Computed::ahead`]), each by node with the computation that made them, and until when
+/// they are kept.
 #[derive(Default)]
 struct Recent {
     made: std::collections::VecDeque<(Instant, Vec<Made>)>,
@@ -363,40 +367,64 @@ type Made = (Node, Bytes, u64);
 /// made ahead of it (see [`AHEAD`]), with room for a few others between.
 const RECENT_KEPT: usize = 2 * AHEAD + 2;
 
+/// The bytes at hand besides the last computation's, at most: files made one at a time of a
+/// large session are each as large as its transcript.
+pub const RECENT_BYTES: u64 = 16 << 20;
+
 /// How many sessions after the one a reader of the whole tree (`grep -r`, `du`, `ls -lR`)
-/// entered are made ahead of it, on another thread: it then finds them made.
+/// entered are made ahead of it, on other threads: it then finds them made.
 pub const AHEAD: usize = 2;
 
+/// How long the bytes made ahead of a reader stay at hand before it comes (a slow reader,
+/// or one on a loaded machine, takes longer than [`RECENT`] over a session); once used, as
+/// long as any others.
+pub const AHEAD_KEPT: Duration = Duration::from_secs(10);
+
 impl Recent {
-    /// Drop what is over [`RECENT`].
+    /// Drop what is over its time; the bytes let go.
     fn expire(&mut self) -> usize {
+        let now = Instant::now();
         let mut freed = 0;
-        while let Some((at, made)) = self.made.front() {
-            if at.elapsed() < RECENT {
-                break;
+        self.made.retain(|(until, made)| {
+            let keep = now < *until;
+            if !keep {
+                freed += made.iter().map(|(_, d, _)| d.len() as usize).sum::<usize>();
             }
-            freed += made.iter().map(|(_, d, _)| d.len() as usize).sum::<usize>();
-            self.made.pop_front();
-        }
+            keep
+        });
         freed
     }
 
-    fn push(&mut self, made: Vec<Made>) {
+    /// Keep what a computation made for `life`.
+    fn push(&mut self, made: Vec<Made>, life: Duration) {
         self.expire();
-        if self.made.len() == RECENT_KEPT {
+        self.made.push_back((Instant::now() + life, made));
+        while self.made.len() > RECENT_KEPT
+            || (self.made.len() > 1 && self.bytes() - self.newest_bytes() > RECENT_BYTES)
+        {
             self.made.pop_front();
         }
-        self.made.push_back((Instant::now(), made));
     }
 
+    /// The bytes `made` made of `node`, if at hand; what is used stays at least [`RECENT`]
+    /// from now.
     fn find(&mut self, node: &Node, made: u64) -> Option<Bytes> {
         self.expire();
+        let soon = Instant::now() + RECENT;
+        self.made.iter_mut().rev().find_map(|(until, m)| {
+            let d = m
+                .iter()
+                .find(|(n, _, id)| n == node && *id == made)
+                .map(|(_, d, _)| d.clone())?;
+            *until = (*until).max(soon);
+            Some(d)
+        })
+    }
+
+    fn newest_bytes(&self) -> u64 {
         self.made
-            .iter()
-            .rev()
-            .flat_map(|(_, m)| m.iter())
-            .find(|(n, _, m)| n == node && *m == made)
-            .map(|(_, d, _)| d.clone())
+            .back()
+            .map_or(0, |(_, m)| m.iter().map(|(_, d, _)| d.len()).sum())
     }
 
     fn bytes(&self) -> u64 {
@@ -407,6 +435,7 @@ impl Recent {
             .sum()
     }
 }
+
 /// Sessions' findings kept for the root's `audit.txt`, and about how many bytes they take.
 #[derive(Default)]
 struct Found {
@@ -851,7 +880,7 @@ impl Computed {
                     self.cache
                         .keep_content(n.clone(), (data.clone(), id), fp, size as usize);
                 }
-                Want::Pin => recent.push((n.clone(), data.clone(), id)),
+                Want::Pin | Want::Ahead => recent.push((n.clone(), data.clone(), id)),
                 _ => {}
             }
             if n == *node {
@@ -861,8 +890,10 @@ impl Computed {
                 });
             }
         }
-        if want == Want::Pin {
-            self.recent.lock().push(recent);
+        match want {
+            Want::Pin => self.recent.lock().push(recent, RECENT),
+            Want::Ahead => self.recent.lock().push(recent, AHEAD_KEPT),
+            _ => {}
         }
         self.cache.release_memory();
         out.ok_or(FsError::NotFound)

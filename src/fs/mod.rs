@@ -239,8 +239,12 @@ impl NormaFs {
     /// Make session `sid`'s files ahead of a reader, unless they are made, the session is
     /// gone, or it is made one file at a time (see `computed::ALL_AT_ONCE`: its files are
     /// large and made only when asked for).
+    /// Not under a budget smaller than four times what is kept at hand
+    /// (`computed::RECENT_BYTES`): made ahead, a session's bytes are held outside the budget
+    /// until their reader comes, which a small budget does not mean to pay for.
     pub fn make_ahead(&self, sid: &str) {
-        if !self.session_exists(sid) {
+        if (self.computed.budget() as u64) < 4 * computed::RECENT_BYTES || !self.session_exists(sid)
+        {
             return;
         }
         let small = std::fs::metadata(self.paths.transcript_path(sid))
@@ -256,7 +260,7 @@ impl NormaFs {
         // stays known current while no change is reported.
         self.known_to_kernel(&Node::Session(sid.to_string()));
         let covered = self.covered(&node, false);
-        if let Err(e) = self.computed.current(&node, covered, computed::Want::Pin) {
+        if let Err(e) = self.computed.current(&node, covered, computed::Want::Ahead) {
             tracing::debug!("{sid} not made ahead: {e:?}");
         }
     }

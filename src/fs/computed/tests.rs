@@ -236,3 +236,31 @@ fn the_root_audit_takes_the_findings_of_sessions_made_and_says_the_same() {
     assert_ne!(after, reused, "the new finding shows");
     assert_eq!(after, again);
 }
+
+#[test]
+fn bytes_made_ahead_wait_for_their_reader_and_the_recent_stay_few() {
+    let mut r = Recent::default();
+    let n = |i: usize| Node::Computed(format!("s1-{i:04}"), ComputedKind::VIEW);
+    let one = |i: usize, len: usize| vec![(n(i), Bytes::from(vec![b'x'; len]), i as u64)];
+    r.push(one(1, 10), Duration::ZERO);
+    r.push(one(2, 10), AHEAD_KEPT);
+    assert!(
+        r.find(&n(1), 1).is_none(),
+        "a lookup's bytes go after their moment"
+    );
+    assert!(
+        r.find(&n(2), 2).is_some(),
+        "bytes made ahead wait for their reader"
+    );
+    for i in 3..3 + 2 * RECENT_KEPT {
+        r.push(one(i, 10), AHEAD_KEPT);
+    }
+    assert_eq!(r.made.len(), RECENT_KEPT, "a few computations at most");
+    // Large ones: the newest always stays, the others within RECENT_BYTES.
+    let big = (RECENT_BYTES / 2 + 1) as usize;
+    r.push(one(100, big), AHEAD_KEPT);
+    r.push(one(101, big), AHEAD_KEPT);
+    r.push(one(102, big), AHEAD_KEPT);
+    assert!(r.bytes() - r.newest_bytes() <= RECENT_BYTES);
+    assert!(r.find(&n(102), 102).is_some());
+}
