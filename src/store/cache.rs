@@ -240,27 +240,7 @@ struct Brief {
     /// The last parse larger than the budget, held outside it while in use: a reader of its
     /// session's files (`grep -r`, `cat *`) asks for them one after another, each made
     /// from the same parse (one parse of a 100,000-message session takes seconds).
-    over: Option<Over>,
-}
-
-/// The parse held outside the budget: its session, the parse, its last use, what it counts.
-type Over = (
-    String,
-    Arc<Mutex<TranscriptFile>>,
-    std::time::Instant,
-    usize,
-);
-
-impl Brief {
-    /// Mark `sid`'s parse in `map` as kept briefly from now, or for long (`keep`): a parse
-    /// kept for long is never let go as a brief one made before it.
-    fn mark(map: &mut HashMap<String, std::time::Instant>, sid: &str, keep: bool) {
-        if keep {
-            map.remove(sid);
-        } else {
-            map.insert(sid.to_string(), std::time::Instant::now());
-        }
-    }
+    over: Option<(String, Arc<Mutex<TranscriptFile>>, std::time::Instant)>,
 }
 
 /// The last measurements of the resident memory the cache does not count.
@@ -334,13 +314,10 @@ impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
                 });
                 gone
             };
-            // Not while a computation holds it (one of a large session takes seconds).
             let over = b
                 .over
-                .take_if(|(_, t, at, _)| {
-                    Arc::strong_count(t) == 1 && now.duration_since(*at) >= idle
-                })
-                .map_or(0, |(_, _, _, bytes)| bytes);
+                .take_if(|(_, _, at)| now.duration_since(*at) >= idle)
+                .map_or(0, |(_, t, _)| parsed_bytes(t.lock().len()));
             (old(&mut b.transcripts), old(&mut b.states), over)
         };
         let mut c = self.caches.lock();
@@ -481,8 +458,8 @@ impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
             let mut b = self.brief.lock();
             b.over
                 .as_mut()
-                .filter(|(s, _, _, _)| s == sid)
-                .map(|(_, t, at, _)| {
+                .filter(|(s, _, _)| s == sid)
+                .map(|(_, t, at)| {
                     *at = std::time::Instant::now();
                     t.clone()
                 })
@@ -514,11 +491,18 @@ impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
             self.freed.store(true, Ordering::Relaxed);
             if self.quick.get().is_some() {
                 self.brief.lock().over =
-                    Some((sid.to_string(), t.clone(), std::time::Instant::now(), bytes));
+                    Some((sid.to_string(), t.clone(), std::time::Instant::now()));
             }
             return Ok(t);
         }
-        Brief::mark(&mut self.brief.lock().transcripts, sid, keep);
+        // A parse kept for long is never let go as a brief one made before it.
+        let mut brief = self.brief.lock();
+        if keep {
+            brief.transcripts.remove(sid);
+        } else {
+            (brief.transcripts).insert(sid.to_string(), std::time::Instant::now());
+        }
+        drop(brief);
         c.keep(
             |c| &mut c.transcripts,
             sid.to_string(),
@@ -555,7 +539,13 @@ impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
         let mut c = self.caches.lock();
         c.remove(&key());
         if bytes <= self.budget() {
-            Brief::mark(&mut self.brief.lock().states, sid, keep);
+            let mut brief = self.brief.lock();
+            if keep {
+                brief.states.remove(sid);
+            } else {
+                (brief.states).insert(sid.to_string(), std::time::Instant::now());
+            }
+            drop(brief);
             c.keep(
                 |c| &mut c.states,
                 sid.to_string(),
@@ -708,17 +698,10 @@ mod tests {
             "in use: kept"
         );
         assert!(
-            c.let_go_brief(std::time::Duration::ZERO) == 0,
-            "held by a computation: kept"
-        );
-        let held = Arc::downgrade(&first);
-        drop((first, second));
-        assert!(
             c.let_go_brief(std::time::Duration::ZERO) > 0,
             "idle: let go"
         );
-        assert!(held.upgrade().is_none(), "the parse is gone");
         let third = c.transcript(&paths, sid).expect("parsed again");
-        assert!(!third.lock().is_empty());
+        assert!(!Arc::ptr_eq(&first, &third));
     }
 }
