@@ -176,7 +176,7 @@ fn churn(m: &common::Mounted, no_open: bool) {
         .map(|_| {
             let (stop, path, bytes) = (stop.clone(), path.clone(), bytes.clone());
             std::thread::spawn(move || {
-                let (mut whole, mut zeros) = (0u64, 0u64);
+                let (mut whole, mut zeros, mut cut) = (0u64, 0u64, 0u64);
                 while !stop.load(Ordering::SeqCst) {
                     match std::fs::read(&path) {
                         Ok(got) => {
@@ -203,11 +203,12 @@ fn churn(m: &common::Mounted, no_open: bool) {
                             );
                             whole += u64::from(got.len() == bytes.len() && rest.is_empty());
                             zeros += u64::from(!rest.is_empty());
+                            cut += u64::from(!got.is_empty() && got.len() < bytes.len());
                         }
                         Err(e) => panic!("read: {e}"),
                     }
                 }
-                (whole, zeros)
+                (whole, zeros, cut)
             })
         })
         .collect();
@@ -218,20 +219,22 @@ fn churn(m: &common::Mounted, no_open: bool) {
         .into_iter()
         .map(|r| r.join().expect("reader"))
         .collect();
-    eprintln!("rewrites {rounds}, reads (whole, zero-filled) {results:?}");
+    eprintln!("rewrites {rounds}, reads (whole, zero-filled, cut short) {results:?}");
     assert!(rounds > 10, "the writer rewrote the file {rounds} times");
     if no_open {
         // While the file is cut every few milliseconds, a read through the page cache may
         // meet a page a short reply left zero-filled: the kernel opens files itself, so the
         // mount cannot have later opens skip the page cache.
         assert!(
-            results.iter().map(|r| r.0 + r.1).sum::<u64>() > 0,
+            results.iter().map(|r| r.0 + r.1 + r.2).sum::<u64>() > 0,
             "the readers read: {results:?}"
         );
     } else {
+        // Whether a read falls between two truncations is timing (on a loaded machine none
+        // may): what is asserted is that the readers read bytes, all of them right.
         assert!(
-            results.iter().any(|r| r.0 > 0),
-            "some reads were whole: {results:?}"
+            results.iter().any(|r| r.0 + r.2 > 0),
+            "the readers read no bytes: {results:?}"
         );
         // The first reply cut short marks the file: later opens read it with direct I/O,
         // where a short read is its end. Only reads already under way then can be
