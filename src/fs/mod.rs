@@ -445,7 +445,8 @@ impl NormaFs {
     }
 
     /// A ctl command of `scope` ran (from `since`): the computed files it may have changed
-    /// hold no version from a lookup before it (see `Versions::release_holds`), so a script's next
+    /// hold no version from a lookup before it when the mount answers opens (see
+    /// `Versions::release_holds`), so a script's next
     /// read shows its result even before the watcher reports the files it wrote. (Not on
     /// the watcher's reports: a live session changes every few milliseconds, and the hold
     /// is what lets the open that follows a lookup find what the lookup found.)
@@ -460,8 +461,17 @@ impl NormaFs {
             // version (the kernel opens files itself and would read the inode it has).
             Some(tell) => {
                 let files = self.invalidate_computed(&changed);
-                self.versions
-                    .release_holds(files.into_iter().map(|i| i.ino), since);
+                // When the kernel opens files itself, a hold is what the first read of an
+                // inode finds: the version whose size the kernel was told and sizes that read
+                // by. Ended, the read made the inode stand for the content after the command,
+                // whose bytes the kernel cut at the old size or filled with zeros past their
+                // end (the live-writer soak read an audit.txt of 122 bytes and 150 zeros).
+                // The names the kernel forgets now are looked up again: the lookup gives the
+                // name a new inode for the new content.
+                if !self.kernel_opens() {
+                    self.versions
+                        .release_holds(files.into_iter().map(|i| i.ino), since);
+                }
                 // The real files a command writes (state.json replaced, the journal
                 // appended to, archives added), as the watcher would report them.
                 if let crate::store::ctl::Scope::Session(sid) = scope {
