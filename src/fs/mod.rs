@@ -550,6 +550,7 @@ impl NormaFs {
         self.versions
             .set_pinned_budget(budget, std::env::temp_dir());
         self.versions.hold_for(Duration::from_secs(2));
+        self.versions.set_kernel_opens();
         self.computed.keep_small();
     }
 

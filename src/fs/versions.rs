@@ -189,6 +189,9 @@ pub(super) struct Versions {
     /// How long a lookup holds what it found, when not [`HOLD`] (see
     /// [`Versions::hold_for`]).
     hold_for: std::sync::OnceLock<Duration>,
+    /// The kernel opens files itself (see [`Versions::hold_for`]): an open is a first read,
+    /// which the kernel does not retry.
+    kernel_opens: std::sync::atomic::AtomicBool,
 }
 
 /// Ask the kernel to drop the pages of `ino` from the one `from` is in.
@@ -485,10 +488,16 @@ impl Versions {
         });
         // A lookup held a version without its bytes, and the content left it before this
         // open: while the kernel has no page of the inode and no handle reads it, the inode
-        // is free to stand for the content now (the kernel asks its size again).
+        // is free to stand for the content now, when the kernel opens files itself (this
+        // "open" is a first read, which the kernel does not retry). When the mount answers
+        // opens, the open answers ESTALE instead and the kernel looks the name up again:
+        // rebinding there, with the kernel told to ask the size again, still let a reader
+        // read a view cut mid-line or padded with zeros (the runtime-rename soak, about
+        // one run in ten under load; none in 30 without it).
         let mut fit = fit;
         let rebound = unheld
-            || matches!(fit, Fit::Left { held: true })
+            || self.kernel_opens.load(std::sync::atomic::Ordering::Relaxed)
+                && matches!(fit, Fit::Left { held: true })
                 && o.head.data.is_none()
                 && o.handles == 0
                 && !o.touched
@@ -602,6 +611,13 @@ impl Versions {
     /// have, and must find the version the kernel was told of.
     pub fn hold_for(&self, d: Duration) {
         let _ = self.hold_for.set(d);
+    }
+
+    /// The kernel opens files itself: an open is the first read of an inode (see
+    /// [`Versions::open`]).
+    pub fn set_kernel_opens(&self) {
+        self.kernel_opens
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Move pinned bytes past the budget to disk (see [`Versions::set_pinned_budget`]).

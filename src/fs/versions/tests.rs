@@ -286,10 +286,19 @@ fn the_hold_of_a_retry_outlasts_a_command_until_its_open() {
 
 #[test]
 fn a_lookup_held_without_bytes_gives_its_inode_to_the_content_at_the_open() {
-    let v = Versions::default();
+    // When the mount answers opens, such an open fails: the kernel looks the name up again.
+    let answers = Versions::default();
     let node = crate::fs::Node::RootAudit;
     let mut old = content("a\n", 1);
     old.data = None;
+    assert_eq!(answers.fit(8, true, &old).0, Fit::Fits);
+    answers.hold(8, &old, &node);
+    assert!(answers
+        .open(8, true, &content("xy\n", 2), Instant::now())
+        .is_ok_and(|o| o.fit != Fit::Fits));
+    // When the kernel opens files itself, the first read is the open.
+    let v = Versions::default();
+    v.set_kernel_opens();
     assert_eq!(v.fit(8, true, &old).0, Fit::Fits);
     v.hold(8, &old, &node);
     // Rewritten before the open: the kernel has no page of the inode, so the open reads
