@@ -924,7 +924,7 @@ impl Computed {
 
     /// The bytes computation `made` made of `node` for a lookup (or ahead of a reader) a
     /// moment ago, if at hand.
-    fn recent(&self, node: &Node, made: u64) -> Option<Bytes> {
+    pub(super) fn recent(&self, node: &Node, made: u64) -> Option<Bytes> {
         self.recent.lock().find(node, made)
     }
 

@@ -207,6 +207,9 @@ impl NormaFs {
         self.before_computing(n);
         let c = self.current_content(n, ino, self.open_want(ino))?;
         let current = self.inodes.get(n) == Some(ino);
+        if self.kernel_opens() {
+            self.held_bytes_at_hand(n, ino, &c);
+        }
         let opening = self.versions.open(ino, current, &c, arrived);
         // The content moved on from the inode's version: the name's next lookup
         // gets a new inode.
@@ -260,6 +263,25 @@ impl NormaFs {
             // the size it holds).
             stale_attr: !opening.size_told,
         })
+    }
+
+    /// When the kernel opens files itself, its first read of inode `ino` reads what a lookup
+    /// or attribute request just told it of, sized so: a version held without its bytes
+    /// whose content `c` moved on since gets them from the computation that made it while
+    /// they are still at hand, so that the read finds that version rather than the inode
+    /// being given to `c` (of another size: the kernel would cut it or fill it with zeros).
+    fn held_bytes_at_hand(&self, n: &Node, ino: u64, c: &super::computed::Rendered) {
+        let Some(head) = self.versions.head(ino) else {
+            return;
+        };
+        if head.kept() || (head.fp == c.fp && head.digest == c.digest && head.len == c.size) {
+            return;
+        }
+        if let Some(data) = self.computed.recent(n, head.made) {
+            if data.len() == head.len {
+                self.versions.pin(ino, head.fp, &data);
+            }
+        }
     }
 
     /// What `readdirplus` links computed file `node` (inode `ino` in the listing) with:

@@ -102,6 +102,9 @@ pub(super) struct Head {
     /// The bytes on disk, once more bytes were pinned than the budget allows (see
     /// [`Versions::set_pinned_budget`]).
     pub spill: Option<Arc<Spilled>>,
+    /// The computation that made it: its bytes may still be at hand a moment after it
+    /// (see `computed::RECENT`).
+    pub made: u64,
 }
 
 /// Whether two versions, each by its inputs' fingerprint and its digest, are the same bytes:
@@ -128,6 +131,7 @@ impl Head {
             len: c.size,
             digest: c.digest,
             spill: None,
+            made: c.made,
         }
     }
 
