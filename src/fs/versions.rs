@@ -226,6 +226,10 @@ struct Inner {
     /// Names an open or `getattr` answered ESTALE for, and when: the kernel looks them up
     /// again and retries.
     stale: HashMap<Node, Instant>,
+    /// At least the bytes pinned in memory: what the last [`Versions::trim`] left, plus every
+    /// byte offered since (a version's bytes are pinned only through `fit`, `open`, `hold`
+    /// and `pin`). Below the budget, a trim needs no pass over the versions.
+    pinned_at_most: u64,
 }
 
 /// The version an idle inode stands for: its inputs' fingerprint, and the digest of its
@@ -256,6 +260,13 @@ impl Idle {
 }
 
 impl Inner {
+    /// Bytes that may be pinned from now on (see [`Inner::pinned_at_most`]).
+    fn offered(&mut self, data: Option<&Bytes>) {
+        self.pinned_at_most = self
+            .pinned_at_most
+            .saturating_add(data.map_or(0, |d| d.len()));
+    }
+
     /// `now`: when the request asking arrived (a hold covers the requests that arrive within
     /// it, however long their content takes to make).
     fn fit(
@@ -377,6 +388,7 @@ impl Versions {
     /// becomes the inode's version if it had none.
     pub(super) fn fit(&self, ino: u64, current: bool, c: &Rendered) -> (Fit, Option<Described>) {
         let mut g = self.inner.lock();
+        g.offered(c.data.as_ref());
         let r = g.fit(ino, current, c, Instant::now());
         self.ask(g);
         r
@@ -464,6 +476,7 @@ impl Versions {
         arrived: Instant,
     ) -> Result<Opening, Fit> {
         let mut g = self.inner.lock();
+        g.offered(c.data.as_ref());
         let now = arrived;
         let fit = match g.fit(ino, current, c, now) {
             (Fit::Fits, Some(_)) => Fit::Fits,
@@ -531,6 +544,7 @@ impl Versions {
     pub(super) fn hold(&self, ino: u64, c: &Rendered, node: &Node) {
         let now = Instant::now();
         let mut g = self.inner.lock();
+        g.offered(c.data.as_ref());
         // Every lookup of the name within the moment counts: the kernel's retry may look it
         // up twice (the dentry's revalidation finds a new inode, then the name is looked up
         // afresh), and the content may move on between the two.
@@ -630,18 +644,25 @@ impl Versions {
             return;
         };
         let chosen: Vec<(u64, Head)> = {
-            let g = self.inner.lock();
+            let mut g = self.inner.lock();
+            if g.pinned_at_most <= *budget {
+                return;
+            }
             let mut pinned: Vec<(Instant, u64, u64)> = g
                 .open
                 .iter()
                 .filter_map(|(&ino, o)| o.head.data.as_ref().map(|d| (o.held_at, ino, d.len())))
                 .collect();
             let total: u64 = pinned.iter().map(|p| p.2).sum();
+            g.pinned_at_most = total;
             if total <= *budget {
                 return;
             }
+            // Down to three quarters of the budget: the next passes wait for a quarter of it
+            // to be pinned again (a cold `grep -r` pins thousands of versions, and a pass
+            // over all of them at each cost a few percent of the mount's time).
             pinned.sort_unstable();
-            let mut over = total - budget;
+            let mut over = total - budget / 4 * 3;
             let mut out = Vec::new();
             for (_, ino, len) in pinned {
                 if over == 0 {
@@ -649,12 +670,13 @@ impl Versions {
                 }
                 if let Some(o) = g.open.get(&ino) {
                     out.push((ino, o.head.clone()));
+                    g.pinned_at_most -= len;
                 }
                 over = over.saturating_sub(len);
             }
             out
         };
-        for (ino, head) in chosen {
+        for (i, (ino, head)) in chosen.iter().enumerate() {
             let Some(data) = &head.data else { continue };
             let spilled = match spills.write(data) {
                 Ok(s) => Arc::new(s),
@@ -664,11 +686,14 @@ impl Versions {
                         head.len,
                         spills.dir().display()
                     );
+                    let kept: u64 = chosen[i..].iter().map(|(_, h)| h.len).sum();
+                    let mut g = self.inner.lock();
+                    g.pinned_at_most = g.pinned_at_most.saturating_add(kept);
                     return;
                 }
             };
             let mut g = self.inner.lock();
-            if let Some(o) = g.open.get_mut(&ino) {
+            if let Some(o) = g.open.get_mut(ino) {
                 if o.head.fp == head.fp && o.head.len == head.len && o.head.data.is_some() {
                     o.head.data = None;
                     o.head.spill = Some(spilled);
@@ -709,6 +734,7 @@ impl Versions {
     /// length), found when a read needed them: kept from now on.
     pub(super) fn pin(&self, ino: u64, fp: u64, data: &Bytes) {
         let mut g = self.inner.lock();
+        g.offered(Some(data));
         if let Some(o) = g.open.get_mut(&ino) {
             if !o.head.kept() && o.head.fp == fp && o.head.len == data.len() {
                 o.head.data = Some(data.clone());

@@ -467,3 +467,32 @@ fn one_retry_opening_leaves_the_hold_to_the_others_pending() {
     v.release_holds([4], Instant::now());
     assert!(!v.is_open(4));
 }
+
+#[test]
+fn pinned_bytes_past_the_budget_go_to_disk_and_stay_readable() {
+    let v = Versions::default();
+    let dir = tempfile::tempdir().expect("tempdir");
+    v.set_pinned_budget(40, dir.path().to_path_buf());
+    let node = crate::fs::Node::RootAudit;
+    let body = |i: u64| format!("version {i:02} of the file\n");
+    for i in 0..10u64 {
+        v.hold(100 + i, &content(&body(i), i + 1), &node);
+        v.trim();
+        let (_, in_memory) = v.held();
+        assert!(in_memory <= 40, "{in_memory} bytes in memory after {i}");
+    }
+    // Every version reads whole, from memory or from disk.
+    for i in 0..10u64 {
+        let head = v.head(100 + i).expect("held");
+        let bytes = match (&head.data, &head.spill) {
+            (Some(d), _) => d.to_vec(),
+            (None, Some(s)) => s.bytes().expect("read back").to_vec(),
+            (None, None) => panic!("version {i} lost its bytes"),
+        };
+        assert_eq!(String::from_utf8(bytes).expect("utf8"), body(i));
+    }
+    // Under the budget again, a trim spills nothing more.
+    let (n, _) = v.held();
+    v.trim();
+    assert_eq!(v.held().0, n);
+}
