@@ -207,8 +207,15 @@ impl NormaFs {
         self.before_computing(n);
         let c = self.current_content(n, ino, self.open_want(ino))?;
         let current = self.inodes.get(n) == Some(ino);
+        // When the kernel opens files itself, this is its first read of the inode, sized by
+        // what a lookup or attribute request just told it: a version held without its bytes,
+        // whose content moved on since, takes them from the computation that made it while
+        // they are at hand, so the read finds that version rather than the inode being given
+        // to the content now (of another size: the kernel would cut it or fill it with zeros).
         if self.kernel_opens() {
-            self.held_bytes_at_hand(n, ino, &c);
+            if let Some(head) = self.versions.head(ino).filter(|h| !h.kept()) {
+                self.recent_head_bytes(ino, n, &head);
+            }
         }
         let opening = self.versions.open(ino, current, &c, arrived);
         // The content moved on from the inode's version: the name's next lookup
@@ -265,25 +272,6 @@ impl NormaFs {
         })
     }
 
-    /// When the kernel opens files itself, its first read of inode `ino` reads what a lookup
-    /// or attribute request just told it of, sized so: a version held without its bytes
-    /// whose content `c` moved on since gets them from the computation that made it while
-    /// they are still at hand, so that the read finds that version rather than the inode
-    /// being given to `c` (of another size: the kernel would cut it or fill it with zeros).
-    fn held_bytes_at_hand(&self, n: &Node, ino: u64, c: &super::computed::Rendered) {
-        let Some(head) = self.versions.head(ino) else {
-            return;
-        };
-        if head.kept() || (head.fp == c.fp && head.digest == c.digest && head.len == c.size) {
-            return;
-        }
-        if let Some(data) = self.computed.recent(n, head.made) {
-            if data.len() == head.len {
-                self.versions.pin(ino, head.fp, &data);
-            }
-        }
-    }
-
     /// What `readdirplus` links computed file `node` (inode `ino` in the listing) with:
     /// its version the kernel was told of, kept while every input is watched; else what it
     /// was last told, or a placeholder kept for no time (the kernel asks again before using
@@ -335,8 +323,25 @@ impl NormaFs {
         }
     }
 
-    /// The bytes of version `head` of computed file `node` (inode `ino`): pinned, or made
-    /// again and pinned (see [`NormaFs::computed_snapshot`]).
+    /// The bytes of version `head` of inode `ino` (computed file `node`) that the computation
+    /// that made it left at hand a moment (see `computed::RECENT`), pinned to the inode.
+    fn recent_head_bytes(
+        &self,
+        ino: u64,
+        node: &Node,
+        head: &super::versions::Head,
+    ) -> Option<Bytes> {
+        let data = self
+            .computed
+            .recent(node, head.made)
+            .filter(|d| d.len() == head.len)?;
+        self.versions.pin(ino, head.fp, &data);
+        Some(data)
+    }
+
+    /// The bytes of version `head` of computed file `node` (inode `ino`): pinned, left at
+    /// hand by the computation that made it, or made again and pinned (see
+    /// [`NormaFs::computed_snapshot`]).
     pub(super) fn head_bytes(
         &self,
         ino: u64,
@@ -348,6 +353,10 @@ impl NormaFs {
         }
         if let Some(s) = &head.spill {
             return s.bytes().map_err(FsError::from);
+        }
+        if let Some(data) = self.recent_head_bytes(ino, node, head) {
+            self.versions.trim();
+            return Ok(data);
         }
         let c = self
             .computed
