@@ -226,6 +226,8 @@ impl NormaFs {
     /// the heap given back when they were much: a `stat`, `ls -l` or `du` keeps none of them.
     pub fn let_go_idle_files(&self) -> usize {
         let freed = self.versions.let_go_idle() + self.computed.let_go_recent();
+        // Pinned bytes the cache or a computation let go of since are counted now.
+        self.versions.trim_all();
         self.computed.give_back_heap(freed);
         self.inodes.let_go_idle()
     }

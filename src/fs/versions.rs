@@ -226,9 +226,11 @@ struct Inner {
     /// Names an open or `getattr` answered ESTALE for, and when: the kernel looks them up
     /// again and retries.
     stale: HashMap<Node, Instant>,
-    /// At least the bytes pinned in memory: what the last [`Versions::trim`] left, plus every
-    /// byte offered since (a version's bytes are pinned only through `fit`, `open`, `hold`
-    /// and `pin`). Below the budget, a trim needs no pass over the versions.
+    /// At least the bytes pinned in memory and held by no one else: what the last
+    /// [`Versions::trim`] left, plus every byte offered since (a version's bytes are pinned
+    /// only through `fit`, `open`, `hold` and `pin`). Below the budget, a trim needs no pass
+    /// over the versions; bytes that were shared when it passed and are no longer are found
+    /// by the next [`Versions::trim_all`].
     pinned_at_most: u64,
 }
 
@@ -639,19 +641,35 @@ impl Versions {
     }
 
     /// Move pinned bytes past the budget to disk (see [`Versions::set_pinned_budget`]).
+    /// Bytes another holder has as well (the cache of computed contents, mostly) stay: on
+    /// disk they would be written and read back for nothing, since they stay in memory all
+    /// the same. They count once no one else holds them.
     pub(super) fn trim(&self) {
+        self.trim_when(false)
+    }
+
+    /// [`Versions::trim`] with a pass over every pinned version, whatever was pinned since the
+    /// last one (bytes the cache let go of meanwhile are the pinned versions' alone now).
+    pub(super) fn trim_all(&self) {
+        self.trim_when(true)
+    }
+
+    fn trim_when(&self, always: bool) {
         let Some((budget, spills)) = self.pinned_budget.get() else {
             return;
         };
         let chosen: Vec<(u64, Head)> = {
             let mut g = self.inner.lock();
-            if g.pinned_at_most <= *budget {
+            if !always && g.pinned_at_most <= *budget {
                 return;
             }
             let mut pinned: Vec<(Instant, u64, u64)> = g
                 .open
                 .iter()
-                .filter_map(|(&ino, o)| o.head.data.as_ref().map(|d| (o.held_at, ino, d.len())))
+                .filter_map(|(&ino, o)| {
+                    let d = o.head.data.as_ref().filter(|d| !d.shared())?;
+                    Some((o.held_at, ino, d.len()))
+                })
                 .collect();
             let total: u64 = pinned.iter().map(|p| p.2).sum();
             g.pinned_at_most = total;
@@ -765,6 +783,16 @@ impl Versions {
         }
     }
 
+    /// Whether the kernel read some of the version `ino` stands for (and the mount had not
+    /// all of it dropped since): the inode is bound to that version.
+    pub(super) fn touched(&self, ino: u64) -> bool {
+        let g = self.inner.lock();
+        match g.open.get(&ino) {
+            Some(o) => o.touched,
+            None => g.told.get(&ino).is_some_and(|t| t.touched),
+        }
+    }
+
     /// Whether the next lookup of `node` is the kernel's retry after an ESTALE (its open must
     /// not fail again: its hold takes the version's bytes).
     pub(super) fn retrying(&self, node: &Node) -> bool {
@@ -787,14 +815,17 @@ impl Versions {
         }
     }
 
-    /// The versions whose bytes are held for open handles or lookups: how many, and their
-    /// bytes (memory outside the cache's budget).
+    /// The versions whose bytes are held for open handles or lookups: how many, and the
+    /// bytes of those no one else holds (memory outside the cache's budget; bytes the cache
+    /// has too are counted there).
     pub fn held(&self) -> (usize, u64) {
         let g = self.inner.lock();
         g.open
             .values()
-            .filter_map(|o| o.head.data.as_ref().map(|d| d.len()))
-            .fold((0, 0), |(n, b), len| (n + 1, b + len))
+            .filter_map(|o| o.head.data.as_ref())
+            .fold((0, 0), |(n, b), d| {
+                (n + 1, b + if d.shared() { 0 } else { d.len() })
+            })
     }
 
     /// Whether the version `ino`'s handles (or a lookup's hold) read has its bytes at hand.

@@ -496,3 +496,32 @@ fn pinned_bytes_past_the_budget_go_to_disk_and_stay_readable() {
     v.trim();
     assert_eq!(v.held().0, n);
 }
+
+#[test]
+fn pinned_bytes_the_cache_shares_stay_in_memory_until_it_lets_go() {
+    let v = Versions::default();
+    let dir = tempfile::tempdir().expect("tempdir");
+    v.set_pinned_budget(40, dir.path().to_path_buf());
+    let node = crate::fs::Node::RootAudit;
+    let body = "a large version that the cache holds as well\n".repeat(4);
+    let c = content(&body, 1);
+    // The cache's copy: the same bytes.
+    let cached = c.data.clone().expect("bytes");
+    v.hold(7, &c, &node);
+    drop(c);
+    v.trim();
+    let head = v.head(7).expect("held");
+    assert!(
+        head.data.is_some(),
+        "spilled while the cache still holds the bytes"
+    );
+    assert!(head.spill.is_none());
+    drop(head);
+    // The cache lets go: the next pass over every version writes them to disk.
+    drop(cached);
+    v.trim_all();
+    let head = v.head(7).expect("held");
+    assert!(head.data.is_none(), "kept in memory past the budget");
+    let spill = head.spill.as_ref().expect("on disk");
+    assert_eq!(spill.bytes().expect("read back").to_vec(), body.as_bytes());
+}
