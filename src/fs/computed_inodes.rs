@@ -64,8 +64,11 @@ impl NormaFs {
         let d = self.computed_version(n, ino, hold)?;
         // When the kernel opens files itself, the attributes of a file whose inputs changed
         // lately are kept for no time: its first read asks for them again, which binds the
-        // inode to the content then and holds it for that read (no open comes between).
-        let ttl = if covered && !self.changing(n) {
+        // inode to the content then and holds it for that read (no open comes between). Once
+        // the kernel read some of it, the inode is that version's: its attributes are kept
+        // as a file's at rest are, until the watcher tells of a change (else the kernel asks
+        // again before every read of a reader, hundreds of times for one `cat`).
+        let ttl = if covered && (!self.changing(n) || self.versions.touched(ino)) {
             self.opts.watched_ttl
         } else {
             zero
