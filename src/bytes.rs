@@ -82,6 +82,12 @@ impl Bytes {
         self.0.len == 0
     }
 
+    /// Whether another holder (a cache, a reader) has these bytes too: letting go of this
+    /// one frees nothing now.
+    pub fn shared(&self) -> bool {
+        Arc::strong_count(&self.0) > 1
+    }
+
     /// The pieces, in order.
     pub fn pieces(&self) -> &[Piece] {
         &self.0.pieces
@@ -90,30 +96,60 @@ impl Bytes {
     /// At most `size` bytes from `offset` (fewer at the end; none past it): borrowed when
     /// they lie in one piece.
     pub fn window(&self, offset: u64, size: u32) -> Cow<'_, [u8]> {
+        match self.locate(offset, size) {
+            Ok(b) => Cow::Borrowed(b),
+            Err((i, end)) => {
+                let mut out = Vec::with_capacity((end - offset) as usize);
+                self.gather(i, offset, end, &mut out);
+                Cow::Owned(out)
+            }
+        }
+    }
+
+    /// As [`Bytes::window`], with the bytes of a window across pieces copied into `scratch`
+    /// (whose capacity a reader keeps for its next read) instead of a new buffer.
+    pub fn window_in<'a>(&'a self, offset: u64, size: u32, scratch: &'a mut Vec<u8>) -> &'a [u8] {
+        match self.locate(offset, size) {
+            Ok(b) => b,
+            Err((i, end)) => {
+                scratch.clear();
+                self.gather(i, offset, end, scratch);
+                scratch
+            }
+        }
+    }
+
+    /// The window's bytes when they lie in one piece; else the piece it starts in and where
+    /// it ends.
+    fn locate(&self, offset: u64, size: u32) -> Result<&[u8], (usize, u64)> {
         let p = &self.0;
         if offset >= p.len || size == 0 {
-            return Cow::Borrowed(&[]);
+            return Ok(&[]);
         }
         let end = offset.saturating_add(u64::from(size)).min(p.len);
         // The piece holding `offset`: the last start at or before it.
-        let mut i = p.starts.partition_point(|&s| s <= offset).saturating_sub(1);
+        let i = p.starts.partition_point(|&s| s <= offset).saturating_sub(1);
         let first_start = p.starts[i];
         let first = &p.pieces[i];
-        let from = (offset - first_start) as usize;
         if end <= first_start + first.len() as u64 {
+            let from = (offset - first_start) as usize;
             let to = (end - first_start) as usize;
-            return Cow::Borrowed(&first[from..to]);
+            return Ok(&first[from..to]);
         }
-        let mut out = Vec::with_capacity((end - offset) as usize);
-        out.extend_from_slice(&first[from..]);
-        i += 1;
+        Err((i, end))
+    }
+
+    /// Append the bytes from `offset` to `end`, which start in piece `i`.
+    fn gather(&self, mut i: usize, offset: u64, end: u64, out: &mut Vec<u8>) {
+        let p = &self.0;
         while i < p.pieces.len() && p.starts[i] < end {
             let piece = &p.pieces[i];
-            let take = ((end - p.starts[i]) as usize).min(piece.len());
-            out.extend_from_slice(&piece[..take]);
+            let start = p.starts[i];
+            let from = (offset.saturating_sub(start) as usize).min(piece.len());
+            let to = ((end - start) as usize).min(piece.len());
+            out.extend_from_slice(&piece[from..to]);
             i += 1;
         }
-        Cow::Owned(out)
     }
 
     /// All the bytes in one buffer.

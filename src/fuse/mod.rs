@@ -50,6 +50,14 @@ pub use mount::{mount_background, MountHandle};
 pub use signals::report_on;
 pub use signals::{block_exit_signals, wait_for_exit};
 
+thread_local! {
+    /// A worker's buffer for reads of a computed file that span two of its pieces.
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The largest [`SCRATCH`] a worker keeps between reads (the kernel reads at most a few MiB).
+const SCRATCH_KEPT: usize = 4 << 20;
+
 /// How to mount.
 #[derive(Debug, Clone)]
 pub struct MountOptions {
@@ -588,7 +596,14 @@ impl Filesystem for NormaFuse {
                 None => self.fs.read(fh, offset, size).map(Err),
             }
         }) {
-            Ok(Ok(data)) => reply.data(&data.window(offset, size)),
+            Ok(Ok(data)) => SCRATCH.with_borrow_mut(|scratch| {
+                reply.data(data.window_in(offset, size, scratch));
+                // A reader's buffer is kept for its next read (no fresh pages each time),
+                // unless some read made it much larger than reads are.
+                if scratch.capacity() > SCRATCH_KEPT {
+                    *scratch = Vec::new();
+                }
+            }),
             Ok(Err(d)) => reply.data(&d),
             Err(e) => reply.error(e),
         }

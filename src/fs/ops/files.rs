@@ -26,14 +26,15 @@ pub enum Chunk {
 }
 
 impl Chunk {
-    /// The bytes at `offset`, at most `size`.
-    pub fn window(&self, offset: u64, size: u32) -> std::borrow::Cow<'_, [u8]> {
+    /// The bytes at `offset`, at most `size` (copied into `scratch` when they lie in more
+    /// than one piece of a version's bytes).
+    pub fn window_in<'a>(&'a self, offset: u64, size: u32, scratch: &'a mut Vec<u8>) -> &'a [u8] {
         match self {
-            Chunk::Whole(b) => b.window(offset, size),
+            Chunk::Whole(b) => b.window_in(offset, size, scratch),
             Chunk::At(at, d) => {
                 let from = (offset.saturating_sub(*at) as usize).min(d.len());
                 let to = from.saturating_add(size as usize).min(d.len());
-                std::borrow::Cow::Borrowed(&d[from..to])
+                &d[from..to]
             }
         }
     }
@@ -246,7 +247,9 @@ impl NormaFs {
                 let data = self
                     .computed_snapshot(fh, offset, size)
                     .unwrap_or_else(|| Ok(Chunk::Whole(Bytes::default())))?;
-                Ok(data.window(offset, size).into_owned())
+                let mut out = Vec::new();
+                let window = data.window_in(offset, size, &mut out).to_vec();
+                Ok(window)
             }
             Some(Handle::Real {
                 file: f,
