@@ -655,6 +655,33 @@ fn a_ten_megabyte_line_loads_whole_and_in_chunks() {
     assert_same(parser.transcript(), &whole);
 }
 
+#[test]
+fn a_large_feed_parsed_on_several_cores_equals_one_fed_a_few_lines_at_a_time() {
+    // Over the size parsed on more than one core: damage of every kind, tool uses answered
+    // across the places the feed is cut at, a parent chain broken here and there.
+    let mut bytes = Vec::new();
+    let mut prev = None;
+    let mut i = 0;
+    while bytes.len() < 3 << 20 {
+        let (kind, a, b) = (
+            (i * 7 % 8) as u8,
+            (i * 13 % 251) as u8,
+            (i * 29 % 253) as u8,
+        );
+        bytes.extend_from_slice(&incremental_line(kind, a, b, i, &mut prev));
+        bytes.push(b'\n');
+        i += 1;
+    }
+    let whole = Transcript::parse(&bytes, Some("s"));
+    assert!(whole.records.len() > 10_000, "{}", whole.records.len());
+    assert!(!whole.problems().is_empty());
+    let mut parser = Parser::new(Some("s"));
+    for chunk in bytes.chunks(4096) {
+        parser.feed(chunk);
+    }
+    assert_same(parser.transcript(), &whole);
+}
+
 // ---------------------------------------------------------------- property tests
 
 /// One line of a damaged transcript.

@@ -448,18 +448,56 @@ impl Parser {
                 }
             }
         }
-        let mut start = 0;
-        for nl in memchr::memchr_iter(b'\n', rest) {
-            self.commit_line(rest.get(start..nl).unwrap_or_default());
-            start = nl + 1;
-        }
-        self.pending
-            .extend_from_slice(rest.get(start..).unwrap_or_default());
+        let done = memchr::memrchr(b'\n', rest).map_or(0, |nl| nl + 1);
+        let (complete, tail) = rest.split_at(done);
+        self.commit_lines(complete);
+        self.pending.extend_from_slice(tail);
         self.parse_tail();
+    }
+
+    /// Parse and commit complete lines (each ending with a newline). Much of them is parsed
+    /// on other cores meanwhile: lines parse alone, and only committing them is in order.
+    fn commit_lines(&mut self, complete: &[u8]) {
+        let parts = parallel_parts(complete);
+        let [first, rest @ ..] = parts.as_slice() else {
+            return;
+        };
+        if rest.is_empty() {
+            for line in lines_of(first) {
+                self.commit_line(line);
+            }
+            return;
+        }
+        std::thread::scope(|scope| {
+            let parsed: Vec<_> = rest
+                .iter()
+                .map(|part| {
+                    scope.spawn(move || {
+                        lines_of(part)
+                            .map(|line| (line, parse_record(line)))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            for line in lines_of(first) {
+                self.commit_line(line);
+            }
+            for part in parsed {
+                let lines = part.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+                for (line, record) in lines {
+                    self.commit_parsed(line, record);
+                }
+            }
+        });
     }
 
     /// Parse and commit one complete line (without its newline).
     fn commit_line(&mut self, line: &[u8]) {
+        self.commit_parsed(line, parse_record(line));
+    }
+
+    /// Commit one complete line (without its newline), parsed.
+    fn commit_parsed(&mut self, line: &[u8], parsed: Result<Record, LineError>) {
         let number = self.lines + 1;
         let offset = self.committed;
         if line.len() > MAX_LINE {
@@ -473,7 +511,7 @@ impl Parser {
                 ),
             });
         }
-        match parse_record(line) {
+        match parsed {
             // The runtime skips empty lines.
             Err(LineError::Empty) => {}
             Ok(record) => self.apply(record, number, offset, None),
@@ -726,6 +764,53 @@ enum LineError {
     /// The unterminated last line does not end with `}` (it may be still arriving).
     #[error("does not end with '}}'")]
     Unterminated,
+}
+
+/// Complete lines of at least this many bytes are parsed on more than one core.
+const PARALLEL_BYTES: usize = 1 << 20;
+
+/// At most this many cores parse one feed.
+const PARALLEL_MAX: usize = 4;
+
+/// `complete` (lines ending with a newline) cut at newlines into one part per core that may
+/// parse it: one part when it is small or one core is all there is.
+fn parallel_parts(complete: &[u8]) -> Vec<&[u8]> {
+    if complete.is_empty() {
+        return Vec::new();
+    }
+    let cores = if complete.len() < PARALLEL_BYTES {
+        1
+    } else {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(PARALLEL_MAX)
+    };
+    let mut parts = Vec::with_capacity(cores);
+    let mut rest = complete;
+    for left in (2..=cores).rev() {
+        // The first newline at or after this part's share ends it.
+        let share = rest.len() / left;
+        let Some(nl) = rest.get(share..).and_then(|r| memchr::memchr(b'\n', r)) else {
+            break;
+        };
+        let (part, after) = rest.split_at(share + nl + 1);
+        parts.push(part);
+        rest = after;
+    }
+    if !rest.is_empty() {
+        parts.push(rest);
+    }
+    parts
+}
+
+/// The lines of `part` (each ending with a newline), without their newlines.
+fn lines_of(part: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut start = 0;
+    memchr::memchr_iter(b'\n', part).map(move |nl| {
+        let line = part.get(start..nl).unwrap_or_default();
+        start = nl + 1;
+        line
+    })
 }
 
 /// Parse one line into a record, or say why it is not one.
