@@ -621,6 +621,8 @@ impl ProjectionMemo {
         if self.known.is_empty() {
             self.known.reserve_exact(blocks);
         }
+        // The measures of the new blocks, made on several cores when there are many.
+        let mut measured = measure_blocks(msgs, from.max(start), &names).into_iter();
         let mut k = 0;
         for (mi, m) in msgs.iter().enumerate().skip(start) {
             for (bi, c) in m.content.iter().enumerate() {
@@ -657,9 +659,15 @@ impl ProjectionMemo {
                 }
                 // Borrowed: nothing was stripped or joined.
                 let plain = matches!(text, Cow::Borrowed(_));
-                let (tokens, chars) = measure(&text);
-                let marked = is_marked(kind, &text);
-                let headed = is_summary_text(&text);
+                let Measured {
+                    tokens,
+                    chars,
+                    marked,
+                    headed,
+                    digest,
+                } = measured
+                    .next()
+                    .unwrap_or_else(|| Measured::of(role, kind, &text, tool, call));
                 let found = match kind {
                     Kind::ToolCall | Kind::ToolResult => calls.get(call).copied(),
                     _ => None,
@@ -669,7 +677,7 @@ impl ProjectionMemo {
                     .map_or(NO_CALL, |c| c.at);
                 let pair = found.map_or(NO_PAIR, |c| c.seq);
                 let cut = edited(kind, tool, tokens, marked).then(CutCell::default);
-                let id = RawId::from(self.repeats.next(id_digest(role, kind, call, tool, &text)));
+                let id = RawId::from(self.repeats.next(digest));
                 let kn = Known {
                     id,
                     tokens,
@@ -690,6 +698,72 @@ impl ProjectionMemo {
         self.calls = calls;
         out
     }
+}
+
+/// What a new block's content message measures, before its id.
+struct Measured {
+    tokens: u32,
+    chars: u32,
+    marked: bool,
+    headed: bool,
+    /// Its id's digits (see [`id_digest`]).
+    digest: u64,
+}
+
+impl Measured {
+    fn of(role: Role, kind: Kind, text: &str, tool: &str, call: &str) -> Measured {
+        let (tokens, chars) = measure(text);
+        Measured {
+            tokens,
+            chars,
+            marked: is_marked(kind, text),
+            headed: is_summary_text(text),
+            digest: id_digest(role, kind, call, tool, text),
+        }
+    }
+}
+
+/// New blocks of at least this many go to more than one core to be measured.
+const PARALLEL_BLOCKS: usize = 20_000;
+
+/// The measures of the content messages of `msgs[from..]`, in order (as many as
+/// [`block_core`] yields); empty when there are few (they are measured one by one then).
+/// Measuring a text (its tokens, characters and SHA-256) is most of projecting it, and
+/// texts are measured alone: a large projection is spread over the cores.
+fn measure_blocks<'a>(
+    msgs: &[&'a Message],
+    from: usize,
+    names: &(dyn Fn(&str) -> &'a str + Sync),
+) -> Vec<Measured> {
+    let new = msgs.get(from..).unwrap_or_default();
+    let blocks: usize = new.iter().map(|m| m.content.len()).sum();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    if blocks < PARALLEL_BLOCKS || cores < 2 {
+        return Vec::new();
+    }
+    let each = |part: &[&'a Message]| {
+        let mut out = Vec::with_capacity(part.iter().map(|m| m.content.len()).sum());
+        for m in part {
+            for c in &m.content {
+                if let Some((role, kind, text, tool, call)) = block_core(&m.role, c, names) {
+                    out.push(Measured::of(role, kind, &text, tool, call));
+                }
+            }
+        }
+        out
+    };
+    let per = new.len().div_ceil(cores);
+    let mut parts = new.chunks(per.max(1));
+    let first = parts.next().unwrap_or_default();
+    std::thread::scope(|scope| {
+        let others: Vec<_> = parts.map(|part| scope.spawn(move || each(part))).collect();
+        let mut out = Vec::with_capacity(blocks);
+        out.extend(each(first));
+        for h in others {
+            out.extend(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+        }
+        out
+    })
 }
 
 /// A block's content message taken as stored (no tag stripping, a single text): what

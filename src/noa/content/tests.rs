@@ -35,3 +35,65 @@ fn ids_hash_role_type_call_tool_text() {
     assert_eq!(r.next(0xab), "h_00000000000000ab_2");
     assert_eq!(r.next(0xcd), "h_00000000000000cd");
 }
+
+/// A projection large enough to be measured on several cores gives what one made a few
+/// messages at a time (measured one by one) gives: ids with their repeats, measures, pairs.
+#[test]
+fn a_projection_measured_on_several_cores_equals_one_made_in_steps() {
+    use crate::format::transcript::{
+        Content, Message, ToolResultContent, ToolResultPart, ToolUsePart,
+    };
+    let mut msgs = Vec::new();
+    for i in 0..12_000u32 {
+        // Repeated texts (ids with `_N`), tool calls and their results, thinking, CJK.
+        let said = format!("question {} 質問", i % 50);
+        msgs.push(Message::new("user", vec![Content::text(&said)]));
+        let call = format!("t{i}");
+        msgs.push(Message::new(
+            "assistant",
+            vec![
+                Content::text("looking 見る"),
+                Content::ToolUse(ToolUsePart {
+                    id: call.clone(),
+                    name: "Bash".into(),
+                    input: crate::format::transcript::RawJson::from_text("{\"n\":1}")
+                        .expect("json"),
+                    extra: Default::default(),
+                }),
+            ],
+        ));
+        msgs.push(Message::new(
+            "user",
+            vec![Content::ToolResult(ToolResultPart {
+                tool_use_id: call,
+                content: Some(ToolResultContent::Text(format!("output {}", i % 7))),
+                is_error: None,
+                extra: Default::default(),
+            })],
+        ));
+    }
+    let refs: Vec<&Message> = msgs.iter().collect();
+    let blocks: usize = refs.iter().map(|m| m.content.len()).sum();
+    assert!(blocks >= 2 * PARALLEL_BLOCKS, "{blocks} blocks");
+    let whole = project(&refs);
+    let mut memo = ProjectionMemo::default();
+    let mut stepped = Vec::new();
+    for end in (0..=refs.len()).step_by(999).chain([refs.len()]) {
+        stepped = memo.project(&refs[..end]);
+    }
+    let key = |c: &Core| {
+        (
+            c.id.to_string(),
+            c.role,
+            c.kind,
+            c.text.to_string(),
+            c.tokens,
+            c.chars,
+            c.pair,
+            c.tool.to_string(),
+        )
+    };
+    assert_eq!(whole.len(), stepped.len());
+    assert!(whole.iter().map(key).eq(stepped.iter().map(key)));
+    assert!(whole.iter().any(|c| c.id.ends_with("_1")));
+}
