@@ -146,6 +146,44 @@ fn hand_written_records_round_trip() {
     }
 }
 
+/// Fields the model does not know are kept as read and given back in their order, as a map
+/// when asked for; a known field twice is still an error, an unknown one twice keeps its first
+/// place and its last value.
+#[test]
+fn unknown_fields_are_kept_and_read_back_in_order() {
+    let line = r#"{"uuid":"a","cwd":"/home/dev","type":"message","version":"2.0.14","message":{"role":"user","content":[{"type":"text","text":"hi"}],"model":"m\u00e9","stop":null},"git_branch":"feat/세션","parent_uuid":null,"nested":{"z":[1,2.5e3,{"q":"\"x\""}],"a":true}}"#;
+    let r = assert_round_trip(line, false);
+    let keys: Vec<&str> = r.extra.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        ["cwd", "version", "git_branch", "parent_uuid", "nested"]
+    );
+    assert_eq!(r.extra["git_branch"], "feat/세션");
+    assert_eq!(r.extra["nested"]["z"][2]["q"], "\"x\"");
+    assert!(r.parent_uuid.is_none());
+    let m = r.as_message().expect("a message");
+    assert_eq!(m.extra["model"], "mé");
+    assert!(m.extra["stop"].is_null());
+    // Changed through the map, written back changed.
+    let mut r2 = r.clone();
+    r2.extra.insert("cwd".into(), json!("/tmp"));
+    let v: Value = serde_json::from_str(&r2.to_line()).unwrap();
+    assert_eq!(v["cwd"], "/tmp");
+    assert_eq!(v["nested"]["a"], true);
+    assert_ne!(r, r2);
+    // Twice: a known optional field is an error (null or not); an unknown one is not.
+    for twice in [
+        r#"{"uuid":"a","type":"x","parent_uuid":null,"parent_uuid":null}"#,
+        r#"{"uuid":"a","type":"x","timestamp":null,"timestamp":"t"}"#,
+        r#"{"uuid":"a","type":"x","timestamp":"t","timestamp":null}"#,
+    ] {
+        assert!(parse_line(twice.as_bytes()).is_err(), "{twice}");
+    }
+    let r = parse_line(br#"{"uuid":"a","k":1,"type":"x","k":2}"#).expect("parses");
+    assert_eq!(r.extra.len(), 1);
+    assert_eq!(r.extra["k"], 2);
+}
+
 #[test]
 fn hand_written_records_are_typed_as_expected() {
     let r = parse_line(HAND_WRITTEN[1].as_bytes()).unwrap();

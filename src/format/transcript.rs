@@ -82,27 +82,48 @@ impl<'de> Visitor<'de> for RecordVisitor {
         let mut message = None;
         let mut usage = None;
         let mut boundary = None;
-        let mut extra = Map::new();
+        let mut extra = ExtraText::default();
+        let mut nulls = Nulls::default();
         while let Some(Key(key)) = map.next_key()? {
             match &*key {
                 "uuid" => once(&mut uuid, "uuid", map.next_value()?)?,
                 "type" => once(&mut kind, "type", map.next_value::<Word>()?)?,
-                "parent_uuid" => optional(&mut parent_uuid, &mut extra, &key, map.next_value()?)?,
+                "parent_uuid" => optional(
+                    &mut parent_uuid,
+                    (&mut extra, &mut nulls),
+                    &key,
+                    map.next_value()?,
+                )?,
                 "session_id" => optional(
                     &mut session_id,
-                    &mut extra,
+                    (&mut extra, &mut nulls),
                     &key,
                     map.next_value::<Option<String>>()?.map(Arc::from),
                 )?,
-                "agent_id" => optional(&mut agent_id, &mut extra, &key, map.next_value()?)?,
-                "is_sidechain" => optional(&mut is_sidechain, &mut extra, &key, map.next_value()?)?,
-                "timestamp" => optional(&mut timestamp, &mut extra, &key, map.next_value()?)?,
+                "agent_id" => optional(
+                    &mut agent_id,
+                    (&mut extra, &mut nulls),
+                    &key,
+                    map.next_value()?,
+                )?,
+                "is_sidechain" => optional(
+                    &mut is_sidechain,
+                    (&mut extra, &mut nulls),
+                    &key,
+                    map.next_value()?,
+                )?,
+                "timestamp" => optional(
+                    &mut timestamp,
+                    (&mut extra, &mut nulls),
+                    &key,
+                    map.next_value()?,
+                )?,
                 "message" => once(&mut message, "message", map.next_value()?)?,
                 "usage" => once(&mut usage, "usage", map.next_value()?)?,
                 "boundary" => once(&mut boundary, "boundary", map.next_value()?)?,
                 _ => {
-                    let value = map.next_value()?;
-                    extra.insert(key.into_owned(), value);
+                    let value: Box<RawValue> = map.next_value()?;
+                    extra.push(&key, value.get());
                 }
             }
         }
@@ -117,7 +138,7 @@ impl<'de> Visitor<'de> for RecordVisitor {
             message,
             usage,
             boundary,
-            extra: Extra::from(extra),
+            extra: extra.finish(),
         })
     }
 }
@@ -185,23 +206,41 @@ fn once<T, E: serde::de::Error>(slot: &mut Option<T>, name: &'static str, v: T) 
     Ok(())
 }
 
+/// The known optional fields read as `null` so far, by name (each may appear once).
+#[derive(Default)]
+struct Nulls(Vec<&'static str>);
+
 /// Set an optional field; a `null` leaves it `None` and is kept in `extra` to be written back.
 fn optional<T, E: serde::de::Error>(
     slot: &mut Option<T>,
-    extra: &mut Map<String, Value>,
+    (extra, nulls): (&mut ExtraText, &mut Nulls),
     key: &str,
     v: Option<T>,
 ) -> Result<(), E> {
-    if slot.is_some() || extra.contains_key(key) {
+    if slot.is_some() || nulls.0.contains(&key) {
         return Err(E::custom(format_args!("duplicate field `{key}`")));
     }
     match v {
         Some(v) => *slot = Some(v),
         None => {
-            extra.insert(key.to_string(), Value::Null);
+            nulls.0.push(known_name(key));
+            extra.push(key, "null");
         }
     }
     Ok(())
+}
+
+/// The static name of a known field (for [`Nulls`]).
+fn known_name(key: &str) -> &'static str {
+    const KNOWN: [&str; 6] = [
+        "parent_uuid",
+        "session_id",
+        "agent_id",
+        "is_sidechain",
+        "timestamp",
+        "content",
+    ];
+    KNOWN.into_iter().find(|k| *k == key).unwrap_or("")
 }
 
 impl Record {
@@ -252,14 +291,20 @@ impl<'de> Visitor<'de> for MessageVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Message, A::Error> {
         let mut role = None;
         let mut content = None;
-        let mut extra = Map::new();
+        let mut extra = ExtraText::default();
+        let mut nulls = Nulls::default();
         while let Some(Key(key)) = map.next_key()? {
             match &*key {
                 "role" => once(&mut role, "role", map.next_value::<Word>()?)?,
-                "content" => optional(&mut content, &mut extra, &key, map.next_value()?)?,
+                "content" => optional(
+                    &mut content,
+                    (&mut extra, &mut nulls),
+                    &key,
+                    map.next_value()?,
+                )?,
                 _ => {
-                    let value = map.next_value()?;
-                    extra.insert(key.into_owned(), value);
+                    let value: Box<RawValue> = map.next_value()?;
+                    extra.push(&key, value.get());
                 }
             }
         }
@@ -269,7 +314,7 @@ impl<'de> Visitor<'de> for MessageVisitor {
         Ok(Message {
             role: role.ok_or_else(|| A::Error::missing_field("role"))?,
             content,
-            extra: Extra::from(extra),
+            extra: extra.finish(),
         })
     }
 }

@@ -67,20 +67,70 @@ impl<'de> Deserialize<'de> for RawJson {
 /// The fields of an object that its type does not know, in order, written back unchanged.
 ///
 /// Almost always empty: then it holds no map, only a null pointer (an empty `Map` takes 72
-/// bytes, and a large transcript has one per record, message and content item).
-#[derive(Debug, Clone, Default)]
-pub struct Extra(Option<Box<Map<String, Value>>>);
+/// bytes, and a large transcript has one per record, message and content item). Fields read
+/// from a transcript line are kept as the compact text of an object holding them, and made a
+/// map only when asked for: real transcripts carry a few on every record (`cwd`, `version`,
+/// …), which as maps took some 700 bytes a record.
+#[derive(Clone, Default)]
+pub struct Extra(Option<Box<ExtraFields>>);
+
+#[derive(Clone)]
+pub struct ExtraFields {
+    /// `{"key":value,…}` as read (values byte for byte), until a map is asked for.
+    text: Option<Box<[u8]>>,
+    map: std::sync::OnceLock<Map<String, Value>>,
+}
 
 impl Extra {
     /// Whether there is no unknown field (a deref of an empty `Extra` is the empty map).
     pub fn is_empty(&self) -> bool {
-        self.0.as_ref().is_none_or(|m| m.is_empty())
+        match &self.0 {
+            None => true,
+            Some(f) => f.text.is_none() && f.map.get().is_none_or(|m| m.is_empty()),
+        }
+    }
+}
+
+/// The unknown fields of an object being read, gathered as text (see [`Extra`]).
+#[derive(Default)]
+pub(super) struct ExtraText(Vec<u8>);
+
+impl ExtraText {
+    /// Add a field (its value's text as read).
+    pub(super) fn push(&mut self, key: &str, value: &str) {
+        self.0.push(if self.0.is_empty() { b'{' } else { b',' });
+        // Writing a string to a vector cannot fail.
+        let _ = serde_json::to_writer(&mut self.0, key);
+        self.0.push(b':');
+        self.0.extend_from_slice(value.as_bytes());
+    }
+
+    pub(super) fn finish(mut self) -> Extra {
+        if self.0.is_empty() {
+            return Extra::default();
+        }
+        self.0.push(b'}');
+        Extra(Some(Box::new(ExtraFields {
+            text: Some(self.0.into_boxed_slice()),
+            map: std::sync::OnceLock::new(),
+        })))
+    }
+}
+
+impl fmt::Debug for Extra {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        (**self).fmt(f)
     }
 }
 
 impl From<Map<String, Value>> for Extra {
     fn from(m: Map<String, Value>) -> Extra {
-        Extra((!m.is_empty()).then(|| Box::new(m)))
+        Extra((!m.is_empty()).then(|| {
+            Box::new(ExtraFields {
+                text: None,
+                map: std::sync::OnceLock::from(m),
+            })
+        }))
     }
 }
 
@@ -90,7 +140,13 @@ impl std::ops::Deref for Extra {
     fn deref(&self) -> &Map<String, Value> {
         static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
         match &self.0 {
-            Some(m) => m,
+            Some(f) => f.map.get_or_init(|| {
+                // The text was read as JSON values under escaped keys: it parses.
+                f.text
+                    .as_deref()
+                    .and_then(|t| serde_json::from_slice(t).ok())
+                    .unwrap_or_default()
+            }),
             None => EMPTY.get_or_init(Map::new),
         }
     }
@@ -98,7 +154,31 @@ impl std::ops::Deref for Extra {
 
 impl std::ops::DerefMut for Extra {
     fn deref_mut(&mut self) -> &mut Map<String, Value> {
-        self.0.get_or_insert_with(Box::default)
+        let map = std::mem::take(&mut *self).into_map();
+        let f = self.0.insert(Box::new(ExtraFields {
+            text: None,
+            map: std::sync::OnceLock::from(map),
+        }));
+        f.map.get_mut().expect("the map was set just above")
+    }
+}
+
+impl Extra {
+    fn into_map(self) -> Map<String, Value> {
+        match self.0 {
+            None => Map::new(),
+            Some(f) => {
+                let f = *f;
+                match f.map.into_inner() {
+                    Some(m) => m,
+                    None => f
+                        .text
+                        .as_deref()
+                        .and_then(|t| serde_json::from_slice(t).ok())
+                        .unwrap_or_default(),
+                }
+            }
+        }
     }
 }
 
