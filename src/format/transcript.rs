@@ -122,8 +122,9 @@ impl<'de> Visitor<'de> for RecordVisitor {
                 "usage" => once(&mut usage, "usage", map.next_value()?)?,
                 "boundary" => once(&mut boundary, "boundary", map.next_value()?)?,
                 _ => {
-                    let value: Box<RawValue> = map.next_value()?;
-                    extra.push(&key, value.get());
+                    // Read as a value: checked as the runtime checks it (nesting, UTF-8).
+                    let value: Value = map.next_value()?;
+                    extra.push(&key, &value);
                 }
             }
         }
@@ -224,7 +225,7 @@ fn optional<T, E: serde::de::Error>(
         Some(v) => *slot = Some(v),
         None => {
             nulls.0.push(known_name(key));
-            extra.push(key, "null");
+            extra.push(key, &Value::Null);
         }
     }
     Ok(())
@@ -303,8 +304,9 @@ impl<'de> Visitor<'de> for MessageVisitor {
                     map.next_value()?,
                 )?,
                 _ => {
-                    let value: Box<RawValue> = map.next_value()?;
-                    extra.push(&key, value.get());
+                    // Read as a value: checked as the runtime checks it (nesting, UTF-8).
+                    let value: Value = map.next_value()?;
+                    extra.push(&key, &value);
                 }
             }
         }

@@ -68,15 +68,15 @@ impl<'de> Deserialize<'de> for RawJson {
 ///
 /// Almost always empty: then it holds no map, only a null pointer (an empty `Map` takes 72
 /// bytes, and a large transcript has one per record, message and content item). Fields read
-/// from a transcript line are kept as the compact text of an object holding them, and made a
-/// map only when asked for: real transcripts carry a few on every record (`cwd`, `version`,
+/// from a transcript line are kept as the compact text of an object holding them (read as
+/// values first, so that a line is checked as before), and made a map only when asked for: real transcripts carry a few on every record (`cwd`, `version`,
 /// …), which as maps took some 700 bytes a record.
 #[derive(Clone, Default)]
 pub struct Extra(Option<Box<ExtraFields>>);
 
 #[derive(Clone)]
 pub struct ExtraFields {
-    /// `{"key":value,…}` as read (values byte for byte), until a map is asked for.
+    /// `{"key":value,…}`, compact, until a map is asked for.
     text: Option<Box<[u8]>>,
     map: std::sync::OnceLock<Map<String, Value>>,
 }
@@ -96,13 +96,13 @@ impl Extra {
 pub(super) struct ExtraText(Vec<u8>);
 
 impl ExtraText {
-    /// Add a field (its value's text as read).
-    pub(super) fn push(&mut self, key: &str, value: &str) {
+    /// Add a field.
+    pub(super) fn push(&mut self, key: &str, value: &Value) {
         self.0.push(if self.0.is_empty() { b'{' } else { b',' });
-        // Writing a string to a vector cannot fail.
+        // Writing a string or a value to a vector cannot fail.
         let _ = serde_json::to_writer(&mut self.0, key);
         self.0.push(b':');
-        self.0.extend_from_slice(value.as_bytes());
+        let _ = serde_json::to_writer(&mut self.0, value);
     }
 
     pub(super) fn finish(mut self) -> Extra {
