@@ -177,6 +177,11 @@ fn view(a: ViewArgs) -> Result<i32, CliError> {
     let (state, _) = session::opened_state(&paths, &a.sid, &s.state.state, &noa);
     let p = views::Projection::new(s.messages());
     let files = views::Files::new(&p, &state, &noa, &a.sid, path);
+    if matches!(form, views::Form::View) {
+        // Written as it is made: a large session's view is not held whole.
+        write_stdout_with(|out| files.write_view(out))?;
+        return Ok(0);
+    }
     let b = files.bytes(form, &mut Default::default());
     write_stdout(b.pieces().iter().map(|p| &p[..]))?;
     Ok(0)
@@ -417,11 +422,15 @@ fn progress(label: &'static str) -> impl FnMut(usize, usize) {
 
 /// Write to stdout, piece by piece through one buffer.
 fn write_stdout<'a>(pieces: impl IntoIterator<Item = &'a [u8]>) -> Result<(), CliError> {
+    write_stdout_with(|out| pieces.into_iter().try_for_each(|p| out.write_all(p)))
+}
+
+/// Standard output, buffered, to `write`; a closed pipe is no error.
+fn write_stdout_with(
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), CliError> {
     let mut out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
-    let written = pieces
-        .into_iter()
-        .try_for_each(|p| out.write_all(p))
-        .and_then(|_| out.flush());
+    let written = write(&mut out).and_then(|_| out.flush());
     match written {
         Ok(()) => Ok(()),
         // A closed pipe (`| head`) is not an error worth a message.

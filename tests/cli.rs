@@ -354,3 +354,50 @@ fn settings_come_from_flags_options_and_session_tables() {
     assert_one_line_error(&o, "-o window: expected key=value");
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// `normafs view` writes the view as it makes it: the same bytes the mount's `view.jsonl`
+/// is made of, for a long session with compressed blocks, cut results and a nudge.
+#[test]
+fn view_written_as_made_is_the_view() {
+    use normafs::noa::views;
+    use normafs::store::{root::RootPaths, session};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("r");
+    let o = normafs(&[
+        "gen",
+        &root.to_string_lossy(),
+        "--seed",
+        "3",
+        "--sessions",
+        "1",
+        "--messages",
+        "3000",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let sid = std::fs::read_dir(root.join("transcripts"))
+        .expect("transcripts")
+        .filter_map(|e| e.ok())
+        .find_map(|e| {
+            e.file_name()
+                .to_str()?
+                .strip_suffix(".jsonl")
+                .map(str::to_string)
+        })
+        .expect("a session");
+    let o = normafs(&["view", &root.to_string_lossy(), &sid]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let paths = RootPaths::from_root(&root);
+    let cfg = normafs::config::NoaConfig::default();
+    let s = session::load(&paths, &sid);
+    let (state, _) = session::opened_state(&paths, &sid, &s.state.state, &cfg);
+    assert!(!state.blocks().is_empty(), "compressed blocks");
+    let p = views::Projection::new(s.messages());
+    let files = views::Files::new(&p, &state, &cfg, &sid, &views::runtime_path);
+    let made = files.bytes(views::Form::View, &mut Default::default());
+    // More than one buffer's worth (64 KiB) is written.
+    assert!(made.len() > 4 << 16, "{} bytes", made.len());
+    assert!(
+        o.stdout == made.to_vec(),
+        "normafs view and the view's bytes differ"
+    );
+}

@@ -127,6 +127,37 @@ impl<'x, 'a> Files<'x, 'a> {
         }
     }
 
+    /// `view.jsonl`'s bytes (those of [`Files::bytes`] with [`Form::View`]) written to `out`
+    /// as its lines are made, none kept: `normafs view` of a large session does not hold the
+    /// whole view in memory beside the transcript it was made from.
+    pub fn write_view(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        const FLUSH: usize = 1 << 16;
+        let mut buf = Vec::with_capacity(FLUSH);
+        let mut failed = None;
+        let every = |_| true;
+        assemble::each_wanted(
+            self.turn(),
+            &self.p.msgs,
+            self.state,
+            true,
+            &every,
+            &mut |m, _| {
+                let Some(m) = m.filter(|_| failed.is_none()) else {
+                    return;
+                };
+                m.write_line(&mut buf);
+                if buf.len() >= FLUSH {
+                    failed = out.write_all(&buf).err();
+                    buf.clear();
+                }
+            },
+        );
+        match failed {
+            Some(e) => Err(e),
+            None => out.write_all(&buf),
+        }
+    }
+
     /// The view's provider messages, tagged.
     pub fn view(&self) -> Assembled<'a> {
         assemble::assemble(self.turn(), &self.p.msgs, self.state, true)
