@@ -522,6 +522,8 @@ pub struct ProjectionMemo {
     calls: FastMap<String, CallAt>,
     /// Messages whose calls are in `calls`.
     calls_seen: usize,
+    /// Made for one projection and dropped after (see [`project`]): `known` is not kept.
+    once: bool,
 }
 
 /// The tool calls of `msgs[from..]` into `calls`; `false` when a call id repeats one already
@@ -561,7 +563,13 @@ fn call_name<'a>(msgs: &[&'a Message], at: (u32, u32)) -> &'a str {
 /// The content messages of `msgs` after the last compaction marker, in order, with raw ids.
 /// Origins index `msgs` itself.
 pub fn project<'a>(msgs: &[&'a Message]) -> Vec<Core<'a>> {
-    ProjectionMemo::default().project(msgs)
+    // What a memo keeps for the next projection (a tenth of a large one's memory) is not
+    // made: this one is dropped.
+    ProjectionMemo {
+        once: true,
+        ..ProjectionMemo::default()
+    }
+    .project(msgs)
 }
 
 impl ProjectionMemo {
@@ -587,6 +595,7 @@ impl ProjectionMemo {
         if !usable {
             *self = ProjectionMemo {
                 start,
+                once: self.once,
                 ..ProjectionMemo::default()
             };
             // A call id given twice: the last call names the results, as the runtime's map.
@@ -618,7 +627,7 @@ impl ProjectionMemo {
         // As many as the blocks, at most: a projection is kept while its transcript lasts.
         let blocks: usize = tail.iter().map(|m| m.content.len()).sum();
         let mut out = Vec::with_capacity(blocks);
-        if self.known.is_empty() {
+        if self.known.is_empty() && !self.once {
             self.known.reserve_exact(blocks);
         }
         // The measures of the new blocks, made on several cores when there are many.
@@ -691,7 +700,9 @@ impl ProjectionMemo {
                 };
                 let parts = (role, kind, text, tool, call);
                 out.push(kn.core(parts, origin, m.role == "assistant"));
-                self.known.push(kn);
+                if !self.once {
+                    self.known.push(kn);
+                }
             }
         }
         self.msgs = msgs.len();
