@@ -394,7 +394,7 @@ fn view_written_as_made_is_the_view() {
     let p = views::Projection::new(s.messages());
     let files = views::Files::new(&p, &state, &cfg, &sid, &views::runtime_path);
     let made = files.bytes(views::Form::View, &mut Default::default());
-    // More than one buffer's worth (64 KiB) is written.
+    // A view of many lines, each written as it is made.
     assert!(made.len() > 4 << 16, "{} bytes", made.len());
     assert!(
         o.stdout == made.to_vec(),

@@ -91,31 +91,31 @@ impl<'de> Visitor<'de> for RecordVisitor {
                 "parent_uuid" => optional(
                     &mut parent_uuid,
                     (&mut extra, &mut nulls),
-                    &key,
+                    "parent_uuid",
                     map.next_value()?,
                 )?,
                 "session_id" => optional(
                     &mut session_id,
                     (&mut extra, &mut nulls),
-                    &key,
+                    "session_id",
                     map.next_value::<Option<String>>()?.map(Arc::from),
                 )?,
                 "agent_id" => optional(
                     &mut agent_id,
                     (&mut extra, &mut nulls),
-                    &key,
+                    "agent_id",
                     map.next_value()?,
                 )?,
                 "is_sidechain" => optional(
                     &mut is_sidechain,
                     (&mut extra, &mut nulls),
-                    &key,
+                    "is_sidechain",
                     map.next_value()?,
                 )?,
                 "timestamp" => optional(
                     &mut timestamp,
                     (&mut extra, &mut nulls),
-                    &key,
+                    "timestamp",
                     map.next_value()?,
                 )?,
                 "message" => once(&mut message, "message", map.next_value()?)?,
@@ -207,7 +207,7 @@ fn once<T, E: serde::de::Error>(slot: &mut Option<T>, name: &'static str, v: T) 
     Ok(())
 }
 
-/// The known optional fields read as `null` so far, by name (each may appear once).
+/// The known optional fields read as `null` so far (each may appear once).
 #[derive(Default)]
 struct Nulls(Vec<&'static str>);
 
@@ -215,7 +215,7 @@ struct Nulls(Vec<&'static str>);
 fn optional<T, E: serde::de::Error>(
     slot: &mut Option<T>,
     (extra, nulls): (&mut ExtraText, &mut Nulls),
-    key: &str,
+    key: &'static str,
     v: Option<T>,
 ) -> Result<(), E> {
     if slot.is_some() || nulls.0.contains(&key) {
@@ -224,24 +224,11 @@ fn optional<T, E: serde::de::Error>(
     match v {
         Some(v) => *slot = Some(v),
         None => {
-            nulls.0.push(known_name(key));
+            nulls.0.push(key);
             extra.push(key, &Value::Null);
         }
     }
     Ok(())
-}
-
-/// The static name of a known field (for [`Nulls`]).
-fn known_name(key: &str) -> &'static str {
-    const KNOWN: [&str; 6] = [
-        "parent_uuid",
-        "session_id",
-        "agent_id",
-        "is_sidechain",
-        "timestamp",
-        "content",
-    ];
-    KNOWN.into_iter().find(|k| *k == key).unwrap_or("")
 }
 
 impl Record {
@@ -300,7 +287,7 @@ impl<'de> Visitor<'de> for MessageVisitor {
                 "content" => optional(
                     &mut content,
                     (&mut extra, &mut nulls),
-                    &key,
+                    "content",
                     map.next_value()?,
                 )?,
                 _ => {

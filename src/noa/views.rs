@@ -130,10 +130,10 @@ impl<'x, 'a> Files<'x, 'a> {
     /// `view.jsonl`'s bytes (those of [`Files::bytes`] with [`Form::View`]) written to `out`
     /// as its lines are made, none kept: `normafs view` of a large session does not hold the
     /// whole view in memory beside the transcript it was made from.
+    /// (`out` should be buffered: each line is one write.)
     pub fn write_view(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
-        const FLUSH: usize = 1 << 16;
-        let mut buf = Vec::with_capacity(FLUSH);
-        let mut failed = None;
+        let mut line = Vec::new();
+        let mut written = Ok(());
         let every = |_| true;
         assemble::each_wanted(
             self.turn(),
@@ -142,20 +142,14 @@ impl<'x, 'a> Files<'x, 'a> {
             true,
             &every,
             &mut |m, _| {
-                let Some(m) = m.filter(|_| failed.is_none()) else {
-                    return;
-                };
-                m.write_line(&mut buf);
-                if buf.len() >= FLUSH {
-                    failed = out.write_all(&buf).err();
-                    buf.clear();
+                if let Some(m) = m.filter(|_| written.is_ok()) {
+                    line.clear();
+                    m.write_line(&mut line);
+                    written = out.write_all(&line);
                 }
             },
         );
-        match failed {
-            Some(e) => Err(e),
-            None => out.write_all(&buf),
-        }
+        written
     }
 
     /// The view's provider messages, tagged.

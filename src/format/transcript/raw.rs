@@ -69,13 +69,14 @@ impl<'de> Deserialize<'de> for RawJson {
 /// Almost always empty: then it holds no map, only a null pointer (an empty `Map` takes 72
 /// bytes, and a large transcript has one per record, message and content item). Fields read
 /// from a transcript line are kept as the compact text of an object holding them (read as
-/// values first, so that a line is checked as before), and made a map only when asked for: real transcripts carry a few on every record (`cwd`, `version`,
-/// …), which as maps took some 700 bytes a record.
+/// values first, so that a line is checked as before), and made a map only when asked
+/// for: real transcripts carry a few on every record (`cwd`, `version`, …), which as maps
+/// took some 700 bytes a record.
 #[derive(Clone, Default)]
 pub struct Extra(Option<Box<ExtraFields>>);
 
 #[derive(Clone)]
-pub struct ExtraFields {
+struct ExtraFields {
     /// `{"key":value,…}`, compact, until a map is asked for.
     text: Option<Box<[u8]>>,
     map: std::sync::OnceLock<Map<String, Value>>,

@@ -247,9 +247,10 @@ impl NormaFs {
                 let data = self
                     .computed_snapshot(fh, offset, size)
                     .unwrap_or_else(|| Ok(Chunk::Whole(Bytes::default())))?;
-                let mut out = Vec::new();
-                let window = data.window_in(offset, size, &mut out).to_vec();
-                Ok(window)
+                Ok(match &data {
+                    Chunk::Whole(b) => b.window(offset, size).into_owned(),
+                    Chunk::At(..) => data.window_in(offset, size, &mut Vec::new()).to_vec(),
+                })
             }
             Some(Handle::Real {
                 file: f,
