@@ -79,9 +79,9 @@ fn session_outputs(
         run(&["view", "--materialized", r, sid]),
     );
     let timeline = run(&["timeline", r, sid]);
-    let requests = timeline.split(|b| *b == b'\n').filter(|l| !l.is_empty());
+    let mut requests = timeline.split(|b| *b == b'\n').filter(|l| !l.is_empty());
     let last = requests
-        .last()
+        .next_back()
         .and_then(|l| serde_json::from_slice::<serde_json::Value>(l).ok())
         .and_then(|v| v["messages"].as_u64())
         .unwrap_or(0);
