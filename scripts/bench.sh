@@ -9,7 +9,7 @@
 #   --runs N  runs of each warm measurement (default 10; quick 3, and 2 for P9's rows)
 #   --only L  only these rows, a comma-separated list of P1,P1u,P1o,P2,P3,P3u,P3o,P4 (P4 runs
 #             P4-P7),P4h (P4h, P6h, P7h),P8 (P8, P8n),P9 (P9 runs P9, P9s, P9r, P9m, P9b),P9u (P9u, P9ur),P9o (P9o, P9or),
-#             P10 (P10, P10a, P10m)
+#             P10 (P10, P10a, P10m),P10h (P10h, P10ah, P10mh)
 #
 # A full run of every row takes about 30 minutes: P9, P9u and P9o about 25 of them (data and
 # its native copy 2, P9 13 with 9 fresh mounts whose first grep computes every view, P9u and
@@ -62,6 +62,8 @@
 #       P10a `normafs view --at N/2` (the view at one request) vs `normafs view`; P10m the
 #       same timeline through a mount (cat sessions/<sid>/timeline.jsonl, a fresh mount each
 #       run) vs cat of its view.jsonl (a fresh mount each run).
+#   P10h, P10ah, P10mh: the same on a scripts/heavy.py session of as many messages (issue 41:
+#       the history of a tool-heavy session of the other shape; it makes no Compress call).
 #   P9  root C's mount vs the native copy of its tree (issues 24, 40), as root, mounted by
 #       default; P9u: the same --passthrough; P9o: as an ordinary user (both sides as that user, the
 #       native copy made that user's, as the mount shows its computed files and ctl):
@@ -608,34 +610,51 @@ fi
 
 # ---- P10 --------------------------------------------------------------------------------------
 
-if want P10; then
-    D="$WORK/d"
-    D_MSGS=$([ "$QUICK" = 1 ] && echo 2000 || echo 10000)
-    "$BIN" gen "$D" --seed 3 --sessions 1 --messages "$D_MSGS" >"$OUT/gen-d.log" 2>&1
-    D_SID=$(basename "$(ls "$D"/transcripts/*.jsonl | head -n 1)" .jsonl)
-    echo "bench.sh: P10 on a session of $D_MSGS messages ($(cat "$OUT/gen-d.log"))" >&2
-    hf P10 plain "$WARM_RUNS" "$BIN timeline $D $D_SID" "$BIN view $D $D_SID" >/dev/null
-    row P10 "timeline of a $D_MSGS-message session vs one view" \
-        "$(spread P10 timeline view)" "≤2×"
-    hf P10a plain "$WARM_RUNS" "$BIN view --at $((D_MSGS / 2)) $D $D_SID" "$BIN view $D $D_SID" >/dev/null
-    row P10a "view --at $((D_MSGS / 2)) vs one view" "$(spread P10a "--at" view)" "≤1×"
+# p10 SUFFIX ROOT SID MSGS: rows P10, P10a, P10m (each id followed by SUFFIX) on session SID of
+# ROOT, of MSGS messages.
+p10() {
+    local sfx="$1" root="$2" sid="$3" msgs="$4" r side f
+    hf "P10$sfx" plain "$WARM_RUNS" "$BIN timeline $root $sid" "$BIN view $root $sid" >/dev/null
+    row "P10$sfx" "timeline of a $msgs-message session vs one view" \
+        "$(spread "P10$sfx" timeline view)" "≤2×"
+    hf "P10a$sfx" plain "$WARM_RUNS" "$BIN view --at $((msgs / 2)) $root $sid" "$BIN view $root $sid" >/dev/null
+    row "P10a$sfx" "view --at $((msgs / 2)) vs one view" "$(spread "P10a$sfx" "--at" view)" "≤1×"
     # Through a mount: a fresh mount for each run of either side (nothing kept).
-    : >"$OUT/P10m.mount"
-    : >"$OUT/P10m.base"
+    : >"$OUT/P10m$sfx.mount"
+    : >"$OUT/P10m$sfx.base"
     for r in $(seq 1 "$WARM_RUNS"); do
         for side in mount base; do
-            mount_fs "$MNT" "$D"
+            mount_fs "$MNT" "$root"
             if [ "$side" = mount ]; then
-                f="$MNT/sessions/$D_SID/timeline.jsonl"
+                f="$MNT/sessions/$sid/timeline.jsonl"
             else
-                f="$MNT/sessions/$D_SID/view.jsonl"
+                f="$MNT/sessions/$sid/view.jsonl"
             fi
-            one "cat $f" >>"$OUT/P10m.$side"
+            one "cat $f" >>"$OUT/P10m$sfx.$side"
             unmount_fs "$MNT"
         done
     done
-    row P10m "cat timeline.jsonl vs cat view.jsonl, fresh mounts" \
-        "$(spread P10m timeline.jsonl view.jsonl)" "≤2×"
+    row "P10m$sfx" "cat timeline.jsonl vs cat view.jsonl, fresh mounts" \
+        "$(spread "P10m$sfx" timeline.jsonl view.jsonl)" "≤2×"
+}
+
+D_MSGS=$([ "$QUICK" = 1 ] && echo 2000 || echo 10000)
+if want P10; then
+    D="$WORK/d"
+    "$BIN" gen "$D" --seed 3 --sessions 1 --messages "$D_MSGS" >"$OUT/gen-d.log" 2>&1
+    D_SID=$(basename "$(ls "$D"/transcripts/*.jsonl | head -n 1)" .jsonl)
+    echo "bench.sh: P10 on a session of $D_MSGS messages ($(cat "$OUT/gen-d.log")); $(shape "$D/transcripts/$D_SID.jsonl")" >&2
+    p10 "" "$D" "$D_SID" "$D_MSGS"
+fi
+
+if want P10h; then
+    # The other shape (scripts/heavy.py), with no Compress call: every request past the
+    # window is truncated.
+    DH="$WORK/dh"
+    python3 "$HERE/scripts/heavy.py" "$DH" --messages "$D_MSGS" >"$OUT/heavy-d.log"
+    DH_SID=$(cat "$OUT/heavy-d.log")
+    echo "bench.sh: P10h on $DH_SID, $D_MSGS messages; $(shape "$DH/transcripts/$DH_SID.jsonl")" >&2
+    p10 h "$DH" "$DH_SID" "$D_MSGS"
 fi
 
 # ---- P9 ---------------------------------------------------------------------------------------
