@@ -37,7 +37,8 @@ fn ids_hash_role_type_call_tool_text() {
 }
 
 /// A projection large enough to be measured on several cores gives what one made a few
-/// messages at a time (measured one by one) gives: ids with their repeats, measures, pairs.
+/// messages at a time (measured one by one) gives: ids with their repeats, measures, pairs,
+/// origins.
 #[test]
 fn a_projection_measured_on_several_cores_equals_one_made_in_steps() {
     use crate::format::transcript::{
@@ -91,6 +92,9 @@ fn a_projection_measured_on_several_cores_equals_one_made_in_steps() {
             c.chars,
             c.pair,
             c.tool.to_string(),
+            c.call.to_string(),
+            format!("{:?}", c.origin),
+            (c.by_assistant, c.marked, c.headed),
         )
     };
     assert_eq!(whole.len(), stepped.len());
