@@ -274,11 +274,11 @@ pub fn mount_background(
     // 10 MiB more resident for it. Blocks of 32 MiB and more mapped of their own, those
     // below from the heap (the bound glibc would reach by itself, fixed from the start).
     // With a bound of 256 KiB, every large list of a computation was a new mapping faulted
-    // in page by page: the first read of a 100,000-message session's view took ~1.15 s
-    // against ~1.03 s (10 interleaved runs), with the RSS after `ls -l` and `du` of a
-    // 1,000-session root (+43-46 MiB), after a whole-mount grep (77-78 MiB) and after a read
-    // past a small budget (14 MiB) the same either way; what is freed goes back to the
-    // system through `malloc_trim` (`store/cache.rs`).
+    // in page by page: the first read of a 100,000-message session's view took ~1.21 s
+    // against ~1.03 s (medians of 10 interleaved runs), with the RSS after `ls -l` and `du`
+    // of a 1,000-session root (+43-46 MiB), after a whole-mount grep (77-78 MiB) and after
+    // a read past a small budget (14 MiB) the same either way; what is freed goes back to
+    // the system through `malloc_trim` (`store/cache.rs`).
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt has no preconditions; set before the mount's threads start.
     unsafe {
