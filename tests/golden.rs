@@ -150,17 +150,10 @@ fn all_outputs() -> BTreeMap<String, Vec<u8>> {
         ],
     );
     set_tree_mtime(&root, day_ago);
-    let mut sids: Vec<String> = std::fs::read_dir(root.join("transcripts"))
-        .expect("transcripts")
-        .flatten()
-        .filter_map(|e| {
-            e.file_name()
-                .to_str()
-                .and_then(|n| n.strip_suffix(".jsonl"))
-                .map(str::to_string)
-        })
-        .collect();
-    sids.sort();
+    let paths = normafs::store::root::RootPaths::from_root(&root);
+    let sids = normafs::store::root::discover(&paths)
+        .expect("the gen root's sessions")
+        .sessions;
     assert!(!sids.is_empty(), "gen wrote no session");
     for sid in &sids {
         session_outputs(&root, sid, &[], &mut out);
