@@ -6,9 +6,10 @@ cd "$(dirname "$0")/.."
 
 # Tools the mount tests drive (installed only when missing; needs root or sudo): jq, python3,
 # fuse3 (fusermount3, mount.fuse3) for the ordinary-user, daemon and fstab tests, and
-# rsvg-convert (librsvg2-bin), the SVG renderer the timeline tests draw timeline.svg with.
+# rsvg-convert (librsvg2-bin), the SVG renderer the timeline tests draw timeline.svg with, and
+# chromium, the browser the page tests open view.html and index.html in.
 need=()
-for t in jq:jq python3:python3 fusermount3:fuse3 rsvg-convert:librsvg2-bin; do
+for t in jq:jq python3:python3 fusermount3:fuse3 rsvg-convert:librsvg2-bin chromium:chromium; do
   command -v "${t%%:*}" >/dev/null 2>&1 || need+=("${t#*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then

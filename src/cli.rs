@@ -141,6 +141,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         Cmd::Demo(a) => mount::demo(a),
         Cmd::View(a) => view(a),
         Cmd::Timeline(a) => timeline(a),
+        Cmd::Html(a) => html(a),
         Cmd::Config(a) => config(a),
         Cmd::Audit(a) => audit(a),
         Cmd::Ctl(a) => ctl(a),
@@ -221,6 +222,33 @@ fn timeline(a: TimelineArgs) -> Result<i32, CliError> {
         }
     };
     write_stdout([&out[..]])?;
+    Ok(0)
+}
+
+/// `normafs html ROOT [SID] [--at N]`: a session's view.html (at/N/view.html), or the root's
+/// index.html.
+fn html(a: HtmlArgs) -> Result<i32, CliError> {
+    let (paths, cfg) = open_root(&a.root, &a.dirs, &a.settings, a.sid.as_deref())?;
+    let now = chrono::Utc::now();
+    let path = &views::runtime_path;
+    let out = match (&a.sid, a.at) {
+        (Some(sid), Some(n)) => {
+            check_session(&paths, sid)?;
+            crate::html::page_at(&paths, &cfg, sid, n, now, path)
+                .map_err(|e| CliError::new(format!("{sid}: {e}")))?
+        }
+        (Some(sid), None) => {
+            check_session(&paths, sid)?;
+            crate::html::session_page(&paths, &cfg, sid, now, path)
+        }
+        (None, _) => {
+            discover(&paths)?;
+            let page = crate::html::index_page(&paths, &cfg, now)
+                .map_err(|e| CliError::new(format!("{}: {e}", a.root.display())))?;
+            page.into_bytes().into()
+        }
+    };
+    write_stdout(out.pieces().iter().map(|p| &p[..]))?;
     Ok(0)
 }
 

@@ -145,6 +145,13 @@ pub fn instructions(d: &DemoRoot, mnt: &Path) -> String {
         .filter(|n| d.root.join(format!("noa/{s}/tier{n}")).is_dir())
         .map(|n| format!(" {m}/sessions/{s}/tier{n}/"))
         .collect();
+    // Chromium refuses to run as root without it.
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let sandbox = if unsafe { libc::geteuid() } == 0 {
+        " --no-sandbox"
+    } else {
+        ""
+    };
     let mut out = format!(
         "normafs demo: {} sessions from {} mounted at {m}\n\
          Try, in another terminal:\n\
@@ -154,6 +161,7 @@ pub fn instructions(d: &DemoRoot, mnt: &Path) -> String {
          \x20 jq -c 'select(.block) | {{block, tier, range}}' {m}/sessions/{s}/view.jsonl\n\
          \x20 jq -c .message {m}/sessions/{s}/materialized.jsonl | wc -l   # blocks applied, no tags\n\
          \x20 less {m}/sessions/{s}/view.md\n\
+         \x20 chromium{sandbox} {m}/index.html                   # every session; each view as a page\n\
          \x20 cat {m}/sessions/{s}/status.json\n\
          \x20 ls {m}/sessions/{s}/raw/{tiers}\n\
          \x20 head -20 {m}/sessions/{s}/raw/m00002.md              # the raw content of one ref\n\

@@ -25,6 +25,7 @@ pub mod format;
 pub mod fs;
 pub mod fuse;
 pub mod gen;
+pub mod html;
 pub mod noa;
 pub mod store;
 pub mod timeline;

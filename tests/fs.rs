@@ -65,7 +65,8 @@ fn namespace_matches_the_spec_layout() {
             "memory",
             "audit.txt",
             "ctl",
-            "timeline.svg"
+            "timeline.svg",
+            "index.html"
         ]
     );
     let sessions = lookup_path(&fs, "sessions").expect("sessions");
@@ -92,7 +93,8 @@ fn namespace_matches_the_spec_layout() {
             "ctl",
             "timeline.jsonl",
             "timeline.svg",
-            "at"
+            "at",
+            "view.html"
         ]
     );
     // A session that never compressed has no state.json and no tier directory; a session

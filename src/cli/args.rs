@@ -47,6 +47,9 @@ pub(super) enum Cmd {
     /// Print a session's timeline.jsonl (or timeline.svg): every request's history and view
     /// tokens against the window, truncation, the nudge shown, the Compress calls answered
     Timeline(TimelineArgs),
+    /// Print a session's view.html (or, without a session, the root's index.html): the page a
+    /// browser shows from the mount
+    Html(HtmlArgs),
     /// Print the settings each session gets, and where each value came from
     Config(ConfigArgs),
     /// Audit a root (or one session): exit 0 when no errors, 1 when there are errors
@@ -152,6 +155,25 @@ pub(super) struct TimelineArgs {
     /// Print the picture (SVG) instead of the JSON lines
     #[arg(long)]
     pub(super) svg: bool,
+    #[command(flatten)]
+    pub(super) dirs: RootArgs,
+    #[command(flatten)]
+    pub(super) settings: SettingsArgs,
+}
+
+/// The arguments of `normafs html`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "The pages are self-contained (inline style, no script, no network) and link to the files beside them in the mount by relative paths: saved as sessions/<sid>/view.html and index.html in a copy of the mount, their links work there too."
+)]
+pub(super) struct HtmlArgs {
+    /// The session root
+    pub(super) root: PathBuf,
+    /// The session id (without it: the root's index.html, every session in one table)
+    pub(super) sid: Option<String>,
+    /// The page of the request after the first N transcript messages (at/N/view.html)
+    #[arg(long, value_name = "N", requires = "sid")]
+    pub(super) at: Option<usize>,
     #[command(flatten)]
     pub(super) dirs: RootArgs,
     #[command(flatten)]

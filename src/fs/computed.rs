@@ -296,6 +296,14 @@ impl Fingerprints {
     fn of(&self, node: &Node) -> Described {
         match node {
             Node::Computed(_, kind) => self.of_kind(*kind),
+            // The page shows the session's figures (`status.json`'s) and its audit's.
+            Node::History(Some(_), super::node::HistoryFile::Page) => {
+                self.of_inputs(super::layout::DependsOn {
+                    subagents: true,
+                    archives: true,
+                    liveness: true,
+                })
+            }
             // The replay reads the journal, in the archive root.
             Node::History(Some(_), _) => self.of_inputs(super::layout::DependsOn {
                 archives: true,

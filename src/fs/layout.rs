@@ -314,7 +314,8 @@ mod tests {
         assert_eq!(layout.rows().count(), SESSION.len() + 1);
         assert_eq!(layout.add(&NOTES), Err(LayoutError::Taken("notes.txt")));
         assert_eq!(Layout::default().find("notes.txt"), None, "per layout");
-        static TAKEN: [ComputedFile; 6] = [
+        static TAKEN: [ComputedFile; 7] = [
+            ComputedFile::new("view.html", nothing),
             ComputedFile::new("view.jsonl", nothing),
             ComputedFile::new("transcript.jsonl", nothing),
             ComputedFile::new("ctl", nothing),

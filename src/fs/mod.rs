@@ -424,6 +424,7 @@ impl NormaFs {
                 for (f, name) in [
                     (node::HistoryFile::Timeline, "timeline.jsonl"),
                     (node::HistoryFile::TimelineSvg, "timeline.svg"),
+                    (node::HistoryFile::Page, "view.html"),
                 ] {
                     push(
                         Node::History(Some(sid.clone()), f),

@@ -69,6 +69,12 @@ pub enum HistoryFile {
     View(usize),
     /// `at/<n>/view.md`.
     ViewMd(usize),
+    /// `view.html`: today's view as a page, the history picture inline (issue 42).
+    Page,
+    /// `at/<n>/view.html`.
+    PageAt(usize),
+    /// The root's `index.html`: every session in one table.
+    Index,
 }
 
 /// A link beside a session's files (or the root's) into its `.history/`.
@@ -77,21 +83,31 @@ pub enum HistoryLink {
     Timeline,
     TimelineSvg,
     At,
+    /// `view.html`: behind a link, so that `grep -r` does not read the view a second time.
+    Page,
+    /// The root's `index.html`.
+    Index,
 }
 
 impl HistoryLink {
     /// In a session directory, in listing order (the root shows `timeline.svg` only).
-    pub const SESSION: [HistoryLink; 3] = [
+    pub const SESSION: [HistoryLink; 4] = [
         HistoryLink::Timeline,
         HistoryLink::TimelineSvg,
         HistoryLink::At,
+        HistoryLink::Page,
     ];
+
+    /// At the mount's root, in listing order.
+    pub const ROOT: [HistoryLink; 2] = [HistoryLink::TimelineSvg, HistoryLink::Index];
 
     pub fn name(self) -> &'static str {
         match self {
             HistoryLink::Timeline => "timeline.jsonl",
             HistoryLink::TimelineSvg => "timeline.svg",
             HistoryLink::At => "at",
+            HistoryLink::Page => "view.html",
+            HistoryLink::Index => "index.html",
         }
     }
 
@@ -101,6 +117,8 @@ impl HistoryLink {
             HistoryLink::Timeline => ".history/timeline.jsonl",
             HistoryLink::TimelineSvg => ".history/timeline.svg",
             HistoryLink::At => ".history/at",
+            HistoryLink::Page => ".history/view.html",
+            HistoryLink::Index => ".history/index.html",
         }
     }
 
@@ -156,10 +174,10 @@ pub enum Node {
     Real(Base, PathBuf),
     /// `/sessions/<sid>/.history` (`Some`) or `/.history` (`None`): not listed.
     HistoryDir(Option<String>),
-    /// `/sessions/<sid>/{timeline.jsonl,timeline.svg,at}` (`Some`) or `/timeline.svg`
-    /// (`None`): links into `.history/`.
+    /// `/sessions/<sid>/{timeline.jsonl,timeline.svg,at,view.html}` (`Some`) or
+    /// `/{timeline.svg,index.html}` (`None`): links into `.history/`.
     HistoryLink(Option<String>, HistoryLink),
-    /// A computed file of `.history/` (the root's: `timeline.svg` only).
+    /// A computed file of `.history/` (the root's: `timeline.svg` and `index.html`).
     History(Option<String>, HistoryFile),
     /// `/sessions/<sid>/.history/at`
     AtDir(String),

@@ -517,9 +517,10 @@ impl Watcher {
             // journal is there): a change of any is reported as the session's, and the kernel
             // is told to drop it (`NormaFs::invalidate_computed`); `.history/` lists the same
             // names always. The views at past requests are made again whenever asked for.
-            Node::History(Some(sid), HistoryFile::Timeline | HistoryFile::TimelineSvg) => {
-                !dir && session(sid)
-            }
+            Node::History(
+                Some(sid),
+                HistoryFile::Timeline | HistoryFile::TimelineSvg | HistoryFile::Page,
+            ) => !dir && session(sid),
             // `at/`'s attributes never change (its listing is made afresh at every pass).
             Node::HistoryDir(Some(sid)) | Node::AtDir(sid) => session(sid),
             Node::HistoryDir(_) | Node::History(..) | Node::AtPoint(..) | Node::AtLatest(_) => {

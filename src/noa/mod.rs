@@ -7,7 +7,8 @@
 //! - [`pipeline`]: refs, liveness, prune, Compress-call hiding, measure, truncation (4.4);
 //!   [`protect`] (4.6), [`turns`], [`recommend`] and [`nudge`] (4.7).
 //! - [`assemble`]: provider messages and their `view.jsonl` lines; [`session`]: the view and
-//!   the materialized history (4.9); [`render`]: view.md, raw ranges, status.json, forks (4.10).
+//!   the materialized history (4.9); [`render`]: view.md, raw ranges, status.json, forks (4.10);
+//!   [`html`]: view.html and the root's index.html.
 //! - [`args`] and [`compress`]: the Compress call (4.5); [`rebuild`]: replay (4.8).
 
 pub mod args;
@@ -15,6 +16,7 @@ pub mod assemble;
 pub mod compress;
 pub mod content;
 pub mod edit;
+pub mod html;
 pub mod lines;
 pub mod nudge;
 pub mod pipeline;

@@ -70,6 +70,8 @@ pub enum Form<'p> {
     Materialized,
     /// Naming places as `places` says.
     Markdown(&'p render::Places<'p>),
+    /// `view.html`, with what the page shows besides the view.
+    Html(&'p super::html::Extras),
 }
 
 /// One session's views and files over one projection and state: the turn its view and
@@ -123,6 +125,12 @@ impl<'x, 'a> Files<'x, 'a> {
                 let msgs = self.view();
                 let md = render::markdown(&msgs, self.turn(), state, self.cfg, self.sid, places);
                 Bytes::from(md.into_bytes())
+            }
+            Form::Html(x) => {
+                let msgs = self.view();
+                let page =
+                    super::html::session_page(&msgs, self.turn(), state, self.cfg, self.sid, x);
+                Bytes::from(page.into_bytes())
             }
         }
     }

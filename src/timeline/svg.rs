@@ -8,6 +8,16 @@ impl Timeline {
     /// `timeline.svg`: history and view tokens per request against the window's lines, the
     /// Compress calls by tier, and the nudges the model let pass.
     pub fn svg(&self) -> String {
+        self.svg_with(false)
+    }
+
+    /// [`Timeline::svg`] with each request a link to its view's page (`at/<n>/view.html`,
+    /// relative to the session directory): `view.html` shows it inline.
+    pub fn svg_linked(&self) -> String {
+        self.svg_with(true)
+    }
+
+    fn svg_with(&self, links: bool) -> String {
         let (w, h) = (960.0, 380.0);
         let (left, right, top, bottom) = (78.0, 130.0, 62.0, 52.0);
         let (pw, ph) = (w - left - right, h - top - bottom);
@@ -198,6 +208,26 @@ impl Timeline {
                 );
             }
         }
+        if links && n > 0 {
+            // A column over each request (every k-th of very many: a page stays small).
+            let every = n.div_ceil(MAX_LINKS).max(1);
+            let col = if n <= 1 { pw } else { pw / (n - 1) as f64 } * every as f64;
+            s.push_str("<g class=\"requests\">\n");
+            for (i, p) in self.points.iter().enumerate().step_by(every) {
+                let _ = writeln!(
+                    s,
+                    "<a href=\"at/{at}/view.html\"><rect x=\"{:.1}\" y=\"{top}\" width=\"{:.1}\" \
+                     height=\"{ph}\" fill=\"#1f77b4\" fill-opacity=\"0\"><title>request {}: the \
+                     view after {at} messages, {} tokens</title></rect></a>",
+                    (x(i) - col / 2.0).max(left),
+                    col.max(1.0),
+                    p.number,
+                    thousands(p.request.sent),
+                    at = p.request.at,
+                );
+            }
+            s.push_str("</g>\n");
+        }
         // Legend.
         let legend = [
             ("#999999", "history"),
@@ -226,6 +256,9 @@ impl Timeline {
         s
     }
 }
+
+/// At most this many requests of a picture are links.
+const MAX_LINKS: usize = 2000;
 
 /// The root's `timeline.svg`: each session's peak share of its window, one bar each.
 pub fn root_svg(

@@ -196,6 +196,21 @@ impl Computed {
                 };
                 timeline::view_at(&self.paths, sid, &cfg, n, now, &*namer, form).map_err(err)
             }
+            HistoryFile::Page => {
+                let namer = self.archive_namer(sid, cfg.archive_paths == ArchivePaths::Mount);
+                Ok(crate::html::session_page(
+                    &self.paths,
+                    &self.cfg,
+                    sid,
+                    now,
+                    &*namer,
+                ))
+            }
+            HistoryFile::PageAt(n) => {
+                let namer = self.archive_namer(sid, cfg.archive_paths == ArchivePaths::Mount);
+                crate::html::page_at(&self.paths, &self.cfg, sid, n, now, &*namer).map_err(err)
+            }
+            HistoryFile::Index => Err(FsError::Invalid("not a session's file".into())),
         }
     }
 
@@ -254,6 +269,38 @@ impl Computed {
                         self.cfg.noa.truncate_ratio,
                     )
                     .into_bytes(),
+                ))
+            }
+            Node::History(None, HistoryFile::Index) => {
+                let d = root::discover(&self.paths).map_err(FsError::from)?;
+                // Each session's figures as its own files have them (made, or kept, as for a
+                // reader of them), and the root's picture likewise.
+                let rows: Vec<_> = d
+                    .sessions
+                    .iter()
+                    .map(|sid| {
+                        let file = |kind| {
+                            self.content(&Node::Computed(sid.clone(), kind))
+                                .ok()
+                                .and_then(|r| r.data)
+                        };
+                        let status = file(ComputedKind::STATUS).and_then(|b| {
+                            serde_json::from_slice::<serde_json::Value>(&b.to_vec()).ok()
+                        });
+                        let counts = file(ComputedKind::AUDIT)
+                            .and_then(|_| self.findings(sid))
+                            .map_or((0, 0, 0), |a| a.counts());
+                        let messages = self.message_count(sid).unwrap_or(0);
+                        crate::html::index_row(&self.paths, sid, status, counts, messages)
+                    })
+                    .collect();
+                let svg = self
+                    .content(&Node::History(None, HistoryFile::TimelineSvg))
+                    .ok()
+                    .and_then(|r| r.data)
+                    .map(|b| String::from_utf8_lossy(&b.to_vec()).into_owned());
+                Ok(Bytes::from(
+                    crate::noa::html::index_page(&rows, svg.as_deref()).into_bytes(),
                 ))
             }
             _ => Err(FsError::Invalid("not a computed file".into())),

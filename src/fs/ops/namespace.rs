@@ -26,9 +26,11 @@ impl NormaFs {
             (Node::Root, Some("ctl")) => Node::Ctl(None),
             (Node::Root, Some(node::HISTORY_DIR)) => Node::HistoryDir(None),
             (Node::Root, Some("timeline.svg")) => Node::HistoryLink(None, HistoryLink::TimelineSvg),
+            (Node::Root, Some("index.html")) => Node::HistoryLink(None, HistoryLink::Index),
             (Node::HistoryDir(None), Some("timeline.svg")) => {
                 Node::History(None, HistoryFile::TimelineSvg)
             }
+            (Node::HistoryDir(None), Some("index.html")) => Node::History(None, HistoryFile::Index),
             (Node::Session(sid), Some(node::HISTORY_DIR)) => Node::HistoryDir(Some(sid.clone())),
             (Node::Session(sid), Some(n)) if HistoryLink::of_name(n).is_some() => {
                 Node::HistoryLink(
@@ -42,6 +44,9 @@ impl NormaFs {
             (Node::HistoryDir(Some(sid)), Some("timeline.svg")) => {
                 Node::History(Some(sid.clone()), HistoryFile::TimelineSvg)
             }
+            (Node::HistoryDir(Some(sid)), Some("view.html")) => {
+                Node::History(Some(sid.clone()), HistoryFile::Page)
+            }
             (Node::HistoryDir(Some(sid)), Some("at")) => Node::AtDir(sid.clone()),
             (Node::AtDir(sid), Some(node::AT_LATEST)) => Node::AtLatest(sid.clone()),
             (Node::AtDir(sid), Some(n)) => match node::parse_point(n) {
@@ -53,6 +58,9 @@ impl NormaFs {
             }
             (Node::AtPoint(sid, k), Some("view.md")) => {
                 Node::History(Some(sid.clone()), HistoryFile::ViewMd(*k))
+            }
+            (Node::AtPoint(sid, k), Some("view.html")) => {
+                Node::History(Some(sid.clone()), HistoryFile::PageAt(*k))
             }
             (Node::Sessions, Some(sid)) if self.session_exists(sid) => {
                 Node::Session(sid.to_string())
@@ -243,17 +251,22 @@ impl NormaFs {
                 add(Node::MemoryDir, FileKind::Dir, OsStr::new("memory"));
                 add(Node::RootAudit, FileKind::File, OsStr::new("audit.txt"));
                 add(Node::Ctl(None), FileKind::File, OsStr::new("ctl"));
-                add(
-                    Node::HistoryLink(None, HistoryLink::TimelineSvg),
-                    FileKind::Symlink,
-                    OsStr::new("timeline.svg"),
-                );
+                for l in HistoryLink::ROOT {
+                    add(
+                        Node::HistoryLink(None, l),
+                        FileKind::Symlink,
+                        OsStr::new(l.name()),
+                    );
+                }
             }
-            Node::HistoryDir(None) => add(
-                Node::History(None, HistoryFile::TimelineSvg),
-                FileKind::File,
-                OsStr::new("timeline.svg"),
-            ),
+            Node::HistoryDir(None) => {
+                for (f, name) in [
+                    (HistoryFile::TimelineSvg, "timeline.svg"),
+                    (HistoryFile::Index, "index.html"),
+                ] {
+                    add(Node::History(None, f), FileKind::File, OsStr::new(name));
+                }
+            }
             Node::HistoryDir(Some(sid)) => {
                 if !self.session_exists(sid) {
                     return Err(FsError::NotFound);
@@ -269,6 +282,11 @@ impl NormaFs {
                     OsStr::new("timeline.svg"),
                 );
                 add(Node::AtDir(sid.clone()), FileKind::Dir, OsStr::new("at"));
+                add(
+                    Node::History(Some(sid.clone()), HistoryFile::Page),
+                    FileKind::File,
+                    OsStr::new("view.html"),
+                );
             }
             Node::AtDir(sid) => {
                 if !self.session_exists(sid) {
@@ -297,6 +315,11 @@ impl NormaFs {
                     Node::History(Some(sid.clone()), HistoryFile::ViewMd(*k)),
                     FileKind::File,
                     OsStr::new("view.md"),
+                );
+                add(
+                    Node::History(Some(sid.clone()), HistoryFile::PageAt(*k)),
+                    FileKind::File,
+                    OsStr::new("view.html"),
                 );
             }
             Node::Sessions => {
