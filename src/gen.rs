@@ -164,7 +164,12 @@ impl GenReport {
             self.bytes
         );
         if !self.damages.is_empty() {
-            s.push_str(&format!("; {} damages injected", self.damages.len()));
+            s.push_str(&format!(
+                "; {} damages injected: {} clean sessions and {} damaged ones",
+                self.damages.len(),
+                self.clean_sessions.len(),
+                self.corrupt_sessions.len()
+            ));
         }
         s
     }

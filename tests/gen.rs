@@ -645,6 +645,31 @@ fn corrupt_roots_carry_every_catalogue_damage() {
     let expected: BTreeSet<&str> = CATALOGUE.into_iter().collect();
     assert_eq!(codes, expected);
 
+    // `gen --help` says how many sessions `--corrupt` adds, and the summary line names both.
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_normafs"))
+        .args(["gen", "--help"])
+        .output()
+        .expect("gen --help");
+    let help = String::from_utf8_lossy(&help.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let n = report.corrupt_sessions.len();
+    assert!(
+        help.contains(&format!(
+            "({n}, after the --sessions clean ones: `--sessions 5 --corrupt` writes {})",
+            5 + n
+        )),
+        "{help}"
+    );
+    assert!(
+        report
+            .summary()
+            .contains(&format!("2 clean sessions and {n} damaged ones")),
+        "{}",
+        report.summary()
+    );
+
     // Damaged sessions are extra: the clean ones stay clean.
     for sid in &report.clean_sessions {
         check_clean_session(&root, sid, &o);

@@ -245,7 +245,9 @@ pub(super) struct GenArgs {
     /// Seed: the same options give the same bytes
     #[arg(long, default_value_t = 1)]
     pub(super) seed: u64,
-    /// Also add every kind of damage the audit catalogue names
+    /// Also add every kind of damage the audit catalogue names: one more session per kind a
+    /// session can have (37, after the --sessions clean ones: `--sessions 5 --corrupt` writes
+    /// 42) and damaged entries in the root itself
     #[arg(long)]
     pub(super) corrupt: bool,
     #[command(flatten)]
