@@ -519,6 +519,20 @@ fn timeline_svg_is_drawn_by_a_real_renderer() {
         points: Vec::new(),
     };
     renders(empty.svg().as_bytes());
+    // Scaled to the data: at a window far above the curves, its lines are named, not drawn
+    // with the curves squeezed under them; the title says what its peak measures.
+    let wide = normafs::timeline::Timeline {
+        window: 2_000_000,
+        ..timeline_of(SESSIONS[0])
+    };
+    let svg = wide.svg();
+    assert!(
+        svg.contains("↑ above the chart: window 2,000,000, truncate 1,900,000, pressure 1,500,000"),
+        "{svg:.2000}"
+    );
+    assert!(!svg.contains(">window 2,000,000</text>"));
+    assert!(svg.contains("(counted before cuts)"));
+    renders(svg.as_bytes());
 }
 
 /// The mount's history: `at/<len>/view.jsonl` and `at/latest/view.jsonl` are `view.jsonl`;

@@ -22,14 +22,20 @@ impl Timeline {
         let (left, right, top, bottom) = (78.0, 130.0, 62.0, 52.0);
         let (pw, ph) = (w - left - right, h - top - bottom);
         let n = self.points.len();
+        // Scaled to the data: a window far above it is named, not drawn (the curves would
+        // sit at the bottom).
         let max_tokens = self
             .points
             .iter()
-            .map(|p| p.request.history.max(p.request.sent))
+            .map(|p| p.request.history.max(p.request.sent).max(p.request.counted))
             .max()
             .unwrap_or(0)
-            .max(self.window)
             .max(1);
+        // The counted view (before truncation) is drawn where it differs from what was sent.
+        let counted_differs = self
+            .points
+            .iter()
+            .any(|p| p.request.counted != p.request.sent);
         let tick = nice_step(max_tokens as f64 * 1.05 / 4.0);
         let ymax = (max_tokens as f64 * 1.05 / tick).ceil() * tick;
         let x = |i: usize| {
@@ -50,7 +56,7 @@ impl Timeline {
         let peak = self.peak();
         let title = match &peak {
             Some(p) => format!(
-                "{} — {n} requests, window {}, peak {:.0}% at request {}",
+                "{} — {n} requests, window {}, peak {:.0}% at request {} (counted before cuts)",
                 self.session,
                 thousands(self.window),
                 p.fraction * 100.0,
@@ -109,9 +115,11 @@ impl Timeline {
             ];
             // Labels at least a line apart, from the top down.
             let mut next_free = f64::MIN;
+            let mut above = Vec::new();
             for (name, ratio, color, dash) in lines {
                 let t = self.window as f64 * ratio;
                 if t > ymax {
+                    above.push(format!("{name} {}", thousands(t as u64)));
                     continue;
                 }
                 let label_y = (y(t) + 4.0).max(next_free);
@@ -126,6 +134,16 @@ impl Timeline {
                     label_y,
                     thousands(t as u64),
                     yy = y(t)
+                );
+            }
+            if !above.is_empty() {
+                let _ = writeln!(
+                    s,
+                    "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" fill=\"#444\">↑ above the \
+                     chart: {}</text>",
+                    left + pw,
+                    top - 6.0,
+                    above.join(", ")
                 );
             }
         }
@@ -143,7 +161,7 @@ impl Timeline {
             }
             let tier = tiers.iter().copied().max().unwrap_or(0);
             let color = match tier {
-                0 => "#999999",
+                0 => "#17becf",
                 1 => "#2ca02c",
                 2 => "#9467bd",
                 _ => "#8c564b",
@@ -180,6 +198,14 @@ impl Timeline {
                 "<polyline fill=\"none\" stroke=\"#999999\" stroke-width=\"1.5\" points=\"{}\"/>",
                 poly(&|r| r.history)
             );
+            if counted_differs {
+                let _ = writeln!(
+                    s,
+                    "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.5\" \
+                     stroke-dasharray=\"4 3\" opacity=\"0.7\" points=\"{}\"/>",
+                    poly(&|r| r.counted)
+                );
+            }
             let _ = writeln!(
                 s,
                 "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" points=\"{}\"/>",
@@ -229,15 +255,18 @@ impl Timeline {
             s.push_str("</g>\n");
         }
         // Legend.
-        let legend = [
+        let mut legend = vec![
             ("#999999", "history"),
             ("#1f77b4", "view sent"),
             ("#2ca02c", "Compress T1"),
             ("#9467bd", "Compress T2"),
             ("#8c564b", "Compress T3"),
-            ("#999999", "Compress, no block"),
+            ("#17becf", "Compress, no block"),
             ("#d62728", "nudge let pass"),
         ];
+        if counted_differs {
+            legend.insert(2, ("#1f77b4", "counted"));
+        }
         // Each label as wide as its text (about 7 px a character at this size).
         let mut lx = left;
         for (color, name) in legend {
@@ -266,16 +295,26 @@ pub fn root_svg(
     pressure_ratio: f64,
     truncate_ratio: f64,
 ) -> String {
+    // The highest peaks first (sessions without a request last), at most ROOT_ROWS of them.
+    let mut order: Vec<&(String, Option<Peak>)> = peaks.iter().collect();
+    order.sort_by(|(a, pa), (b, pb)| {
+        let f = |p: &Option<Peak>| p.as_ref().map_or(f64::NEG_INFINITY, |p| p.fraction);
+        f(pb).total_cmp(&f(pa)).then_with(|| a.cmp(b))
+    });
+    let more = order.len().saturating_sub(ROOT_ROWS);
+    order.truncate(ROOT_ROWS);
     let row = 18.0;
-    let (left, right, top, bottom) = (220.0, 90.0, 60.0, 36.0);
+    let (left, right, top) = (220.0, 90.0, 60.0);
+    let bottom = if more > 0 { 58.0 } else { 40.0 };
     let w = 960.0;
     let pw = w - left - right;
-    let h = top + bottom + row * peaks.len().max(1) as f64;
-    let max = peaks
+    let h = top + bottom + row * order.len().max(1) as f64;
+    let max = order
         .iter()
         .filter_map(|(_, p)| p.as_ref().map(|p| p.fraction))
         .fold(1.05f64, f64::max);
     let x = |f: f64| left + pw * (f / max).min(1.0);
+    let axis_y = top + row * order.len().max(1) as f64;
     let mut s = String::new();
     let _ = write!(
         s,
@@ -283,12 +322,42 @@ pub fn root_svg(
          viewBox=\"0 0 {w} {h}\" font-family=\"sans-serif\" font-size=\"12\">\n\
          <rect width=\"{w}\" height=\"{h}\" fill=\"#ffffff\"/>\n"
     );
+    let title = if more > 0 {
+        format!(
+            "Peak view per session, as a share of its window: the {} highest of {} sessions",
+            order.len(),
+            thousands(peaks.len() as u64)
+        )
+    } else {
+        format!(
+            "Peak view per session, as a share of its window ({} sessions, highest first)",
+            peaks.len()
+        )
+    };
     let _ = writeln!(
         s,
-        "<text x=\"{left}\" y=\"24\" font-size=\"15\" font-weight=\"bold\">Peak view per \
-         session, as a share of its window ({} sessions)</text>",
-        peaks.len()
+        "<text x=\"{left}\" y=\"24\" font-size=\"15\" font-weight=\"bold\">{}</text>",
+        escape(&title)
     );
+    // The axis: the share of the window, every 25%.
+    let _ = writeln!(
+        s,
+        "<line x1=\"{left}\" y1=\"{axis_y}\" x2=\"{}\" y2=\"{axis_y}\" stroke=\"#444\"/>",
+        left + pw
+    );
+    let mut tick = 0.0;
+    while tick <= max + 1e-9 {
+        let _ = writeln!(
+            s,
+            "<line x1=\"{xx:.1}\" y1=\"{axis_y}\" x2=\"{xx:.1}\" y2=\"{}\" stroke=\"#444\"/>\
+             <text x=\"{xx:.1}\" y=\"{}\" text-anchor=\"middle\" fill=\"#444\">{:.0}%</text>",
+            axis_y + 4.0,
+            axis_y + 16.0,
+            tick * 100.0,
+            xx = x(tick)
+        );
+        tick += 0.25;
+    }
     for (k, (name, f, color)) in [
         ("pressure", pressure_ratio, "#ff7f0e"),
         ("truncate", truncate_ratio, "#d62728"),
@@ -299,16 +368,15 @@ pub fn root_svg(
     {
         let _ = writeln!(
             s,
-            "<line x1=\"{xx:.1}\" y1=\"{}\" x2=\"{xx:.1}\" y2=\"{}\" stroke=\"{color}\" \
+            "<line x1=\"{xx:.1}\" y1=\"{}\" x2=\"{xx:.1}\" y2=\"{axis_y}\" stroke=\"{color}\" \
              stroke-dasharray=\"6 4\"/><text x=\"{xx:.1}\" y=\"{}\" text-anchor=\"middle\" \
              fill=\"{color}\">{name}</text>",
             top - 4.0,
-            h - bottom,
             top - 8.0 - 12.0 * (k % 2) as f64,
             xx = x(f)
         );
     }
-    for (k, (sid, peak)) in peaks.iter().enumerate() {
+    for (k, (sid, peak)) in order.iter().enumerate() {
         let yy = top + row * k as f64;
         let shown: String = if sid.chars().count() > 30 {
             sid.chars().take(29).chain(['…']).collect()
@@ -356,9 +424,21 @@ pub fn root_svg(
             }
         }
     }
+    if more > 0 {
+        let _ = writeln!(
+            s,
+            "<text x=\"{left}\" y=\"{}\" fill=\"#444\">and {} more sessions, lower \
+             (`normafs audit` gives each one's peak)</text>",
+            axis_y + 36.0,
+            thousands(more as u64)
+        );
+    }
     s.push_str("</svg>\n");
     s
 }
+
+/// The root's picture shows at most this many sessions.
+pub const ROOT_ROWS: usize = 40;
 
 /// A step of 1, 2 or 5 times a power of ten, at least `raw`.
 fn nice_step(raw: f64) -> f64 {
@@ -411,6 +491,43 @@ mod tests {
         assert_eq!(thousands(1000), "1,000");
         assert_eq!(thousands(200_000), "200,000");
         assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+
+    fn peak(sid: &str, fraction: f64) -> (String, Option<Peak>) {
+        (
+            sid.to_string(),
+            Some(Peak {
+                session: sid.to_string(),
+                window: 200_000,
+                request: 1,
+                message: 2,
+                tokens: (fraction * 200_000.0) as u64,
+                fraction,
+                band: Band::BelowFloor,
+                over_truncate: 0,
+                over_window: 0,
+            }),
+        )
+    }
+
+    #[test]
+    fn the_root_picture_shows_the_highest_peaks_first_and_says_how_many_more() {
+        let mut peaks: Vec<(String, Option<Peak>)> = (0..100)
+            .map(|i| peak(&format!("s{i:03}"), f64::from(i) / 200.0))
+            .collect();
+        peaks.push(("s-none".to_string(), None));
+        let svg = root_svg(&peaks, 0.75, 0.95);
+        assert!(svg.contains("the 40 highest of 101 sessions"), "{svg:.300}");
+        assert!(svg.contains("and 61 more sessions, lower"));
+        let at = |sid: &str| svg.find(&format!(">{sid}</text>"));
+        assert!(at("s099") < at("s098") && at("s098").is_some());
+        assert!(at("s060").is_some() && at("s059").is_none() && at("s-none").is_none());
+        assert!(
+            svg.contains(">0%</text>") && svg.contains(">50%</text>"),
+            "an axis"
+        );
+        let few = root_svg(&peaks[..3], 0.75, 0.95);
+        assert!(few.contains("(3 sessions, highest first)") && !few.contains("more sessions"));
     }
 
     #[test]
