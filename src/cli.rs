@@ -322,8 +322,9 @@ fn ctl(a: CtlArgs) -> Result<i32, CliError> {
         write_stdout([s.as_bytes()])?;
         Ok(0)
     } else {
+        // As written: a refused batch's panel is several lines.
         Err(CliError {
-            message: rec.message.replace('\n', " "),
+            message: rec.message.trim_end().to_string(),
             code: 1,
         })
     }

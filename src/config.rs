@@ -497,6 +497,32 @@ impl Config {
         (config, warnings)
     }
 
+    /// A line for each `[sessions."<id>"]` table that names none of `sessions` (a typo of an
+    /// id applies to nothing, silently): the table, its file, and the nearest session id.
+    pub fn unknown_session_tables(&self, sessions: &[String]) -> Vec<String> {
+        self.sessions
+            .keys()
+            .filter(|t| !sessions.contains(t))
+            .map(|t| {
+                let file = self
+                    .origins
+                    .table_file(t)
+                    .map_or_else(|| "the settings".to_string(), |p| p.display().to_string());
+                let nearest = sessions
+                    .iter()
+                    .min_by_key(|s| (edit_distance(t, s), s.as_str()))
+                    .map_or_else(
+                        || "the root has no session".to_string(),
+                        |s| format!("the nearest session id is {s:?}"),
+                    );
+                format!(
+                    "[sessions.{t:?}] in {file} names no session of this root, so it applies to \
+                     nothing; {nearest}"
+                )
+            })
+            .collect()
+    }
+
     /// When no setting gives the window of session `sid`: that its window is the default,
     /// assumed, and how to give it. The runtime runs sessions at other windows (40,000,
     /// 128,000), and every band and nudge depends on it.
@@ -764,3 +790,18 @@ fn settle(
 
 #[cfg(test)]
 mod tests;
+
+/// The Levenshtein distance between `a` and `b` (in characters).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}

@@ -174,12 +174,27 @@ fn ctl_prints_its_result_line_or_one_error_line() {
         "m99999",
         "a summary long enough to pass the minimum length of fifty",
     ]);
-    assert_one_line_error(&o, "every ref is unknown to this session");
-    assert!(
-        stderr(&o).contains("session highest ref=m00182"),
-        "{}",
-        stderr(&o)
+    // A refused batch: the refusal, then the panel as written, each reason once.
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    let lines: Vec<&str> = e.lines().collect();
+    assert_eq!(
+        lines.first().copied(),
+        Some("normafs: refused, nothing written (normafs applies a batch whole or not at all):"),
+        "{e}"
     );
+    assert!(
+        lines
+            .get(1)
+            .is_some_and(|l| l.starts_with("▣ noa | 0 blocks created")),
+        "{e}"
+    );
+    assert_eq!(
+        e.matches("every ref is unknown to this session").count(),
+        1,
+        "{e}"
+    );
+    assert!(e.contains("session highest ref=m00182"), "{e}");
     let o = normafs(&["ctl", root, "s2-tier1", "nonsense"]);
     assert_one_line_error(&o, "unknown command `nonsense`");
     let o = normafs(&["ctl", root, "-", "reindex-memory"]);

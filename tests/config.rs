@@ -585,3 +585,38 @@ fn malformed_options_are_errors() {
     assert!(e.contains("invalid value 'abc'"), "{e}");
     assert!(parse_settings(["--archive-paths", "disk"]).is_err());
 }
+
+#[test]
+fn a_session_table_naming_no_session_is_warned_of_with_its_file_and_the_nearest_id() {
+    let root = common::example_root();
+    let file = root.path().join(".normafs.toml");
+    std::fs::write(
+        &file,
+        "[sessions.\"s2-tier11\"]\nwindow = 40000\n\n[sessions.\"s3-tier2\"]\nwindow = 128000\n",
+    )
+    .expect("write");
+    let want = format!(
+        "normafs: warning: [sessions.\"s2-tier11\"] in {} names no session of this root, so it \
+         applies to nothing; the nearest session id is \"s2-tier1\"",
+        file.display()
+    );
+    for args in [vec!["config"], vec!["audit"], vec!["view", "", "s1-small"]] {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_normafs"));
+        c.arg(args[0]).arg(root.path());
+        if args.len() > 2 {
+            c.arg(args[2]);
+        }
+        let o = c.output().expect("run");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(
+            e.lines().filter(|l| *l == want).count(),
+            1,
+            "{}: {e}",
+            args[0]
+        );
+        assert!(
+            !e.contains("s3-tier2\"] in"),
+            "a table that names a session: {e}"
+        );
+    }
+}

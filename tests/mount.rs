@@ -625,6 +625,19 @@ fn ctl_for_shell_scripts() {
     );
     assert_eq!(snapshot(m.root()), before, "nothing of the batch ran");
 
+    // A write of blank lines is answered (no error: a blank line between commands is none).
+    ok(&sh(&format!("printf '\\n' > '{c}'")));
+    let results = common::lines(&cat(&ctl));
+    let last = results.last().expect("a result");
+    assert_eq!(last["ok"], true, "{last}");
+    assert_eq!(last["command"], "", "{last}");
+    assert!(
+        last["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("an empty write: no command in it, nothing was run")),
+        "{last}"
+    );
+
     // The shell's own `printf` writes line by line: each line is a batch of its own, and
     // one that fails does not stop the next.
     let e = err(&sh(&format!("printf 'help\\nfrob\\nhelp\\n' > '{c}'")));
@@ -924,7 +937,13 @@ struct BinMount {
 
 impl BinMount {
     fn start(args: &[&OsStr], mnt: &Path) -> BinMount {
+        BinMount::start_in(Path::new("."), args, mnt)
+    }
+
+    /// [`BinMount::start`] with `cwd` as the working directory (for relative names).
+    fn start_in(cwd: &Path, args: &[&OsStr], mnt: &Path) -> BinMount {
         let mut child = Command::new(env!("CARGO_BIN_EXE_normafs"))
+            .current_dir(cwd)
             .arg("mount")
             .args(args)
             .env_remove("RUST_LOG")
@@ -996,6 +1015,57 @@ impl Drop for BinMount {
         }
         common::force_unmount(&self.mnt);
     }
+}
+
+#[test]
+fn the_start_and_end_lines_name_relative_paths_absolutely() {
+    if !common::fuse_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    common::copy_tree(
+        &common::norma_data().join("corpus"),
+        &dir.path().join("root"),
+    );
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).expect("mkdir");
+    // A session table with a typo in its id: the mount says so among its first lines.
+    let settings_file = dir.path().join("root/.normafs.toml");
+    std::fs::write(&settings_file, "[sessions.\"s1-smal\"]\nwindow = 9000\n").expect("write");
+    let mut b = BinMount::start_in(dir.path(), &[OsStr::new("root"), OsStr::new("mnt")], &mnt);
+    let first = b.lines.last().cloned().unwrap_or_default();
+    assert!(
+        first.starts_with(&format!(
+            "normafs: mounted {} at {} (pid ",
+            dir.path().join("root").display(),
+            mnt.display()
+        )),
+        "{first:?}"
+    );
+    let settings = b.read_line();
+    assert!(
+        settings.contains(&format!(
+            "`normafs config {}`",
+            dir.path().join("root").display()
+        )),
+        "{settings}"
+    );
+    let warning = b.read_line();
+    assert_eq!(
+        warning.trim_end(),
+        format!(
+            "normafs: warning: [sessions.\"s1-smal\"] in {} names no session of this root, so \
+             it applies to nothing; the nearest session id is \"s1-small\"",
+            settings_file.display()
+        )
+    );
+    b.signal(libc::SIGTERM);
+    let (status, rest) = b.wait();
+    assert!(status.success(), "{rest}");
+    assert!(
+        rest.contains(&format!("normafs: unmounted {}", mnt.display())),
+        "{rest}"
+    );
 }
 
 #[test]
@@ -1143,6 +1213,27 @@ fn the_binary_refuses_bad_mount_points() {
         .expect("run");
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("is inside the memory directory"), "{e}");
+    // Anywhere else inside the root: whatever walks the root would walk the mount.
+    let inside = root.path().join("mnt");
+    std::fs::create_dir(&inside).expect("mkdir");
+    let o = Command::new(env!("CARGO_BIN_EXE_normafs"))
+        .arg("mount")
+        .arg(root.path())
+        .arg(&inside)
+        .output()
+        .expect("run");
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert_eq!(e.lines().count(), 1, "one line: {e}");
+    assert!(
+        e.contains(&format!(
+            "mount point {} is inside the session root {}",
+            inside.canonicalize().expect("canonical").display(),
+            root.path().canonicalize().expect("canonical").display()
+        )),
+        "{e}"
+    );
+    assert!(!is_mounted(&inside));
     let o = Command::new(env!("CARGO_BIN_EXE_normafs"))
         .args(["mount", "--help"])
         .output()

@@ -33,6 +33,7 @@ pub(super) fn mount(mut a: MountArgs, argv: &[OsString]) -> Result<i32, CliError
             ))
         })?;
     }
+    inside_root(&a.root, &paths, &a.mnt)?;
     let opts = crate::fuse::MountOptions {
         read_only: a.read_only || o.read_only,
         passthrough: a.passthrough || o.passthrough,
@@ -64,6 +65,30 @@ pub(super) fn mount(mut a: MountArgs, argv: &[OsString]) -> Result<i32, CliError
     )
 }
 
+/// A mount point inside the root it mounts is refused: whatever walks the root (`grep -r`,
+/// `find`, `du`, a backup) would descend into the mount and read every session again through
+/// it, and a mount of the root from inside itself would show itself.
+fn inside_root(root: &Path, paths: &RootPaths, mnt: &Path) -> Result<(), CliError> {
+    let (Ok(r), Ok(m)) = (root.canonicalize(), mnt.canonicalize()) else {
+        // A missing one is said by the mount's own checks.
+        return Ok(());
+    };
+    // Inside a backing directory: the mount's own check names which.
+    let in_backing = [&paths.transcripts, &paths.memory, &paths.archives]
+        .iter()
+        .filter_map(|d| d.canonicalize().ok())
+        .any(|d| m.starts_with(d));
+    if m.starts_with(&r) && !in_backing {
+        return Err(CliError::new(format!(
+            "mount point {} is inside the session root {}: tools that walk the root (grep -r, \
+             find, du, backups) would descend into the mount; choose a mount point outside it",
+            m.display(),
+            r.display()
+        )));
+    }
+    Ok(())
+}
+
 /// Mount in the foreground until a signal or an unmount ends it; a waiting `--daemon` command
 /// is told once the mount is up.
 fn serve(
@@ -75,7 +100,12 @@ fn serve(
     paths: RootPaths,
     settings: &SettingsArgs,
 ) -> Result<i32, CliError> {
-    let cfg = load_settings(settings, root, None)?;
+    // Named absolutely in what is printed, as the unmount hint beside them.
+    let (root_abs, mnt_abs) = (
+        std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf()),
+        std::path::absolute(mnt).unwrap_or_else(|_| mnt.to_path_buf()),
+    );
+    let cfg = load_settings(settings, &root_abs, None)?;
     let ttl_ms = cfg.ttl_ms;
     let files_read: Vec<String> = cfg
         .origins
@@ -87,12 +117,13 @@ fn serve(
     // Before any thread exists, so that every thread leaves these signals to `wait_for_exit`.
     crate::fuse::block_exit_signals();
     let threads = opts.threads;
+    let unknown = super::root::unknown_tables(&paths, &cfg);
     let h = crate::fuse::mount_background(paths, cfg, opts, mnt)
         .map_err(|e| CliError::new(e.to_string()))?;
     let mut lines = vec![format!(
         "normafs: mounted {} at {} (pid {}, passthrough: {}); {}",
-        root.display(),
-        mnt.display(),
+        root_abs.display(),
+        mnt_abs.display(),
         std::process::id(),
         h.passthrough_summary(),
         if daemon::is_served() {
@@ -110,14 +141,17 @@ fn serve(
         if files_read.is_empty() {
             format!(
                 "the defaults (no {} or {})",
-                root.join(config::ROOT_FILE).display(),
+                root_abs.join(config::ROOT_FILE).display(),
                 config::user_file_shown()
             )
         } else {
             files_read.join(", ")
         },
-        root.display()
+        root_abs.display()
     ));
+    for line in unknown {
+        lines.push(format!("normafs: warning: {line}"));
+    }
     for (dir, fs) in h.blind_dirs() {
         lines.push(format!(
             "normafs: {} is on {fs}, where inotify misses changes made elsewhere: what is in \
@@ -141,10 +175,10 @@ fn serve(
     daemon::ready(&lines);
     let signal = crate::fuse::wait_for_exit(&h);
     h.unmount()
-        .map_err(|e| CliError::new(format!("cannot unmount {}: {e}", mnt.display())))?;
+        .map_err(|e| CliError::new(format!("cannot unmount {}: {e}", mnt_abs.display())))?;
     match signal {
-        Some(_) => eprintln!("normafs: unmounted {}", mnt.display()),
-        None => eprintln!("normafs: {} was unmounted", mnt.display()),
+        Some(_) => eprintln!("normafs: unmounted {}", mnt_abs.display()),
+        None => eprintln!("normafs: {} was unmounted", mnt_abs.display()),
     }
     Ok(0)
 }

@@ -57,7 +57,19 @@ pub(super) fn open_root(
 ) -> Result<(RootPaths, Config), CliError> {
     let paths = resolve_root(root, dirs)?;
     check_root(&paths, root)?;
-    Ok((paths, load_settings(settings, root, sid)?))
+    let cfg = load_settings(settings, root, sid)?;
+    for line in unknown_tables(&paths, &cfg) {
+        eprintln!("normafs: warning: {line}");
+    }
+    Ok((paths, cfg))
+}
+
+/// The warnings for session tables that name no session of the root.
+pub(super) fn unknown_tables(paths: &RootPaths, cfg: &Config) -> Vec<String> {
+    if cfg.sessions.is_empty() {
+        return Vec::new();
+    }
+    root::discover(paths).map_or_else(|_| Vec::new(), |d| cfg.unknown_session_tables(&d.sessions))
 }
 
 /// Load the settings and print their warnings; with `sid`, also those about that session's.

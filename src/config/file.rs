@@ -184,6 +184,8 @@ pub struct Origins {
     top: BTreeMap<&'static str, String>,
     sessions: BTreeMap<String, BTreeMap<&'static str, String>>,
     command_line: BTreeMap<&'static str, String>,
+    /// The file each `[sessions."<id>"]` table was read from (the last, when several have it).
+    tables: BTreeMap<String, PathBuf>,
 }
 
 impl Origins {
@@ -193,6 +195,7 @@ impl Origins {
             self.top.insert(name, path.display().to_string());
         }
         for (sid, t) in &f.sessions {
+            self.tables.insert(sid.clone(), path.to_path_buf());
             let e = self.sessions.entry(sid.clone()).or_default();
             for name in t.names() {
                 e.insert(name, format!("{} [sessions.{sid:?}]", path.display()));
@@ -215,6 +218,11 @@ impl Origins {
             .or_else(|| self.top.get(key))
             .cloned()
             .unwrap_or_else(|| "default".to_string())
+    }
+
+    /// The file the table of session `sid` was read from.
+    pub fn table_file(&self, sid: &str) -> Option<&Path> {
+        self.tables.get(sid).map(PathBuf::as_path)
     }
 
     /// Whether no source set `key` for session `sid`: its value is the default.

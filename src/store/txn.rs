@@ -364,10 +364,15 @@ pub fn compress(
     );
     let panel = compress::panel(&applied, before);
     if !applied.whole() {
-        return Err(TxnError::Invalid(format!(
-            "refused, nothing written (normafs applies a batch whole or not at all): {}\n{panel}",
-            refusal(&applied)
-        )));
+        // The reasons once: the panel's error and warning lines say them, unless none does.
+        let why = refusal(&applied);
+        let said = why.split("; ").all(|w| panel.contains(w));
+        let head = "refused, nothing written (normafs applies a batch whole or not at all)";
+        return Err(TxnError::Invalid(if said {
+            format!("{head}:\n{panel}")
+        } else {
+            format!("{head}: {why}\n{panel}")
+        }));
     }
 
     // Archives first; on failure remove those written.

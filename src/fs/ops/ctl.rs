@@ -79,6 +79,23 @@ impl NormaFs {
             .map(str::trim)
             .filter(|l| !l.is_empty())
             .collect();
+        if lines.is_empty() {
+            // Answered, not refused: a blank line between a script's commands is no error.
+            let rec = CtlRecord {
+                seq: self.ctl_log.next_seq(scope),
+                pid,
+                at: crate::store::txn::timestamp(chrono::Utc::now()),
+                command: String::new(),
+                ok: true,
+                message: "an empty write: no command in it, nothing was run (write one command \
+                          a line; `help` lists them)"
+                    .into(),
+                result: serde_json::Value::Null,
+                error: None,
+            };
+            self.ctl_log.record(scope, rec);
+            return Ok(data.len() as u32);
+        }
         if lines.len() > 1 {
             for line in &lines {
                 if let Err(m) = parse(line, scope) {
