@@ -416,3 +416,47 @@ fn view_written_as_made_is_the_view() {
         "normafs view and the view's bytes differ"
     );
 }
+
+#[test]
+fn a_ctl_compress_says_in_words_how_its_endpoints_were_read() {
+    let d = example_root();
+    let root = d.path().to_str().expect("utf8");
+    let o = normafs(&[
+        "ctl",
+        root,
+        "s2-tier1",
+        "--min-range-chars",
+        "0",
+        "compress",
+        "m00141",
+        "m00130",
+        "the middle part of the session, summarized for the test at length",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("json line");
+    let warnings: Vec<&str> = v["result"]["warnings"]
+        .as_array()
+        .expect("warnings")
+        .iter()
+        .map(|w| w.as_str().expect("text"))
+        .collect();
+    let message = v["message"].as_str().expect("message");
+    for want in [
+        "m00141 m00130 was given end first: read as the range m00130–m00141",
+        "from compression range (recent/last-user zone).",
+        "protected messages are the last 5 messages, those within the last 5000 tokens, and the \
+         latest user message (protect_recent_messages, protect_recent_tokens)",
+    ] {
+        assert!(
+            warnings.iter().any(|w| w.contains(want)),
+            "{want}: {warnings:?}"
+        );
+        assert!(message.contains(want), "{want}: {message}");
+    }
+    // Every warning of the result is a `warn:` line of the message, and no other.
+    let warn_lines = message
+        .lines()
+        .filter(|l| l.trim_start().starts_with("warn: "))
+        .count();
+    assert_eq!(warn_lines, warnings.len(), "{message}\n{warnings:?}");
+}

@@ -432,7 +432,10 @@ pub fn compress(
 
     // State. A failure here is a success with a warning: the batch is committed.
     let spath = paths.state_path(sid);
-    let mut warnings: Vec<String> = Vec::new();
+    // The batch's own warnings, and how its endpoints were read, in words: in the result
+    // and in the message alike.
+    let mut warnings: Vec<String> = applied.warnings.clone();
+    let read_as = endpoints_read(&parsed.ranges, &applied, cfg);
     let state_write = failpoint::hit("compress.after-journal")
         .and_then(|_| replace_state_if_unchanged(&spath, &base, &applied.state));
     match state_write {
@@ -465,8 +468,13 @@ pub fn compress(
                    "archiveRel": b.archive_rel, "compressedTokens": b.compressed_tokens})
         })
         .collect();
+    let mut message = panel.clone();
+    for w in &read_as {
+        message.push_str(&format!("\n  warn: {w}"));
+    }
+    warnings.extend(read_as);
     Ok(Outcome {
-        message: panel.clone(),
+        message,
         result: json!({
             "callId": call_id,
             "blocks": blocks,
@@ -476,6 +484,58 @@ pub fn compress(
             "recovery": notes,
         }),
     })
+}
+
+/// How a ctl batch's endpoints were read, where not as written: given end first, widened to
+/// whole exchanges, or with protected messages left out (and which setting protects them).
+fn endpoints_read(ranges: &[args::Range], a: &Applied, cfg: &NoaConfig) -> Vec<String> {
+    use crate::noa::refs::{format_ref, parse_ref};
+    let mut out = Vec::new();
+    for r in ranges {
+        let (Some(x), Some(y)) = (parse_ref(&r.start), parse_ref(&r.end)) else {
+            continue;
+        };
+        let (lo, hi) = (x.min(y), x.max(y));
+        if x > y {
+            out.push(format!(
+                "{} {} was given end first: read as the range {}–{}",
+                r.start,
+                r.end,
+                format_ref(lo),
+                format_ref(hi)
+            ));
+        }
+        // A block over the range that reaches past either end of it.
+        let made = a.created.iter().find(|b| {
+            matches!((parse_ref(&b.start_ref), parse_ref(&b.end_ref)),
+                (Some(s), Some(e)) if s <= hi && lo <= e && (s < lo || e > hi))
+        });
+        if let Some(b) = made {
+            {
+                out.push(format!(
+                    "{}–{} was widened to {}–{} ({}): a block takes whole exchanges, a tool \
+                     call with its result and reasoning with what follows it",
+                    format_ref(lo),
+                    format_ref(hi),
+                    b.start_ref,
+                    b.end_ref,
+                    b.block_id
+                ));
+            }
+        }
+    }
+    if a.warnings
+        .iter()
+        .any(|w| w.contains("(recent/last-user zone)"))
+    {
+        out.push(format!(
+            "protected messages are the last {} messages, those within the last {} tokens, \
+             and the latest user message (protect_recent_messages, protect_recent_tokens); \
+             compress older ones, or give lower values (-o protect_recent_messages=N)",
+            cfg.protect_recent_messages, cfg.protect_recent_tokens
+        ));
+    }
+    out
 }
 
 /// A block as the journal records it: as state.json holds it.
