@@ -260,6 +260,8 @@ row() {
 verdict() {
     local bound unit limit value
     [[ "$2" == *≤* ]] || { echo ' '; return; } # no target ("—")
+    # A quick run's data is too small and its runs too few to judge a target by: not judged.
+    [ "$QUICK" = 1 ] && { echo '·'; return; }
     bound=$(grep -oE '≤[0-9]+(\.[0-9]+)? ?(×|MB|MiB)' <<<"$2" | head -n 1)
     case "$bound" in
         *×) unit='×' ;;
@@ -824,5 +826,8 @@ fi
 
 echo
 echo "normafs bench ($([ "$QUICK" = 1 ] && echo quick || echo full); $(uname -r); $(nproc) cores): median time through normafs / median time of the baseline"
+if [ "$QUICK" = 1 ]; then
+    echo "(--quick: a smoke run of every step on small data, 3 runs or fewer: the figures show that each step works, not whether a target is met, so none is judged (·); scripts/bench.sh without --quick judges them)"
+fi
 printf '%-4s %-66s %-26s %s %s\n' id what figure ok target
 for r in "${ROWS[@]}"; do echo "$r"; done
