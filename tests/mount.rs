@@ -322,7 +322,9 @@ fn a_compress_input_of_the_runtime_through_ctl() {
     // words (here, which settings protect the messages left out), each in `result.warnings`.
     let runtime_panel = last["result"]["panel"].as_str().expect("panel");
     assert_eq!(strip(runtime_panel), strip(&want), "{runtime_panel}");
-    let added = panel.strip_prefix(runtime_panel).expect("the message starts with the panel");
+    let added = panel
+        .strip_prefix(runtime_panel)
+        .expect("the message starts with the panel");
     for l in added.lines().filter(|l| !l.is_empty()) {
         let w = l.strip_prefix("  warn: ").expect("a warn line");
         assert!(

@@ -262,7 +262,7 @@ const EXIT_CODES: &str = "Exit status: 0 ok; 1 findings (`audit` found errors) o
 #[derive(Debug, Clone, Default)]
 pub(super) struct SettingsArgs(pub(super) Sources);
 
-const SETTINGS_HELP: &str = "Settings (SPEC 10; flags win over -o, -o over --config, --config over ROOT/.normafs.toml, that over $XDG_CONFIG_HOME/normafs/config.toml; `normafs config ROOT` shows what each session gets)";
+const SETTINGS_HELP: &str = "Settings (every key in docs/FORMATS.md; flags win over -o, -o over --config, --config over ROOT/.normafs.toml, that over $XDG_CONFIG_HOME/normafs/config.toml; `normafs config ROOT` shows what each session gets)";
 
 impl Args for SettingsArgs {
     fn augment_args(cmd: clap::Command) -> clap::Command {
@@ -289,7 +289,7 @@ impl Args for SettingsArgs {
                         "Any key below as key=value, comma-separated; a list value is \
                          separated by ':' or given by repeating -o (-o parents=s2:s1). For \
                          mount also the mount's words: ro, allow_other, auto_unmount, noexec, \
-                         threads=N, log_file=FILE, config=FILE, … (README, \"Mounting\")",
+                         threads=N, log_file=FILE, config=FILE, … (docs/USING.md, \"Mounting\")",
                     ),
             );
         // The mount's own keys (`ttl_ms`, `cache_mb`) are flags of the commands that mount.
