@@ -85,6 +85,9 @@ pub struct Timeline {
     /// Transcript messages.
     pub messages: usize,
     pub points: Vec<Point>,
+    /// ctl batches committed after the last request: in the next request's view, shown on the
+    /// last line (`ctlAfter`).
+    pub after: Vec<Made>,
 }
 
 /// The request at which a session's view came closest to its window.
@@ -197,6 +200,7 @@ fn of_history(
             ctl: before,
         });
     }
+    let after = ctl.cloned().collect();
     Timeline {
         session: sid.to_string(),
         window: cfg.window,
@@ -205,6 +209,7 @@ fn of_history(
         truncate_ratio: cfg.truncate_ratio,
         messages: len,
         points,
+        after,
     }
 }
 
@@ -324,7 +329,7 @@ impl Timeline {
                 "reclaimed": m.tokens,
             })
         };
-        json!({
+        let mut v = json!({
             "request": p.number,
             "messages": r.at,
             "uuid": p.uuid,
@@ -356,7 +361,18 @@ impl Timeline {
                     json!(round4((r.sent as f64 - n as f64) / n as f64))
                 },
             })),
-        })
+        });
+        if self.is_last(p) && !self.after.is_empty() {
+            if let Some(o) = v.as_object_mut() {
+                o.insert("ctlAfter".into(), self.after.iter().map(made).collect());
+            }
+        }
+        v
+    }
+
+    /// Whether `p` is the last request (its line shows the ctl batches committed after it).
+    fn is_last(&self, p: &Point) -> bool {
+        self.points.last().is_some_and(|l| l.number == p.number)
     }
 
     /// `timeline.jsonl`: one line per request ([`Timeline::line`]'s text, written directly).
@@ -462,6 +478,16 @@ impl Timeline {
                 out.push(b'}');
             }
             None => out.extend_from_slice(b"null"),
+        }
+        if self.is_last(p) && !self.after.is_empty() {
+            out.extend_from_slice(b",\"ctlAfter\":[");
+            for (i, m) in self.after.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_made(out, m);
+            }
+            out.push(b']');
         }
         out.push(b'}');
     }
@@ -651,9 +677,18 @@ mod tests {
                 truncate_ratio: 0.9,
                 messages: 9,
                 points: points.clone(),
+                after: if window == 3 {
+                    vec![made("ctl-3", &[("b10", 1)], 12)]
+                } else {
+                    Vec::new()
+                },
             };
             let want: String = points.iter().map(|p| format!("{}\n", tl.line(p))).collect();
             assert_eq!(String::from_utf8(tl.to_jsonl()).unwrap(), want);
+            // The batches after the last request are on the last line only.
+            let last = tl.line(points.last().unwrap());
+            assert_eq!(last.get("ctlAfter").is_some(), window == 3, "{last}");
+            assert!(tl.line(&points[0]).get("ctlAfter").is_none());
         }
     }
 }

@@ -460,3 +460,38 @@ fn a_ctl_compress_says_in_words_how_its_endpoints_were_read() {
         .count();
     assert_eq!(warn_lines, warnings.len(), "{message}\n{warnings:?}");
 }
+
+#[test]
+fn a_ctl_batch_after_the_last_request_shows_on_the_timelines_last_line() {
+    let d = example_root();
+    let root = d.path().to_str().expect("utf8");
+    let o = normafs(&[
+        "ctl",
+        root,
+        "s2-tier1",
+        "--min-range-chars",
+        "0",
+        "compress",
+        "m00130",
+        "m00141",
+        "the middle part of the session, summarized for the test at length",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = normafs(&["timeline", root, "s2-tier1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let lines: Vec<serde_json::Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    let last = lines.last().expect("a request");
+    assert_eq!(last["ctlAfter"][0]["blocks"][0]["block"], "b16", "{last}");
+    assert!(
+        last["ctlAfter"][0]["reclaimed"]
+            .as_i64()
+            .is_some_and(|n| n > 0),
+        "{last}"
+    );
+    assert!(lines[..lines.len() - 1]
+        .iter()
+        .all(|l| l.get("ctlAfter").is_none() && l["ctl"] == serde_json::json!([])));
+}

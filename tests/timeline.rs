@@ -517,6 +517,7 @@ fn timeline_svg_is_drawn_by_a_real_renderer() {
         truncate_ratio: 0.95,
         messages: 0,
         points: Vec::new(),
+        after: Vec::new(),
     };
     renders(empty.svg().as_bytes());
     // Scaled to the data: at a window far above the curves, its lines are named, not drawn
