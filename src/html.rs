@@ -74,20 +74,36 @@ fn session(
     let counts = a.counts();
     let messages = p.msgs.len();
     let bytes = page.then(|| {
-        let svg = crate::timeline::build(paths, sid, &noa, now)
-            .map(|tl| tl.svg_linked())
-            .ok();
+        // The history is replayed for the picture only where that is quick.
+        let (svg, no_picture) = if messages > PICTURE_MESSAGES {
+            let why =
+                format!("not drawn here: replaying a history of {messages} messages takes long");
+            (None, Some(why))
+        } else {
+            match crate::timeline::build(paths, sid, &noa, now) {
+                Ok(tl) => (Some(tl.svg_linked()), None),
+                Err(e) => (
+                    None,
+                    Some(format!("its history could not be replayed: {e}")),
+                ),
+            }
+        };
         let x = Extras {
             status: Some(status.clone()),
             audit: Some(counts),
             svg,
             at: None,
             last_write: last_write(paths, sid).map(|w| w.0),
+            no_picture,
         };
         files.bytes(view::Form::Html(&x), &mut Default::default())
     });
     (status, counts, messages, bytes)
 }
+
+/// Sessions of more messages than this have their history picture linked, not inline: a
+/// replay of 10,000 messages takes a third of a second, one of 100,000 minutes.
+pub const PICTURE_MESSAGES: usize = 10_000;
 
 /// `view.html` of session `sid`: today's view, its figures, and its history.
 pub fn session_page(

@@ -560,3 +560,37 @@ fn normafs_html_prints_the_pages_without_a_mount() {
         .expect("help");
     assert!(common::ok(&help).contains("index.html"));
 }
+
+#[test]
+fn a_page_of_a_very_long_view_shows_its_last_messages_and_links_the_history() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let mut s = common::Session::new("s1");
+    for k in 0..5_100 {
+        s.user(&format!("question {k}"));
+        s.assistant(&format!("answer {k}"));
+    }
+    common::write_session(root.path(), &s);
+    let o = Command::new(env!("CARGO_BIN_EXE_normafs"))
+        .arg("html")
+        .arg(root.path())
+        .args(["s1", "--window", "100000000"])
+        .output()
+        .expect("run normafs html");
+    let page = common::ok(&o);
+    let shown = normafs::noa::html::SHOWN_MESSAGES;
+    assert_eq!(page.matches("<article ").count(), shown);
+    assert!(
+        page.contains("The view has 10,200 messages: the first 5,200 are not shown on this page"),
+        "{:.3000}",
+        page
+    );
+    // The last message is there, the first is not.
+    assert!(page.contains("id=\"msg-10200\"") && !page.contains("id=\"msg-1\""));
+    assert!(page.contains(">answer 5099<"), "the last answer");
+    // A history this long is linked, not replayed for the page.
+    assert!(!page.contains("<svg"));
+    assert!(page.contains(
+        "The history picture: <a href=\"timeline.svg\">timeline.svg</a> (not drawn here: \
+         replaying a history of 10200 messages takes long)."
+    ));
+}

@@ -20,6 +20,10 @@ use super::tokens;
 use crate::config::NoaConfig;
 use crate::format::state::{Block, State};
 
+/// A view of more messages than this shows its last ones only (a view is bounded by its
+/// window; one that is not would make a page too large to open).
+pub const SHOWN_MESSAGES: usize = 5_000;
+
 /// A body longer than this many characters is shown cut, with its full size.
 pub const SHOWN_CHARS: usize = 20_000;
 
@@ -40,6 +44,8 @@ pub struct Extras {
     pub at: Option<usize>,
     /// When the transcript was last written (RFC 3339).
     pub last_write: Option<String>,
+    /// Why the history picture is not inline (then it is linked).
+    pub no_picture: Option<String>,
 }
 
 impl Extras {
@@ -512,8 +518,26 @@ pub fn session_page(
         );
     }
 
+    if let Some(why) = &x.no_picture {
+        s.push_str("<p id=\"history\" class=\"meta\">The history picture: ");
+        link(&mut s, up, "timeline.svg", "timeline.svg");
+        s.push_str(" (");
+        escape_into(&mut s, why);
+        s.push_str(").</p>\n");
+    }
+
+    let skipped = msgs.messages.len().saturating_sub(SHOWN_MESSAGES);
+    if skipped > 0 {
+        let _ = writeln!(
+            s,
+            "<p class=\"cut\" id=\"skipped\">The view has {} messages: the first {} are not \
+             shown on this page; view.jsonl has them all.</p>",
+            thousands(msgs.messages.len() as u64),
+            thousands(skipped as u64)
+        );
+    }
     s.push_str("<main id=\"view\">\n");
-    for (i, m) in msgs.messages.iter().enumerate() {
+    for (i, m) in msgs.messages.iter().enumerate().skip(skipped) {
         let n = i + 1;
         match &m.meta {
             Meta::Message { refs, truncated } => {
