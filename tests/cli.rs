@@ -444,8 +444,10 @@ fn a_ctl_compress_says_in_words_how_its_endpoints_were_read() {
     for want in [
         "m00141 m00130 was given end first: read as the range m00130–m00141",
         "from compression range (recent/last-user zone).",
-        "protected messages are the last 5 messages, those within the last 5000 tokens, and the \
-         latest user message (protect_recent_messages, protect_recent_tokens)",
+        // Which rule held them, in words.
+        "m00130, m00131, m00134, m00135, m00138, m00139 are left out as protected: within the \
+         last 5000 tokens (protect_recent_tokens = 5000); they can be compressed once newer \
+         messages follow, or with a lower protect_recent_tokens",
     ] {
         assert!(
             warnings.iter().any(|w| w.contains(want)),
@@ -459,6 +461,30 @@ fn a_ctl_compress_says_in_words_how_its_endpoints_were_read() {
         .filter(|l| l.trim_start().starts_with("warn: "))
         .count();
     assert_eq!(warn_lines, warnings.len(), "{message}\n{warnings:?}");
+
+    // Held by the message count instead: that rule is named.
+    let d = example_root();
+    let root = d.path().to_str().expect("utf8");
+    let o = normafs(&[
+        "ctl",
+        root,
+        "s2-tier1",
+        "--min-range-chars",
+        "0",
+        "--protect-recent-tokens",
+        "0",
+        "compress",
+        "m00150",
+        "m00182",
+        "the end of the session, summarized for the test at length",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("json line");
+    let message = v["message"].as_str().expect("message");
+    let want = "m00174, m00175, m00178, m00179, m00182 are left out as protected: among the last \
+                5 messages (protect_recent_messages = 5)";
+    assert!(message.contains(want), "{want}: {message}");
+    assert!(!message.contains("protect_recent_tokens ="), "{message}");
 }
 
 #[test]

@@ -51,6 +51,9 @@ pub struct Applied {
     /// Ranges skipped for overlapping an earlier one.
     pub skipped: usize,
     pub surviving: Vec<String>,
+    /// The messages left out of a range as protected, each with the rule that holds it (for
+    /// words a user can act on; the runtime's warning names the messages only).
+    pub protected: Vec<(String, protect::SoftRule)>,
 }
 
 impl Applied {
@@ -128,6 +131,7 @@ pub fn apply_owned(
         warnings: Vec::new(),
         skipped: 0,
         surviving: Vec::new(),
+        protected: Vec::new(),
     };
     if ranges.is_empty() {
         res.state = state;
@@ -255,6 +259,9 @@ pub fn apply_owned(
             }
         }
     }
+    res.protected = shared.held.take();
+    res.protected.sort();
+    res.protected.dedup();
     let mut working = state;
     working.next_block_id = next_block;
     if built.is_empty() {
@@ -423,6 +430,8 @@ struct Shared<'t, 'a, 's> {
     calls: HashSet<&'t str>,
     /// The soft protected tail.
     soft: protect::Zone,
+    /// The messages it held out of a range, with the rule that did.
+    held: std::cell::RefCell<Vec<(String, protect::SoftRule)>>,
     cores: Vec<&'t Core<'a>>,
     turns: Vec<super::turns::TurnGroup>,
 }
@@ -449,6 +458,7 @@ impl<'t, 'a, 's> Shared<'t, 'a, 's> {
             turns: super::turns::groups(&cores),
             covered,
             soft,
+            held: Default::default(),
             cores,
         }
     }
@@ -530,7 +540,11 @@ fn build(
             None => Slot::None,
         };
         if slot.is_ref() && soft.contains(&slot) {
-            hit.push(slot.name().map(|n| n.into_owned()).unwrap_or_default());
+            let name = slot.name().map(|n| n.into_owned()).unwrap_or_default();
+            if let Some(rule) = soft.rule_of(&slot) {
+                shared.held.borrow_mut().push((name.clone(), rule));
+            }
+            hit.push(name);
             effective.remove(id);
             false
         } else {

@@ -79,6 +79,21 @@ pub struct Zone {
     tail_least: u32,
     /// The last user text's ref (`Some(None)`: the view has none; `None`: not looked for).
     pub user: Option<Option<Slot>>,
+    /// The least canonical ref among the last `protect_recent_messages` messages, and among
+    /// those within `protect_recent_tokens` (`u32::MAX` for none): which rule holds a message.
+    count_least: u32,
+    tokens_least: u32,
+}
+
+/// The rule of the soft zone that holds a message (the first that does, in this order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SoftRule {
+    /// Among the last `protect_recent_messages`.
+    Count,
+    /// Within the last `protect_recent_tokens`.
+    Tokens,
+    /// The latest user message.
+    User,
 }
 
 impl Zone {
@@ -100,7 +115,25 @@ impl Zone {
             others,
             tail_least,
             user,
+            count_least: u32::MAX,
+            tokens_least: u32::MAX,
         }
+    }
+
+    /// Which rule holds `slot`, a slot of the zone (`None` when none does).
+    pub fn rule_of(&self, slot: &Slot) -> Option<SoftRule> {
+        if let Slot::Num(k) = slot {
+            if *k >= self.count_least && self.contains(slot) {
+                return Some(SoftRule::Count);
+            }
+            if *k >= self.tokens_least && self.contains(slot) {
+                return Some(SoftRule::Tokens);
+            }
+        }
+        if self.user.as_ref().is_some_and(|u| u.as_ref() == Some(slot)) {
+            return Some(SoftRule::User);
+        }
+        None
     }
 
     /// The least canonical ref of its recent tail (`u32::MAX` for none).
@@ -190,6 +223,7 @@ pub fn soft_zone_knowing<'s, 'a: 's>(
     let want_tokens = cfg.protect_recent_tokens;
     let (mut seen, mut acc) = (0usize, 0u64);
     let mut tail_least = u32::MAX;
+    let (mut count_least, mut tokens_least) = (u32::MAX, u32::MAX);
     // The last user text is looked for only with a message count configured.
     let mut user = (n == 0).then_some(None);
     for (c, headed, slot, covered, tokens) in from_last {
@@ -205,6 +239,12 @@ pub fn soft_zone_knowing<'s, 'a: 's>(
             out(slot);
             if let Slot::Num(k) = slot {
                 tail_least = tail_least.min(*k);
+                if by_count {
+                    count_least = count_least.min(*k);
+                }
+                if by_tokens {
+                    tokens_least = tokens_least.min(*k);
+                }
             }
         }
         if by_tokens {
@@ -231,7 +271,10 @@ pub fn soft_zone_knowing<'s, 'a: 's>(
     }
     // Read to the view's start without meeting one: there is none.
     let user = if n == 0 { None } else { Some(user.flatten()) };
-    Zone::new(&nums, others, tail_least, user)
+    let mut zone = Zone::new(&nums, others, tail_least, user);
+    zone.count_least = count_least;
+    zone.tokens_least = tokens_least;
+    zone
 }
 
 #[cfg(test)]
@@ -278,6 +321,49 @@ mod tests {
             }
         }
         out
+    }
+
+    /// Each message of the zone with the first rule that holds it (count, tokens, user).
+    fn rules_by_hand(items: &[(Core<'_>, Slot, bool)], cfg: &NoaConfig) -> Vec<(Slot, SoftRule)> {
+        let visible: Vec<&(Core<'_>, Slot, bool)> = items
+            .iter()
+            .filter(|(c, slot, covered)| {
+                !*covered && slot.is_ref() && !c.is_summary() && !never_preserve_recent(c)
+            })
+            .collect();
+        let n = cfg.protect_recent_messages;
+        let by_count: Vec<&Slot> = visible[visible.len().saturating_sub(n)..]
+            .iter()
+            .map(|v| &v.1)
+            .collect();
+        let mut by_tokens = Vec::new();
+        let mut acc = 0;
+        for v in visible.iter().rev() {
+            if cfg.protect_recent_tokens == 0 || acc >= cfg.protect_recent_tokens {
+                break;
+            }
+            by_tokens.push(&v.1);
+            acc += v.0.tokens();
+        }
+        let user = (n > 0)
+            .then(|| visible.iter().rev().find(|v| v.0.role == Role::User))
+            .flatten()
+            .map(|v| &v.1);
+        visible
+            .iter()
+            .filter_map(|v| {
+                let rule = if by_count.contains(&&v.1) {
+                    SoftRule::Count
+                } else if by_tokens.contains(&&v.1) {
+                    SoftRule::Tokens
+                } else if user == Some(&v.1) {
+                    SoftRule::User
+                } else {
+                    return None;
+                };
+                Some((v.1.clone(), rule))
+            })
+            .collect()
     }
 
     #[test]
@@ -328,6 +414,9 @@ mod tests {
                 &cfg,
             );
             assert_eq!(zone.slots(), zone_by_rules(&items, &cfg), "round {round}");
+            for (slot, rule) in rules_by_hand(&items, &cfg) {
+                assert_eq!(zone.rule_of(&slot), Some(rule), "round {round}: {slot:?}");
+            }
             // The last user text, and the zone read knowing it.
             let last_user = items
                 .iter()

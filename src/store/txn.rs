@@ -524,16 +524,46 @@ fn endpoints_read(ranges: &[args::Range], a: &Applied, cfg: &NoaConfig) -> Vec<S
             }
         }
     }
-    if a.warnings
-        .iter()
-        .any(|w| w.contains("(recent/last-user zone)"))
-    {
-        out.push(format!(
-            "protected messages are the last {} messages, those within the last {} tokens, \
-             and the latest user message (protect_recent_messages, protect_recent_tokens); \
-             compress older ones, or give lower values (-o protect_recent_messages=N)",
-            cfg.protect_recent_messages, cfg.protect_recent_tokens
-        ));
+    out.extend(protected_by(&a.protected, cfg));
+    out
+}
+
+/// For each rule of the protected zone that held messages out of a range: which messages,
+/// what the rule is, and how to release them.
+fn protected_by(held: &[(String, crate::noa::protect::SoftRule)], cfg: &NoaConfig) -> Vec<String> {
+    use crate::noa::protect::SoftRule;
+    let mut out = Vec::new();
+    for rule in [SoftRule::Count, SoftRule::Tokens, SoftRule::User] {
+        let refs: Vec<&str> = held
+            .iter()
+            .filter(|(_, r)| *r == rule)
+            .map(|(m, _)| m.as_str())
+            .collect();
+        let Some(last) = refs.last() else { continue };
+        let (these, are) = if refs.len() == 1 {
+            (last.to_string(), "is")
+        } else {
+            (refs.join(", "), "are")
+        };
+        out.push(match rule {
+            SoftRule::Count => format!(
+                "{these} {are} left out as protected: among the last {} messages \
+                 (protect_recent_messages = {}); they can be compressed once newer messages \
+                 follow, or with a lower protect_recent_messages",
+                cfg.protect_recent_messages, cfg.protect_recent_messages
+            ),
+            SoftRule::Tokens => format!(
+                "{these} {are} left out as protected: within the last {} tokens \
+                 (protect_recent_tokens = {}); they can be compressed once newer messages \
+                 follow, or with a lower protect_recent_tokens",
+                cfg.protect_recent_tokens, cfg.protect_recent_tokens
+            ),
+            SoftRule::User => format!(
+                "{these} {are} left out as protected: the latest user message (kept while \
+                 protect_recent_messages is above 0); it can be compressed once the user writes \
+                 again, or with protect_recent_messages = 0"
+            ),
+        });
     }
     out
 }
