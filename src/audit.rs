@@ -29,6 +29,11 @@ use crate::noa::{pipeline, protect, refs};
 use crate::store::root::{Discovery, RootPaths};
 use crate::store::session::SessionData;
 
+/// A mount's settings file that stopped parsing (error): the mount goes on with the settings it
+/// had, and every `audit.txt` says so until the file is mended. A mount's code only: a command
+/// stops at such a file.
+pub const SETTINGS_UNREADABLE: &str = "settings.unreadable";
+
 /// Every code of the SPEC 9 catalogue, in its order: transcript, state, archive (the
 /// per-session codes), then memory, root and normafs's journal.
 pub const CATALOGUE: [&str; 44] = [
@@ -154,6 +159,20 @@ impl Audit {
             line,
             message,
         });
+    }
+
+    /// The finding that the settings file `path` could not be used, for `why`.
+    pub fn settings_unreadable(&mut self, path: String, why: &str) {
+        self.push(
+            Severity::Error,
+            SETTINGS_UNREADABLE,
+            path,
+            None,
+            format!(
+                "{why}; the mount goes on with the settings it had before this change (mend the \
+                 file and they apply)"
+            ),
+        );
     }
 
     /// Take `other`'s findings and peaks.

@@ -6,6 +6,7 @@
 
 mod common;
 
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -193,7 +194,6 @@ fn with_normafs_installed(f: impl FnOnce(&Path) + Send) {
 
 /// Whether process `pid` runs the file at `exe`.
 fn runs(pid: i32, exe: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
     let (Ok(a), Ok(b)) = (
         std::fs::metadata(format!("/proc/{pid}/exe")),
         std::fs::metadata(exe),
@@ -384,4 +384,114 @@ fn a_backing_directory_on_fuse_is_served_with_ttls() {
         "the change shows within the TTL"
     );
     assert_eq!(std::fs::read_to_string(&through).expect("read"), text);
+}
+
+/// A change of a settings file applies while mounted (issue 43, item 1): the sessions it
+/// concerns get new computed files, once, the others keep theirs; a file that stops parsing
+/// keeps the settings in effect and is said in the log and in `audit.txt` (the root's once);
+/// mended, it applies and the finding goes.
+#[test]
+fn a_changed_settings_file_applies_while_mounted() {
+    let root = example_root();
+    let home = tempfile::tempdir().expect("tempdir");
+    let mnt = tempfile::tempdir().expect("tempdir");
+    let logs = tempfile::tempdir().expect("tempdir");
+    let log = logs.path().join("normafs.log");
+    let file = root.path().join(".normafs.toml");
+    let table = |window: u64| format!("[sessions.\"s2-tier1\"]\nwindow = {window}\n");
+    std::fs::write(&file, table(40000)).expect("write settings");
+    let o = Command::new(BIN)
+        .args(["mount", "--daemon", "--log-file"])
+        .arg(&log)
+        .arg(root.path())
+        .arg(mnt.path())
+        .env("XDG_CONFIG_HOME", home.path())
+        .env("HOME", home.path())
+        .output()
+        .expect("run");
+    let start = stderr(&o);
+    assert!(o.status.success(), "{start}");
+    let _d = Daemon {
+        pid: pid_of(&start),
+        mnt: mnt.path().to_path_buf(),
+    };
+    let read = |rel: &str| std::fs::read_to_string(mnt.path().join(rel)).expect(rel);
+    let window = |sid: &str| -> serde_json::Value {
+        let s: serde_json::Value =
+            serde_json::from_str(&read(&format!("sessions/{sid}/status.json"))).expect("json");
+        s["window"].clone()
+    };
+    assert_eq!(window("s2-tier1"), 40000);
+    let other = "sessions/s3-tier2/status.json";
+    let other_before = (
+        read(other),
+        std::fs::metadata(mnt.path().join(other)).expect("stat"),
+    );
+    let view_before = read("sessions/s2-tier1/view.md");
+    assert!(view_before.contains("window=40000"), "{view_before}");
+
+    // Changed: applies to s2-tier1 without a remount; s3-tier2's files stay as they were.
+    std::fs::write(&file, table(50000)).expect("write settings");
+    assert!(
+        within(Duration::from_secs(10), || window("s2-tier1") == 50000),
+        "the new window shows in status.json: {}",
+        read("sessions/s2-tier1/status.json")
+    );
+    assert!(read("sessions/s2-tier1/view.md").contains("window=50000"));
+    let other_after = std::fs::metadata(mnt.path().join(other)).expect("stat");
+    assert_eq!(read(other), other_before.0, "an unconcerned session's file");
+    assert_eq!(
+        (other_after.ino(), other_after.mtime()),
+        (other_before.1.ino(), other_before.1.mtime()),
+        "an unconcerned session's file keeps its version"
+    );
+
+    // Broken: the settings in effect stay; the log and audit.txt say why.
+    std::fs::write(&file, "[sessions.\"s2-tier1\"]\nwindow = [\n").expect("write settings");
+    let audit = "sessions/s2-tier1/audit.txt";
+    assert!(
+        within(Duration::from_secs(10), || read(audit)
+            .contains("settings.unreadable")),
+        "audit.txt says the settings file is unreadable: {}",
+        read(audit)
+    );
+    let line = read(audit)
+        .lines()
+        .find(|l| l.contains("settings.unreadable"))
+        .map(str::to_string)
+        .unwrap_or_default();
+    assert!(
+        line.starts_with(&format!(
+            "error settings.unreadable {} — line ",
+            file.display()
+        )) && line.contains("goes on with the settings it had"),
+        "{line}"
+    );
+    assert_eq!(window("s2-tier1"), 50000, "the last good settings stay");
+    let root_audit = read("audit.txt");
+    assert_eq!(
+        root_audit.matches("settings.unreadable").count(),
+        1,
+        "the root's audit.txt says it once: {root_audit}"
+    );
+    assert!(
+        within(Duration::from_secs(5), || std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains(&format!("config file {}: line", file.display()))),
+        "the log says why: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+
+    // Removed: the defaults apply, and the finding goes.
+    std::fs::remove_file(&file).expect("remove settings");
+    assert!(
+        within(Duration::from_secs(10), || window("s2-tier1") == 200000
+            && !read(audit).contains("settings.unreadable")),
+        "the defaults apply once the file is gone: {} {}",
+        read("sessions/s2-tier1/status.json"),
+        read(audit)
+    );
+    assert!(!read("audit.txt").contains("settings.unreadable"));
+    let logged = std::fs::read_to_string(&log).expect("the log file");
+    assert!(logged.contains("settings changed"), "{logged}");
 }

@@ -319,7 +319,7 @@ fn a_compress_input_of_the_runtime_through_ctl() {
             .collect()
     };
     // `result.panel` is the runtime's panel; the message is it, then what normafs adds in
-    // words (here, which settings protect the messages left out), each in `result.warnings`.
+    // words (here, which rule protects the messages left out), each in `result.warnings`.
     let runtime_panel = last["result"]["panel"].as_str().expect("panel");
     assert_eq!(strip(runtime_panel), strip(&want), "{runtime_panel}");
     let added = panel
@@ -334,7 +334,10 @@ fn a_compress_input_of_the_runtime_through_ctl() {
             "{w}"
         );
     }
-    assert!(added.contains("protect_recent_messages"), "{added}");
+    assert!(
+        added.contains("are left out as protected: within the last 5000 tokens"),
+        "{added}"
+    );
     let ids: Vec<&str> = last["result"]["blocks"]
         .as_array()
         .expect("blocks")
@@ -785,6 +788,16 @@ fn synthetic_files_refuse_writes() {
     assert_eq!(snapshot(m.root()), before);
 }
 
+/// The flags statvfs(2) gives for `p`.
+fn nix_statvfs(p: &Path) -> libc::c_ulong {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).expect("path");
+    // SAFETY: a valid C string and a zeroed struct statvfs fills.
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut s) }, 0, "statvfs");
+    s.f_flag
+}
+
 #[test]
 fn read_only_mount() {
     let Some(m) = mount(
@@ -816,8 +829,29 @@ fn read_only_mount() {
     let ctl = m.at(&format!("sessions/{SID}/ctl"));
     let e = err(&sh(&format!("echo rebuild > '{}'", ctl.display())));
     assert!(e.contains("Read-only file system"), "{e}");
-    // Reading still works, and so does `help` (SPEC 6).
-    ok(&sh(&format!("echo help > '{}'", ctl.display())));
+    // The kernel's read-only flag: `mount` and `findmnt` list it `ro`, and statvfs says so.
+    let opts = ok(&tool(
+        "findmnt",
+        &[OsStr::new("-no"), OsStr::new("OPTIONS"), os(m.mnt())],
+    ));
+    assert!(opts.split(',').any(|o| o.trim() == "ro"), "{opts}");
+    let vfs = nix_statvfs(m.mnt());
+    assert!(vfs & libc::ST_RDONLY != 0, "statvfs flags {vfs:#x}");
+    // `help` cannot be written there, so it is there to read: ctl's first result (SPEC 6's
+    // "help still works", a normafs choice for a kernel-read-only mount).
+    let text = String::from_utf8_lossy(&cat(&ctl)).into_owned();
+    let first: serde_json::Value =
+        serde_json::from_str(text.lines().next().unwrap_or_default()).expect("a result line");
+    assert_eq!(first["command"], "help");
+    assert_eq!(first["ok"], true);
+    let message = first["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("rebuild") && message.contains("this mount is read-only"),
+        "{message}"
+    );
+    let root_ctl = String::from_utf8_lossy(&cat(&m.at("ctl"))).into_owned();
+    assert!(root_ctl.contains("reindex-memory"), "{root_ctl}");
+    // Reading still works.
     assert!(!cat(&mem).is_empty());
     assert_eq!(snapshot(m.root()), before);
 }

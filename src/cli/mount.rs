@@ -44,6 +44,7 @@ pub(super) fn mount(mut a: MountArgs, argv: &[OsString]) -> Result<i32, CliError
         no_exec: o.no_exec,
         source: Some(std::path::absolute(&a.root).unwrap_or_else(|_| a.root.clone())),
         computed_files: Vec::new(),
+        settings: None,
     };
     if a.daemon {
         let args: Vec<OsString> = argv
@@ -106,6 +107,12 @@ fn serve(
         std::path::absolute(mnt).unwrap_or_else(|_| mnt.to_path_buf()),
     );
     let cfg = load_settings(settings, &root_abs, None)?;
+    // Watched while mounted: a change of a settings file applies to the sessions it concerns.
+    let mut opts = opts;
+    opts.settings = Some(crate::config::Sources {
+        root: Some(root_abs.clone()),
+        ..settings.0.clone()
+    });
     let ttl_ms = cfg.ttl_ms;
     let files_read: Vec<String> = cfg
         .origins

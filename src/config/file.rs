@@ -150,6 +150,14 @@ pub struct Sources {
 }
 
 impl Sources {
+    /// The settings files these sources read when present, lowest first (a mount watches
+    /// them all, present or not).
+    pub fn files(&self) -> Vec<PathBuf> {
+        let mut files = default_files(self.root.as_deref());
+        files.extend(self.file.clone());
+        files
+    }
+
     /// Read the files (the user's and the root's when present, then `--config`), parse `-o`,
     /// and build the configuration with its warnings and where each setting came from.
     pub fn load(&self) -> Result<(Config, Vec<Warning>), ConfigError> {

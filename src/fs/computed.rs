@@ -13,6 +13,9 @@
 
 mod make;
 pub mod session_files;
+mod settings;
+
+pub use settings::SettingsError;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher};
@@ -211,6 +214,11 @@ impl Generations {
         }
     }
 
+    /// The settings changed: each session's ancestors are read from them again.
+    fn forget_parents(&self) {
+        self.parents.lock().clear();
+    }
+
     fn advance(&self, a: &Affected) {
         match a {
             Affected::Session(sid) => {
@@ -236,6 +244,11 @@ struct Fingerprints {
     archives: Part,
     /// Whether the session looks live, and until when it does.
     live: (bool, Option<Instant>),
+    /// The session's settings (see `computed/settings.rs`); of the root's files, all
+    /// settings and a settings file's error.
+    settings: u64,
+    /// A settings file's error, which a session's `audit.txt` says (0: none).
+    error: u64,
 }
 
 /// One part's fingerprint, newest mtime and permission bits.
@@ -259,7 +272,21 @@ type Described = (u64, SystemTime, u16, Option<Instant>);
 impl Fingerprints {
     /// What computed file `kind` of the session is made from.
     fn of_kind(&self, kind: ComputedKind) -> Described {
-        self.of_inputs(kind.inputs())
+        let d = self.of_inputs(kind.inputs());
+        if kind == ComputedKind::AUDIT {
+            return self.with_error(d);
+        }
+        d
+    }
+
+    /// A file that says the settings file's error: `audit.txt` and the page.
+    fn with_error(&self, d: Described) -> Described {
+        if self.error == 0 {
+            return d;
+        }
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (d.0, self.error).hash(&mut h);
+        (h.finish(), d.1, d.2, d.3)
     }
 
     /// What a file made from the transcript, the states and `more` is made from.
@@ -280,6 +307,7 @@ impl Fingerprints {
             mtime = mtime.max(p.mtime);
             perm &= p.perm;
         }
+        self.settings.hash(&mut h);
         let mut until = None;
         if more.liveness {
             self.live.0.hash(&mut h);
@@ -290,7 +318,14 @@ impl Fingerprints {
 
     /// A raw range is made from the transcript and the session's own state only.
     fn of_raw(&self) -> Described {
-        (self.base.fp, self.base.mtime, self.base.perm, None)
+        let fp = if self.settings == 0 {
+            self.base.fp
+        } else {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (self.base.fp, self.settings).hash(&mut h);
+            h.finish()
+        };
+        (fp, self.base.mtime, self.base.perm, None)
     }
 
     fn of(&self, node: &Node) -> Described {
@@ -298,11 +333,11 @@ impl Fingerprints {
             Node::Computed(_, kind) => self.of_kind(*kind),
             // The page shows the session's figures (`status.json`'s) and its audit's.
             Node::History(Some(_), super::node::HistoryFile::Page) => {
-                self.of_inputs(super::layout::DependsOn {
+                self.with_error(self.of_inputs(super::layout::DependsOn {
                     subagents: true,
                     archives: true,
                     liveness: true,
-                })
+                }))
             }
             // The replay reads the journal, in the archive root.
             Node::History(Some(_), _) => self.of_inputs(super::layout::DependsOn {
@@ -317,7 +352,8 @@ impl Fingerprints {
 /// The computations, what they made and their cache.
 pub struct Computed {
     paths: RootPaths,
-    cfg: Config,
+    /// The settings in effect (a change of the settings files replaces them).
+    live: settings::Live,
     /// Bytes by node, with the computation that made them, beside the parsed transcripts
     /// and states they are made from.
     cache: Cache<Node, (Bytes, u64)>,
@@ -478,7 +514,7 @@ impl Computed {
         let budget = cfg.cache_bytes();
         Computed {
             paths,
-            cfg,
+            live: settings::Live::new(cfg),
             cache: Cache::new(budget),
             known: Mutex::new(HashMap::new()),
             gens: Generations::default(),
@@ -495,6 +531,36 @@ impl Computed {
             started: SystemTime::now(),
             layout: Layout::default(),
         }
+    }
+
+    /// The settings in effect.
+    pub fn cfg(&self) -> Arc<Config> {
+        self.live.cfg()
+    }
+
+    /// Compute with `new` from now on: the sessions of the root whose files it changes (their
+    /// files are made again when next asked for).
+    pub fn replace_settings(&self, new: Config) -> Vec<String> {
+        let sessions = self.sessions_now();
+        let changed = self.live.replace(new, &sessions);
+        self.gens.forget_parents();
+        changed
+    }
+
+    /// Keep the settings in effect, and say `error` in every `audit.txt`: the sessions whose
+    /// `audit.txt` changes.
+    pub fn settings_failed(&self, error: SettingsError) -> Vec<String> {
+        let sessions = self.sessions_now();
+        self.live.failed(error, &sessions)
+    }
+
+    /// The error of a settings file the mount could not use, kept while it lasts.
+    pub fn settings_error(&self) -> Option<SettingsError> {
+        self.live.error()
+    }
+
+    fn sessions_now(&self) -> Vec<String> {
+        root::discover(&self.paths).map_or_else(|_| Vec::new(), |d| d.sessions)
     }
 
     /// Name archives inside the mount at `mnt` for sessions whose `archive_paths` is `mount`.
@@ -524,10 +590,10 @@ impl Computed {
     /// Let the cache's budget bound the whole process's resident memory (a mount).
     /// Its budget is the mount's (see [`Config::mount_cache_bytes`]).
     pub fn bound_resident(&mut self) {
-        self.cache.bound_resident(self.cfg.mount_cache_bytes());
+        self.cache.bound_resident(self.cfg().mount_cache_bytes());
         // Sessions made one file at a time are costly to parse again; the others are not,
         // unless they look live (by the root's `live_seconds`).
-        let live = self.cfg.noa.live_seconds;
+        let live = self.cfg().noa.live_seconds;
         self.cache
             .keep_quick_parses_while_live(ALL_AT_ONCE, Duration::from_secs(live));
     }
@@ -612,12 +678,13 @@ impl Computed {
                         return;
                     }
                     // A fork's view comes from its ancestors' states while it has no blocks.
-                    for parent in self.gens.parents(&self.cfg, sid).iter() {
+                    for parent in self.gens.parents(&self.cfg(), sid).iter() {
                         if root::valid_session_name(std::ffi::OsStr::new(parent)).is_ok() {
                             inp.file(&p.state_path(parent));
                         }
                     }
                 });
+                let settings = self.live.stamp(sid);
                 if raw {
                     return Fingerprints {
                         taken,
@@ -625,9 +692,11 @@ impl Computed {
                         subagents: empty,
                         archives: empty,
                         live: (false, None),
+                        settings,
+                        error: 0,
                     };
                 }
-                let cfg = self.cfg.for_session(sid);
+                let cfg = self.cfg().for_session(sid);
                 let now = chrono::Utc::now();
                 let idle = crate::store::ctl::idle_seconds(p, sid, now);
                 let live = match idle {
@@ -643,6 +712,8 @@ impl Computed {
                     subagents: part(&|inp| inp.tree(&p.subagents_dir(sid), 1)),
                     archives: part(&|inp| inp.tree(&p.archive_root(sid), 2)),
                     live,
+                    settings,
+                    error: self.live.error_fp(),
                 }
             }
             Node::MemoryIndex => Fingerprints {
@@ -651,6 +722,8 @@ impl Computed {
                 subagents: empty,
                 archives: empty,
                 live: (false, None),
+                settings: 0,
+                error: 0,
             },
             _ => Fingerprints {
                 taken,
@@ -662,6 +735,8 @@ impl Computed {
                 subagents: empty,
                 archives: empty,
                 live: (false, None),
+                settings: self.live.whole(),
+                error: 0,
             },
         }
     }
@@ -678,7 +753,7 @@ impl Computed {
     /// no change of them was reported since it was made), described; `None` when finding out
     /// would take that look.
     pub fn known_now(&self, node: &Node) -> Option<Rendered> {
-        self.known_current(node, self.gens.of(&self.cfg, node))
+        self.known_current(node, self.gens.of(&self.cfg(), node))
     }
 
     /// The current version of computed file `node`, described, with its bytes as `want`
@@ -687,7 +762,7 @@ impl Computed {
     pub fn current(&self, node: &Node, covered: bool, want: Want) -> Result<Rendered, FsError> {
         // Taken before the inputs are looked at: a change reported from now on makes
         // whatever this finds out of date.
-        let gen = self.gens.of(&self.cfg, node);
+        let gen = self.gens.of(&self.cfg(), node);
         if covered {
             if let Some(c) = self.known_current(node, gen) {
                 return self.with_bytes(node, c, want);
@@ -796,7 +871,7 @@ impl Computed {
         if c.data.is_some() || want != Want::Bytes {
             return Ok(c);
         }
-        let gen = self.gens.of(&self.cfg, node);
+        let gen = self.gens.of(&self.cfg(), node);
         let fps = self.fingerprints(node);
         // Made under the generation taken before, which stays the mark of what is known
         // current; as of the time `c` was made when its inputs are still the same.

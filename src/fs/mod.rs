@@ -63,7 +63,6 @@ use versions::Versions;
 pub struct NormaFs {
     paths: RootPaths,
     backing: Backing,
-    cfg: Config,
     opts: FsOptions,
     inodes: inode::InodeTable,
     /// Computed files' contents, cached.
@@ -169,7 +168,6 @@ impl NormaFs {
             computed: Computed::new(paths.clone(), cfg.clone()),
             paths,
             backing,
-            cfg,
             opts,
             inodes: inode::InodeTable::new(),
             handles: HandleTable::new(),
@@ -396,6 +394,29 @@ impl NormaFs {
     /// handles (their pages are still the bytes they read), and its directory and name. The
     /// caller drops the kernel's attributes of them and their names (the next lookup finds
     /// whether the content is still the inode's version, `fs/versions.rs`).
+    /// The settings in effect.
+    pub fn settings(&self) -> std::sync::Arc<Config> {
+        self.computed.cfg()
+    }
+
+    /// The settings files changed: `loaded` is what they give now, or why they cannot be
+    /// used (the settings in effect stay, and every `audit.txt` says why). What the kernel
+    /// must drop: the computed files of each session the change concerns, and the root's.
+    pub fn settings_changed(
+        &self,
+        loaded: Result<Config, computed::SettingsError>,
+    ) -> Vec<watch::Inval> {
+        let sessions = match loaded {
+            Ok(cfg) => self.computed.replace_settings(cfg),
+            Err(e) => self.computed.settings_failed(e),
+        };
+        sessions
+            .into_iter()
+            .map(|s| watch::Inval::Computed(watch::Affected::Session(s)))
+            .chain([watch::Inval::Computed(watch::Affected::Root)])
+            .collect()
+    }
+
     pub fn invalidate_computed(&self, c: &watch::Affected) -> Vec<Invalidated> {
         // First: a request from now on checks the inputs again (unless they turn out the same
         // as every version known of the session's files was made from).

@@ -86,6 +86,9 @@ pub struct MountOptions {
     /// Computed files shown in every session directory besides the built-in ones (see
     /// `NormaFs::setup(..).computed_file(..)`).
     pub computed_files: Vec<&'static crate::fs::ComputedFile>,
+    /// Where the settings came from: their files are watched, and a change applied while
+    /// mounted. `None`: the settings given stay.
+    pub settings: Option<crate::config::Sources>,
 }
 
 impl Default for MountOptions {
@@ -100,6 +103,7 @@ impl Default for MountOptions {
             no_exec: false,
             source: None,
             computed_files: Vec::new(),
+            settings: None,
         }
     }
 }

@@ -24,6 +24,7 @@ use super::{helper, Backings, MountOptions, NormaFuse, Shared};
 
 mod how;
 mod notify;
+mod settings;
 use super::passthrough::decide_passthrough;
 pub(super) use how::privileged;
 use how::*;
@@ -34,6 +35,7 @@ pub struct MountHandle {
     session: Option<BackgroundSession>,
     watcher: Option<Arc<Watcher>>,
     watch_thread: Option<JoinHandle<()>>,
+    settings_watch: Option<settings::SettingsWatch>,
     mountpoint: PathBuf,
     passthrough: bool,
     passthrough_why: &'static str,
@@ -175,6 +177,10 @@ impl MountHandle {
         }
         if let Some(t) = self.watch_thread.take() {
             let _ = t.join();
+        }
+        if let Some(w) = self.settings_watch.take() {
+            w.stop.store(true, Ordering::Relaxed);
+            let _ = w.thread.join();
         }
         let Some(s) = self.session.take() else {
             return Ok(());
@@ -327,9 +333,9 @@ pub fn mount_background(
     if opts.no_exec {
         config.mount_options.push(MountOption::NoExec);
     }
-    // `--read-only` is enforced by `NormaFs` (EROFS for every change), not by the kernel's
-    // read-only flag: that would refuse to open `ctl` for writing, and `help` must still work
-    // there (SPEC 6).
+    // `--read-only` is the kernel's read-only flag (`mount` and `findmnt` list it `ro`, and no
+    // change reaches the mount), and `NormaFs` refuses every change besides (EROFS). `ctl`
+    // cannot be opened for writing then: its `help` is there to read instead.
     if opts.allow_other {
         config.acl = SessionACL::All;
     }
@@ -345,8 +351,14 @@ pub fn mount_background(
     };
     let (session, via) = match helper_bin {
         None => {
-            let fd = mount_syscall(&mountpoint, &source, opts.no_exec, opts.allow_other)
-                .map_err(cannot)?;
+            let fd = mount_syscall(
+                &mountpoint,
+                &source,
+                opts.no_exec,
+                opts.allow_other,
+                opts.read_only,
+            )
+            .map_err(cannot)?;
             match Session::from_fd(nf, fd, config.acl, config.clone()) {
                 Ok(s) => (s, Via::Syscall),
                 Err(e) => {
@@ -383,6 +395,9 @@ pub fn mount_background(
             }
             if opts.no_exec {
                 o.push("noexec");
+            }
+            if opts.read_only {
+                o.push("ro");
             }
             let (fd, keeper) = helper::mount(&bin, &mountpoint, &o.join(","))
                 .map_err(|e| cannot(explain_device(e, dev_opens)))?;
@@ -447,6 +462,7 @@ pub fn mount_background(
         session: Some(bg),
         watcher: watcher.clone(),
         watch_thread: None,
+        settings_watch: None,
         mountpoint,
         passthrough,
         passthrough_why,
@@ -455,6 +471,13 @@ pub fn mount_background(
         via,
         shared: shared.clone(),
     };
+    if let Some(sources) = opts.settings.clone() {
+        handle.settings_watch = Some(settings::watch_settings(
+            sources,
+            fs.clone(),
+            notifier.clone(),
+        )?);
+    }
     if let Some(w) = watcher {
         let t = std::thread::Builder::new()
             .name("normafs-watch".into())

@@ -80,7 +80,9 @@ impl Computed {
         now: chrono::DateTime<chrono::Utc>,
         audit_fp: u64,
     ) -> Result<Vec<(Node, Bytes)>, FsError> {
-        let cfg = &self.cfg.for_session(sid);
+        // Taken first: bytes made under settings that changed meanwhile are made again.
+        let stamp = self.live.stamp(sid);
+        let cfg = &self.cfg().for_session(sid);
         let st = self.state(sid);
         let (state, inherited) = session::opened_state(&self.paths, sid, &st.state, cfg);
         let t = self.transcript(sid)?;
@@ -94,8 +96,12 @@ impl Computed {
             .filter(|&k| all || file(k) == *node)
             .collect();
         kinds.sort_by_key(|k| k.file().made_last);
-        // After appends, ids and lines are made for the new messages only.
-        let mut memo = tf.take_memo::<view::ViewMemo>().unwrap_or_default();
+        // After appends, ids and lines are made for the new messages only (under the same
+        // settings: a change of them makes all again).
+        let mut memo = match tf.take_memo::<(u64, view::ViewMemo)>() {
+            Some((s, memo)) if s == stamp => memo,
+            _ => view::ViewMemo::default(),
+        };
         let transcript_exists = tf.exists();
         let tr = tf.transcript();
         let p = Projection::with_memo(session::messages(tr), &mut memo.projection);
@@ -163,7 +169,7 @@ impl Computed {
         // kept for the next version.
         let tentative = tf.stable_messages() < tf.transcript().messages.len();
         if !tentative {
-            tf.keep_memo(memo);
+            tf.keep_memo((stamp, memo));
         }
         Ok(out)
     }
@@ -176,7 +182,7 @@ impl Computed {
         now: chrono::DateTime<chrono::Utc>,
     ) -> Result<Bytes, FsError> {
         use crate::timeline;
-        let cfg = self.cfg.for_session(sid);
+        let cfg = self.cfg().for_session(sid);
         let err = |e: crate::store::txn::TxnError| FsError::from(&e);
         match f {
             HistoryFile::Timeline | HistoryFile::TimelineSvg => {
@@ -200,7 +206,7 @@ impl Computed {
                 let namer = self.archive_namer(sid, cfg.archive_paths == ArchivePaths::Mount);
                 Ok(crate::html::session_page(
                     &self.paths,
-                    &self.cfg,
+                    &self.cfg(),
                     sid,
                     now,
                     &*namer,
@@ -208,7 +214,7 @@ impl Computed {
             }
             HistoryFile::PageAt(n) => {
                 let namer = self.archive_namer(sid, cfg.archive_paths == ArchivePaths::Mount);
-                crate::html::page_at(&self.paths, &self.cfg, sid, n, now, &*namer).map_err(err)
+                crate::html::page_at(&self.paths, &self.cfg(), sid, n, now, &*namer).map_err(err)
             }
             HistoryFile::Index => Err(FsError::Invalid("not a session's file".into())),
         }
@@ -245,11 +251,18 @@ impl Computed {
                 let a = audit::audit_root_with(
                     &self.paths,
                     &d,
-                    &self.cfg,
+                    &self.cfg(),
                     audit::How::new(PathStyle::Mount),
                     &|sid| self.findings(sid),
                     &mut |_, _| {},
                 );
+                // Once, not once per session whose findings were kept with it.
+                let mut a = a;
+                a.findings.retain(|f| f.code != audit::SETTINGS_UNREADABLE);
+                if let Some(e) = self.settings_error() {
+                    a.settings_unreadable(e.shown_path(), &e.reason);
+                    a.sort();
+                }
                 Ok(Bytes::from(a.to_text().into_bytes()))
             }
             Node::History(None, HistoryFile::TimelineSvg) => {
@@ -259,14 +272,14 @@ impl Computed {
                     &mut a,
                     &self.paths,
                     &d.sessions,
-                    &self.cfg,
+                    &self.cfg(),
                     PathStyle::Mount,
                 );
                 Ok(Bytes::from(
                     crate::timeline::root_svg(
                         &crate::timeline::peaks_by_session(&d.sessions, &a.peaks),
-                        self.cfg.noa.pressure_ratio,
-                        self.cfg.noa.truncate_ratio,
+                        self.cfg().noa.pressure_ratio,
+                        self.cfg().noa.truncate_ratio,
                     )
                     .into_bytes(),
                 ))
@@ -318,7 +331,7 @@ impl Computed {
         if self.raw_names(sid).contains(&node::raw_name(start, end)) {
             return Ok(true);
         }
-        let cfg = self.cfg.for_session(sid);
+        let cfg = self.cfg().for_session(sid);
         let st = self.state(sid);
         let (state, _) = session::opened_state(&self.paths, sid, &st.state, &cfg);
         let t = self.transcript(sid)?;
@@ -331,7 +344,7 @@ impl Computed {
 
     /// Names listed in `raw/`: one per block range.
     pub fn raw_names(&self, sid: &str) -> Vec<String> {
-        let cfg = self.cfg.for_session(sid);
+        let cfg = self.cfg().for_session(sid);
         let st = self.state(sid);
         let (state, _) = session::opened_state(&self.paths, sid, &st.state, &cfg);
         let mut names: Vec<String> = block_ranges(&state)

@@ -157,7 +157,7 @@ pub fn status(f: &mut SessionFiles<'_, '_>) -> Result<Bytes, FsError> {
         idle_seconds: crate::store::ctl::idle_seconds(&c.paths, f.sid, f.now),
         inherited_from: f.inherited,
         settings: f.cfg.describe(),
-        window_assumed: c.cfg.window_assumed(f.sid),
+        window_assumed: c.cfg().window_assumed(f.sid),
     };
     let status = render::status(f.turn(), f.state, f.cfg, &inp);
     let mut b = serde_json::to_vec_pretty(&status).unwrap_or_default();
@@ -177,6 +177,9 @@ pub fn audit(f: &mut SessionFiles<'_, '_>) -> Result<Bytes, FsError> {
         PathStyle::Mount,
         &f.computed.paths,
     );
+    if let Some(e) = f.computed.settings_error() {
+        a.settings_unreadable(e.shown_path(), &e.reason);
+    }
     a.sort();
     let text = a.to_text().into_bytes();
     f.found = Some(a);

@@ -187,6 +187,7 @@ impl NormaFs {
                 // `rsync` copy them; it changes with every command, so it is never kept. The
                 // name is kept as long as the session's existence is.
                 let scope = self.ctl_scope(sid)?;
+                self.read_only_help(&scope);
                 let (size, mtime) = self.ctl_size_and_time(&scope);
                 // The mount tells the kernel of every new result (`ctl_written`): kept as
                 // long as what the watcher covers. Else never kept.

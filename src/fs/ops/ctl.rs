@@ -106,9 +106,10 @@ impl NormaFs {
                 }
             }
         }
+        let cfg = self.computed.cfg();
         let noa = match scope {
-            Scope::Session(sid) => self.cfg.for_session(sid),
-            Scope::Root => self.cfg.noa.clone(),
+            Scope::Session(sid) => cfg.for_session(sid),
+            Scope::Root => cfg.noa.clone(),
         };
         let runner = Runner {
             paths: &self.paths,
@@ -127,6 +128,31 @@ impl NormaFs {
             }
         }
         Ok(data.len() as u32)
+    }
+
+    /// On a read-only mount the kernel refuses to open `ctl` for writing, so `help` is there
+    /// to read: a scope's `ctl` holds its result before any other.
+    pub(in crate::fs) fn read_only_help(&self, scope: &Scope) {
+        if !self.opts.read_only || self.ctl_log.changed(scope).is_some() {
+            return;
+        }
+        let cfg = self.computed.cfg();
+        let noa = match scope {
+            Scope::Session(sid) => cfg.for_session(sid),
+            Scope::Root => cfg.noa.clone(),
+        };
+        let runner = Runner {
+            paths: &self.paths,
+            cfg: &noa,
+            read_only: true,
+        };
+        let seq = self.ctl_log.next_seq(scope);
+        let mut rec = runner.run(scope, "help", seq, chrono::Utc::now());
+        rec.message.push_str(
+            "\nthis mount is read-only (--read-only): the kernel refuses to open this file for \
+             writing; `normafs ctl ROOT SID COMMAND…` runs a command without the mount",
+        );
+        self.ctl_log.record(scope, rec);
     }
 
     /// The size of what a fresh open of the ctl file of `scope` reads, and its mtime: when

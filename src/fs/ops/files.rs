@@ -271,6 +271,7 @@ impl NormaFs {
                 Ok(data)
             }
             Some(Handle::Ctl { scope, snapshot }) => {
+                self.read_only_help(scope);
                 Ok(self.ctl_log.read(scope, snapshot.as_mut(), offset, size))
             }
             Some(Handle::Dir(_)) => Err(FsError::IsDir),

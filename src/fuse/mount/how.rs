@@ -19,6 +19,7 @@ pub(super) fn mount_syscall(
     source: &str,
     no_exec: bool,
     allow_other: bool,
+    read_only: bool,
 ) -> io::Result<std::os::fd::OwnedFd> {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let dev = std::fs::OpenOptions::new()
@@ -39,6 +40,9 @@ pub(super) fn mount_syscall(
     let mut flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOATIME;
     if no_exec {
         flags |= libc::MS_NOEXEC;
+    }
+    if read_only {
+        flags |= libc::MS_RDONLY;
     }
     let target = c_path(mnt)?;
     let data = std::ffi::CString::new(data).map_err(|_| io::Error::other("mount data"))?;
