@@ -1,13 +1,134 @@
 //! Immutable bytes made of shared pieces: a computed file's content, whose unchanged lines
-//! are shared between one version and the next instead of copied.
+//! are shared between one version and the next instead of copied. A piece is in memory, or
+//! in a [`Spool`]: an unlinked file the mount writes a large session's lines to, so that the
+//! lines it keeps for the next version (and the version it serves) are not resident.
 
 use std::borrow::Cow;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// A range of a shared buffer.
+use parking_lot::Mutex;
+
+/// An unlinked file that bytes are appended to and read back from by range (never
+/// rewritten: a range once written stays what it was while any piece holds the file).
+#[derive(Debug)]
+pub struct Spool {
+    file: File,
+    dir: PathBuf,
+    /// Bytes written so far.
+    len: Mutex<u64>,
+}
+
+impl Spool {
+    /// A new spool in `dir` (`O_TMPFILE`, or a file made and unlinked at once).
+    pub fn new(dir: &Path) -> std::io::Result<Spool> {
+        Ok(Spool {
+            file: unlinked_file(dir)?,
+            dir: dir.to_path_buf(),
+            len: Mutex::new(0),
+        })
+    }
+
+    /// The directory it is in (where a new one for the same holder goes).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Bytes written so far.
+    pub fn len(&self) -> u64 {
+        *self.len.lock()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Append `data`; where it starts.
+    pub fn append(&self, data: &[u8]) -> std::io::Result<u64> {
+        let mut len = self.len.lock();
+        let at = *len;
+        self.file.write_all_at(data, at)?;
+        *len = at + data.len() as u64;
+        Ok(at)
+    }
+
+    /// Append `[from, to)` of the spool to `out`. A read that fails (the disk) gives zeros,
+    /// said once in the log: the bytes were written by this process and are not expected to
+    /// go.
+    fn read_into(&self, from: u64, to: u64, out: &mut Vec<u8>) {
+        let at = out.len();
+        out.resize(at + (to - from) as usize, 0);
+        if let Err(e) = self.file.read_exact_at(&mut out[at..], from) {
+            tracing::error!("reading back spooled bytes: {e}");
+        }
+    }
+}
+
+/// A new file in `dir` that no name leads to (`O_TMPFILE`; where the filesystem lacks it, a
+/// file made and unlinked at once).
+pub fn unlinked_file(dir: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
+        .mode(0o600)
+        .open(dir)
+    {
+        Ok(f) => Ok(f),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EISDIR)) => {
+            for n in 0..64u32 {
+                let p = dir.join(format!(
+                    ".normafs-spill-{}-{}-{n}",
+                    std::process::id(),
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.subsec_nanos())
+                ));
+                match std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(&p)
+                {
+                    Ok(f) => {
+                        std::fs::remove_file(&p)?;
+                        return Ok(f);
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Where a piece's bytes are.
+#[derive(Clone, Debug)]
+enum Buf {
+    Mem(Arc<Vec<u8>>),
+    Spooled(Arc<Spool>),
+}
+
+impl Buf {
+    fn same(&self, other: &Buf) -> bool {
+        match (self, other) {
+            (Buf::Mem(a), Buf::Mem(b)) => Arc::ptr_eq(a, b),
+            (Buf::Spooled(a), Buf::Spooled(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+/// A range of a shared buffer, in memory or spooled.
 #[derive(Clone, Debug)]
 pub struct Piece {
-    buf: Arc<Vec<u8>>,
+    buf: Buf,
     start: usize,
     end: usize,
 }
@@ -17,7 +138,7 @@ impl Piece {
     pub fn new(buf: Arc<Vec<u8>>, start: usize, end: usize) -> Piece {
         let end = end.min(buf.len());
         Piece {
-            buf,
+            buf: Buf::Mem(buf),
             start: start.min(end),
             end,
         }
@@ -28,13 +149,60 @@ impl Piece {
         let end = buf.len();
         Piece::new(Arc::new(buf), 0, end)
     }
-}
 
-impl std::ops::Deref for Piece {
-    type Target = [u8];
+    /// `[start, end)` of `spool` (clamped to what was written).
+    pub fn spooled(spool: Arc<Spool>, start: usize, end: usize) -> Piece {
+        let end = end.min(spool.len() as usize);
+        Piece {
+            buf: Buf::Spooled(spool),
+            start: start.min(end),
+            end,
+        }
+    }
 
-    fn deref(&self) -> &[u8] {
-        &self.buf[self.start..self.end]
+    pub fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.end == self.start
+    }
+
+    /// The bytes, when in memory.
+    pub fn in_memory(&self) -> Option<&[u8]> {
+        match &self.buf {
+            Buf::Mem(b) => Some(&b[self.start..self.end]),
+            Buf::Spooled(_) => None,
+        }
+    }
+
+    /// Whether the bytes are in a spool.
+    pub fn is_spooled(&self) -> bool {
+        matches!(self.buf, Buf::Spooled(_))
+    }
+
+    /// The bytes: borrowed when in memory, read back when spooled.
+    pub fn bytes(&self) -> Cow<'_, [u8]> {
+        match &self.buf {
+            Buf::Mem(b) => Cow::Borrowed(&b[self.start..self.end]),
+            Buf::Spooled(_) => {
+                let mut out = Vec::with_capacity(self.len());
+                self.append_range(0, self.len(), &mut out);
+                Cow::Owned(out)
+            }
+        }
+    }
+
+    /// Append bytes `[from, to)` of the piece to `out`.
+    pub fn append_range(&self, from: usize, to: usize, out: &mut Vec<u8>) {
+        let to = to.min(self.len());
+        let from = from.min(to);
+        match &self.buf {
+            Buf::Mem(b) => out.extend_from_slice(&b[self.start + from..self.start + to]),
+            Buf::Spooled(s) => {
+                s.read_into((self.start + from) as u64, (self.start + to) as u64, out);
+            }
+        }
     }
 }
 
@@ -61,7 +229,7 @@ impl Bytes {
             // A piece that continues the previous one in the same buffer joins it: reads
             // then borrow instead of copying across piece boundaries.
             if let Some(last) = p.pieces.last_mut() {
-                if Arc::ptr_eq(&last.buf, &piece.buf) && last.end == piece.start {
+                if last.buf.same(&piece.buf) && last.end == piece.start {
                     last.end = piece.end;
                     p.len += piece.len() as u64;
                     continue;
@@ -86,6 +254,53 @@ impl Bytes {
     /// one frees nothing now.
     pub fn shared(&self) -> bool {
         Arc::strong_count(&self.0) > 1
+    }
+
+    /// The bytes held in memory (the rest is spooled).
+    pub fn resident_len(&self) -> u64 {
+        self.0
+            .pieces
+            .iter()
+            .filter(|p| !p.is_spooled())
+            .map(|p| p.len() as u64)
+            .sum()
+    }
+
+    /// The bytes in order, in slices: a piece in memory whole, a spooled one read back a
+    /// chunk at a time.
+    pub fn each_piece(&self, f: impl FnMut(&[u8]) -> std::io::Result<()>) -> std::io::Result<()> {
+        self.each_slice_upto(self.len(), f)
+    }
+
+    /// [`Bytes::each_piece`] of the first `len` bytes.
+    pub fn each_slice_upto(
+        &self,
+        len: u64,
+        mut f: impl FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        const CHUNK: usize = 1 << 20;
+        let mut left = len;
+        let mut scratch = Vec::new();
+        for p in &self.0.pieces {
+            if left == 0 {
+                break;
+            }
+            let take = (p.len() as u64).min(left) as usize;
+            left -= take as u64;
+            if let Some(mem) = p.in_memory() {
+                f(&mem[..take])?;
+                continue;
+            }
+            let mut at = 0;
+            while at < take {
+                let to = (at + CHUNK).min(take);
+                scratch.clear();
+                p.append_range(at, to, &mut scratch);
+                f(&scratch)?;
+                at = to;
+            }
+        }
+        Ok(())
     }
 
     /// The pieces, in order.
@@ -131,10 +346,12 @@ impl Bytes {
         let i = p.starts.partition_point(|&s| s <= offset).saturating_sub(1);
         let first_start = p.starts[i];
         let first = &p.pieces[i];
-        if end <= first_start + first.len() as u64 {
-            let from = (offset - first_start) as usize;
-            let to = (end - first_start) as usize;
-            return Ok(&first[from..to]);
+        if let Some(mem) = first.in_memory() {
+            if end <= first_start + first.len() as u64 {
+                let from = (offset - first_start) as usize;
+                let to = (end - first_start) as usize;
+                return Ok(&mem[from..to]);
+            }
         }
         Err((i, end))
     }
@@ -147,7 +364,7 @@ impl Bytes {
             let start = p.starts[i];
             let from = (offset.saturating_sub(start) as usize).min(piece.len());
             let to = ((end - start) as usize).min(piece.len());
-            out.extend_from_slice(&piece[from..to]);
+            piece.append_range(from, to, out);
             i += 1;
         }
     }
@@ -156,7 +373,7 @@ impl Bytes {
     pub fn to_vec(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.0.len as usize);
         for piece in &self.0.pieces {
-            out.extend_from_slice(piece);
+            piece.append_range(0, piece.len(), &mut out);
         }
         out
     }
@@ -173,7 +390,11 @@ impl Bytes {
             }
             let take = (p.len() as u64).min(left) as usize;
             left -= take as u64;
-            Some(Piece::new(p.buf.clone(), p.start, p.start + take))
+            Some(Piece {
+                buf: p.buf.clone(),
+                start: p.start,
+                end: p.start + take,
+            })
         });
         Bytes::from_pieces(pieces.collect::<Vec<_>>())
     }
@@ -192,9 +413,14 @@ impl Bytes {
                 return false;
             };
             let n = (pa.len() - ia).min(pb.len() - jb);
-            let same_place = Arc::ptr_eq(&pa.buf, &pb.buf) && pa.start + ia == pb.start + jb;
-            if !same_place && pa[ia..ia + n] != pb[jb..jb + n] {
-                return false;
+            let same_place = pa.buf.same(&pb.buf) && pa.start + ia == pb.start + jb;
+            if !same_place {
+                let (mut x, mut y) = (Vec::new(), Vec::new());
+                pa.append_range(ia, ia + n, &mut x);
+                pb.append_range(jb, jb + n, &mut y);
+                if x != y {
+                    return false;
+                }
             }
             ia += n;
             jb += n;
@@ -273,6 +499,70 @@ mod tests {
         );
         assert_eq!(joined.to_vec(), b"012345689");
         assert!(matches!(joined.window(1, 5), Cow::Borrowed(b"12345")));
+    }
+
+    /// Spooled pieces read as the same bytes in memory would: windows within and across
+    /// pieces of both kinds, the whole, a prefix, `starts_with`, the slices in order; and
+    /// ranges of one spool that follow each other join.
+    #[test]
+    fn spooled_pieces_read_as_the_same_bytes_in_memory() {
+        let spool = Arc::new(Spool::new(&std::env::temp_dir()).expect("spool"));
+        let text: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        let at = spool.append(&text[..2_500_000]).expect("append") as usize;
+        assert_eq!(at, 0);
+        let at2 = spool.append(b"tail").expect("append") as usize;
+        assert_eq!(at2, 2_500_000);
+        let spooled = Bytes::from_pieces([
+            Piece::spooled(spool.clone(), 0, 1_000_000),
+            Piece::spooled(spool.clone(), 1_000_000, 2_500_000),
+            Piece::whole(text[2_500_000..].to_vec()),
+            Piece::spooled(spool.clone(), at2, at2 + 4),
+        ]);
+        let mut want = text.clone();
+        want.extend_from_slice(b"tail");
+        let memory = Bytes::from(want.clone());
+        assert_eq!(spooled.pieces().len(), 3, "following ranges of one spool join");
+        assert_eq!(spooled.len(), want.len() as u64);
+        assert_eq!(spooled.resident_len(), 500_000);
+        assert_eq!(spooled.to_vec(), want);
+        assert_eq!(spooled, memory);
+        for (off, size) in [
+            (0u64, 10u32),
+            (999_990, 20),
+            (2_499_990, 20),
+            (2_999_999, 3),
+            (3_000_002, 100),
+            (1_234_567, 1 << 20),
+            (3_000_004, 1),
+        ] {
+            let mut scratch = Vec::new();
+            assert_eq!(
+                spooled.window_in(off, size, &mut scratch),
+                &*memory.window(off, size),
+                "window at {off} of {size}"
+            );
+            assert_eq!(&*spooled.window(off, size), &*memory.window(off, size));
+        }
+        assert!(spooled.starts_with(&memory.prefix(2_600_000)));
+        assert!(memory.starts_with(&spooled.prefix(2_600_000)));
+        assert_eq!(spooled.prefix(1_500_000).to_vec(), &want[..1_500_000]);
+        let mut slices = Vec::new();
+        spooled
+            .each_piece(|b| {
+                slices.extend_from_slice(b);
+                Ok(())
+            })
+            .expect("slices");
+        assert_eq!(slices, want);
+        let mut first = Vec::new();
+        spooled
+            .each_slice_upto(1_700_000, |b| {
+                assert!(b.len() <= 1 << 20, "read back a chunk at a time");
+                first.extend_from_slice(b);
+                Ok(())
+            })
+            .expect("slices");
+        assert_eq!(first, &want[..1_700_000]);
     }
 
     #[test]

@@ -168,7 +168,7 @@ fn view(a: ViewArgs) -> Result<i32, CliError> {
         let now = chrono::Utc::now();
         let b = crate::timeline::view_at(&paths, &a.sid, &noa, n, now, path, form)
             .map_err(|e| CliError::new(e.to_string()))?;
-        write_stdout(b.pieces().iter().map(|p| &p[..]))?;
+        write_bytes(&b)?;
         return Ok(0);
     }
     let s = session::load(&paths, &a.sid);
@@ -184,7 +184,7 @@ fn view(a: ViewArgs) -> Result<i32, CliError> {
         return Ok(0);
     }
     let b = files.bytes(form, &mut Default::default());
-    write_stdout(b.pieces().iter().map(|p| &p[..]))?;
+    write_bytes(&b)?;
     Ok(0)
 }
 
@@ -248,7 +248,7 @@ fn html(a: HtmlArgs) -> Result<i32, CliError> {
             page.into_bytes().into()
         }
     };
-    write_stdout(out.pieces().iter().map(|p| &p[..]))?;
+    write_bytes(&out)?;
     Ok(0)
 }
 
@@ -452,6 +452,11 @@ fn progress(label: &'static str) -> impl FnMut(usize, usize) {
 /// Write to stdout, piece by piece through one buffer.
 fn write_stdout<'a>(pieces: impl IntoIterator<Item = &'a [u8]>) -> Result<(), CliError> {
     write_stdout_with(|out| pieces.into_iter().try_for_each(|p| out.write_all(p)))
+}
+
+/// `b` to standard output.
+fn write_bytes(b: &crate::bytes::Bytes) -> Result<(), CliError> {
+    write_stdout_with(|out| b.each_piece(|p| out.write_all(p)))
 }
 
 /// Standard output, buffered, to `write`; a closed pipe is no error.

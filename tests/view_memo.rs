@@ -293,7 +293,7 @@ fn from_scratch(paths: &RootPaths, cfg: &NoaConfig, kind: ComputedKind) -> Vec<u
 /// Apply `ops`, reading the computed files after each through the mount's computation and
 /// from scratch: they must be the same. `reads` picks which files are read after each op
 /// (a file not read has no cached content to refresh from).
-fn check(ops: &[Op], reads: &[u8], cfg: &NoaConfig) -> Result<(), TestCaseError> {
+fn check(ops: &[Op], reads: &[u8], cfg: &NoaConfig, spooled: bool) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().expect("tempdir");
     let paths = RootPaths::from_root(dir.path());
     fs::create_dir_all(&paths.transcripts).expect("mkdir");
@@ -307,6 +307,10 @@ fn check(ops: &[Op], reads: &[u8], cfg: &NoaConfig) -> Result<(), TestCaseError>
             ..Config::default()
         },
     );
+    if spooled {
+        // The lines on disk, as a long session's are.
+        computed.spool_lines_from(0);
+    }
     for (i, op) in ops.iter().enumerate() {
         match op {
             Op::Append(lines) => {
@@ -371,8 +375,9 @@ proptest! {
         window in 200u64..6000,
         recent in 0usize..4,
         recent_tokens in prop_oneof![Just(0u64), 1u64..800],
+        spooled in any::<bool>(),
     ) {
-        check(&ops, &reads, &small_cfg(window, recent, recent_tokens))?;
+        check(&ops, &reads, &small_cfg(window, recent, recent_tokens), spooled)?;
     }
 }
 
@@ -402,7 +407,9 @@ fn a_later_protected_call_changes_an_earlier_result() {
         Op::Append(vec![call]),
         Op::Append(vec![text(5)]),
     ];
-    check(&ops, &[], &small_cfg(600, 1, 0)).expect("the same files");
+    for spooled in [false, true] {
+        check(&ops, &[], &small_cfg(600, 1, 0), spooled).expect("the same files");
+    }
 }
 
 /// A live block that also covers the unterminated last line: when that line turns out to be
@@ -429,7 +436,9 @@ fn a_block_over_the_unterminated_line_follows_the_line() {
         Op::Newline,
         Op::Append(vec![text(6, 3)]),
     ];
-    check(&ops, &[], &small_cfg(100_000, 1, 0)).expect("the same files");
+    for spooled in [false, true] {
+        check(&ops, &[], &small_cfg(100_000, 1, 0), spooled).expect("the same files");
+    }
 }
 
 /// A compaction marker appended after a view was computed moves the whole projection.
@@ -453,7 +462,9 @@ fn a_marker_after_a_view_moves_the_projection() {
         Op::Rewrite(3),
         Op::Append(vec![text(12, 5)]),
     ];
-    check(&ops, &[], &small_cfg(2000, 1, 0)).expect("the same files");
+    for spooled in [false, true] {
+        check(&ops, &[], &small_cfg(2000, 1, 0), spooled).expect("the same files");
+    }
 }
 
 /// A shrunk failure: a view computed while the last line was unterminated (its record read
@@ -482,5 +493,7 @@ fn a_tentative_last_record_replaced_by_another() {
             text(140, 202, 27),
         ]),
     ];
-    check(&ops, &[1, 2, 4, 5, 5], &small_cfg(2351, 2, 0)).expect("the same files");
+    for spooled in [false, true] {
+        check(&ops, &[1, 2, 4, 5, 5], &small_cfg(2351, 2, 0), spooled).expect("the same files");
+    }
 }

@@ -81,15 +81,10 @@ pub fn digest(data: &Bytes, len: u64) -> Option<u64> {
     }
     let mut h = KEYS.get_or_init(std::hash::RandomState::new).build_hasher();
     h.write_u64(len);
-    let mut left = len;
-    for p in data.pieces() {
-        if left == 0 {
-            break;
-        }
-        let take = (p.len() as u64).min(left) as usize;
-        h.write(p.get(..take).unwrap_or_default());
-        left -= take as u64;
-    }
+    let _ = data.each_slice_upto(len, |b| {
+        h.write(b);
+        Ok(())
+    });
     Some(h.finish())
 }
 
@@ -383,6 +378,9 @@ pub struct Computed {
     keep_small: std::sync::atomic::AtomicBool,
     /// When this was made: the mtime of files made of nothing.
     started: SystemTime,
+    /// Sessions whose transcript is longer spool the lines of their files to disk (see
+    /// [`Computed::spool_lines_from`]).
+    spool_from: AtomicU64,
     /// What a session directory shows: the computed files a session computation makes.
     layout: Layout,
 }
@@ -529,8 +527,17 @@ impl Computed {
             trimmed_ms: AtomicU64::new(0),
             freed_since_trim: std::sync::atomic::AtomicUsize::new(0),
             started: SystemTime::now(),
+            spool_from: AtomicU64::new(ALL_AT_ONCE),
             layout: Layout::default(),
         }
+    }
+
+    /// Spool the lines of `view.jsonl` and `materialized.jsonl` of sessions whose
+    /// transcript is longer than `bytes` to unlinked files in the temporary directory
+    /// (by default those made one file at a time, [`ALL_AT_ONCE`]): the lines kept for the
+    /// next version after an append, and the version served, are then not resident.
+    pub fn spool_lines_from(&self, bytes: u64) {
+        self.spool_from.store(bytes, Ordering::Relaxed);
     }
 
     /// The settings in effect.

@@ -266,7 +266,7 @@ impl Inner {
     fn offered(&mut self, data: Option<&Bytes>) {
         self.pinned_at_most = self
             .pinned_at_most
-            .saturating_add(data.map_or(0, |d| d.len()));
+            .saturating_add(data.map_or(0, |d| d.resident_len()));
     }
 
     /// `now`: when the request asking arrived (a hold covers the requests that arrive within
@@ -667,8 +667,10 @@ impl Versions {
                 .open
                 .iter()
                 .filter_map(|(&ino, o)| {
+                    // Spooled bytes are on disk already.
                     let d = o.head.data.as_ref().filter(|d| !d.shared())?;
-                    Some((o.held_at, ino, d.len()))
+                    let resident = d.resident_len();
+                    (resident > 0).then_some((o.held_at, ino, resident))
                 })
                 .collect();
             let total: u64 = pinned.iter().map(|p| p.2).sum();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::assemble::{self, LineKey};
 use super::pipeline::Turn;
-use crate::bytes::{Bytes, Piece};
+use crate::bytes::{Bytes, Piece, Spool};
 use crate::fasthash::FastMap;
 use crate::format::state::State;
 use crate::format::transcript::Message;
@@ -19,9 +19,41 @@ const CHUNK: usize = 1 << 20;
 #[derive(Debug, Default, Clone)]
 pub struct LineCache {
     order: Vec<(LineKey, Piece)>,
+    /// Where new lines are written, when not in memory (see [`LineCache::spool_to`]).
+    spool: Option<Arc<Spool>>,
 }
 
+/// A spool is replaced by a new one once it holds this much more than its lines in use (the
+/// lines a version no longer has stay in it until no version holds it).
+const SPOOL_SLACK: u64 = 64 << 20;
+
 impl LineCache {
+    /// Write new lines to `spool` instead of memory (a mount's large session: what it keeps
+    /// for the next version, and the version it serves, are then not resident). Kept once set.
+    pub fn spool_to(&mut self, spool: impl FnOnce() -> Option<Spool>) {
+        if self.spool.is_none() {
+            self.spool = spool().map(Arc::new);
+        }
+    }
+
+    /// A new spool for the next lines when the current one holds mostly lines no version
+    /// in this cache has.
+    fn renew_spool(&mut self) {
+        let Some(sp) = &self.spool else { return };
+        let live: u64 = self
+            .order
+            .iter()
+            .filter(|(_, p)| p.is_spooled())
+            .map(|(_, p)| p.len() as u64)
+            .sum();
+        if sp.len() > live.saturating_mul(2).saturating_add(SPOOL_SLACK) {
+            match Spool::new(sp.dir()) {
+                Ok(new) => self.spool = Some(Arc::new(new)),
+                Err(e) => tracing::debug!("a new spool: {e}"),
+            }
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.order.len()
     }
@@ -84,12 +116,30 @@ struct Writer {
     open: Vec<(usize, usize, usize)>,
     /// The version's lines in order (a written one gets its piece when its buffer is sealed).
     out: Vec<(LineKey, Option<Piece>)>,
+    /// Where a full buffer goes, if not to memory (the buffer is then used again).
+    spool: Option<Arc<Spool>>,
 }
 
 impl Writer {
     fn seal(&mut self) {
         if self.open.is_empty() {
             return;
+        }
+        if let Some(sp) = &self.spool {
+            match sp.append(&self.cur) {
+                Ok(at) => {
+                    let at = at as usize;
+                    for (i, start, end) in self.open.drain(..) {
+                        if let Some(slot) = self.out.get_mut(i) {
+                            slot.1 = Some(Piece::spooled(sp.clone(), at + start, at + end));
+                        }
+                    }
+                    self.cur.clear();
+                    return;
+                }
+                // In memory then (a full disk): the bytes are the same.
+                Err(e) => tracing::warn!("lines kept in memory: cannot spool them: {e}"),
+            }
         }
         // The next buffer is made when a line needs it (after the last, none is).
         let mut buf = std::mem::take(&mut self.cur);
@@ -113,6 +163,7 @@ pub fn view_lines(
     tags: bool,
     cache: &mut LineCache,
 ) -> Bytes {
+    cache.renew_spool();
     let prev = std::mem::take(&mut cache.order);
     let finder = RefCell::new(Finder {
         prev: &prev,
@@ -124,6 +175,7 @@ pub fn view_lines(
         cur: Vec::new(),
         open: Vec::new(),
         out: Vec::with_capacity(t.items.len()),
+        spool: cache.spool.clone(),
     };
     // The line `want` found, for the sink that follows: one lookup per line.
     let found: Cell<Option<Piece>> = Cell::new(None);

@@ -62,6 +62,22 @@ pub struct Lines {
     materialized: LineCache,
 }
 
+impl Lines {
+    /// Write the lines of the files made from here on to spools in `dir`, not memory (see
+    /// [`LineCache::spool_to`]).
+    pub fn spool_to(&mut self, dir: &std::path::Path) {
+        for c in [&mut self.view, &mut self.materialized] {
+            c.spool_to(|| match crate::bytes::Spool::new(dir) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::warn!("lines kept in memory: no spool in {}: {e}", dir.display());
+                    None
+                }
+            });
+        }
+    }
+}
+
 /// A session file the view makes: the mount's `view.jsonl`, `materialized.jsonl` and
 /// `view.md`, the CLI's `view`, a history point's `at/<n>/` files.
 #[derive(Clone, Copy)]

@@ -102,6 +102,11 @@ impl Computed {
             Some((s, memo)) if s == stamp => memo,
             _ => view::ViewMemo::default(),
         };
+        // A large session's lines, kept for the next version and served, are spooled to
+        // disk: only what is being made is resident.
+        if tf.len() > self.spool_from.load(std::sync::atomic::Ordering::Relaxed) {
+            memo.lines.spool_to(&std::env::temp_dir());
+        }
         let transcript_exists = tf.exists();
         let tr = tf.transcript();
         let p = Projection::with_memo(session::messages(tr), &mut memo.projection);

@@ -59,7 +59,7 @@ impl Spills {
                 .as_ref()
                 .is_some_and(|(_, end)| end.saturating_add(len) <= SPAN);
             if !room {
-                *f = Some((Arc::new(unlinked_file(&self.dir)?), 0));
+                *f = Some((Arc::new(crate::bytes::unlinked_file(&self.dir)?), 0));
             }
             let Some((file, end)) = f.as_mut() else {
                 return Err(std::io::Error::other("no spill file"));
@@ -70,10 +70,11 @@ impl Spills {
         };
         let spilled = Spilled { file, offset, len };
         let mut at = offset;
-        for piece in data.pieces() {
-            spilled.file.write_all_at(piece, at)?;
-            at += piece.len() as u64;
-        }
+        data.each_piece(|b| {
+            spilled.file.write_all_at(b, at)?;
+            at += b.len() as u64;
+            Ok(())
+        })?;
         Ok(spilled)
     }
 }
@@ -129,48 +130,6 @@ impl Spilled {
         let mut buf = vec![0u8; self.len as usize];
         self.file.read_exact_at(&mut buf, self.offset)?;
         Ok(Bytes::from_pieces([crate::bytes::Piece::whole(buf)]))
-    }
-}
-
-/// A new file in `dir` that no name leads to (`O_TMPFILE`; where the filesystem lacks it, a
-/// file made and unlinked at once).
-fn unlinked_file(dir: &Path) -> std::io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    match std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
-        .mode(0o600)
-        .open(dir)
-    {
-        Ok(f) => Ok(f),
-        Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EISDIR)) => {
-            for n in 0..64u32 {
-                let p = dir.join(format!(
-                    ".normafs-spill-{}-{}-{n}",
-                    std::process::id(),
-                    std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map_or(0, |d| d.subsec_nanos())
-                ));
-                match std::fs::OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .open(&p)
-                {
-                    Ok(f) => {
-                        std::fs::remove_file(&p)?;
-                        return Ok(f);
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                    Err(e) => return Err(e),
-                }
-            }
-            Err(e)
-        }
-        Err(e) => Err(e),
     }
 }
 
