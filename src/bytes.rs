@@ -521,7 +521,11 @@ mod tests {
         let mut want = text.clone();
         want.extend_from_slice(b"tail");
         let memory = Bytes::from(want.clone());
-        assert_eq!(spooled.pieces().len(), 3, "following ranges of one spool join");
+        assert_eq!(
+            spooled.pieces().len(),
+            3,
+            "following ranges of one spool join"
+        );
         assert_eq!(spooled.len(), want.len() as u64);
         assert_eq!(spooled.resident_len(), 500_000);
         assert_eq!(spooled.to_vec(), want);

@@ -64,6 +64,10 @@ pub struct Growing<'p, 'a> {
     /// The room a turn's edits and list took, given to the next one.
     spare_edits: Edits,
     spare_items: Vec<Pos>,
+    /// `spare_items` is the last step 4's list (`hidden`'s before the growth), the nudge
+    /// after it or not: the next grown request extends it instead of copying the list (a copy
+    /// per request made a long history's replay quadratic).
+    spare_is_hidden: bool,
     /// Every request through the whole pipeline (what grown ones are checked against).
     never: bool,
     /// Requests made from what was kept, and through the whole pipeline (what a test or a
@@ -108,6 +112,7 @@ impl<'p, 'a> Growing<'p, 'a> {
         nudge: Deciding,
     ) -> Turn<'p, 'a> {
         let new_from = self.len as u32;
+        let reuse = std::mem::take(&mut self.spare_is_hidden);
         let (mut t, grown) = match self.grow(proj, state, cfg) {
             Some(new_refs) => {
                 self.grown += 1;
@@ -116,7 +121,9 @@ impl<'p, 'a> Growing<'p, 'a> {
                 let active = self.active.clone();
                 // Its list is step 4's, made by `hide`.
                 let mut items = std::mem::take(&mut self.spare_items);
-                items.clear();
+                if !reuse {
+                    items.clear();
+                }
                 let mut t = Turn::before_step4(proj, slots, new_refs, active, synth, items);
                 t.kept = Some(Kept {
                     new_from,
@@ -138,7 +145,7 @@ impl<'p, 'a> Growing<'p, 'a> {
         };
         debug_assert!(t.edits.is_empty());
         t.edits = std::mem::take(&mut self.spare_edits);
-        let measure = self.hide(&mut t, state, grown);
+        let measure = self.hide(&mut t, state, grown, reuse);
         let carried = Carried {
             resume: &mut self.resume,
             candidates: &mut self.candidates,
@@ -159,7 +166,7 @@ impl<'p, 'a> Growing<'p, 'a> {
     /// was `grown` from it and no Compress call came since (nothing new then changes what
     /// is hidden, and the new messages are shown as they are); the view's tokens. What it
     /// makes is kept for the next request.
-    fn hide(&mut self, t: &mut Turn<'_, 'a>, state: &State, grown: bool) -> u64 {
+    fn hide(&mut self, t: &mut Turn<'_, 'a>, state: &State, grown: bool, reuse: bool) -> u64 {
         let before = self.hidden.take().filter(|_| {
             grown
                 && !t.proj[t.kept.as_ref().map_or(0, |k| k.new_from as usize)..]
@@ -169,9 +176,20 @@ impl<'p, 'a> Growing<'p, 'a> {
         let hidden = match before {
             Some(mut h) => {
                 let added = &self.items[self.items.len() - self.added..];
+                // The list the last request had (its nudge after it, or not), extended; else
+                // a copy.
+                let old = h.items.len();
+                let nudge_after = t.items.len() == old + 1
+                    && t.items.last().is_some_and(|p| matches!(p, Pos::Synth(_)));
+                if grown && reuse && (t.items.len() == old || nudge_after) {
+                    t.items.truncate(old);
+                } else {
+                    t.items.clone_from(&h.items);
+                }
+                debug_assert_eq!(t.items, h.items, "the list kept is the last step 4's");
                 h.items.extend_from_slice(added);
+                t.items.extend_from_slice(added);
                 h.measure += added.iter().map(|&p| t.tokens(p)).sum::<u64>();
-                t.items.clone_from(&h.items);
                 for (i, e) in &h.stubs {
                     t.edits.insert(*i, e.clone(), t.proj.len());
                 }
@@ -200,6 +218,8 @@ impl<'p, 'a> Growing<'p, 'a> {
         self.spare_edits = std::mem::take(&mut t.edits);
         self.spare_edits.clear();
         self.spare_items = std::mem::take(&mut t.items);
+        // Nothing after step 4 changes the list but the nudge's place at its end.
+        self.spare_is_hidden = self.hidden.is_some();
         if self.kept && t.slots.len() == self.len {
             self.slots = t.slots;
             self.synth = t.synth;
