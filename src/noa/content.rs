@@ -203,7 +203,19 @@ impl Core<'_> {
 
     /// A content message noa writes itself (a summary, the nudge).
     pub fn synthetic(id: &str, text: String, origin: Origin) -> Core<'static> {
-        let (tokens, chars) = measure(&text);
+        let measured = super::tokens::count_and_chars(&text);
+        Core::synthetic_measured(id, text, origin, measured)
+    }
+
+    /// [`Core::synthetic`] of a text whose count (`count_and_chars`) is known.
+    pub fn synthetic_measured(
+        id: &str,
+        text: String,
+        origin: Origin,
+        (tokens, chars): (u64, usize),
+    ) -> Core<'static> {
+        let tokens = u32::try_from(tokens).unwrap_or(u32::MAX);
+        let chars = u32::try_from(chars).unwrap_or(u32::MAX);
         let headed = is_summary_text(&text);
         Core {
             id: RawId::from(id),

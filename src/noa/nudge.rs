@@ -487,6 +487,9 @@ pub struct RangeLines {
     text: String,
     /// Where each range's line ends in `text`.
     ends: Vec<usize>,
+    /// What `text` counts up to the end of each line (a nudge's measure without a pass over
+    /// the lines it kept).
+    tallies: Vec<crate::noa::tokens::Tally>,
 }
 
 impl RangeLines {
@@ -502,17 +505,53 @@ impl RangeLines {
             .truncate(same.checked_sub(1).map_or(0, |k| self.ends[k]));
         self.ends.truncate(same);
         self.ranges.truncate(same);
+        self.tallies.truncate(same);
         for r in &ranges[same..] {
+            let start = self.text.len();
             push_range_line(&mut self.text, r);
+            let mut tally = self.tallies.last().copied().unwrap_or_default();
+            tally.add_str(&self.text[start..]);
             self.ends.push(self.text.len());
             self.ranges.push(r.clone());
+            self.tallies.push(tally);
         }
         s.push_str(&self.text);
     }
+
+    /// What the lines last written count.
+    fn tally(&self) -> crate::noa::tokens::Tally {
+        self.tallies.last().copied().unwrap_or_default()
+    }
+}
+
+/// [`render_with`] and what its text counts (`count_and_chars`), the range lines kept in
+/// `lines` counted once, when they were written.
+pub fn render_measured(d: &Decision, lines: &mut RangeLines) -> (String, (u64, usize)) {
+    let mut kept = None;
+    let s = render_into(d, Some(lines), &mut kept);
+    let mut tally = crate::noa::tokens::Tally::default();
+    match kept {
+        Some((from, to)) => {
+            tally.add_str(&s[..from]);
+            tally.merge(lines.tally());
+            tally.add_str(&s[to..]);
+        }
+        None => tally.add_str(&s),
+    }
+    (s, (tally.tokens(), tally.chars()))
 }
 
 /// [`render`], reusing and keeping the range lines in `lines` when given.
 pub fn render_with(d: &Decision, lines: Option<&mut RangeLines>) -> String {
+    render_into(d, lines, &mut None)
+}
+
+/// [`render_with`], saying where in the text the kept range lines went (`kept`).
+fn render_into(
+    d: &Decision,
+    lines: Option<&mut RangeLines>,
+    kept: &mut Option<(usize, usize)>,
+) -> String {
     // Room for the fixed text and a line per range (grown once at most).
     let mut s = String::with_capacity(1024 + 64 * d.recommendation.ranges.len());
     let usage = format!("{:.0}%", d.usage * 100.0);
@@ -565,7 +604,11 @@ pub fn render_with(d: &Decision, lines: Option<&mut RangeLines>) -> String {
         } else {
             s.push_str("\nCompressible, oldest first:\n");
             match lines {
-                Some(lines) => lines.write(&mut s, &rec.ranges),
+                Some(lines) => {
+                    let from = s.len();
+                    lines.write(&mut s, &rec.ranges);
+                    *kept = Some((from, s.len()));
+                }
                 None => {
                     for r in &rec.ranges {
                         push_range_line(&mut s, r);

@@ -363,9 +363,25 @@ impl<'p, 'a> Turn<'p, 'a> {
         let Some(d) = self.nudge.as_ref().filter(|d| d.inject) else {
             return;
         };
-        let text = nudge::render_with(d, lines);
-        debug_assert_eq!(text, nudge::render(d), "a nudge from kept lines differs");
-        self.synth.push(nudge_core(text));
+        let core = match lines {
+            // Measured from the lines' counts kept with them.
+            Some(lines) => {
+                let (text, measured) = nudge::render_measured(d, lines);
+                debug_assert_eq!(
+                    measured,
+                    crate::noa::tokens::count_and_chars(&text),
+                    "a nudge's measure from kept lines differs"
+                );
+                Core::synthetic_measured(NUDGE_ID, text, Origin::Nudge, measured)
+            }
+            None => nudge_core(nudge::render(d)),
+        };
+        debug_assert_eq!(
+            core.text,
+            nudge::render(d),
+            "a nudge from kept lines differs"
+        );
+        self.synth.push(core);
         // One more: a projection's worth of positions is not doubled for it.
         self.items.reserve_exact(1);
         self.items.push(Pos::Synth(self.synth.len() as u32 - 1));

@@ -73,6 +73,12 @@ impl Tally {
         }
     }
 
+    /// Add what `other` counted (a text seen in two pieces counts as the two).
+    pub fn merge(&mut self, other: Tally) {
+        self.cjk += other.cjk;
+        self.other += other.other;
+    }
+
     pub fn tokens(&self) -> u64 {
         self.cjk + self.other.div_ceil(4)
     }
