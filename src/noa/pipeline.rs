@@ -687,7 +687,16 @@ fn sized_knowing<'p, 'a>(
     let (slots, new_refs) = match known {
         Some(mut slots) => {
             let from = slots.len();
-            let (more, new) = refs::assign(&proj[from..], state, protected);
+            // Numbers that ran out among the known: none after them gets a slot.
+            let exhausted = proj[..from]
+                .iter()
+                .zip(&slots)
+                .any(|(c, s)| *s == Slot::None && !c.is_synthetic() && !c.id.is_empty());
+            let (more, new) = if exhausted {
+                (vec![Slot::None; proj.len() - from], Vec::new())
+            } else {
+                refs::assign(&proj[from..], state, protected)
+            };
             #[cfg(debug_assertions)]
             {
                 let (all, none) = refs::assign(&proj[..from], state, protected);

@@ -11,6 +11,30 @@ use crate::format::state::State;
 
 pub use crate::format::state::{parse_ref, BLOCKED, MAX_REF};
 
+/// The highest number [`assign`] hands out: [`MAX_REF`], or lower in a test that runs out of
+/// numbers within a small session (`set_ref_limit`, with the `testhook` feature).
+#[inline]
+pub fn ref_limit() -> u32 {
+    #[cfg(feature = "testhook")]
+    {
+        LIMIT.load(std::sync::atomic::Ordering::Relaxed)
+    }
+    #[cfg(not(feature = "testhook"))]
+    {
+        MAX_REF
+    }
+}
+
+#[cfg(feature = "testhook")]
+static LIMIT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(MAX_REF);
+
+/// Hand out numbers up to `n` only (at most [`MAX_REF`]): process-wide, for a test of what
+/// happens when they run out.
+#[cfg(feature = "testhook")]
+pub fn set_ref_limit(n: u32) {
+    LIMIT.store(n.min(MAX_REF), std::sync::atomic::Ordering::Relaxed);
+}
+
 /// `m` + five digits.
 pub fn format_ref(n: u32) -> String {
     format!("m{n:05}")
@@ -121,7 +145,7 @@ pub fn assign(
             while taken.contains(&cursor) {
                 cursor += 1;
             }
-            if cursor > MAX_REF {
+            if cursor > ref_limit() {
                 // The ref space is exhausted: nothing after this gets a ref (or BLOCKED).
                 break;
             }

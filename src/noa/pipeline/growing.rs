@@ -50,6 +50,9 @@ pub struct Growing<'p, 'a> {
     live_calls: FastSet<String>,
     /// The next ref number to hand out.
     cursor: u32,
+    /// The numbers ran out before the last core: no later core gets a slot (as
+    /// `refs::assign` stops at the first core it has no number for).
+    exhausted: bool,
     /// The view after step 4 of the request before, with its stubs and tokens: what the
     /// next one starts from while no Compress call comes (`None` after the blocks changed).
     hidden: Option<Hidden>,
@@ -308,6 +311,12 @@ impl<'p, 'a> Growing<'p, 'a> {
         // such a state is never grown.
         let taken = state.message_refs.by_ref.highest_key_ref() >= cursor;
         self.cursor = cursor;
+        // `assign` gives every core of a message a slot unless it stopped for want of a number.
+        self.exhausted = t
+            .proj
+            .iter()
+            .zip(&t.slots)
+            .any(|(c, s)| *s == Slot::None && !c.is_synthetic() && !c.id.is_empty());
         self.kept = !taken;
     }
 
@@ -338,11 +347,12 @@ impl<'p, 'a> Growing<'p, 'a> {
         // Step 1 for the new cores, as `refs::assign` hands them out.
         let by_raw = &state.message_refs.by_raw;
         let mut cursor = self.cursor;
+        let mut exhausted = self.exhausted;
         let mut slots = Vec::with_capacity(new.len());
         let mut new_refs = Vec::new();
         for (k, c) in new.iter().enumerate() {
             let i = (a + k) as u32;
-            if c.is_synthetic() || c.id.is_empty() {
+            if exhausted || c.is_synthetic() || c.id.is_empty() {
                 slots.push(Slot::None);
                 continue;
             }
@@ -356,8 +366,11 @@ impl<'p, 'a> Growing<'p, 'a> {
             if protect::is_hard(c, cfg) {
                 slots.push(Slot::Blocked);
             } else {
-                if cursor > refs::MAX_REF {
-                    return None;
+                if cursor > refs::ref_limit() {
+                    // Out of numbers: this core and every later one get none.
+                    exhausted = true;
+                    slots.push(Slot::None);
+                    continue;
                 }
                 slots.push(Slot::Num(cursor));
                 cursor += 1;
@@ -405,6 +418,7 @@ impl<'p, 'a> Growing<'p, 'a> {
             .extend(new.iter().filter(|c| !c.call.is_empty()).map(|c| c.call));
         self.calls_of.1 = proj.len();
         self.cursor = cursor;
+        self.exhausted = exhausted;
         self.len = proj.len();
         Some(new_refs)
     }
