@@ -56,8 +56,17 @@ pub(super) fn watch_settings(
         .name("normafs-settings".into())
         .spawn(move || {
             let mut seen = look(&files);
-            while !stopped.load(Ordering::Relaxed) {
-                std::thread::sleep(POLL);
+            let step = Duration::from_millis(50);
+            loop {
+                // A look every POLL; an unmount waits a step at most.
+                let mut slept = Duration::ZERO;
+                while slept < POLL && !stopped.load(Ordering::Relaxed) {
+                    std::thread::sleep(step);
+                    slept += step;
+                }
+                if stopped.load(Ordering::Relaxed) {
+                    return;
+                }
                 let now = look(&files);
                 if now == seen {
                     continue;
