@@ -440,4 +440,47 @@ print(bad, reads)
             && !alive(pid)),
         "fusermount3 -u ends the mount and its daemon"
     );
+
+    // Read-only, as the user: the kernel's `ro` flag (through fusermount3), every write
+    // refused, and ctl's help there to read.
+    let o = user.sh(&format!("{mount_cmd} --read-only"));
+    let start = stderr(&o);
+    assert!(o.status.success(), "{start}");
+    let pid = common::pid_of(&start);
+    let _guard = Daemon {
+        pid,
+        mnt: mnt.path().to_path_buf(),
+    };
+    let info = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let line = info
+        .lines()
+        .find(|l| l.split(' ').nth(4) == Some(&*m.to_string()))
+        .unwrap_or_else(|| panic!("{m} is not mounted"));
+    let options = line.split(' ').nth(5).unwrap_or_default();
+    assert!(options.split(',').any(|o| o == "ro"), "{line}");
+    let e = err_of(&user.sh(&format!("echo help > '{ctl}'")));
+    assert!(e.contains("Read-only file system"), "{e}");
+    let help = ok(&user.sh(&format!("head -n 1 '{ctl}'")));
+    let first: serde_json::Value = serde_json::from_str(help.trim()).expect("a result line");
+    assert_eq!(first["command"], "help", "{first}");
+    assert!(
+        first["message"]
+            .as_str()
+            .is_some_and(|t| t.contains("this mount is read-only")),
+        "{first}"
+    );
+    let e = err_of(&user.sh(&format!("echo x >> '{m}/memory/{file}'")));
+    assert!(e.contains("Read-only file system"), "{e}");
+    ok(&user.sh(&format!("fusermount3 -u '{m}'")));
+    assert!(
+        within(Duration::from_secs(10), || !common::is_mounted(mnt.path())
+            && !alive(pid)),
+        "fusermount3 -u ends the read-only mount and its daemon"
+    );
+}
+
+/// The standard error of a command that failed.
+fn err_of(o: &std::process::Output) -> String {
+    assert!(!o.status.success(), "should have failed: {o:?}");
+    String::from_utf8_lossy(&o.stderr).into_owned()
 }
