@@ -174,11 +174,7 @@ fn an_ordinary_user_mounts_and_works_in_the_mount() {
             && start.contains("the kernel opens files itself"),
         "{start}"
     );
-    let info = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
-    let line = info
-        .lines()
-        .find(|l| l.split(' ').nth(4) == Some(&*m.to_string()))
-        .unwrap_or_else(|| panic!("{m} is not mounted"));
+    let line = mountinfo_line(mnt.path());
     assert!(line.contains(&format!("user_id={}", user.uid)), "{line}");
     // Only the user and root's kernel checks get in: root is refused (no allow_other).
     let e = std::fs::read_dir(mnt.path().join("sessions")).expect_err("root is not let in");
@@ -451,11 +447,7 @@ print(bad, reads)
         pid,
         mnt: mnt.path().to_path_buf(),
     };
-    let info = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
-    let line = info
-        .lines()
-        .find(|l| l.split(' ').nth(4) == Some(&*m.to_string()))
-        .unwrap_or_else(|| panic!("{m} is not mounted"));
+    let line = mountinfo_line(mnt.path());
     let options = line.split(' ').nth(5).unwrap_or_default();
     assert!(options.split(',').any(|o| o == "ro"), "{line}");
     let e = err_of(&user.sh(&format!("echo help > '{ctl}'")));
@@ -477,6 +469,16 @@ print(bad, reads)
             && !alive(pid)),
         "fusermount3 -u ends the read-only mount and its daemon"
     );
+}
+
+/// The line of `/proc/self/mountinfo` for the mount at `mnt`.
+fn mountinfo_line(mnt: &Path) -> String {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let m = mnt.display().to_string();
+    info.lines()
+        .find(|l| l.split(' ').nth(4) == Some(m.as_str()))
+        .map(str::to_string)
+        .unwrap_or_else(|| panic!("{m} is not mounted"))
 }
 
 /// The standard error of a command that failed.

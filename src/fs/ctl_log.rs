@@ -59,6 +59,19 @@ impl CtlLog {
         e.2 = Some(std::time::SystemTime::now());
     }
 
+    /// Keep `rec` as the first result of `scope`, numbered 1, unless the scope has one.
+    pub(in crate::fs) fn record_first(&self, scope: &Scope, mut rec: CtlRecord) {
+        let mut log = self.by_scope.lock();
+        let e = log.entry(scope_key(scope)).or_default();
+        if e.0 > 0 {
+            return;
+        }
+        e.0 = 1;
+        rec.seq = 1;
+        e.1.push_back(rec);
+        e.2 = Some(std::time::SystemTime::now());
+    }
+
     /// The latest results of `scope`, oldest first.
     pub(in crate::fs) fn recent(&self, scope: &Scope) -> Vec<CtlRecord> {
         self.by_scope

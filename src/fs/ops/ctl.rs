@@ -106,11 +106,7 @@ impl NormaFs {
                 }
             }
         }
-        let cfg = self.computed.cfg();
-        let noa = match scope {
-            Scope::Session(sid) => cfg.for_session(sid),
-            Scope::Root => cfg.noa.clone(),
-        };
+        let noa = self.scope_settings(scope);
         let runner = Runner {
             paths: &self.paths,
             cfg: &noa,
@@ -136,23 +132,28 @@ impl NormaFs {
         if !self.opts.read_only || self.ctl_log.changed(scope).is_some() {
             return;
         }
-        let cfg = self.computed.cfg();
-        let noa = match scope {
-            Scope::Session(sid) => cfg.for_session(sid),
-            Scope::Root => cfg.noa.clone(),
-        };
+        let noa = self.scope_settings(scope);
         let runner = Runner {
             paths: &self.paths,
             cfg: &noa,
             read_only: true,
         };
-        let seq = self.ctl_log.next_seq(scope);
-        let mut rec = runner.run(scope, "help", seq, chrono::Utc::now());
+        let mut rec = runner.run(scope, "help", 1, chrono::Utc::now());
         rec.message.push_str(
             "\nthis mount is read-only (--read-only): the kernel refuses to open this file for \
              writing; `normafs ctl ROOT SID COMMAND…` runs a command without the mount",
         );
-        self.ctl_log.record(scope, rec);
+        // Once, though several readers may ask at the same moment.
+        self.ctl_log.record_first(scope, rec);
+    }
+
+    /// The settings ctl commands of `scope` run with: the session's, or the top level's.
+    fn scope_settings(&self, scope: &Scope) -> crate::config::NoaConfig {
+        let cfg = self.computed.cfg();
+        match scope {
+            Scope::Session(sid) => cfg.for_session(sid),
+            Scope::Root => cfg.noa.clone(),
+        }
     }
 
     /// The size of what a fresh open of the ctl file of `scope` reads, and its mtime: when
