@@ -57,9 +57,12 @@ fn zone_knowing(
     cfg: &NoaConfig,
     user: Option<Option<Slot>>,
 ) -> protect::Zone {
+    // A message without a ref is passed over by the zone: looked at no further (past ref
+    // `m99999` that is every newer message, which each request of a replay walks back over).
     protect::soft_zone_knowing(
         t.view()
             .rev()
+            .filter(|&(p, _)| t.slot(p).is_ref())
             .map(|(p, c)| (c, t.headed(p), t.slot(p), facts.covered(p, c), t.tokens(p))),
         cfg,
         user,
