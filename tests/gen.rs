@@ -218,10 +218,7 @@ fn check_transcript(path: &Path, sid: &str, agent: Option<&str>) -> Vec<Record> 
                     answered.insert(res.tool_use_id.clone());
                 }
                 Content::Thinking(t) => {
-                    assert!(
-                        t.signature.as_deref().is_some_and(|s| !s.is_empty()),
-                        "{at}"
-                    )
+                    assert!(t.signature.as_ref().is_some_and(|s| !s.is_empty()), "{at}")
                 }
                 Content::CompactBoundary(_) => assert_eq!(m.content.len(), 1, "{at}"),
                 Content::Text(_) => {}

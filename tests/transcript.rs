@@ -189,7 +189,7 @@ fn hand_written_records_are_typed_as_expected() {
     let r = parse_line(HAND_WRITTEN[1].as_bytes()).unwrap();
     let msg = r.as_message().unwrap();
     assert!(
-        matches!(&msg.content[0], Content::Thinking(t) if t.signature.as_deref() == Some("c2ln"))
+        matches!(&msg.content[0], Content::Thinking(t) if t.signature.as_ref().is_some_and(|s| s.get() == "c2ln"))
     );
     assert!(matches!(&msg.content[1], Content::Thinking(t) if t.signature.is_none()));
     assert!(

@@ -87,8 +87,11 @@ enum Line {
 impl Line {
     fn json(&self) -> String {
         let record = |uuid: u8, role: &str, content: Value| {
+            // With fields the runtime's model does not know, as real sessions have on every
+            // record (a mount keeps a long session's out of memory).
             json!({"uuid": self::uuid(uuid), "session_id": SID, "timestamp": "2026-11-30T10:00:00.5Z",
-                   "type": "message", "message": {"role": role, "content": content}})
+                   "type": "message", "message": {"role": role, "content": content},
+                   "cwd": "/home/dev/project", "version": "2.0.14", "git_branch": format!("feat/세션-{uuid}")})
             .to_string()
         };
         match *self {
@@ -100,7 +103,7 @@ impl Line {
             Line::Thinking { uuid, key } => record(
                 uuid,
                 "assistant",
-                json!([{"type": "thinking", "thinking": text(key), "signature": "c2ln"},
+                json!([{"type": "thinking", "thinking": text(key), "signature": format!("c2ln{key}").repeat(20)},
                        {"type": "text", "text": format!("after thinking {key}")}]),
             ),
             Line::Call { uuid, id, tool } => record(

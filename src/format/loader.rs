@@ -34,6 +34,7 @@ use std::sync::Arc;
 
 use serde::de::IgnoredAny;
 
+use super::cold::{ColdSink, ColdStore};
 use super::short::ShortStr;
 use super::transcript::{
     parse_line, Content, Message, Record, ToolResultContent, ToolUsePart, Usage,
@@ -361,6 +362,8 @@ pub struct Parser {
     tail_undo: Option<Undo>,
     /// The last session id read: a record repeating it shares it.
     last_session: Option<Arc<str>>,
+    /// Where the records' cold bytes go (see [`Parser::store_cold_in`]).
+    cold: ColdSink,
 }
 
 impl Parser {
@@ -376,7 +379,14 @@ impl Parser {
             last_session: None,
             pending: Vec::new(),
             tail_undo: None,
+            cold: ColdSink::default(),
         }
+    }
+
+    /// Move the cold bytes of the records read from now on (thinking signatures, unknown
+    /// record fields: see [`crate::format::cold`]) to `store`.
+    pub fn store_cold_in(&mut self, store: ColdStore) {
+        self.cold = ColdSink::to(store);
     }
 
     /// The transcript of all bytes fed so far.
@@ -453,6 +463,8 @@ impl Parser {
         self.commit_lines(complete);
         self.pending.extend_from_slice(tail);
         self.parse_tail();
+        // Every cold range handed out is readable once the feed returns.
+        self.cold.flush();
     }
 
     /// Parse and commit complete lines (each ending with a newline). Much of them is parsed
@@ -590,6 +602,7 @@ impl Parser {
     /// Add one parsed record: cross-record checks, tool-use bookkeeping, usage, indices.
     /// With `undo`, every change to the running state is logged so it can be taken back.
     fn apply(&mut self, mut record: Record, line: u64, offset: u64, mut undo: Option<&mut Undo>) {
+        take_cold(&mut self.cold, &mut record);
         if let Some(sid) = &mut record.session_id {
             match &self.last_session {
                 Some(last) if **last == **sid => *sid = last.clone(),
@@ -734,6 +747,22 @@ fn bad_shape(msg: &Message) -> Option<String> {
         }
     }
     None
+}
+
+/// Move a record's cold bytes to `sink`: its unknown fields, its thinking signatures.
+fn take_cold(sink: &mut ColdSink, record: &mut Record) {
+    if let Some(c) = record.extra.cold_mut() {
+        sink.take(c);
+    }
+    if let Some(Some(m)) = &mut record.message {
+        for c in &mut m.content {
+            if let Content::Thinking(t) = c {
+                if let Some(sig) = &mut t.signature {
+                    sink.take(sig.cold_mut());
+                }
+            }
+        }
+    }
 }
 
 /// The parent-chain finding for a record, given the previous parsed record.

@@ -10,6 +10,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 pub mod archive;
+pub mod cold;
 pub mod gojson;
 pub mod loader;
 pub mod memory;

@@ -17,6 +17,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use super::cold::ColdStr;
 use super::short::{InlineStr, ShortStr};
 
 /// One line of a transcript.
@@ -378,8 +379,9 @@ pub struct TextPart {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ThinkingPart {
     pub thinking: String,
+    /// Never looked inside: cold bytes (see [`crate::format::cold`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub signature: Option<String>,
+    pub signature: Option<ColdStr>,
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -568,7 +570,7 @@ impl Content {
             }),
             "thinking" => Content::Thinking(ThinkingPart {
                 thinking: take_str(f, "thinking").unwrap_or_default(),
-                signature: take_str(f, "signature"),
+                signature: take_str(f, "signature").map(ColdStr::from),
                 extra: Extra::default(),
             }),
             "tool_use" => Content::ToolUse(ToolUsePart {

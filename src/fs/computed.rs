@@ -513,7 +513,11 @@ impl Computed {
         Computed {
             paths,
             live: settings::Live::new(cfg),
-            cache: Cache::new(budget),
+            cache: {
+                let cache = Cache::new(budget);
+                cache.store_cold_from(ALL_AT_ONCE);
+                cache
+            },
             known: Mutex::new(HashMap::new()),
             gens: Generations::default(),
             counters: Counters::default(),
@@ -538,6 +542,8 @@ impl Computed {
     /// next version after an append, and the version served, are then not resident.
     pub fn spool_lines_from(&self, bytes: u64) {
         self.spool_from.store(bytes, Ordering::Relaxed);
+        // Their records' cold bytes too (thinking signatures, unknown record fields).
+        self.cache.store_cold_from(bytes);
     }
 
     /// The settings in effect.

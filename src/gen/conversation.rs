@@ -126,7 +126,7 @@ impl<'a> Session<'a> {
     pub(super) fn thinking(&mut self) -> Content {
         Content::Thinking(ThinkingPart {
             thinking: text::thinking(&mut self.rng),
-            signature: Some(self.rng.signature()),
+            signature: Some(self.rng.signature().into()),
             extra: Default::default(),
         })
     }

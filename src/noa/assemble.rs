@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::content::{str_field, Core, Kind, Origin, Role, Slot, NO_PAIR};
 use super::pipeline::{Pos, Turn};
 use super::tokens;
+use crate::format::cold::ColdStr;
 use crate::format::state::State;
 use crate::format::transcript::{Content, Message, ToolResultContent};
 
@@ -52,7 +53,7 @@ impl<'a> Block<'a> {
             Content::Thinking(t) => Block {
                 kind: b("thinking"),
                 thinking: b(&t.thinking),
-                signature: t.signature.as_deref().map_or(Cow::Borrowed(""), b),
+                signature: t.signature.as_ref().map_or(Cow::Borrowed(""), ColdStr::get),
                 ..Block::default()
             },
             Content::ToolUse(u) => Block {

@@ -230,6 +230,9 @@ pub struct Cache<K, V> {
     /// The parses kept only briefly (not worth keeping, see [`Cache::let_go_brief`]), by
     /// session, with their last use: transcripts, then states.
     brief: Mutex<Brief>,
+    /// Transcripts this long move their records' cold bytes to the temporary directory when
+    /// parsed (see [`Cache::store_cold_from`]); never by default.
+    cold_from: std::sync::atomic::AtomicU64,
 }
 
 /// Parses kept for a moment only, by session id, and when each was last used.
@@ -282,7 +285,15 @@ impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
             resident: AtomicBool::new(false),
             quick: std::sync::OnceLock::new(),
             brief: Mutex::new(Brief::default()),
+            cold_from: std::sync::atomic::AtomicU64::new(u64::MAX),
         }
+    }
+
+    /// Transcripts of at least `bytes` parsed from now on keep their records' cold bytes
+    /// (thinking signatures, unknown record fields) in an unlinked file in the temporary
+    /// directory, not in memory (see [`crate::format::cold`]).
+    pub fn store_cold_from(&self, bytes: u64) {
+        self.cold_from.store(bytes, Ordering::Relaxed);
     }
 
     /// Keep the parse of a transcript or `state.json` of at most `bytes` only while the
@@ -478,7 +489,11 @@ impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
         ) {
             return Err(io::Error::from(io::ErrorKind::NotFound));
         }
-        let tf = TranscriptFile::open(path.clone(), Some(sid))?;
+        let cold = match self.cold_from.load(Ordering::Relaxed) {
+            u64::MAX => None,
+            from => Some((std::env::temp_dir(), from)),
+        };
+        let tf = TranscriptFile::open_storing_cold(path.clone(), Some(sid), cold)?;
         let bytes = parsed_bytes(tf.len());
         let keep = self.worth_keeping(&path, tf.len());
         let t = Arc::new(Mutex::new(tf));

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use crate::format::cold::ColdStore;
 use crate::format::loader::{Parser, Transcript};
 
 /// What a [`TranscriptFile::refresh`] did.
@@ -61,6 +62,9 @@ pub struct TranscriptFile {
     /// `None` while the file does not exist (an empty transcript).
     seen: Option<Seen>,
     memo: Memo,
+    /// A file at least this long moves its records' cold bytes to a store in this
+    /// directory when parsed whole (see [`TranscriptFile::open_storing_cold`]).
+    cold: Option<(PathBuf, u64)>,
 }
 
 /// What a reader derived from the transcript and keeps for its next computation (e.g. the
@@ -90,12 +94,25 @@ impl TranscriptFile {
     /// Load the transcript at `path`; a missing file is an empty transcript. `session` is the
     /// session id the file belongs to (for `transcript.session-mismatch`), when known.
     pub fn open(path: impl Into<PathBuf>, session: Option<&str>) -> io::Result<TranscriptFile> {
+        TranscriptFile::open_storing_cold(path, session, None)
+    }
+
+    /// [`TranscriptFile::open`], moving the cold bytes of its records (thinking signatures,
+    /// unknown record fields: see [`crate::format::cold`]) to an unlinked file in `dir` when
+    /// the file has at least `from` bytes when it is parsed whole: a mount's large session
+    /// then keeps them out of memory.
+    pub fn open_storing_cold(
+        path: impl Into<PathBuf>,
+        session: Option<&str>,
+        cold: Option<(PathBuf, u64)>,
+    ) -> io::Result<TranscriptFile> {
         let mut file = TranscriptFile {
             path: path.into(),
             session: session.map(str::to_string),
             parser: Parser::new(session),
             seen: None,
             memo: Memo::default(),
+            cold,
         };
         file.refresh()?;
         Ok(file)
@@ -198,6 +215,18 @@ impl TranscriptFile {
     /// Parse the whole file again.
     fn reload(&mut self, file: &File) -> io::Result<Refresh> {
         let mut parser = Parser::new(self.session.as_deref());
+        if let Some((dir, from)) = &self.cold {
+            if file.metadata()?.len() >= *from {
+                match ColdStore::new(dir) {
+                    Ok(store) => parser.store_cold_in(store),
+                    Err(e) => tracing::warn!(
+                        "{}: cold bytes kept in memory: no store in {}: {e}",
+                        self.path.display(),
+                        dir.display()
+                    ),
+                }
+            }
+        }
         let mut sha = None;
         feed_from(file, &mut parser, 0, &mut sha)?;
         parser.shrink_to_fit();

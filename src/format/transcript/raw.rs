@@ -2,6 +2,7 @@
 //! of an object (written back in their order).
 
 use super::*;
+use crate::format::cold::Cold;
 
 /// A JSON value kept as its exact text (a tool call's `input`, a boundary's payload).
 #[derive(Clone)]
@@ -77,9 +78,11 @@ pub struct Extra(Option<Box<ExtraFields>>);
 
 #[derive(Clone)]
 struct ExtraFields {
-    /// `{"key":value,…}`, compact, until a map is asked for.
-    text: Option<Box<[u8]>>,
-    map: std::sync::OnceLock<Map<String, Value>>,
+    /// `{"key":value,…}`, compact, until a map is asked for (moved to a mount's store of
+    /// cold bytes for a large transcript, see [`crate::format::cold`]).
+    text: Option<Cold>,
+    /// Boxed: unmade on almost every record.
+    map: std::sync::OnceLock<Box<Map<String, Value>>>,
 }
 
 impl Extra {
@@ -112,7 +115,7 @@ impl ExtraText {
         }
         self.0.push(b'}');
         Extra(Some(Box::new(ExtraFields {
-            text: Some(self.0.into_boxed_slice()),
+            text: Some(Cold::Mem(self.0.into_boxed_slice())),
             map: std::sync::OnceLock::new(),
         })))
     }
@@ -129,7 +132,7 @@ impl From<Map<String, Value>> for Extra {
         Extra((!m.is_empty()).then(|| {
             Box::new(ExtraFields {
                 text: None,
-                map: std::sync::OnceLock::from(m),
+                map: std::sync::OnceLock::from(Box::new(m)),
             })
         }))
     }
@@ -143,10 +146,7 @@ impl std::ops::Deref for Extra {
         match &self.0 {
             Some(f) => f.map.get_or_init(|| {
                 // The text was read as JSON values under escaped keys: it parses.
-                f.text
-                    .as_deref()
-                    .and_then(|t| serde_json::from_slice(t).ok())
-                    .unwrap_or_default()
+                Box::new(parse_text(f.text.as_ref()))
             }),
             None => EMPTY.get_or_init(Map::new),
         }
@@ -158,7 +158,7 @@ impl std::ops::DerefMut for Extra {
         let map = std::mem::take(&mut *self).into_map();
         let f = self.0.insert(Box::new(ExtraFields {
             text: None,
-            map: std::sync::OnceLock::from(map),
+            map: std::sync::OnceLock::from(Box::new(map)),
         }));
         f.map.get_mut().expect("the map was set just above")
     }
@@ -171,16 +171,30 @@ impl Extra {
             Some(f) => {
                 let f = *f;
                 match f.map.into_inner() {
-                    Some(m) => m,
-                    None => f
-                        .text
-                        .as_deref()
-                        .and_then(|t| serde_json::from_slice(t).ok())
-                        .unwrap_or_default(),
+                    Some(m) => *m,
+                    None => parse_text(f.text.as_ref()),
                 }
             }
         }
     }
+}
+
+impl Extra {
+    /// The unknown fields' text while no map was made of it: what a store of cold bytes
+    /// may take.
+    pub(crate) fn cold_mut(&mut self) -> Option<&mut Cold> {
+        let f = self.0.as_deref_mut()?;
+        if f.map.get().is_some() {
+            return None;
+        }
+        f.text.as_mut()
+    }
+}
+
+/// The map of an `Extra`'s text.
+fn parse_text(text: Option<&Cold>) -> Map<String, Value> {
+    text.and_then(|t| serde_json::from_slice(&t.bytes()).ok())
+        .unwrap_or_default()
 }
 
 impl PartialEq for Extra {

@@ -1,0 +1,326 @@
+//! Bytes of a transcript that no rule looks inside — a thinking block's signature, a record's
+//! fields the runtime's model does not know — kept in memory, or for a mount's large
+//! transcript in a [`ColdStore`]: an unlinked file they are moved to as the lines are parsed,
+//! read back only when a file that carries them is written (`view.jsonl` a line at a time,
+//! a record written back). Real sessions carry both on most records: a 100,000-message
+//! session kept some 25 MB of them resident for nothing.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Shorter bytes stay in memory: their place in the store would take about as much.
+pub const COLD_MIN: usize = 48;
+
+/// A batch of moved bytes is written once it is this large (and at the end of every feed).
+const BATCH: usize = 4 << 20;
+
+/// Bytes in memory, or a range of a [`ColdStore`].
+#[derive(Clone)]
+pub enum Cold {
+    Mem(Box<[u8]>),
+    Stored {
+        store: Arc<ColdStore>,
+        at: u64,
+        len: u32,
+    },
+}
+
+impl Cold {
+    /// The bytes (read back from the store when they are there).
+    pub fn bytes(&self) -> Cow<'_, [u8]> {
+        match self {
+            Cold::Mem(b) => Cow::Borrowed(b),
+            Cold::Stored { store, at, len } => Cow::Owned(store.read(*at, *len as usize)),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Cold::Mem(b) => b.len(),
+            Cold::Stored { len, .. } => *len as usize,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl From<Box<[u8]>> for Cold {
+    fn from(b: Box<[u8]>) -> Cold {
+        Cold::Mem(b)
+    }
+}
+
+impl fmt::Debug for Cold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(&self.bytes()))
+    }
+}
+
+/// A string kept as [`Cold`] bytes (always UTF-8: made from a `str`).
+#[derive(Clone)]
+pub struct ColdStr(Cold);
+
+impl ColdStr {
+    /// The string (read back from the store when it is there).
+    pub fn get(&self) -> Cow<'_, str> {
+        match self.0.bytes() {
+            Cow::Borrowed(b) => String::from_utf8_lossy(b),
+            Cow::Owned(b) => match String::from_utf8(b) {
+                Ok(s) => Cow::Owned(s),
+                Err(e) => Cow::Owned(String::from_utf8_lossy(e.as_bytes()).into_owned()),
+            },
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Its bytes, to be moved to a store.
+    pub(crate) fn cold_mut(&mut self) -> &mut Cold {
+        &mut self.0
+    }
+}
+
+impl From<String> for ColdStr {
+    fn from(s: String) -> ColdStr {
+        ColdStr(Cold::Mem(s.into_bytes().into_boxed_slice()))
+    }
+}
+
+impl From<&str> for ColdStr {
+    fn from(s: &str) -> ColdStr {
+        ColdStr(Cold::Mem(s.as_bytes().into()))
+    }
+}
+
+impl PartialEq for ColdStr {
+    fn eq(&self, other: &ColdStr) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl PartialEq<str> for ColdStr {
+    fn eq(&self, other: &str) -> bool {
+        self.get() == other
+    }
+}
+
+impl fmt::Debug for ColdStr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.get().fmt(f)
+    }
+}
+
+impl Serialize for ColdStr {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.get())
+    }
+}
+
+impl<'de> Deserialize<'de> for ColdStr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(ColdStr::from)
+    }
+}
+
+/// An unlinked file cold bytes are moved to, each range written once and never changed.
+/// A batch the disk did not take is kept in memory instead, under the same range.
+pub struct ColdStore {
+    file: File,
+    /// Batches that could not be written, by where they start.
+    held: Mutex<Vec<(u64, Box<[u8]>)>>,
+}
+
+impl fmt::Debug for ColdStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ColdStore")
+    }
+}
+
+impl ColdStore {
+    /// A new store in `dir` (see [`crate::bytes::unlinked_file`]).
+    pub fn new(dir: &Path) -> io::Result<ColdStore> {
+        Ok(ColdStore {
+            file: crate::bytes::unlinked_file(dir)?,
+            held: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// `len` bytes from `at`. A read the disk fails gives zeros, said in the log, as a
+    /// spool's ([`crate::bytes::Spool`]): the bytes were written by this process and are not
+    /// expected to go.
+    fn read(&self, at: u64, len: usize) -> Vec<u8> {
+        {
+            let held = self.held.lock();
+            if let Some((from, b)) = held
+                .iter()
+                .find(|(from, b)| *from <= at && at + len as u64 <= from + b.len() as u64)
+            {
+                let off = (at - from) as usize;
+                return b[off..off + len].to_vec();
+            }
+        }
+        let mut out = vec![0; len];
+        if let Err(e) = self.file.read_exact_at(&mut out, at) {
+            tracing::error!("reading back a transcript's stored bytes: {e}");
+        }
+        out
+    }
+
+    /// Write a batch at `at`; kept in memory when the disk does not take it.
+    fn write(&self, at: u64, batch: Vec<u8>) {
+        if let Err(e) = self.file.write_all_at(&batch, at) {
+            tracing::warn!(
+                "transcript bytes kept in memory: the temporary directory took none: {e}"
+            );
+            self.held.lock().push((at, batch.into_boxed_slice()));
+        }
+    }
+}
+
+/// Where a parser moves the cold bytes of the records it reads: batches written to a
+/// [`ColdStore`]. A copy of a parser (`Clone`) keeps its cold bytes in memory from then on:
+/// two writers would hand out the same ranges.
+#[derive(Default)]
+pub struct ColdSink(Option<Sink>);
+
+struct Sink {
+    store: Arc<ColdStore>,
+    /// Moved bytes not written yet, and where they go.
+    batch: Vec<u8>,
+    batch_at: u64,
+}
+
+impl Clone for ColdSink {
+    fn clone(&self) -> ColdSink {
+        ColdSink(None)
+    }
+}
+
+impl fmt::Debug for ColdSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "ColdSink(store)"
+        } else {
+            "ColdSink(memory)"
+        })
+    }
+}
+
+impl ColdSink {
+    /// Move cold bytes to `store` from now on.
+    pub fn to(store: ColdStore) -> ColdSink {
+        ColdSink(Some(Sink {
+            store: Arc::new(store),
+            batch: Vec::new(),
+            batch_at: 0,
+        }))
+    }
+
+    /// Move `c` to the store (when there is one and it is worth it). Its range is readable
+    /// once the batch is written ([`ColdSink::flush`]).
+    pub fn take(&mut self, c: &mut Cold) {
+        let Some(s) = &mut self.0 else { return };
+        let Cold::Mem(b) = c else { return };
+        let Ok(len) = u32::try_from(b.len()) else {
+            return;
+        };
+        if b.len() < COLD_MIN {
+            return;
+        }
+        let at = s.batch_at + s.batch.len() as u64;
+        s.batch.extend_from_slice(b);
+        *c = Cold::Stored {
+            store: s.store.clone(),
+            at,
+            len,
+        };
+        if s.batch.len() >= BATCH {
+            self.flush();
+        }
+    }
+
+    /// Write the moved bytes: every range handed out is readable after this.
+    pub fn flush(&mut self) {
+        let Some(s) = &mut self.0 else { return };
+        if s.batch.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut s.batch);
+        let at = s.batch_at;
+        s.batch_at += batch.len() as u64;
+        s.store.write(at, batch);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn moved(sink: &mut ColdSink, text: &str) -> ColdStr {
+        let mut s = ColdStr::from(text);
+        sink.take(s.cold_mut());
+        s
+    }
+
+    #[test]
+    fn moved_strings_read_back_as_they_were() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut sink = ColdSink::to(ColdStore::new(dir.path()).expect("store"));
+        let long: Vec<String> = (0..2000)
+            .map(|i| format!("signature {i} {}", "é字".repeat(i % 97 + 20)))
+            .collect();
+        let mut kept: Vec<ColdStr> = long.iter().map(|t| moved(&mut sink, t)).collect();
+        kept.push(moved(&mut sink, "short"));
+        sink.flush();
+        for (k, t) in kept
+            .iter()
+            .zip(long.iter().map(String::as_str).chain(["short"]))
+        {
+            assert_eq!(k.get(), t);
+            assert_eq!(k.len(), t.len());
+        }
+        assert!(matches!(kept[0].0, Cold::Stored { .. }));
+        assert!(matches!(kept.last().map(|k| &k.0), Some(Cold::Mem(_))));
+        // A copy of the sink keeps what it is given in memory.
+        let mut copy = sink.clone();
+        assert!(matches!(moved(&mut copy, &long[5]).0, Cold::Mem(_)));
+    }
+
+    #[test]
+    fn a_batch_the_disk_refuses_is_kept_in_memory() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("ro");
+        std::fs::write(&path, b"").expect("write");
+        // A store whose file cannot be written: every batch is held.
+        let store = ColdStore {
+            file: File::open(&path).expect("open"),
+            held: Mutex::new(Vec::new()),
+        };
+        let mut sink = ColdSink::to(store);
+        let texts: Vec<String> = (0..50).map(|i| format!("{i}").repeat(60)).collect();
+        let kept: Vec<ColdStr> = texts.iter().map(|t| moved(&mut sink, t)).collect();
+        sink.flush();
+        let more = moved(&mut sink, &"x".repeat(100));
+        sink.flush();
+        for (k, t) in kept.iter().zip(&texts) {
+            assert_eq!(k.get(), t.as_str());
+        }
+        assert_eq!(more.get(), "x".repeat(100));
+    }
+}
