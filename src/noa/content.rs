@@ -286,16 +286,23 @@ pub fn id_text(digest: u64, n: u32) -> String {
 /// later ones get `_1`, `_2`, ….
 #[derive(Debug, Default, Clone)]
 pub struct Repeats {
-    seen: FastMap<u64, u32>,
+    /// Digests met (almost every one once: a set takes half a map's memory).
+    seen: FastSet<u64>,
+    /// Digests met more than once, and the number of the next occurrence.
+    again: FastMap<u64, u32>,
 }
 
 impl Repeats {
     /// The id of the next occurrence of a digest.
     pub fn next(&mut self, digest: u64) -> String {
-        let n = self.seen.entry(digest).or_insert(0);
-        let id = id_text(digest, *n);
-        *n += 1;
-        id
+        let n = if self.seen.insert(digest) {
+            0
+        } else {
+            let next = self.again.entry(digest).or_insert(1);
+            *next += 1;
+            *next - 1
+        };
+        id_text(digest, n)
     }
 }
 
@@ -531,16 +538,20 @@ pub struct ProjectionMemo {
     /// Call ids of tool results whose call was not found (a later call would rename them).
     unnamed: FastSet<String>,
     /// Where each tool call is (message, block), by call id: a result's tool name.
-    calls: FastMap<String, CallAt>,
+    calls: FastMap<CallId, CallAt>,
     /// Messages whose calls are in `calls`.
     calls_seen: usize,
     /// Made for one projection and dropped after (see [`project`]): `known` is not kept.
     once: bool,
 }
 
+/// A tool call id as a memo keeps it: in place up to 30 bytes (`toolu_` and 24 more, as the
+/// runtime's providers make them), a third of a `String` key's memory.
+type CallId = crate::format::short::InlineStr<30>;
+
 /// The tool calls of `msgs[from..]` into `calls`; `false` when a call id repeats one already
 /// there (the later call would rename earlier results: the memo no longer applies).
-fn add_calls(calls: &mut FastMap<String, CallAt>, msgs: &[&Message], from: usize) -> bool {
+fn add_calls(calls: &mut FastMap<CallId, CallAt>, msgs: &[&Message], from: usize) -> bool {
     for (mi, m) in msgs.iter().enumerate().skip(from) {
         for (bi, c) in m.content.iter().enumerate() {
             let id = match c {
@@ -552,7 +563,7 @@ fn add_calls(calls: &mut FastMap<String, CallAt>, msgs: &[&Message], from: usize
                 at: (mi as u32, bi as u32),
                 seq: calls.len() as u32,
             };
-            if calls.insert(id.to_string(), call).is_some() {
+            if calls.insert(CallId::from(id), call).is_some() {
                 return false;
             }
         }
@@ -623,7 +634,7 @@ impl ProjectionMemo {
                     };
                     let seq = self.calls.len() as u32;
                     self.calls
-                        .entry(id.to_string())
+                        .entry(CallId::from(id))
                         .and_modify(|c| c.at = (mi as u32, bi as u32))
                         .or_insert(CallAt {
                             at: (mi as u32, bi as u32),

@@ -101,3 +101,24 @@ fn a_projection_measured_on_several_cores_equals_one_made_in_steps() {
     assert!(whole.iter().map(key).eq(stepped.iter().map(key)));
     assert!(whole.iter().any(|c| c.id.ends_with("_1")));
 }
+
+#[test]
+fn repeats_are_numbered_in_order_of_occurrence() {
+    let mut r = Repeats::default();
+    let got: Vec<String> = [7u64, 7, 9, 7, 9, 11, 7]
+        .into_iter()
+        .map(|d| r.next(d))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "h_0000000000000007",
+            "h_0000000000000007_1",
+            "h_0000000000000009",
+            "h_0000000000000007_2",
+            "h_0000000000000009_1",
+            "h_000000000000000b",
+            "h_0000000000000007_3",
+        ]
+    );
+}
