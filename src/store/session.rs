@@ -114,9 +114,17 @@ fn list_archives(root: &Path) -> (Vec<ArchiveFile>, Vec<String>) {
 /// it (to a regular file in the same directory); any other reads as empty, with an error.
 pub fn load_transcript(path: &Path, sid: &str) -> (Transcript, Option<String>) {
     load_transcript_with(path, || {
-        TranscriptFile::open(path, Some(sid)).map(TranscriptFile::into_transcript)
+        // A long one keeps its records' cold bytes out of memory, as a mount's does.
+        let cold = Some((std::env::temp_dir(), COLD_FROM));
+        TranscriptFile::open_storing_cold(path, Some(sid), cold)
+            .map(TranscriptFile::into_transcript)
     })
 }
+
+/// Transcripts this long loaded whole keep their records' cold bytes (thinking signatures,
+/// unknown record fields) in an unlinked file in the temporary directory (see
+/// [`crate::format::cold`]).
+pub const COLD_FROM: u64 = 4 << 20;
 
 /// [`load_transcript`] only as far as its first `messages` messages need
 /// ([`crate::store::transcripts::read_first_messages`]).
