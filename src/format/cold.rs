@@ -11,6 +11,7 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -144,7 +145,16 @@ pub struct ColdStore {
     file: File,
     /// Batches that could not be written, by where they start.
     held: Mutex<Vec<(u64, Box<[u8]>)>>,
+    /// The end of the last batch the file took.
+    written: AtomicU64,
+    /// The last window read, and where it starts: ranges are read back mostly in the order
+    /// they were stored (a view's lines, one record after another), [`WINDOW`] at a time
+    /// rather than one `pread` each.
+    window: Mutex<(u64, Vec<u8>)>,
 }
+
+/// How much is read at once.
+const WINDOW: usize = 256 << 10;
 
 impl fmt::Debug for ColdStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -155,10 +165,16 @@ impl fmt::Debug for ColdStore {
 impl ColdStore {
     /// A new store in `dir` (see [`crate::bytes::unlinked_file`]).
     pub fn new(dir: &Path) -> io::Result<ColdStore> {
-        Ok(ColdStore {
-            file: crate::bytes::unlinked_file(dir)?,
+        Ok(ColdStore::in_file(crate::bytes::unlinked_file(dir)?))
+    }
+
+    fn in_file(file: File) -> ColdStore {
+        ColdStore {
+            file,
             held: Mutex::new(Vec::new()),
-        })
+            written: AtomicU64::new(0),
+            window: Mutex::new((0, Vec::new())),
+        }
     }
 
     /// `len` bytes from `at`. A read the disk fails gives zeros, said in the log, as a
@@ -175,21 +191,40 @@ impl ColdStore {
                 return b[off..off + len].to_vec();
             }
         }
-        let mut out = vec![0; len];
-        if let Err(e) = self.file.read_exact_at(&mut out, at) {
-            tracing::error!("reading back a transcript's stored bytes: {e}");
+        let end = at + len as u64;
+        let mut w = self.window.lock();
+        let (start, buf) = &mut *w;
+        if *start <= at && end <= *start + buf.len() as u64 {
+            let off = (at - *start) as usize;
+            return buf[off..off + len].to_vec();
         }
-        out
+        // A new window from `at`: as far as the file was written, at least the range.
+        let upto = end.max((at + WINDOW as u64).min(self.written.load(Ordering::Acquire)));
+        buf.resize((upto - at) as usize, 0);
+        match self.file.read_exact_at(buf, at) {
+            Ok(()) => {
+                *start = at;
+                buf[..len].to_vec()
+            }
+            Err(e) => {
+                tracing::error!("reading back a transcript's stored bytes: {e}");
+                buf.clear();
+                vec![0; len]
+            }
+        }
     }
 
     /// Write a batch at `at`; kept in memory when the disk does not take it.
     fn write(&self, at: u64, batch: Vec<u8>) {
+        let end = at + batch.len() as u64;
         if let Err(e) = self.file.write_all_at(&batch, at) {
             tracing::warn!(
                 "transcript bytes kept in memory: the temporary directory took none: {e}"
             );
             self.held.lock().push((at, batch.into_boxed_slice()));
+            return;
         }
+        self.written.fetch_max(end, Ordering::Release);
     }
 }
 
@@ -295,6 +330,10 @@ mod tests {
             assert_eq!(k.get(), t);
             assert_eq!(k.len(), t.len());
         }
+        // Backwards and by strides too: a window read for one range serves only its own.
+        for (k, t) in kept.iter().zip(&long).rev().step_by(7) {
+            assert_eq!(k.get(), t.as_str());
+        }
         assert!(matches!(kept[0].0, Cold::Stored { .. }));
         assert!(matches!(kept.last().map(|k| &k.0), Some(Cold::Mem(_))));
         // A copy of the sink keeps what it is given in memory.
@@ -308,10 +347,7 @@ mod tests {
         let path = dir.path().join("ro");
         std::fs::write(&path, b"").expect("write");
         // A store whose file cannot be written: every batch is held.
-        let store = ColdStore {
-            file: File::open(&path).expect("open"),
-            held: Mutex::new(Vec::new()),
-        };
+        let store = ColdStore::in_file(File::open(&path).expect("open"));
         let mut sink = ColdSink::to(store);
         let texts: Vec<String> = (0..50).map(|i| format!("{i}").repeat(60)).collect();
         let kept: Vec<ColdStr> = texts.iter().map(|t| moved(&mut sink, t)).collect();
