@@ -159,14 +159,8 @@ fn an_ordinary_user_mounts_and_works_in_the_mount() {
 
     // Opened up, as elsewhere: the user's mount, through fusermount3, without passthrough.
     dev.chmod(0o666);
-    let o = user.sh(&mount_cmd);
-    let start = stderr(&o);
-    assert!(o.status.success(), "{start}");
-    let pid = common::pid_of(&start);
-    let _guard = Daemon {
-        pid,
-        mnt: mnt.path().to_path_buf(),
-    };
+    let (start, guard) = mount_as(&user, &mount_cmd, mnt.path());
+    let pid = guard.pid;
     assert!(
         start.contains("passthrough: off (the default; -o passthrough for it)")
             && start.contains(&format!("`fusermount3 -u '{m}'`"))
@@ -439,14 +433,8 @@ print(bad, reads)
 
     // Read-only, as the user: the kernel's `ro` flag (through fusermount3), every write
     // refused, and ctl's help there to read.
-    let o = user.sh(&format!("{mount_cmd} --read-only"));
-    let start = stderr(&o);
-    assert!(o.status.success(), "{start}");
-    let pid = common::pid_of(&start);
-    let _guard = Daemon {
-        pid,
-        mnt: mnt.path().to_path_buf(),
-    };
+    let (_, guard) = mount_as(&user, &format!("{mount_cmd} --read-only"), mnt.path());
+    let pid = guard.pid;
     let line = mountinfo_line(mnt.path());
     let options = line.split(' ').nth(5).unwrap_or_default();
     assert!(options.split(',').any(|o| o == "ro"), "{line}");
@@ -472,6 +460,20 @@ print(bad, reads)
 }
 
 /// The line of `/proc/self/mountinfo` for the mount at `mnt`.
+/// Mount as the test's user with `cmd` (it returns once the mount serves): what it said on
+/// starting, and a guard that ends the daemon and the mount.
+fn mount_as(user: &TestUser, cmd: &str, mnt: &Path) -> (String, Daemon) {
+    let o = user.sh(cmd);
+    let start = stderr(&o);
+    assert!(o.status.success(), "{start}");
+    let pid = common::pid_of(&start);
+    let guard = Daemon {
+        pid,
+        mnt: mnt.to_path_buf(),
+    };
+    (start, guard)
+}
+
 fn mountinfo_line(mnt: &Path) -> String {
     let info = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
     let m = mnt.display().to_string();
