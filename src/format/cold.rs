@@ -55,12 +55,6 @@ impl Cold {
     }
 }
 
-impl From<Box<[u8]>> for Cold {
-    fn from(b: Box<[u8]>) -> Cold {
-        Cold::Mem(b)
-    }
-}
-
 impl fmt::Debug for Cold {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:?}", String::from_utf8_lossy(&self.bytes()))
