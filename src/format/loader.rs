@@ -26,11 +26,15 @@
 //!   and none of them answered is in the trailing run; any other message ends it. The open
 //!   tool uses of the run are `pending-tool-use` (info), all others `unanswered-tool-use`.
 
-use std::collections::hash_map::{Entry, RandomState};
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::hash::BuildHasher;
 use std::sync::Arc;
+
+/// The hasher of the loader's maps of ids: seeded per process, and a fraction of SipHash's
+/// cost (SipHash was 2% of a large transcript's parse).
+type Quick = foldhash::fast::RandomState;
 
 use serde::de::IgnoredAny;
 
@@ -184,9 +188,9 @@ pub struct Transcript {
     /// The torn tail, when the unterminated last line does not parse.
     torn: Option<Problem>,
     /// Every tool_use id seen so far.
-    seen_tool_uses: HashSet<String>,
+    seen_tool_uses: HashSet<String, Quick>,
     /// Tool uses not (yet) answered by a later tool_result.
-    open: HashMap<String, OpenUse>,
+    open: HashMap<String, OpenUse, Quick>,
 }
 
 impl Transcript {
@@ -297,12 +301,12 @@ struct Undo {
 /// and checked against the uuid of the record found. A uuid whose hash an earlier, different
 /// uuid already has is kept whole aside.
 #[derive(Debug, Clone, Default)]
-struct UuidIndex<S = RandomState> {
+struct UuidIndex<S = Quick> {
     hasher: S,
     /// Hash of a uuid -> index in `Transcript::records` of its first record.
-    by_hash: HashMap<u64, usize>,
+    by_hash: HashMap<u64, usize, Quick>,
     /// Uuid -> first line, for uuids whose hash was taken.
-    aside: HashMap<String, u64>,
+    aside: HashMap<String, u64, Quick>,
 }
 
 impl<S: BuildHasher> UuidIndex<S> {

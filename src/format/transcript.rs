@@ -828,6 +828,14 @@ pub fn json_kind(v: &Value) -> &'static str {
 }
 
 /// Parse one line (without its newline) into a record. The error is serde_json's message.
+///
+/// A line that is UTF-8 throughout (every line the runtime writes) is checked once, with
+/// SIMD, and parsed as text: serde_json then does not check each string again, which was a
+/// tenth of a large transcript's parse. Any other line is parsed as bytes, with serde_json's
+/// own error for what is not UTF-8 inside a string.
 pub fn parse_line(line: &[u8]) -> Result<Record, serde_json::Error> {
-    serde_json::from_slice(line)
+    match simdutf8::basic::from_utf8(line) {
+        Ok(text) => serde_json::from_str(text),
+        Err(_) => serde_json::from_slice(line),
+    }
 }
