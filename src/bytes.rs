@@ -31,6 +31,16 @@ impl Spool {
         })
     }
 
+    /// A spool in `file` (a test's: one that refuses writes).
+    #[cfg(test)]
+    pub(crate) fn in_file(file: File, dir: &Path) -> Spool {
+        Spool {
+            file,
+            dir: dir.to_path_buf(),
+            len: Mutex::new(0),
+        }
+    }
+
     /// The directory it is in (where a new one for the same holder goes).
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -54,6 +64,39 @@ impl Spool {
         Ok(at)
     }
 
+    /// Append `data` on another thread while the caller goes on; [`Behind::wait`] gives the
+    /// bytes back with where they start. Each write is to be waited for before the next is
+    /// handed out: they then land in order.
+    pub fn append_behind(self: &Arc<Spool>, data: Vec<u8>) -> Behind {
+        let spool = self.clone();
+        let (give, take) = std::sync::mpsc::sync_channel::<Vec<u8>>(1);
+        let (done, back) = std::sync::mpsc::sync_channel(1);
+        let spawned = std::thread::Builder::new()
+            .name("normafs-spool".into())
+            .spawn(move || {
+                if let Ok(data) = take.recv() {
+                    // Caught, so that the bytes come back whatever happens to the write.
+                    let at = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        spool.append(&data)
+                    }))
+                    .unwrap_or_else(|_| Err(std::io::Error::other("the spool's writer panicked")));
+                    let _ = done.send((data, at));
+                }
+            });
+        let data = match spawned {
+            Ok(_) => match give.send(data) {
+                Ok(()) => return Behind::Thread(back),
+                Err(std::sync::mpsc::SendError(data)) => data,
+            },
+            Err(e) => {
+                tracing::debug!("a spool write made in place: no thread for it: {e}");
+                data
+            }
+        };
+        let at = self.append(&data);
+        Behind::Done(data, at)
+    }
+
     /// Append `[from, to)` of the spool to `out`. A read that fails (the disk) gives zeros,
     /// said once in the log: the bytes were written by this process and are not expected to
     /// go.
@@ -62,6 +105,23 @@ impl Spool {
         out.resize(at + (to - from) as usize, 0);
         if let Err(e) = self.file.read_exact_at(&mut out[at..], from) {
             tracing::error!("reading back spooled bytes: {e}");
+        }
+    }
+}
+
+/// A write to a spool made on another thread ([`Spool::append_behind`]).
+pub enum Behind {
+    Thread(std::sync::mpsc::Receiver<(Vec<u8>, std::io::Result<u64>)>),
+    Done(Vec<u8>, std::io::Result<u64>),
+}
+
+impl Behind {
+    /// The bytes handed out, and where they start in the spool (or why they are not in it).
+    /// `None`: the bytes are lost with the thread that held them.
+    pub fn wait(self) -> Option<(Vec<u8>, std::io::Result<u64>)> {
+        match self {
+            Behind::Thread(back) => back.recv().ok(),
+            Behind::Done(data, at) => Some((data, at)),
         }
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::assemble::{self, LineKey};
 use super::pipeline::Turn;
-use crate::bytes::{Bytes, Piece, Spool};
+use crate::bytes::{Behind, Bytes, Piece, Spool};
 use crate::fasthash::FastMap;
 use crate::format::state::State;
 use crate::format::transcript::Message;
@@ -109,44 +109,99 @@ impl Finder<'_> {
     }
 }
 
-/// Buffers lines, handing out pieces once a buffer is full (or at the end).
+/// Lines in a buffer not yet given a piece: (index in the version's lines, start, end).
+type Open = Vec<(usize, usize, usize)>;
+
+/// Buffers lines, handing out pieces once a buffer is full (or at the end). A full buffer
+/// bound for a spool is written on another thread while the next one fills; its lines get
+/// their pieces once it is written.
 struct Writer {
     cur: Vec<u8>,
-    /// Lines in `cur` not yet given a piece: (index in `out`, start, end).
-    open: Vec<(usize, usize, usize)>,
+    /// Lines in `cur` not yet given a piece.
+    open: Open,
     /// The version's lines in order (a written one gets its piece when its buffer is sealed).
     out: Vec<(LineKey, Option<Piece>)>,
     /// Where a full buffer goes, if not to memory (the buffer is then used again).
     spool: Option<Arc<Spool>>,
+    /// The last full buffer, being written to the spool, with its lines.
+    behind: Option<(Behind, Open)>,
+    /// A written buffer, emptied, for the next lines.
+    spare: Vec<u8>,
 }
 
 impl Writer {
+    /// Write the next line (`write` appends it to the buffer it is given).
+    fn line(&mut self, key: LineKey, write: impl FnOnce(&mut Vec<u8>)) {
+        if self.cur.capacity() == 0 {
+            self.cur = std::mem::take(&mut self.spare);
+            self.cur.reserve(CHUNK);
+        }
+        let start = self.cur.len();
+        write(&mut self.cur);
+        let end = self.cur.len();
+        self.open.push((self.out.len(), start, end));
+        self.out.push((key, None));
+        if self.cur.len() >= CHUNK {
+            self.seal();
+        }
+    }
+
     fn seal(&mut self) {
         if self.open.is_empty() {
             return;
         }
+        self.settle();
         if let Some(sp) = &self.spool {
-            match sp.append(&self.cur) {
-                Ok(at) => {
-                    let at = at as usize;
-                    for (i, start, end) in self.open.drain(..) {
-                        if let Some(slot) = self.out.get_mut(i) {
-                            slot.1 = Some(Piece::spooled(sp.clone(), at + start, at + end));
-                        }
-                    }
-                    self.cur.clear();
-                    return;
-                }
-                // In memory then (a full disk): the bytes are the same.
-                Err(e) => tracing::warn!("lines kept in memory: cannot spool them: {e}"),
-            }
+            let full = std::mem::take(&mut self.cur);
+            let lines = std::mem::take(&mut self.open);
+            self.behind = Some((sp.append_behind(full), lines));
+            return;
         }
         // The next buffer is made when a line needs it (after the last, none is).
-        let mut buf = std::mem::take(&mut self.cur);
+        let buf = std::mem::take(&mut self.cur);
+        let lines = std::mem::take(&mut self.open);
+        self.in_memory(buf, lines);
+    }
+
+    /// Wait for the buffer being written, and give its lines their pieces: in the spool, or
+    /// in memory when the write failed (a full disk: the bytes are the same).
+    fn settle(&mut self) {
+        let Some((behind, lines)) = self.behind.take() else {
+            return;
+        };
+        let Some(sp) = self.spool.clone() else {
+            return;
+        };
+        let end = lines.iter().map(|&(_, _, e)| e).max().unwrap_or(0);
+        match behind.wait() {
+            Some((mut buf, Ok(at))) => {
+                let at = at as usize;
+                for (i, start, end) in lines {
+                    if let Some(slot) = self.out.get_mut(i) {
+                        slot.1 = Some(Piece::spooled(sp.clone(), at + start, at + end));
+                    }
+                }
+                buf.clear();
+                self.spare = buf;
+            }
+            Some((buf, Err(e))) => {
+                tracing::warn!("lines kept in memory: cannot spool them: {e}");
+                self.in_memory(buf, lines);
+            }
+            None => {
+                // Not expected: the writer keeps the bytes whatever befalls the write.
+                tracing::error!("spooled lines lost with their writer: zeros in their place");
+                self.in_memory(vec![0; end], lines);
+            }
+        }
+    }
+
+    /// Give `lines` pieces of `buf`, kept in memory.
+    fn in_memory(&mut self, mut buf: Vec<u8>, lines: Open) {
         // A line that crossed the chunk's end doubled the buffer: give the spare back.
         buf.shrink_to_fit();
         let buf = Arc::new(buf);
-        for (i, start, end) in self.open.drain(..) {
+        for (i, start, end) in lines {
             if let Some(slot) = self.out.get_mut(i) {
                 slot.1 = Some(Piece::new(buf.clone(), start, end));
             }
@@ -176,6 +231,8 @@ pub fn view_lines(
         open: Vec::new(),
         out: Vec::with_capacity(t.items.len()),
         spool: cache.spool.clone(),
+        behind: None,
+        spare: Vec::new(),
     };
     // The line `want` found, for the sink that follows: one lookup per line.
     let found: Cell<Option<Piece>> = Cell::new(None);
@@ -188,22 +245,13 @@ pub fn view_lines(
     };
     assemble::each_wanted(t, msgs, state, tags, &want, &mut |m, key| match m {
         Some(m) => {
-            if w.cur.capacity() == 0 {
-                w.cur.reserve(CHUNK);
-            }
-            let start = w.cur.len();
-            m.write_line(&mut w.cur);
-            let end = w.cur.len();
-            w.open.push((w.out.len(), start, end));
-            w.out.push((key, None));
-            if w.cur.len() >= CHUNK {
-                w.seal();
-            }
+            w.line(key, |buf| m.write_line(buf));
         }
         // Not wanted: the last version has it.
         None => w.out.push((key, found.take())),
     });
     w.seal();
+    w.settle();
     drop(finder);
     drop(prev);
     let order: Vec<(LineKey, Piece)> = w
@@ -214,4 +262,87 @@ pub fn view_lines(
     let bytes = Bytes::from_pieces(order.iter().map(|(_, p)| p.clone()));
     cache.order = order;
     bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lines of every length up to past a buffer's size, CJK among them.
+    fn lines() -> Vec<Vec<u8>> {
+        (0..600usize)
+            .map(|i| {
+                let body = format!("{{\"n\":{i},\"t\":\"行{}\"}}\n", "x".repeat(i * 7 % 9_000));
+                let mut b = body.into_bytes();
+                if i == 300 {
+                    // One line longer than a buffer.
+                    b.extend(std::iter::repeat_n(b'y', CHUNK + 17));
+                }
+                b
+            })
+            .collect()
+    }
+
+    /// Write `lines` through a writer to `spool`; each line's piece read back.
+    fn written(spool: Option<Arc<Spool>>, lines: &[Vec<u8>]) -> Vec<(bool, Vec<u8>)> {
+        let mut w = Writer {
+            cur: Vec::new(),
+            open: Vec::new(),
+            out: Vec::new(),
+            spool,
+            behind: None,
+            spare: Vec::new(),
+        };
+        for (i, l) in lines.iter().enumerate() {
+            w.line(i as LineKey, |buf| buf.extend_from_slice(l));
+        }
+        w.seal();
+        w.settle();
+        w.out
+            .iter()
+            .map(|(_, p)| {
+                let p = p.as_ref().expect("every line has its piece");
+                let mut b = Vec::new();
+                p.append_range(0, p.len(), &mut b);
+                (p.is_spooled(), b)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn lines_written_behind_to_a_spool_read_back_the_same() {
+        let lines = lines();
+        let spool = Arc::new(Spool::new(&std::env::temp_dir()).expect("spool"));
+        let got = written(Some(spool.clone()), &lines);
+        assert_eq!(got.len(), lines.len());
+        for ((spooled, b), l) in got.iter().zip(&lines) {
+            assert!(spooled, "a line left in memory");
+            assert_eq!(b, l);
+        }
+        let total: usize = lines.iter().map(Vec::len).sum();
+        assert_eq!(
+            spool.len() as usize,
+            total,
+            "every line is in the spool once"
+        );
+    }
+
+    #[test]
+    fn lines_a_spool_refuses_are_kept_in_memory() {
+        let lines = lines();
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("ro");
+        std::fs::write(&path, b"").expect("file");
+        let ro = std::fs::File::open(&path).expect("open");
+        let spool = Arc::new(Spool::in_file(ro, dir.path()));
+        let got = written(Some(spool.clone()), &lines);
+        for ((spooled, b), l) in got.iter().zip(&lines) {
+            assert!(!spooled, "a line in a spool that refused it");
+            assert_eq!(b, l);
+        }
+        assert_eq!(spool.len(), 0);
+        // Without a spool, the same bytes.
+        let mem = written(None, &lines);
+        assert_eq!(mem, got);
+    }
 }
