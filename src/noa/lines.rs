@@ -15,6 +15,10 @@ use crate::format::transcript::Message;
 /// Lines are written into buffers of about this size.
 const CHUNK: usize = 1 << 20;
 
+/// The size of the buffers bound for a spool: two are alive at a time (one being written,
+/// one filling), together the memory of one buffer kept in memory.
+const SPOOL_CHUNK: usize = CHUNK / 2;
+
 /// The lines of the last version, in order.
 #[derive(Debug, Default, Clone)]
 pub struct LineCache {
@@ -132,16 +136,21 @@ struct Writer {
 impl Writer {
     /// Write the next line (`write` appends it to the buffer it is given).
     fn line(&mut self, key: LineKey, write: impl FnOnce(&mut Vec<u8>)) {
+        let chunk = if self.spool.is_some() {
+            SPOOL_CHUNK
+        } else {
+            CHUNK
+        };
         if self.cur.capacity() == 0 {
             self.cur = std::mem::take(&mut self.spare);
-            self.cur.reserve(CHUNK);
+            self.cur.reserve(chunk);
         }
         let start = self.cur.len();
         write(&mut self.cur);
         let end = self.cur.len();
         self.open.push((self.out.len(), start, end));
         self.out.push((key, None));
-        if self.cur.len() >= CHUNK {
+        if self.cur.len() >= chunk {
             self.seal();
         }
     }
