@@ -32,10 +32,6 @@ use std::fmt;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
-/// The hasher of the loader's maps of ids: seeded per process, and a fraction of SipHash's
-/// cost (SipHash was 2% of a large transcript's parse).
-type Quick = foldhash::fast::RandomState;
-
 use serde::de::IgnoredAny;
 
 use super::cold::{ColdSink, ColdStore};
@@ -43,6 +39,10 @@ use super::short::ShortStr;
 use super::transcript::{
     parse_line, Content, Message, Record, ToolResultContent, ToolUsePart, Usage,
 };
+
+/// The hasher of the loader's maps of ids: seeded per process, and a fraction of SipHash's
+/// cost (SipHash was 2% of a large transcript's parse).
+type Quick = foldhash::fast::RandomState;
 
 /// How bad a finding is (SPEC 9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

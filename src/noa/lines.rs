@@ -116,6 +116,13 @@ impl Finder<'_> {
 /// Lines in a buffer not yet given a piece: (index in the version's lines, start, end).
 type Open = Vec<(usize, usize, usize)>;
 
+/// A full buffer being written to a spool, with its lines.
+struct InFlight {
+    write: Behind,
+    lines: Open,
+    spool: Arc<Spool>,
+}
+
 /// Buffers lines, handing out pieces once a buffer is full (or at the end). A full buffer
 /// bound for a spool is written on another thread while the next one fills; its lines get
 /// their pieces once it is written.
@@ -127,8 +134,8 @@ struct Writer {
     out: Vec<(LineKey, Option<Piece>)>,
     /// Where a full buffer goes, if not to memory (the buffer is then used again).
     spool: Option<Arc<Spool>>,
-    /// The last full buffer, being written to the spool, with its lines.
-    behind: Option<(Behind, Open)>,
+    /// The last full buffer, being written to the spool.
+    behind: Option<InFlight>,
     /// A written buffer, emptied, for the next lines.
     spare: Vec<u8>,
 }
@@ -162,8 +169,11 @@ impl Writer {
         self.settle();
         if let Some(sp) = &self.spool {
             let full = std::mem::take(&mut self.cur);
-            let lines = std::mem::take(&mut self.open);
-            self.behind = Some((sp.append_behind(full), lines));
+            self.behind = Some(InFlight {
+                write: sp.append_behind(full),
+                lines: std::mem::take(&mut self.open),
+                spool: sp.clone(),
+            });
             return;
         }
         // The next buffer is made when a line needs it (after the last, none is).
@@ -175,14 +185,16 @@ impl Writer {
     /// Wait for the buffer being written, and give its lines their pieces: in the spool, or
     /// in memory when the write failed (a full disk: the bytes are the same).
     fn settle(&mut self) {
-        let Some((behind, lines)) = self.behind.take() else {
-            return;
-        };
-        let Some(sp) = self.spool.clone() else {
+        let Some(InFlight {
+            write,
+            lines,
+            spool: sp,
+        }) = self.behind.take()
+        else {
             return;
         };
         let end = lines.iter().map(|&(_, _, e)| e).max().unwrap_or(0);
-        match behind.wait() {
+        match write.wait() {
             Some((mut buf, Ok(at))) => {
                 let at = at as usize;
                 for (i, start, end) in lines {
