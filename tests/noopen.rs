@@ -189,3 +189,84 @@ fn timeline_jsonl_follows_a_session_that_grows() {
     let svg = std::fs::read_to_string(m.at("sessions/s1/timeline.svg")).expect("svg");
     assert!(svg.contains("<svg"), "{svg}");
 }
+
+/// A root where the runtime never compressed has no `noa/` and no `memory/`. The kernel
+/// still keeps a session's view between changes (a warm `cat` asks the mount nothing, where
+/// it once asked for the attributes before each read), and the first compression, the
+/// runtime's, written behind the mount, shows at once, as does the first memory.
+#[test]
+fn a_root_without_noa_is_kept_and_follows_its_first_compression() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let mut s = Session::new("s1");
+    for i in 0..1500 {
+        s.user(&format!("question {i}: {}", text_of(300, 'q')));
+        s.assistant(&format!("answer {i}: {}", text_of(300, 'a')));
+    }
+    write_session(root.path(), &s);
+    let mut cfg = Config::default();
+    cfg.noa.protect_recent_messages = 2;
+    cfg.noa.protect_recent_tokens = 0;
+    cfg.noa.min_range_chars = 0;
+    cfg.noa.live_seconds = 0;
+    let noa = cfg.for_session("s1");
+    let opts = MountOptions {
+        no_open: true,
+        ..MountOptions::default()
+    };
+    let Some(m) = mount(root, cfg, opts) else {
+        return;
+    };
+    assert!(!m.root().join("noa").exists() && !m.root().join("memory").exists());
+    let view = m.at("sessions/s1/view.jsonl");
+    let cat = format!("cat {} > /dev/null", common::quoted(&view));
+    common::ok(&sh(&cat));
+    let count = |op: &str| {
+        m.handle()
+            .requests()
+            .into_iter()
+            .find(|(o, _)| *o == op)
+            .map_or(0, |(_, n)| n)
+    };
+    let (getattrs, reads) = (count("getattr"), count("read"));
+    let old = std::fs::read(&view).expect("view");
+    assert!(old.len() > 1 << 20, "a view of many reads: {}", old.len());
+    common::ok(&sh(&cat));
+    assert!(
+        count("getattr") - getattrs <= 1 && count("read") == reads,
+        "warm reads of an unchanged view: {} attribute requests, {} reads",
+        count("getattr") - getattrs,
+        count("read") - reads
+    );
+    // The runtime's first compression, behind the mount.
+    let runner = normafs::store::ctl::Runner {
+        paths: &normafs::store::root::RootPaths::from_root(m.root()),
+        cfg: &noa,
+        read_only: false,
+    };
+    let scope = normafs::store::ctl::Scope::Session("s1".into());
+    let line = "compress m00003 m00200 The user asked many questions about q and got answers.";
+    let rec = runner.run(&scope, line, 1, chrono::Utc::now());
+    assert!(rec.ok, "{}", rec.message);
+    assert!(m.root().join("noa/s1/state.json").exists());
+    std::fs::create_dir(m.root().join("memory")).expect("mkdir memory");
+    std::fs::write(
+        m.root().join("memory/first.md"),
+        "---\nname: first\ndescription: the first memory\ntype: user\n---\nA fact.\n",
+    )
+    .expect("write memory");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let (mut compressed, mut listed) = (false, false);
+    while !(compressed && listed) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let now = std::fs::read(&view).expect("view");
+        compressed = String::from_utf8_lossy(&now).contains("\"block\":\"b1\"");
+        listed = sh(&format!("ls {}", common::quoted(&m.at("memory"))))
+            .stdout
+            .starts_with(b"MEMORY.md\nfirst.md\n");
+    }
+    assert!(
+        compressed,
+        "the view shows the compression made behind the mount"
+    );
+    assert!(listed, "memory/ lists the first memory");
+}

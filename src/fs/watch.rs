@@ -24,7 +24,7 @@ use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use parking_lot::Mutex;
 
@@ -50,6 +50,10 @@ pub enum Dir {
     ArchiveRoot(String),
     /// `noa/<sid>/tier<N>/`.
     Tier(String, String),
+    /// The directory holding a backing directory that is not there (a root where the runtime
+    /// has not compressed yet has no `noa/`): watched for it to appear, so that what is
+    /// served meanwhile is still covered (see [`Watcher::covers`]).
+    Above(PathBuf),
 }
 
 impl Dir {
@@ -63,7 +67,13 @@ impl Dir {
             Dir::Subagents(sid) => paths.subagents_dir(sid),
             Dir::ArchiveRoot(sid) => paths.archive_root(sid),
             Dir::Tier(sid, t) => paths.archive_root(sid).join(t),
+            Dir::Above(path) => path.clone(),
         }
+    }
+
+    /// A backing directory (one of the three the mount serves from).
+    fn is_backing(&self) -> bool {
+        matches!(self, Dir::Transcripts | Dir::Memory | Dir::Archives)
     }
 }
 
@@ -124,6 +134,11 @@ pub const MASK: u32 = libc::IN_CREATE
 /// listing. An empty `name` is an event of the watched directory itself.
 pub fn plan(dir: &Dir, name: &OsStr, mask: u32, watched: &dyn Fn(&str) -> bool) -> Plan {
     let mut p = Plan::default();
+    // What happens beside a missing backing directory is the watcher's to read (it alone
+    // knows which names are backing directories): see `Watcher::above_event`.
+    if let Dir::Above(_) = dir {
+        return p;
+    }
     let changed = mask & NAME_CHANGED != 0;
     let data = mask & REPLACED != 0;
     let new_dir = mask & APPEARED != 0 && mask & libc::IN_ISDIR != 0;
@@ -242,6 +257,7 @@ pub fn plan(dir: &Dir, name: &OsStr, mask: u32, watched: &dyn Fn(&str) -> bool) 
                 p.invals.push(inode(parent, true));
             }
         }
+        Dir::Above(_) => {}
     }
     p
 }
@@ -270,6 +286,7 @@ fn computed_of(dir: &Dir, name: &OsStr) -> Affected {
             Some(sid) if is_session(sid) => session(sid),
             _ => Affected::Root,
         },
+        Dir::Above(_) => Affected::Root,
     }
 }
 
@@ -285,6 +302,7 @@ fn dir_node(dir: &Dir) -> Option<Node> {
         )),
         Dir::ArchiveRoot(sid) => Some(Node::Session(sid.clone())),
         Dir::Tier(sid, t) => Some(Node::Real(Base::Archives, PathBuf::from(sid).join(t))),
+        Dir::Above(_) => None,
     }
 }
 
@@ -315,10 +333,14 @@ fn memory_event(p: &mut Plan, name: &OsStr, changed: bool, data: bool) {
 #[derive(Default)]
 struct State {
     by_wd: HashMap<i32, Dir>,
-    /// The directories in `by_wd`.
-    dirs: HashSet<Dir>,
+    /// The directories watched, each with its current watch (a directory replaced by
+    /// another of its name is watched anew before the old watch's end is read).
+    dirs: HashMap<Dir, i32>,
     /// Sessions whose directories are watched.
     sessions: HashSet<String>,
+    /// Backing directories that are not there, awaited through their parent's watch
+    /// (`Dir::Above`): covered as long as that watch is.
+    awaited: HashSet<Dir>,
     /// A watch could not be added (the watch limit, most often): nothing is covered any more
     /// (logged once; TTLs keep the mount correct).
     degraded: bool,
@@ -401,9 +423,65 @@ impl Watcher {
             state: Mutex::new(State::default()),
         };
         for d in [Dir::Transcripts, Dir::Memory, Dir::Archives] {
-            w.add(d);
+            w.add(d.clone());
+            if !w.state.lock().dirs.contains_key(&d) {
+                w.await_backing(d, &mut Vec::new());
+            }
         }
         Ok(w)
+    }
+
+    /// Backing directory `d` is not watched (it is not there, or it went): watch its parent
+    /// for it to appear. While that watch stands, `d` is covered: whatever appears in it
+    /// is reported when it appears (`above_event`). A `d` found there after all is watched
+    /// and read as one that appeared (`out` gets what that drops).
+    fn await_backing(&self, d: Dir, out: &mut Vec<Inval>) {
+        let path = d.path(&self.paths);
+        let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) else {
+            return;
+        };
+        let above = Dir::Above(parent.to_path_buf());
+        self.add(above.clone());
+        if !self.state.lock().dirs.contains_key(&above) {
+            return;
+        }
+        // It may have appeared before the parent's watch stood.
+        self.add_new(d.clone(), out);
+        let mut st = self.state.lock();
+        if !st.dirs.contains_key(&d) && !path.exists() {
+            st.awaited.insert(d);
+        }
+    }
+
+    /// An event in the parent `parent` of awaited or watched backing directories: one that
+    /// appears is watched and read, one that goes is awaited again. Anything else there is
+    /// no input of the mount. True when a watched backing directory was moved away,
+    /// so its watch reports from elsewhere and the caller must treat it as lost events.
+    fn above_event(&self, parent: &Path, name: &OsStr, mask: u32, out: &mut Vec<Inval>) -> bool {
+        if name.is_empty() || mask & libc::IN_ISDIR == 0 {
+            return false;
+        }
+        let path = parent.join(name);
+        let mut lost = false;
+        for d in [Dir::Transcripts, Dir::Memory, Dir::Archives] {
+            if d.path(&self.paths) != path {
+                continue;
+            }
+            out.push(Inval::Computed(Affected::Root));
+            if let Some(node) = dir_node(&d) {
+                out.push(Inval::Inode { node, data: true });
+            }
+            if mask & APPEARED != 0 {
+                self.state.lock().awaited.remove(&d);
+                self.add_new(d, out);
+            } else if mask & libc::IN_MOVED_FROM != 0 && self.state.lock().dirs.contains_key(&d) {
+                lost = true;
+            } else if mask & libc::IN_DELETE != 0 {
+                // Its own watch ends (`IN_IGNORED`); its removal reported what was in it.
+                self.state.lock().awaited.insert(d);
+            }
+        }
+        lost
     }
 
     /// Number of directories watched.
@@ -457,10 +535,22 @@ impl Watcher {
             }
             return;
         }
-        if let Some(old) = st.by_wd.insert(wd, d.clone()) {
-            st.dirs.remove(&old);
+        // One directory reached by two ways (an archive base inside the transcripts
+        // directory, say): the directory of the mount's own wins over the parent awaited.
+        if let Some(old) = st.by_wd.get(&wd) {
+            if *old != d && matches!(d, Dir::Above(_)) {
+                return;
+            }
         }
-        st.dirs.insert(d);
+        if d.is_backing() {
+            st.awaited.remove(&d);
+        }
+        if let Some(old) = st.by_wd.insert(wd, d.clone()) {
+            if st.dirs.get(&old) == Some(&wd) {
+                st.dirs.remove(&old);
+            }
+        }
+        st.dirs.insert(d, wd);
     }
 
     /// Watch a directory that appeared, then report what is already in it as if each entry
@@ -489,7 +579,14 @@ impl Watcher {
         if st.degraded {
             return false;
         }
-        let has = |d: Dir| st.dirs.contains(&d);
+        let has = |d: Dir| {
+            st.dirs.contains_key(&d)
+                || (d.is_backing()
+                    && st.awaited.contains(&d)
+                    && d.path(&self.paths)
+                        .parent()
+                        .is_some_and(|p| st.dirs.contains_key(&Dir::Above(p.to_path_buf()))))
+        };
         let base = has(Dir::Transcripts) && has(Dir::Archives);
         let session = |sid: &str| base && st.sessions.contains(sid);
         let parts = |rel: &std::path::Path| -> Vec<String> {
@@ -670,14 +767,35 @@ impl Watcher {
                 if ev.mask & libc::IN_IGNORED != 0 {
                     // The directory is gone; its parent's watch reports it when it comes
                     // back, and it is watched again then (its session stays watched).
-                    if let Some(d) = st.by_wd.remove(&ev.wd) {
+                    let gone = st.by_wd.remove(&ev.wd);
+                    if let Some(d) = gone.filter(|d| st.dirs.get(d) == Some(&ev.wd)) {
                         st.dirs.remove(&d);
+                        if d.is_backing() {
+                            drop(st);
+                            let mut out = Vec::new();
+                            self.await_backing(d, &mut out);
+                            for i in out {
+                                if seen.insert(i.clone()) {
+                                    todo.push(i);
+                                }
+                            }
+                        }
                     }
                     continue;
                 }
                 st.by_wd.get(&ev.wd).cloned()
             };
             let Some(dir) = dir else { continue };
+            if let Dir::Above(parent) = &dir {
+                let mut out = Vec::new();
+                overflowed |= self.above_event(parent, &ev.name, ev.mask, &mut out);
+                for i in out {
+                    if seen.insert(i.clone()) {
+                        todo.push(i);
+                    }
+                }
+                continue;
+            }
             let mut p = plan(&dir, &ev.name, ev.mask, &|s| self.watched(s));
             for d in std::mem::take(&mut p.watch) {
                 self.add_new(d, &mut p.invals);

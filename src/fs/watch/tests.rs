@@ -477,3 +477,116 @@ fn the_watcher_reports_a_real_change() {
     t.join().expect("join");
     assert!(found, "the watcher reported the new memory file");
 }
+
+/// Invalidations from a watcher running on its own thread, received until `done` holds of
+/// the watcher and what came so far, or five seconds pass; whether it came to hold.
+fn wait_for(
+    w: &Watcher,
+    rx: &std::sync::mpsc::Receiver<Inval>,
+    got: &mut Vec<Inval>,
+    done: impl Fn(&Watcher, &[Inval]) -> bool,
+) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        if let Ok(i) = rx.recv_timeout(std::time::Duration::from_millis(50)) {
+            got.push(i);
+        }
+        if done(w, got) {
+            return true;
+        }
+    }
+    false
+}
+
+/// A root where the runtime never compressed has no `noa/` (nor, often, `memory/`): what
+/// the mount serves is still covered, its parent watched for them, and once they appear they
+/// are watched and what is in them reported; gone again, they are awaited again.
+#[test]
+fn missing_backing_directories_are_awaited_then_watched() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let paths = RootPaths::from_root(d.path());
+    std::fs::create_dir_all(&paths.transcripts).expect("mkdir");
+    std::fs::write(paths.transcript_path("s"), "").expect("write");
+    let w = std::sync::Arc::new(Watcher::new(&paths).expect("inotify"));
+    w.watch_session("s");
+    let view = Node::Computed("s".into(), crate::fs::ComputedKind::VIEW);
+    let state = real(Base::Archives, "s/state.json");
+    for (n, dir) in [
+        (Node::Sessions, true),
+        (Node::Session("s".into()), true),
+        (view.clone(), false),
+        (Node::MemoryDir, true),
+        (Node::MemoryIndex, false),
+    ] {
+        assert!(w.covers(&n, dir), "{n:?} is covered while noa/ is awaited");
+    }
+    assert!(!w.covers(&state, false), "no archive root is watched yet");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let w2 = w.clone();
+    let t = std::thread::spawn(move || {
+        w2.run(
+            &mut |i| {
+                let _ = tx.send(i.clone());
+            },
+            &mut || {},
+        )
+    });
+    // The runtime's first compression: noa/s/ with a tier and a state, made at once.
+    std::fs::create_dir_all(paths.archive_root("s").join("tier1")).expect("mkdir");
+    std::fs::write(paths.state_path("s"), "{}").expect("write");
+    std::fs::create_dir_all(&paths.memory).expect("mkdir");
+    std::fs::write(paths.memory.join("a.md"), "a").expect("write");
+    let mut got = Vec::new();
+    let appeared = wait_for(&w, &rx, &mut got, |w, got| {
+        w.covers(&state, false)
+            && w.covers(&real(Base::Memory, "a.md"), false)
+            && got.contains(&Inval::Computed(Affected::Session("s".into())))
+            && got.contains(&Inval::Entry {
+                parent: Node::MemoryDir,
+                name: "a.md".into(),
+            })
+    });
+    assert!(appeared, "noa/ and memory/ were watched and read: {got:?}");
+    assert!(w.covers(&view, false) && w.covers(&Node::MemoryIndex, false));
+    // Removed: awaited again, so still covered.
+    std::fs::remove_dir_all(&paths.archives).expect("rm -r noa");
+    let mut got = Vec::new();
+    let awaited = wait_for(&w, &rx, &mut got, |w, got| {
+        !w.state.lock().dirs.contains_key(&Dir::Archives)
+            && w.state.lock().awaited.contains(&Dir::Archives)
+            && got.contains(&Inval::Computed(Affected::Session("s".into())))
+    });
+    w.stop();
+    t.join().expect("join");
+    assert!(awaited, "noa/ is awaited again once removed: {got:?}");
+    assert!(w.covers(&view, false) && !w.covers(&state, false));
+}
+
+/// An archive base inside the transcripts directory, not there: its parent is the
+/// transcripts directory, watched as itself, so the archive base is not awaited (nothing is
+/// covered that needs it) and the transcripts directory keeps its watch.
+#[test]
+fn an_awaited_directory_s_parent_watched_as_itself_stays_itself() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let mut paths = RootPaths::from_root(d.path());
+    paths.archives = paths.transcripts.join("noa");
+    std::fs::create_dir_all(&paths.transcripts).expect("mkdir");
+    std::fs::create_dir_all(&paths.memory).expect("mkdir");
+    std::fs::write(paths.transcript_path("s"), "").expect("write");
+    let w = Watcher::new(&paths).expect("inotify");
+    assert!(
+        !w.covers(&Node::Sessions, true),
+        "the archive base is not awaited"
+    );
+    assert!(w.covers(&real(Base::Transcripts, "s.jsonl"), false));
+    assert!(w.covers(&Node::MemoryDir, true));
+    assert_eq!(
+        w.state
+            .lock()
+            .by_wd
+            .values()
+            .filter(|d| **d == Dir::Transcripts)
+            .count(),
+        1
+    );
+}
