@@ -523,12 +523,16 @@ fn missing_backing_directories_are_awaited_then_watched() {
     assert!(!w.covers(&state, false), "no archive root is watched yet");
     let (tx, rx) = std::sync::mpsc::channel();
     let w2 = w.clone();
+    let lost = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let lost2 = lost.clone();
     let t = std::thread::spawn(move || {
         w2.run(
             &mut |i| {
                 let _ = tx.send(i.clone());
             },
-            &mut || {},
+            &mut || {
+                lost2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            },
         )
     });
     // The runtime's first compression: noa/s/ with a tier and a state, made at once.
@@ -556,10 +560,27 @@ fn missing_backing_directories_are_awaited_then_watched() {
             && w.state.lock().awaited.contains(&Dir::Archives)
             && got.contains(&Inval::Computed(Affected::Session("s".into())))
     });
-    w.stop();
-    t.join().expect("join");
     assert!(awaited, "noa/ is awaited again once removed: {got:?}");
     assert!(w.covers(&view, false) && !w.covers(&state, false));
+    // Made again: watched again.
+    std::fs::create_dir_all(paths.archive_root("s")).expect("mkdir");
+    std::fs::write(paths.state_path("s"), "{}").expect("write");
+    let mut got = Vec::new();
+    let again = wait_for(&w, &rx, &mut got, |w, _| w.covers(&state, false));
+    assert!(again, "noa/ made again is watched again: {got:?}");
+    // Moved away, its watch would report from elsewhere: as if events were lost.
+    let away = d.path().join("noa.old");
+    std::fs::rename(&paths.archives, &away).expect("mv noa noa.old");
+    let mut got = Vec::new();
+    let gave_up = wait_for(&w, &rx, &mut got, |w, _| {
+        lost.load(std::sync::atomic::Ordering::SeqCst) == 1 && !w.covers(&view, false)
+    });
+    w.stop();
+    t.join().expect("join");
+    assert!(
+        gave_up,
+        "a backing directory moved away covers nothing: {got:?}"
+    );
 }
 
 /// An archive base inside the transcripts directory, not there: its parent is the
