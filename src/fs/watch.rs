@@ -385,6 +385,15 @@ pub fn blind_filesystem(path: &std::path::Path) -> Option<&'static str> {
     BLIND.iter().find(|(m, _)| *m == t).map(|(_, n)| *n)
 }
 
+/// Whether no name at all is at `path` (not even a link whose target is missing: the link's
+/// target appearing would be reported by no watch).
+fn nothing_at(path: &Path) -> bool {
+    matches!(
+        std::fs::symlink_metadata(path),
+        Err(e) if e.kind() == io::ErrorKind::NotFound
+    )
+}
+
 /// Most sessions [`Watcher::watch_all`] watches (each takes up to about four watches).
 pub const WATCH_ALL_MAX: usize = 10_000;
 
@@ -448,17 +457,19 @@ impl Watcher {
         // It may have appeared before the parent's watch stood.
         self.add_new(d.clone(), out);
         let mut st = self.state.lock();
-        if !st.dirs.contains_key(&d) && !path.exists() {
+        if !st.dirs.contains_key(&d) && nothing_at(&path) {
             st.awaited.insert(d);
         }
     }
 
     /// An event in the parent `parent` of awaited or watched backing directories: one that
-    /// appears is watched and read, one that goes is awaited again. Anything else there is
-    /// no input of the mount. True when a watched backing directory was moved away,
-    /// so its watch reports from elsewhere and the caller must treat it as lost events.
+    /// appears (a directory, or a link to one) is watched and read; one that goes is awaited
+    /// again once nothing is at its path. Anything else there is no input of the mount. True
+    /// when a name that goes still had a watch: the watch stands on what the name no longer
+    /// is (a directory moved away, a link's target), so the caller treats it as lost events.
+    /// (A directory removed loses its watch before its parent reports the removal.)
     fn above_event(&self, parent: &Path, name: &OsStr, mask: u32, out: &mut Vec<Inval>) -> bool {
-        if name.is_empty() || mask & libc::IN_ISDIR == 0 {
+        if name.is_empty() {
             return false;
         }
         let path = parent.join(name);
@@ -474,11 +485,13 @@ impl Watcher {
             if mask & APPEARED != 0 {
                 self.state.lock().awaited.remove(&d);
                 self.add_new(d, out);
-            } else if mask & libc::IN_MOVED_FROM != 0 && self.state.lock().dirs.contains_key(&d) {
-                lost = true;
-            } else if mask & libc::IN_DELETE != 0 {
-                // Its own watch ends (`IN_IGNORED`); its removal reported what was in it.
-                self.state.lock().awaited.insert(d);
+            } else if mask & (libc::IN_DELETE | libc::IN_MOVED_FROM) != 0 {
+                let mut st = self.state.lock();
+                if st.dirs.contains_key(&d) {
+                    lost = true;
+                } else if nothing_at(&path) {
+                    st.awaited.insert(d);
+                }
             }
         }
         lost

@@ -611,3 +611,17 @@ fn an_awaited_directory_s_parent_watched_as_itself_stays_itself() {
         1
     );
 }
+
+/// `noa` a link to a directory not there: its target appearing would be reported by no
+/// watch, so it is not awaited, and nothing that needs it is covered.
+#[test]
+fn a_dangling_link_is_not_awaited() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let paths = RootPaths::from_root(d.path());
+    std::fs::create_dir_all(&paths.transcripts).expect("mkdir");
+    std::fs::create_dir_all(&paths.memory).expect("mkdir");
+    std::os::unix::fs::symlink(d.path().join("elsewhere/noa"), &paths.archives).expect("ln -s");
+    let w = Watcher::new(&paths).expect("inotify");
+    assert!(!w.covers(&Node::Sessions, true));
+    assert!(w.covers(&Node::MemoryDir, true));
+}
