@@ -787,11 +787,7 @@ impl Watcher {
                             drop(st);
                             let mut out = Vec::new();
                             self.await_backing(d, &mut out);
-                            for i in out {
-                                if seen.insert(i.clone()) {
-                                    todo.push(i);
-                                }
-                            }
+                            keep_new(&mut seen, &mut todo, out);
                         }
                     }
                     continue;
@@ -802,22 +798,14 @@ impl Watcher {
             if let Dir::Above(parent) = &dir {
                 let mut out = Vec::new();
                 overflowed |= self.above_event(parent, &ev.name, ev.mask, &mut out);
-                for i in out {
-                    if seen.insert(i.clone()) {
-                        todo.push(i);
-                    }
-                }
+                keep_new(&mut seen, &mut todo, out);
                 continue;
             }
             let mut p = plan(&dir, &ev.name, ev.mask, &|s| self.watched(s));
             for d in std::mem::take(&mut p.watch) {
                 self.add_new(d, &mut p.invals);
             }
-            for i in p.invals {
-                if seen.insert(i.clone()) {
-                    todo.push(i);
-                }
-            }
+            keep_new(&mut seen, &mut todo, p.invals);
         }
         if overflowed {
             let mut st = self.state.lock();
@@ -833,6 +821,15 @@ impl Watcher {
         }
         for i in &todo {
             on(i);
+        }
+    }
+}
+
+/// The invalidations of `new` not `seen` before, onto `todo` in order.
+fn keep_new(seen: &mut HashSet<Inval>, todo: &mut Vec<Inval>, new: Vec<Inval>) {
+    for i in new {
+        if seen.insert(i.clone()) {
+            todo.push(i);
         }
     }
 }
