@@ -11,27 +11,46 @@ use common::{mount, sh, text_of, write_session, Mounted, Session};
 use normafs::config::Config;
 use normafs::fuse::MountOptions;
 
-/// A session of `pairs` questions and answers, compressible at once, mounted without opens.
-fn mounted(pairs: usize, cfg: Option<Config>) -> Option<Mounted> {
+/// A root with session `s1` of `pairs` questions and answers of `chars` characters each,
+/// compressible at once, and its settings; with `memory/` and `noa/` when `dirs`.
+fn root_of(
+    pairs: usize,
+    chars: usize,
+    dirs: bool,
+    cfg: Option<Config>,
+) -> (tempfile::TempDir, Config) {
     let root = tempfile::tempdir().expect("tempdir");
     let mut s = Session::new("s1");
     for i in 0..pairs {
-        s.user(&format!("question {i}: {}", text_of(200, 'q')));
-        s.assistant(&format!("answer {i}: {}", text_of(200, 'a')));
+        s.user(&format!("question {i}: {}", text_of(chars, 'q')));
+        s.assistant(&format!("answer {i}: {}", text_of(chars, 'a')));
     }
     write_session(root.path(), &s);
-    std::fs::create_dir_all(root.path().join("memory")).expect("mkdir");
-    std::fs::create_dir_all(root.path().join("noa")).expect("mkdir");
+    if dirs {
+        std::fs::create_dir_all(root.path().join("memory")).expect("mkdir");
+        std::fs::create_dir_all(root.path().join("noa")).expect("mkdir");
+    }
     let mut cfg = cfg.unwrap_or_default();
     cfg.noa.protect_recent_messages = 2;
     cfg.noa.protect_recent_tokens = 0;
     cfg.noa.min_range_chars = 0;
     cfg.noa.live_seconds = 0;
+    (root, cfg)
+}
+
+/// `root` mounted without opens.
+fn mount_no_open(root: tempfile::TempDir, cfg: Config) -> Option<Mounted> {
     let opts = MountOptions {
         no_open: true,
         ..MountOptions::default()
     };
     mount(root, cfg, opts)
+}
+
+/// A session of `pairs` questions and answers, compressible at once, mounted without opens.
+fn mounted(pairs: usize, cfg: Option<Config>) -> Option<Mounted> {
+    let (root, cfg) = root_of(pairs, 200, true, cfg);
+    mount_no_open(root, cfg)
 }
 
 /// `echo cmd > ctl; tail -n 1 ctl`, a thousand times in one shell: every time the last line
@@ -196,37 +215,16 @@ fn timeline_jsonl_follows_a_session_that_grows() {
 /// runtime's, written behind the mount, shows at once, as does the first memory.
 #[test]
 fn a_root_without_noa_is_kept_and_follows_its_first_compression() {
-    let root = tempfile::tempdir().expect("tempdir");
-    let mut s = Session::new("s1");
-    for i in 0..1500 {
-        s.user(&format!("question {i}: {}", text_of(300, 'q')));
-        s.assistant(&format!("answer {i}: {}", text_of(300, 'a')));
-    }
-    write_session(root.path(), &s);
-    let mut cfg = Config::default();
-    cfg.noa.protect_recent_messages = 2;
-    cfg.noa.protect_recent_tokens = 0;
-    cfg.noa.min_range_chars = 0;
-    cfg.noa.live_seconds = 0;
+    let (root, cfg) = root_of(1500, 300, false, None);
     let noa = cfg.for_session("s1");
-    let opts = MountOptions {
-        no_open: true,
-        ..MountOptions::default()
-    };
-    let Some(m) = mount(root, cfg, opts) else {
+    let Some(m) = mount_no_open(root, cfg) else {
         return;
     };
     assert!(!m.root().join("noa").exists() && !m.root().join("memory").exists());
     let view = m.at("sessions/s1/view.jsonl");
     let cat = format!("cat {} > /dev/null", common::quoted(&view));
     common::ok(&sh(&cat));
-    let count = |op: &str| {
-        m.handle()
-            .requests()
-            .into_iter()
-            .find(|(o, _)| *o == op)
-            .map_or(0, |(_, n)| n)
-    };
+    let count = |op: &str| m.requests_of(op);
     let (getattrs, reads) = (count("getattr"), count("read"));
     let old = std::fs::read(&view).expect("view");
     assert!(old.len() > 1 << 20, "a view of many reads: {}", old.len());

@@ -47,11 +47,7 @@ fn read_all(dir: &Path) -> u64 {
 
 /// The count of `op` among the mount's requests.
 fn count(m: &Mounted, op: &str) -> u64 {
-    m.handle()
-        .requests()
-        .into_iter()
-        .find(|(o, _)| *o == op)
-        .map_or(0, |(_, n)| n)
+    m.requests_of(op)
 }
 
 /// Files under `dir` (named `name`, when given).

@@ -499,6 +499,15 @@ impl Mounted {
         self.handle.as_ref().expect("mounted")
     }
 
+    /// How many requests of kind `op` the kernel sent the mount so far.
+    pub fn requests_of(&self, op: &str) -> u64 {
+        self.handle()
+            .requests()
+            .into_iter()
+            .find(|(o, _)| *o == op)
+            .map_or(0, |(_, n)| n)
+    }
+
     /// Unmount now (the directories stay until the value is dropped).
     pub fn unmount(&mut self) -> std::io::Result<()> {
         match self.handle.take() {
