@@ -120,3 +120,79 @@ fn a_thousand_sessions_stat_and_read_leave_the_daemon_small() {
         after_read / MIB
     );
 }
+
+/// The peak resident size of process `pid` so far, in bytes.
+fn peak(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let kb: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .expect("VmHWM");
+    kb * 1024
+}
+
+/// `ls -l` of a large session makes `view.md` and `materialized.jsonl` to learn their sizes:
+/// each is written out as it is made (to a spool, as `view.jsonl` is), never held whole. What
+/// they add to the view's peak stays under half the larger one's size (it was twice a file's
+/// size: the whole file, and the messages it was made from, at once). The history is the
+/// larger: the view cuts long results it keeps whole.
+#[test]
+fn a_large_session_s_markdown_and_materialized_history_are_not_held_whole() {
+    if !fuse_available() {
+        return;
+    }
+    let root = tempfile::tempdir().expect("tempdir");
+    let o = Command::new(BIN)
+        .arg("gen")
+        .arg(root.path())
+        .args(["--sessions", "1", "--messages", "40000"])
+        .output()
+        .expect("gen");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mnt = tempfile::tempdir().expect("tempdir");
+    let o = Command::new(BIN)
+        .args(["mount", "--daemon"])
+        .arg(root.path())
+        .arg(mnt.path())
+        .output()
+        .expect("mount");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let pid = pid_of(&stderr(&o));
+    let _d = Daemon {
+        pid,
+        mnt: mnt.path().to_path_buf(),
+    };
+    assert!(is_mounted(mnt.path()));
+    let session = mnt.path().join("sessions/s1-0001");
+    let view = std::fs::read(session.join("view.jsonl")).expect("view.jsonl");
+    let after_view = peak(pid);
+    let mut sizes = Vec::new();
+    for name in ["materialized.jsonl", "view.md"] {
+        let len = std::fs::metadata(session.join(name)).expect(name).len();
+        sizes.push((name, len));
+    }
+    let after = peak(pid);
+    let largest = sizes.iter().map(|&(_, l)| l).max().unwrap_or(0);
+    eprintln!(
+        "peak: {} MiB after view.jsonl ({} MiB), {} MiB after {sizes:?}",
+        after_view / MIB,
+        view.len() as u64 / MIB,
+        after / MIB
+    );
+    assert!(largest > 40 * MIB, "a large session's files: {sizes:?}");
+    assert!(
+        after - after_view < largest / 2,
+        "making {sizes:?} raised the peak by {} MiB (at most half a file)",
+        (after - after_view) / MIB
+    );
+    // What a user reads is the same: the history file is the transcript's messages.
+    let md = std::fs::read_to_string(session.join("view.md")).expect("view.md");
+    assert!(
+        md.starts_with("# View of s1-0001\n"),
+        "{}",
+        &md[..md.len().min(200)]
+    );
+    assert_eq!(md.len() as u64, sizes[1].1);
+}

@@ -688,24 +688,35 @@ pub fn verbatim<'a>(msgs: &[&'a Message], slots_of: impl Fn(usize) -> Vec<Slot>)
     let messages = msgs
         .iter()
         .enumerate()
-        .map(|(i, m)| {
-            let null = m.content.is_empty() && m.extra.get("content").is_some_and(Value::is_null);
-            let refs = slots_of(i);
-            Out {
-                role: Cow::Borrowed(m.role.as_ref()),
-                content: (!null).then(|| m.content.iter().map(Block::of).collect()),
-                slots: refs.clone(),
-                meta: Meta::Message {
-                    refs,
-                    truncated: false,
-                },
-            }
-        })
+        .map(|(i, m)| verbatim_out(m, slots_of(i)))
         .collect();
     Assembled {
         messages,
         tagged: Vec::new(),
     }
+}
+
+/// A transcript message as it is, with the ref of each block.
+pub fn verbatim_out<'a>(m: &'a Message, refs: Vec<Slot>) -> Out<'a> {
+    let null = m.content.is_empty() && m.extra.get("content").is_some_and(Value::is_null);
+    Out {
+        role: Cow::Borrowed(m.role.as_ref()),
+        content: (!null).then(|| m.content.iter().map(Block::of).collect()),
+        slots: refs.clone(),
+        meta: Meta::Message {
+            refs,
+            truncated: false,
+        },
+    }
+}
+
+/// The [`LineKey`] of [`verbatim_out`] of message `i` with `refs` (a transcript message never
+/// changes while lines made from it are kept).
+pub fn verbatim_key(i: usize, refs: &[Slot]) -> LineKey {
+    use std::hash::{Hash, Hasher};
+    let mut h = key_hasher();
+    (2u8, i, refs).hash(&mut h);
+    h.finish()
 }
 
 #[cfg(test)]

@@ -5,7 +5,8 @@
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
-use super::assemble::{self, LineKey};
+use super::assemble::{self, LineKey, Out};
+use super::content::Slot;
 use super::pipeline::Turn;
 use crate::bytes::{Behind, Bytes, Piece, Spool};
 use crate::fasthash::FastMap;
@@ -56,6 +57,11 @@ impl LineCache {
                 Err(e) => tracing::debug!("a new spool: {e}"),
             }
         }
+    }
+
+    /// Where its spool is, if it has one.
+    pub fn spool_dir(&self) -> Option<&std::path::Path> {
+        self.spool.as_deref().map(Spool::dir)
     }
 
     pub fn len(&self) -> usize {
@@ -239,6 +245,37 @@ pub fn view_lines(
     tags: bool,
     cache: &mut LineCache,
 ) -> Bytes {
+    cached_lines(cache, t.items.len(), |want, sink| {
+        assemble::each_wanted(t, msgs, state, tags, want, &mut |m, key| sink(m, key));
+    })
+}
+
+/// The JSON lines of the messages as they are (the materialized history of a session without
+/// live blocks), message `i` with the refs `slots_of(i)`, reusing the lines `cache` has.
+pub fn verbatim_lines(
+    msgs: &[&Message],
+    slots_of: impl Fn(usize) -> Vec<Slot>,
+    cache: &mut LineCache,
+) -> Bytes {
+    cached_lines(cache, msgs.len(), |want, sink| {
+        for (i, m) in msgs.iter().enumerate() {
+            let slots = slots_of(i);
+            let key = assemble::verbatim_key(i, &slots);
+            let out = want(key).then(|| assemble::verbatim_out(m, slots));
+            sink(out, key);
+        }
+    })
+}
+
+/// The lines `make` gives, in order, each with its key: `make` asks `want` whether a key's
+/// line is to be built (a line of the last version in `cache` is taken from it instead) and
+/// gives the sink the built line, or `None` for one not wanted. The cache then holds this
+/// version.
+fn cached_lines(
+    cache: &mut LineCache,
+    expected: usize,
+    make: impl FnOnce(&dyn Fn(LineKey) -> bool, &mut dyn FnMut(Option<Out<'_>>, LineKey)),
+) -> Bytes {
     cache.renew_spool();
     let prev = std::mem::take(&mut cache.order);
     let finder = RefCell::new(Finder {
@@ -250,7 +287,7 @@ pub fn view_lines(
     let mut w = Writer {
         cur: Vec::new(),
         open: Vec::new(),
-        out: Vec::with_capacity(t.items.len()),
+        out: Vec::with_capacity(expected),
         spool: cache.spool.clone(),
         behind: None,
         spare: Vec::new(),
@@ -264,7 +301,7 @@ pub fn view_lines(
         }
         None => true,
     };
-    assemble::each_wanted(t, msgs, state, tags, &want, &mut |m, key| match m {
+    make(&want, &mut |m, key| match m {
         Some(m) => {
             w.line(key, |buf| m.write_line(buf));
         }
@@ -283,6 +320,41 @@ pub fn view_lines(
     let bytes = Bytes::from_pieces(order.iter().map(|(_, p)| p.clone()));
     cache.order = order;
     bytes
+}
+
+/// A file made a part at a time, into buffers of [`CHUNK`] bytes, written to a spool when
+/// there is one (`view.md` of a large session: it is not held whole while it is made, nor
+/// after).
+pub struct Chunks {
+    w: Writer,
+}
+
+impl Chunks {
+    pub fn new(spool: Option<Arc<Spool>>) -> Chunks {
+        Chunks {
+            w: Writer {
+                cur: Vec::new(),
+                open: Vec::new(),
+                out: Vec::new(),
+                spool,
+                behind: None,
+                spare: Vec::new(),
+            },
+        }
+    }
+
+    /// Append `part`.
+    pub fn push(&mut self, part: &[u8]) {
+        self.w.line(0, |buf| buf.extend_from_slice(part));
+    }
+
+    /// The bytes: `head`, then the parts pushed.
+    pub fn finish(mut self, head: Vec<u8>) -> Bytes {
+        self.w.seal();
+        self.w.settle();
+        let parts = self.w.out.into_iter().filter_map(|(_, p)| p);
+        Bytes::from_pieces(std::iter::once(Piece::whole(head)).chain(parts))
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Value};
 
-use super::assemble::{Assembled, Block as OutBlock, Meta};
+use super::assemble::{Assembled, Block as OutBlock, Meta, Out};
 use super::content::Slot;
 use super::pipeline::{truncate_threshold, Turn};
 use super::tokens;
@@ -138,13 +138,22 @@ pub fn markdown(
     session: &str,
     places: &Places<'_>,
 ) -> String {
+    let mut s = markdown_head(out_msgs.messages.len(), t, cfg, session);
+    for m in &out_msgs.messages {
+        message_md(&mut s, m, state, session, places);
+    }
+    s
+}
+
+/// `view.md`'s head: what precedes its `count` messages.
+pub fn markdown_head(count: usize, t: &Turn<'_, '_>, cfg: &NoaConfig, session: &str) -> String {
     let mut s = String::new();
     let live: usize = t.active.iter().filter(|a| **a).count();
     let _ = writeln!(s, "# View of {session}\n");
     let _ = writeln!(
         s,
         "{} messages · {} tokens of a {} window ({}) · {} live block(s) · nudge: {}\n",
-        out_msgs.messages.len(),
+        count,
         tokens::format(t.measure),
         tokens::format(cfg.window),
         band(t.measure, cfg),
@@ -157,61 +166,63 @@ pub fn markdown(
     if let Some(line) = raw_hint(t) {
         let _ = writeln!(s, "{line}\n");
     }
-    for m in &out_msgs.messages {
-        match &m.meta {
-            Meta::Message { refs, truncated } => {
-                let names: Vec<String> = refs
-                    .iter()
-                    .filter_map(|r| r.name().map(|n| n.into_owned()))
-                    .collect();
-                let refs = if names.is_empty() {
-                    String::new()
-                } else {
-                    format!("{} · ", names.join(" "))
-                };
-                let cut = if *truncated {
-                    " · truncated for this request"
-                } else {
-                    ""
-                };
-                let _ = writeln!(s, "## {refs}{}{cut}\n", m.role);
-            }
-            Meta::Summary { block, tier, range } => {
-                let _ = writeln!(s, "## {block} · tier {tier} · {range} (summary)\n");
-            }
-            Meta::Nudge(kind) => {
-                let _ = writeln!(s, "## nudge · {kind}\n");
-            }
+    s
+}
+
+/// One message of `view.md`, appended to `s`.
+pub fn message_md(s: &mut String, m: &Out<'_>, state: &State, session: &str, places: &Places<'_>) {
+    match &m.meta {
+        Meta::Message { refs, truncated } => {
+            let names: Vec<String> = refs
+                .iter()
+                .filter_map(|r| r.name().map(|n| n.into_owned()))
+                .collect();
+            let refs = if names.is_empty() {
+                String::new()
+            } else {
+                format!("{} · ", names.join(" "))
+            };
+            let cut = if *truncated {
+                " · truncated for this request"
+            } else {
+                ""
+            };
+            let _ = writeln!(s, "## {refs}{}{cut}\n", m.role);
         }
-        for b in m.content.iter().flatten() {
-            block_md(&mut s, b);
+        Meta::Summary { block, tier, range } => {
+            let _ = writeln!(s, "## {block} · tier {tier} · {range} (summary)\n");
         }
-        if let Meta::Summary { block, range, .. } = &m.meta {
-            if let Some(b) = state.blocks().iter().find(|b| &b.block_id == block) {
-                let (archive, raw) = match places {
-                    Places::Relative => (
-                        if b.archive_rel.is_empty() {
-                            b.archive_path.clone()
-                        } else {
-                            b.archive_rel.clone()
-                        },
-                        format!("raw/{range}.md"),
-                    ),
-                    Places::Mount { mnt, archive } => (
-                        archive(b),
-                        mnt.join("sessions")
-                            .join(session)
-                            .join("raw")
-                            .join(format!("{range}.md"))
-                            .display()
-                            .to_string(),
-                    ),
-                };
-                let _ = writeln!(s, "Archive: `{archive}` · originals: `{raw}`\n");
-            }
+        Meta::Nudge(kind) => {
+            let _ = writeln!(s, "## nudge · {kind}\n");
         }
     }
-    s
+    for b in m.content.iter().flatten() {
+        block_md(s, b);
+    }
+    if let Meta::Summary { block, range, .. } = &m.meta {
+        if let Some(b) = state.blocks().iter().find(|b| &b.block_id == block) {
+            let (archive, raw) = match places {
+                Places::Relative => (
+                    if b.archive_rel.is_empty() {
+                        b.archive_path.clone()
+                    } else {
+                        b.archive_rel.clone()
+                    },
+                    format!("raw/{range}.md"),
+                ),
+                Places::Mount { mnt, archive } => (
+                    archive(b),
+                    mnt.join("sessions")
+                        .join(session)
+                        .join("raw")
+                        .join(format!("{range}.md"))
+                        .display()
+                        .to_string(),
+                ),
+            };
+            let _ = writeln!(s, "Archive: `{archive}` · originals: `{raw}`\n");
+        }
+    }
 }
 
 fn settings_line(cfg: &NoaConfig) -> String {

@@ -63,6 +63,19 @@ pub struct Lines {
 }
 
 impl Lines {
+    /// A new spool beside the lines' spools, if they are spooled (for a file made whole
+    /// each time, as `view.md`: dropped with its last version).
+    pub fn fresh_spool(&self) -> Option<std::sync::Arc<crate::bytes::Spool>> {
+        let dir = self.view.spool_dir()?;
+        match crate::bytes::Spool::new(dir) {
+            Ok(s) => Some(std::sync::Arc::new(s)),
+            Err(e) => {
+                tracing::warn!("kept in memory: no spool in {}: {e}", dir.display());
+                None
+            }
+        }
+    }
+
     /// Write the lines of the files made from here on to spools in `dir`, not memory (see
     /// [`LineCache::spool_to`]).
     pub fn spool_to(&mut self, dir: &std::path::Path) {
@@ -137,11 +150,7 @@ impl<'x, 'a> Files<'x, 'a> {
         match form {
             Form::View => lines::view_lines(self.turn(), &p.msgs, state, true, &mut lines.view),
             Form::Materialized => self.materialized_bytes(&mut lines.materialized),
-            Form::Markdown(places) => {
-                let msgs = self.view();
-                let md = render::markdown(&msgs, self.turn(), state, self.cfg, self.sid, places);
-                Bytes::from(md.into_bytes())
-            }
+            Form::Markdown(places) => self.markdown_bytes(places, lines),
             Form::Html(x) => {
                 let msgs = self.view();
                 let page =
@@ -187,12 +196,7 @@ impl<'x, 'a> Files<'x, 'a> {
         let (p, state) = (self.p, self.state);
         let t = pipeline::prune_only(&p.cores, state, self.cfg, self.path);
         if !state.blocks().iter().any(|b| b.active) {
-            let mut by_msg: Vec<Vec<Slot>> = vec![Vec::new(); p.msgs.len()];
-            for (c, s) in p.cores.iter().zip(&t.slots) {
-                if let Origin::Block { msg, .. } = c.origin {
-                    by_msg[msg as usize].push(s.clone());
-                }
-            }
+            let by_msg = self.slots_by_message(&t);
             return assemble::verbatim(&p.msgs, |i| by_msg.get(i).cloned().unwrap_or_default());
         }
         assemble::assemble(&t, &p.msgs, state, false)
@@ -201,11 +205,46 @@ impl<'x, 'a> Files<'x, 'a> {
     /// `materialized.jsonl`'s bytes, reusing the lines `cache` has and adding the new ones.
     fn materialized_bytes(&self, cache: &mut LineCache) -> Bytes {
         let (p, state) = (self.p, self.state);
-        if !state.blocks().iter().any(|b| b.active) {
-            return self.materialized().to_jsonl().into();
-        }
         let t = pipeline::prune_only(&p.cores, state, self.cfg, self.path);
+        if !state.blocks().iter().any(|b| b.active) {
+            let by_msg = self.slots_by_message(&t);
+            return lines::verbatim_lines(
+                &p.msgs,
+                |i| by_msg.get(i).cloned().unwrap_or_default(),
+                cache,
+            );
+        }
         lines::view_lines(&t, &p.msgs, state, false, cache)
+    }
+
+    /// The refs of each transcript message's blocks in `t`, by message.
+    fn slots_by_message(&self, t: &Turn<'_, '_>) -> Vec<Vec<Slot>> {
+        let p = self.p;
+        let mut by_msg: Vec<Vec<Slot>> = vec![Vec::new(); p.msgs.len()];
+        for (c, s) in p.cores.iter().zip(&t.slots) {
+            if let Origin::Block { msg, .. } = c.origin {
+                if let Some(slots) = by_msg.get_mut(msg as usize) {
+                    slots.push(s.clone());
+                }
+            }
+        }
+        by_msg
+    }
+
+    /// `view.md`'s bytes, written a message at a time (to a spool when `lines` has them).
+    fn markdown_bytes(&self, places: &render::Places<'_>, lines: &Lines) -> Bytes {
+        let t = self.turn();
+        let mut body = lines::Chunks::new(lines.fresh_spool());
+        let mut part = String::new();
+        let mut count = 0;
+        assemble::each(t, &self.p.msgs, self.state, true, &mut |m, _| {
+            count += 1;
+            part.clear();
+            render::message_md(&mut part, &m, self.state, self.sid, places);
+            body.push(part.as_bytes());
+        });
+        let head = render::markdown_head(count, t, self.cfg, self.sid);
+        body.finish(head.into_bytes())
     }
 }
 
