@@ -743,4 +743,46 @@ mod tests {
             );
         }
     }
+
+    /// Every byte JSON escapes, at every place of an eight-byte word and past it, among
+    /// multi-byte characters: escaped as serde_json does.
+    #[test]
+    fn escapes_every_byte_at_every_place_as_json_does() {
+        let special: Vec<char> = (0u8..0x20)
+            .map(char::from)
+            .chain(['"', '\\', '\u{7f}', 'é', '日', '😀'])
+            .collect();
+        for len in [1usize, 15, 16, 17, 31, 32, 33, 47] {
+            for at in 0..len {
+                for &c in &special {
+                    let mut s: String = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNO"
+                        .chars()
+                        .take(len)
+                        .collect();
+                    s.insert(at.min(s.len()), c);
+                    let mut out = Vec::new();
+                    push_str(&mut out, &s);
+                    assert_eq!(
+                        String::from_utf8(out).expect("UTF-8"),
+                        serde_json::to_string(&s).expect("JSON"),
+                        "{s:?}"
+                    );
+                }
+            }
+        }
+        for s in [
+            "\u{1}\u{2}\u{3}\u{4}\u{5}\u{6}\u{7}\u{8}\u{9}\u{a}\u{b}\u{c}\u{d}\u{e}\u{f}\u{10}\u{11}",
+            "\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"",
+            "\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\",
+        ] {
+            let mut out = Vec::new();
+            push_str(&mut out, s);
+            let back: String = serde_json::from_slice(&out).expect("valid JSON");
+            assert_eq!(back, s);
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                serde_json::to_string(s).unwrap()
+            );
+        }
+    }
 }
