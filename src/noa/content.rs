@@ -596,6 +596,11 @@ pub fn project<'a>(msgs: &[&'a Message]) -> Vec<Core<'a>> {
 }
 
 impl ProjectionMemo {
+    /// How many messages it has projected (0: none yet).
+    pub fn messages(&self) -> usize {
+        self.msgs
+    }
+
     /// Project `msgs` (the messages this memo was made from, plus appended ones, or any
     /// messages when the memo is empty), and remember the new ones.
     pub fn project<'a>(&mut self, msgs: &[&'a Message]) -> Vec<Core<'a>> {

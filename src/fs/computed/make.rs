@@ -109,7 +109,10 @@ impl Computed {
         }
         let transcript_exists = tf.exists();
         let tr = tf.transcript();
+        // After appends to a session projected before, little is let go (see below).
+        let before = memo.projection.messages();
         let p = Projection::with_memo(session::messages(tr), &mut memo.projection);
+        let appended = before > 0 && memo.projection.messages() > before;
         let namer = self.archive_namer(sid, cfg.archive_paths == ArchivePaths::Mount);
         let in_mount = self.archive_namer(sid, true);
         let places = self.places(&*in_mount);
@@ -175,6 +178,16 @@ impl Computed {
         let tentative = tf.stable_messages() < tf.transcript().messages.len();
         if !tentative {
             tf.keep_memo((stamp, memo));
+        }
+        drop(tf);
+        // A large session's files are made one at a time (`ls -l` makes each to learn its
+        // size): what one computation let go is given back to the system before the next
+        // (a few ms), else each stacks its own on what glibc kept of the last (`ls -l` of a
+        // tool-heavy 100,000-message session and a read of each file peaked 26 MB higher).
+        // Not after appends (the next read after an append makes a view again at once; the
+        // half-second pass gives it back).
+        if !all && !appended {
+            self.cache.give_back_now();
         }
         Ok(out)
     }
