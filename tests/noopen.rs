@@ -269,3 +269,42 @@ fn a_root_without_noa_is_kept_and_follows_its_first_compression() {
     );
     assert!(listed, "memory/ lists the first memory");
 }
+
+/// `ls -l` of a large session (its files are made one computation each, to learn their
+/// sizes, and spooled) and then a read of each of its files, as a person looking around does:
+/// the reads find the files made, none is made again (each was made again with its
+/// computation's memory before: the listing's files stayed at hand a second, 16 MiB at most).
+#[test]
+fn a_large_session_s_listed_files_are_read_without_being_made_again() {
+    // Some 5 MiB of transcript: past the size whose files are made one at a time.
+    let (root, cfg) = root_of(2_500, 1_000, true, None);
+    let len = std::fs::metadata(root.path().join("transcripts/s1.jsonl"))
+        .expect("transcript")
+        .len();
+    assert!(len > 4 << 20, "a transcript of {len} bytes");
+    let Some(m) = mount_no_open(root, cfg) else {
+        return;
+    };
+    let dir = m.at("sessions/s1");
+    let mut files = Vec::new();
+    for e in std::fs::read_dir(&dir).expect("ls") {
+        let p = e.expect("entry").path();
+        let meta = std::fs::symlink_metadata(&p).expect("ls -l");
+        if meta.is_file() && p.file_name().is_some_and(|n| n != "ctl") {
+            files.push((p, meta.len()));
+        }
+    }
+    let listed = m.handle().fs().computed_counts().computations;
+    assert!(listed >= 4, "ls -l made {listed} computations");
+    for (p, len) in &files {
+        let got = std::fs::read(p).expect("read");
+        assert_eq!(got.len() as u64, *len, "{} as listed", p.display());
+    }
+    let read = m.handle().fs().computed_counts().computations;
+    assert_eq!(
+        read - listed,
+        0,
+        "reading the {} files listed made computations again",
+        files.len()
+    );
+}

@@ -430,21 +430,42 @@ impl Recent {
         self.made.retain(|(until, made)| {
             let keep = now < *until;
             if !keep {
-                freed += made.iter().map(|(_, d, _)| d.len() as usize).sum::<usize>();
+                freed += resident(made) as usize;
             }
             keep
         });
         freed
     }
 
-    /// Keep what a computation made for `life`.
+    /// Keep what a computation made for `life` (at least [`SPOOLED_LIFE`] when it is in a
+    /// spool).
     fn push(&mut self, made: Vec<Made>, life: Duration) {
         self.expire();
+        let life = if on_disk(&made) {
+            life.max(SPOOLED_LIFE)
+        } else {
+            life
+        };
         self.made.push_back((Instant::now() + life, made));
-        while self.made.len() > RECENT_KEPT
-            || (self.made.len() > 1 && self.bytes() - self.newest_bytes() > RECENT_BYTES)
-        {
-            self.made.pop_front();
+        loop {
+            let disk = self.made.iter().filter(|(_, m)| on_disk(m)).count();
+            let memory = self.made.len() - disk;
+            let oldest = |spooled: bool| self.made.iter().position(|(_, m)| on_disk(m) == spooled);
+            let drop = if memory > RECENT_KEPT {
+                oldest(false)
+            } else if disk > SPOOLED_KEPT {
+                oldest(true)
+            } else if self.made.len() > 1 && self.bytes() - self.newest_bytes() > RECENT_BYTES {
+                Some(0)
+            } else {
+                None
+            };
+            match drop {
+                Some(i) => {
+                    self.made.remove(i);
+                }
+                None => break,
+            }
         }
     }
 
@@ -463,19 +484,38 @@ impl Recent {
         })
     }
 
+    /// The resident bytes of the last computation.
     fn newest_bytes(&self) -> u64 {
-        self.made
-            .back()
-            .map_or(0, |(_, m)| m.iter().map(|(_, d, _)| d.len()).sum())
+        self.made.back().map_or(0, |(_, m)| resident(m))
     }
 
+    /// The resident bytes of all.
     fn bytes(&self) -> u64 {
-        self.made
-            .iter()
-            .flat_map(|(_, m)| m.iter())
-            .map(|(_, d, _)| d.len())
-            .sum()
+        self.made.iter().map(|(_, m)| resident(m)).sum()
     }
+}
+
+/// How long a large session's files, made in a spool, stay at hand after a lookup: `ls -l`
+/// makes each of them to learn its size (several seconds for a 100,000-message session),
+/// and the reads that follow it would make each again (each with its computation's
+/// transient memory, on top of what the others keep).
+pub const SPOOLED_LIFE: Duration = Duration::from_secs(10);
+
+/// Computations whose files are in spools kept at hand at most (besides [`RECENT_KEPT`]
+/// others): they cost disk, not memory, and a session has about ten files.
+const SPOOLED_KEPT: usize = 12;
+
+/// The bytes of `made` in memory.
+fn resident(made: &[Made]) -> u64 {
+    made.iter().map(|(_, d, _)| d.resident_len()).sum()
+}
+
+/// Whether `made` is (almost) all in spools.
+fn on_disk(made: &[Made]) -> bool {
+    !made.is_empty()
+        && made
+            .iter()
+            .all(|(_, d, _)| d.resident_len().saturating_mul(8) <= d.len())
 }
 
 /// Sessions' findings kept for the root's `audit.txt`, and about how many bytes they take.
