@@ -322,8 +322,8 @@ fn cached_lines(
     bytes
 }
 
-/// A file made a part at a time, into buffers of [`CHUNK`] bytes, written to a spool when
-/// there is one (`view.md` of a large session: it is not held whole while it is made, nor
+/// A file made a part at a time, into buffers of about [`CHUNK`] bytes (half that for a
+/// spool), written to a spool when there is one (`view.md` of a large session: it is not held whole while it is made, nor
 /// after).
 pub struct Chunks {
     w: Writer,

@@ -183,7 +183,7 @@ impl Computed {
         // A large session's files are made one at a time (`ls -l` makes each to learn its
         // size): what one computation let go is given back to the system before the next
         // (a few ms), else each stacks its own on what glibc kept of the last (`ls -l` of a
-        // tool-heavy 100,000-message session and a read of each file peaked 26 MB higher).
+        // tool-heavy 100,000-message session and a read of each file peaked 33 MiB higher).
         // Not after appends (the next read after an append makes a view again at once; the
         // half-second pass gives it back).
         if !all && !appended {
