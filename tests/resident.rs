@@ -15,16 +15,53 @@ use common::{fuse_available, is_mounted, pid_of, stderr, Daemon};
 const BIN: &str = env!("CARGO_BIN_EXE_normafs");
 const MIB: u64 = 1 << 20;
 
-/// The resident size of process `pid`, in bytes.
-fn rss(pid: i32) -> u64 {
+/// A memory figure of process `pid` from its status (`VmRSS`, `VmHWM`), in bytes.
+fn status_bytes(pid: i32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
     let kb: u64 = status
         .lines()
-        .find(|l| l.starts_with("VmRSS:"))
+        .find(|l| l.split(':').next() == Some(field))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|v| v.parse().ok())
-        .expect("VmRSS");
+        .expect(field);
     kb * 1024
+}
+
+/// The resident size of process `pid`, in bytes.
+fn rss(pid: i32) -> u64 {
+    status_bytes(pid, "VmRSS")
+}
+
+/// The peak resident size of process `pid` so far, in bytes.
+fn peak(pid: i32) -> u64 {
+    status_bytes(pid, "VmHWM")
+}
+
+/// A root made by `normafs gen` with `args`, mounted by `normafs mount --daemon`: the root,
+/// the mount point, and the daemon (unmounted when dropped).
+fn gen_mounted(args: &[&str]) -> (tempfile::TempDir, tempfile::TempDir, Daemon) {
+    let root = tempfile::tempdir().expect("tempdir");
+    let o = Command::new(BIN)
+        .arg("gen")
+        .arg(root.path())
+        .args(args)
+        .output()
+        .expect("gen");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mnt = tempfile::tempdir().expect("tempdir");
+    let o = Command::new(BIN)
+        .args(["mount", "--daemon"])
+        .arg(root.path())
+        .arg(mnt.path())
+        .output()
+        .expect("mount");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let d = Daemon {
+        pid: pid_of(&stderr(&o)),
+        mnt: mnt.path().to_path_buf(),
+    };
+    assert!(is_mounted(mnt.path()));
+    (root, mnt, d)
 }
 
 /// Every path under `dir`, not following links (what `du`, `ls -lR` and `grep -r` visit);
@@ -60,28 +97,8 @@ fn a_thousand_sessions_stat_and_read_leave_the_daemon_small() {
     if !fuse_available() {
         return;
     }
-    let root = tempfile::tempdir().expect("tempdir");
-    let o = Command::new(BIN)
-        .arg("gen")
-        .arg(root.path())
-        .args(["--sessions", "1000", "--messages", "100"])
-        .output()
-        .expect("gen");
-    assert!(o.status.success(), "{}", stderr(&o));
-    let mnt = tempfile::tempdir().expect("tempdir");
-    let o = Command::new(BIN)
-        .args(["mount", "--daemon"])
-        .arg(root.path())
-        .arg(mnt.path())
-        .output()
-        .expect("mount");
-    assert!(o.status.success(), "{}", stderr(&o));
-    let pid = pid_of(&stderr(&o));
-    let _d = Daemon {
-        pid,
-        mnt: mnt.path().to_path_buf(),
-    };
-    assert!(is_mounted(mnt.path()));
+    let (_root, mnt, d) = gen_mounted(&["--sessions", "1000", "--messages", "100"]);
+    let pid = d.pid;
     let fresh = rss(pid);
 
     let mut files = Vec::new();
@@ -121,18 +138,6 @@ fn a_thousand_sessions_stat_and_read_leave_the_daemon_small() {
     );
 }
 
-/// The peak resident size of process `pid` so far, in bytes.
-fn peak(pid: i32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    let kb: u64 = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .expect("VmHWM");
-    kb * 1024
-}
-
 /// `ls -l` of a large session makes `view.md` and `materialized.jsonl` to learn their sizes:
 /// each is written out as it is made (to a spool, as `view.jsonl` is), never held whole. What
 /// they add to the view's peak stays under half the larger one's size (it was twice a file's
@@ -143,28 +148,8 @@ fn a_large_session_s_markdown_and_materialized_history_are_not_held_whole() {
     if !fuse_available() {
         return;
     }
-    let root = tempfile::tempdir().expect("tempdir");
-    let o = Command::new(BIN)
-        .arg("gen")
-        .arg(root.path())
-        .args(["--sessions", "1", "--messages", "40000"])
-        .output()
-        .expect("gen");
-    assert!(o.status.success(), "{}", stderr(&o));
-    let mnt = tempfile::tempdir().expect("tempdir");
-    let o = Command::new(BIN)
-        .args(["mount", "--daemon"])
-        .arg(root.path())
-        .arg(mnt.path())
-        .output()
-        .expect("mount");
-    assert!(o.status.success(), "{}", stderr(&o));
-    let pid = pid_of(&stderr(&o));
-    let _d = Daemon {
-        pid,
-        mnt: mnt.path().to_path_buf(),
-    };
-    assert!(is_mounted(mnt.path()));
+    let (_root, mnt, d) = gen_mounted(&["--sessions", "1", "--messages", "40000"]);
+    let pid = d.pid;
     let session = mnt.path().join("sessions/s1-0001");
     let view = std::fs::read(session.join("view.jsonl")).expect("view.jsonl");
     let after_view = peak(pid);

@@ -723,6 +723,19 @@ pub fn verbatim_key(i: usize, refs: &[Slot]) -> LineKey {
 mod tests {
     use super::*;
 
+    /// `s` escaped as serde_json writes it, and read back the same.
+    fn assert_escaped_as_json(s: &str) {
+        let mut out = Vec::new();
+        push_str(&mut out, s);
+        let back: String = serde_json::from_slice(&out).expect("valid JSON");
+        assert_eq!(back, s);
+        assert_eq!(
+            String::from_utf8(out).expect("UTF-8"),
+            serde_json::to_string(s).expect("JSON"),
+            "{s:?}"
+        );
+    }
+
     #[test]
     fn escapes_as_json_does() {
         for s in [
@@ -733,14 +746,7 @@ mod tests {
             "ünïcödé 日本語 and 😀 emoji \"q\"",
             "12345678\"12345678\\1234567\n",
         ] {
-            let mut out = Vec::new();
-            push_str(&mut out, s);
-            let back: String = serde_json::from_slice(&out).expect("valid JSON");
-            assert_eq!(back, s);
-            assert_eq!(
-                String::from_utf8(out).unwrap(),
-                serde_json::to_string(s).unwrap()
-            );
+            assert_escaped_as_json(s);
         }
     }
 
@@ -760,13 +766,7 @@ mod tests {
                         .take(len)
                         .collect();
                     s.insert(at.min(s.len()), c);
-                    let mut out = Vec::new();
-                    push_str(&mut out, &s);
-                    assert_eq!(
-                        String::from_utf8(out).expect("UTF-8"),
-                        serde_json::to_string(&s).expect("JSON"),
-                        "{s:?}"
-                    );
+                    assert_escaped_as_json(&s);
                 }
             }
         }
@@ -775,14 +775,7 @@ mod tests {
             "\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"",
             "\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\",
         ] {
-            let mut out = Vec::new();
-            push_str(&mut out, s);
-            let back: String = serde_json::from_slice(&out).expect("valid JSON");
-            assert_eq!(back, s);
-            assert_eq!(
-                String::from_utf8(out).unwrap(),
-                serde_json::to_string(s).unwrap()
-            );
+            assert_escaped_as_json(s);
         }
     }
 }

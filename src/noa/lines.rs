@@ -147,6 +147,18 @@ struct Writer {
 }
 
 impl Writer {
+    /// A writer of about `expected` lines, to `spool` when given.
+    fn new(spool: Option<Arc<Spool>>, expected: usize) -> Writer {
+        Writer {
+            cur: Vec::new(),
+            open: Vec::new(),
+            out: Vec::with_capacity(expected),
+            spool,
+            behind: None,
+            spare: Vec::new(),
+        }
+    }
+
     /// Write the next line (`write` appends it to the buffer it is given).
     fn line(&mut self, key: LineKey, write: impl FnOnce(&mut Vec<u8>)) {
         let chunk = if self.spool.is_some() {
@@ -284,14 +296,7 @@ fn cached_lines(
         misses: 0,
         index: None,
     });
-    let mut w = Writer {
-        cur: Vec::new(),
-        open: Vec::new(),
-        out: Vec::with_capacity(expected),
-        spool: cache.spool.clone(),
-        behind: None,
-        spare: Vec::new(),
-    };
+    let mut w = Writer::new(cache.spool.clone(), expected);
     // The line `want` found, for the sink that follows: one lookup per line.
     let found: Cell<Option<Piece>> = Cell::new(None);
     let want = |key| match finder.borrow_mut().find(key) {
@@ -332,14 +337,7 @@ pub struct Chunks {
 impl Chunks {
     pub fn new(spool: Option<Arc<Spool>>) -> Chunks {
         Chunks {
-            w: Writer {
-                cur: Vec::new(),
-                open: Vec::new(),
-                out: Vec::new(),
-                spool,
-                behind: None,
-                spare: Vec::new(),
-            },
+            w: Writer::new(spool, 0),
         }
     }
 
@@ -378,14 +376,7 @@ mod tests {
 
     /// Write `lines` through a writer to `spool`; each line's piece read back.
     fn written(spool: Option<Arc<Spool>>, lines: &[Vec<u8>]) -> Vec<(bool, Vec<u8>)> {
-        let mut w = Writer {
-            cur: Vec::new(),
-            open: Vec::new(),
-            out: Vec::new(),
-            spool,
-            behind: None,
-            spare: Vec::new(),
-        };
+        let mut w = Writer::new(spool, lines.len());
         for (i, l) in lines.iter().enumerate() {
             w.line(i as LineKey, |buf| buf.extend_from_slice(l));
         }
