@@ -221,8 +221,8 @@ fn tokens_and_refs_equal_the_runtimes() {
             let got = serde_json::json!({
                 "id": &*c.id, "role": c.role.as_str(), "contentType": c.kind.as_str(),
                 "toolName": c.tool, "toolCallId": c.call,
-                "tokens": normafs::noa::tokens::count(&c.text),
-                "runes": c.text.chars().count(),
+                "tokens": normafs::noa::tokens::count(&c.text.get()),
+                "runes": c.text.get().chars().count(),
                 "ref": match &t.slots[i] {
                     normafs::noa::content::Slot::Blocked => "BLOCKED".to_string(),
                     slot => slot.name().map(|n| n.into_owned()).unwrap_or_default(),

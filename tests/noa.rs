@@ -1123,7 +1123,7 @@ fn compaction_markers_cut_the_projection() {
     assert_eq!(msgs.len(), 9, "the boundary record is no message");
     assert_eq!(content::last_marker(&msgs), Some(5));
     let cores = content::project(&msgs);
-    let texts: Vec<&str> = cores.iter().map(|c| c.text.as_ref()).collect();
+    let texts: Vec<String> = cores.iter().map(|c| c.text.get().into_owned()).collect();
     assert_eq!(texts, ["new task", "new answer", "follow up"]);
     let st = State::initial(SID);
     let v = view(&s, &st, &cfg());

@@ -38,10 +38,16 @@ fn tool_id(n: u8) -> String {
 }
 
 /// The text of content key `k`: a small pool, so that states name content before it is
-/// written, and the same content repeats (raw ids get `_1`, `_2`, …).
+/// written, and the same content repeats (raw ids get `_1`, `_2`, …). Some end with a ref
+/// tag, which a user's text loses in the view (a long session's texts are on disk: read back
+/// to be stripped).
 fn text(k: u8) -> String {
     let k = k % 16;
-    format!("k{k} {}", "é".repeat(k as usize * 53 % 700))
+    let body = format!("k{k} {}", "é".repeat(k as usize * 53 % 700));
+    match k % 5 {
+        4 => format!("{body}\n<noa-ref id=\"m0000{}\" tokens=\"12\"/>", k % 7 + 1),
+        _ => body,
+    }
 }
 
 /// The raw id of user or assistant text of key `k` (its first occurrence).
@@ -114,12 +120,20 @@ impl Line {
                         "name": TOOLS[tool as usize % 4],
                         "input": {"content": [{"startId": "m00001", "endId": "m00003", "summary": "é".repeat(300)}]}}]),
             ),
-            Line::Result { uuid, id, len } => record(
-                uuid,
-                "user",
-                json!([{"type": "tool_result", "tool_use_id": tool_id(id),
-                        "content": [{"type": "text", "text": "r".repeat(len as usize)}]}]),
-            ),
+            Line::Result { uuid, id, len } => {
+                let body = "r".repeat(len as usize);
+                // One text item, two (joined in the view), or one ending with a ref tag.
+                let items = match len % 4 {
+                    1 => json!([{"type": "text", "text": body}, {"type": "text", "text": "and a second item of the result"}]),
+                    2 => json!([{"type": "text", "text": format!("{body}\n<noa-ref id=\"m00002\" tokens=\"7\"/>")}]),
+                    _ => json!([{"type": "text", "text": body}]),
+                };
+                record(
+                    uuid,
+                    "user",
+                    json!([{"type": "tool_result", "tool_use_id": tool_id(id), "content": items}]),
+                )
+            }
             Line::Marker { uuid } => record(
                 uuid,
                 "user",

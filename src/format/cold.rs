@@ -1,9 +1,11 @@
-//! Bytes of a transcript that no rule looks inside — a thinking block's signature, a record's
-//! fields the runtime's model does not know — kept in memory, or for a mount's large
-//! transcript in a [`ColdStore`]: an unlinked file they are moved to as the lines are parsed,
-//! read back only when a file that carries them is written (`view.jsonl` a line at a time,
-//! a record written back). Real sessions carry both on most records: a 100,000-message
-//! session kept some 25 MB of them resident for nothing.
+//! Bytes of a transcript kept out of memory for a mount's large transcript: a thinking
+//! block's signature and a record's fields the runtime's model does not know (no rule looks
+//! inside them), and the texts of text blocks and of tool results' text items (the rules
+//! measure them once, when a view first projects them, and cut a long result once). They
+//! are kept in memory, or in a [`ColdStore`]: an unlinked file they are moved to as the lines
+//! are parsed, read back when a rule or a file needs them (`view.jsonl` a line at a time, a
+//! record written back). A 100,000-message session kept some 25 MB of signatures and fields
+//! resident for nothing, and its texts are most of the rest of its parse.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -31,15 +33,21 @@ pub enum Cold {
         store: Arc<ColdStore>,
         at: u64,
         len: u32,
+        /// The bytes hold [`REF_TAG`]: looked for as they were moved, so that a rule that
+        /// strips a ref tag reads back only the texts that may have one.
+        tagged: bool,
     },
 }
+
+/// How a ref tag Noa writes into a text begins (see `noa::content::strip_ref_tag`).
+pub const REF_TAG: &[u8] = b"<noa-ref";
 
 impl Cold {
     /// The bytes (read back from the store when they are there).
     pub fn bytes(&self) -> Cow<'_, [u8]> {
         match self {
             Cold::Mem(b) => Cow::Borrowed(b),
-            Cold::Stored { store, at, len } => Cow::Owned(store.read(*at, *len as usize)),
+            Cold::Stored { store, at, len, .. } => Cow::Owned(store.read(*at, *len as usize)),
         }
     }
 
@@ -69,11 +77,11 @@ impl ColdStr {
     /// The string (read back from the store when it is there).
     pub fn get(&self) -> Cow<'_, str> {
         match self.0.bytes() {
-            Cow::Borrowed(b) => String::from_utf8_lossy(b),
-            Cow::Owned(b) => match String::from_utf8(b) {
-                Ok(s) => Cow::Owned(s),
-                Err(e) => Cow::Owned(String::from_utf8_lossy(e.as_bytes()).into_owned()),
+            Cow::Borrowed(b) => match simdutf8::basic::from_utf8(b) {
+                Ok(s) => Cow::Borrowed(s),
+                Err(_) => String::from_utf8_lossy(b),
             },
+            Cow::Owned(b) => Cow::Owned(utf8(b)),
         }
     }
 
@@ -85,10 +93,39 @@ impl ColdStr {
         self.0.is_empty()
     }
 
+    /// Whether the string may hold a ref tag ([`REF_TAG`]), told without reading it back.
+    pub fn may_hold_ref_tag(&self) -> bool {
+        match &self.0 {
+            Cold::Mem(b) => memchr::memmem::find(b, REF_TAG).is_some(),
+            Cold::Stored { tagged, .. } => *tagged,
+        }
+    }
+
+    /// The string when it is in memory (`None` when it is in a store).
+    pub fn in_memory(&self) -> Option<&str> {
+        match &self.0 {
+            // Made from a `str`: the check cannot fail.
+            Cold::Mem(b) => simdutf8::basic::from_utf8(b).ok(),
+            Cold::Stored { .. } => None,
+        }
+    }
+
     /// Its bytes, to be moved to a store.
     pub(crate) fn cold_mut(&mut self) -> &mut Cold {
         &mut self.0
     }
+}
+
+/// Bytes read back as a string. They were written from one, so the check passes unless the
+/// disk changed them (then what is not UTF-8 is replaced). Read back texts are most of what a
+/// large session's first view reads, and this check is several times faster than the
+/// standard library's.
+fn utf8(b: Vec<u8>) -> String {
+    if simdutf8::basic::from_utf8(&b).is_err() {
+        return String::from_utf8_lossy(&b).into_owned();
+    }
+    // SAFETY: `b` was checked to be UTF-8 just above.
+    unsafe { String::from_utf8_unchecked(b) }
 }
 
 impl From<String> for ColdStr {
@@ -141,14 +178,25 @@ pub struct ColdStore {
     held: Mutex<Vec<(u64, Box<[u8]>)>>,
     /// The end of the last batch the file took.
     written: AtomicU64,
-    /// The last window read, and where it starts: ranges are read back mostly in the order
-    /// they were stored (a view's lines, one record after another), [`WINDOW`] at a time
-    /// rather than one `pread` each.
-    window: Mutex<(u64, Vec<u8>)>,
+    /// The last windows read, where each starts, and when it was last used: ranges are read
+    /// back mostly in the order they were stored (a view's lines, one record after another),
+    /// [`WINDOW`] at a time rather than one `pread` each. A projection measures its texts on
+    /// several threads at once, each in a part of its own: one window each.
+    windows: Mutex<Windows>,
+}
+
+#[derive(Default)]
+struct Windows {
+    each: [(u64, Vec<u8>, u64); WINDOWS],
+    uses: u64,
 }
 
 /// How much is read at once.
 const WINDOW: usize = 256 << 10;
+
+/// How many windows are kept (as many as a projection's threads, see
+/// `noa::content::measure_blocks`).
+const WINDOWS: usize = 4;
 
 impl fmt::Debug for ColdStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -167,7 +215,7 @@ impl ColdStore {
             file,
             held: Mutex::new(Vec::new()),
             written: AtomicU64::new(0),
-            window: Mutex::new((0, Vec::new())),
+            windows: Mutex::new(Windows::default()),
         }
     }
 
@@ -186,13 +234,24 @@ impl ColdStore {
             }
         }
         let end = at + len as u64;
-        let mut w = self.window.lock();
-        let (start, buf) = &mut *w;
-        if *start <= at && end <= *start + buf.len() as u64 {
+        let mut w = self.windows.lock();
+        w.uses += 1;
+        let now = w.uses;
+        if let Some((start, buf, used)) = w
+            .each
+            .iter_mut()
+            .find(|(start, buf, _)| *start <= at && end <= *start + buf.len() as u64)
+        {
+            *used = now;
             let off = (at - *start) as usize;
             return buf[off..off + len].to_vec();
         }
-        // A new window from `at`: as far as the file was written, at least the range.
+        // A new window from `at`, in place of the one used longest ago: as far as the file
+        // was written, at least the range.
+        let Some((start, buf, used)) = w.each.iter_mut().min_by_key(|(_, _, used)| *used) else {
+            return vec![0; len];
+        };
+        *used = now;
         let upto = end.max((at + WINDOW as u64).min(self.written.load(Ordering::Acquire)));
         buf.resize((upto - at) as usize, 0);
         match self.file.read_exact_at(buf, at) {
@@ -209,13 +268,13 @@ impl ColdStore {
     }
 
     /// Write a batch at `at`; kept in memory when the disk does not take it.
-    fn write(&self, at: u64, batch: Vec<u8>) {
+    fn write(&self, at: u64, batch: &[u8]) {
         let end = at + batch.len() as u64;
-        if let Err(e) = self.file.write_all_at(&batch, at) {
+        if let Err(e) = self.file.write_all_at(batch, at) {
             tracing::warn!(
                 "transcript bytes kept in memory: the temporary directory took none: {e}"
             );
-            self.held.lock().push((at, batch.into_boxed_slice()));
+            self.held.lock().push((at, batch.into()));
             return;
         }
         self.written.fetch_max(end, Ordering::Release);
@@ -273,11 +332,15 @@ impl ColdSink {
             return;
         }
         let at = s.batch_at + s.batch.len() as u64;
+        if s.batch.capacity() == 0 {
+            s.batch.reserve_exact(BATCH + BATCH / 4);
+        }
         s.batch.extend_from_slice(b);
         *c = Cold::Stored {
             store: s.store.clone(),
             at,
             len,
+            tagged: memchr::memmem::find(b, REF_TAG).is_some(),
         };
         if s.batch.len() >= BATCH {
             self.flush();
@@ -290,10 +353,16 @@ impl ColdSink {
         if s.batch.is_empty() {
             return;
         }
-        let batch = std::mem::take(&mut s.batch);
+        // Written from the one buffer, kept for the next batch: a new one each time would be
+        // new pages to fault in, as large as the batch.
         let at = s.batch_at;
-        s.batch_at += batch.len() as u64;
-        s.store.write(at, batch);
+        s.batch_at += s.batch.len() as u64;
+        s.store.write(at, &s.batch);
+        s.batch.clear();
+        if s.batch.capacity() > 2 * BATCH {
+            // Grown for one long text: not kept.
+            s.batch = Vec::new();
+        }
     }
 }
 

@@ -753,17 +753,31 @@ fn bad_shape(msg: &Message) -> Option<String> {
     None
 }
 
-/// Move a record's cold bytes to `sink`: its unknown fields, its thinking signatures.
+/// Move a record's cold bytes to `sink`: its unknown fields, its thinking signatures, the
+/// texts of its text blocks and of the text items of its tool results.
 fn take_cold(sink: &mut ColdSink, record: &mut Record) {
     if let Some(c) = record.extra.cold_mut() {
         sink.take(c);
     }
     if let Some(Some(m)) = &mut record.message {
         for c in &mut m.content {
-            if let Content::Thinking(t) = c {
-                if let Some(sig) = &mut t.signature {
-                    sink.take(sig.cold_mut());
+            match c {
+                Content::Thinking(t) => {
+                    if let Some(sig) = &mut t.signature {
+                        sink.take(sig.cold_mut());
+                    }
                 }
+                Content::Text(t) => sink.take(t.text.cold_mut()),
+                Content::ToolResult(r) => {
+                    if let Some(ToolResultContent::Items(items)) = &mut r.content {
+                        for item in items {
+                            if let Content::Text(t) = item {
+                                sink.take(t.text.cold_mut());
+                            }
+                        }
+                    }
+                }
+                _ => {}
             }
         }
     }

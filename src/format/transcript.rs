@@ -371,7 +371,9 @@ pub struct BoundaryMeta {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TextPart {
-    pub text: String,
+    /// Read by the rules that measure or cut it, copied by the files that carry it: cold
+    /// bytes in a large transcript (see [`crate::format::cold`]).
+    pub text: ColdStr,
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -484,7 +486,7 @@ pub enum Content {
 impl Content {
     pub fn text(t: &str) -> Content {
         Content::Text(TextPart {
-            text: t.to_string(),
+            text: ColdStr::from(t),
             extra: Extra::default(),
         })
     }
@@ -565,7 +567,7 @@ impl Content {
         let f = &mut fields;
         let c = match kind.as_str() {
             "text" => Content::Text(TextPart {
-                text: take_str(f, "text").unwrap_or_default(),
+                text: ColdStr::from(take_str(f, "text").unwrap_or_default()),
                 extra: Extra::default(),
             }),
             "thinking" => Content::Thinking(ThinkingPart {

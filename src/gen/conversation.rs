@@ -206,7 +206,7 @@ impl<'a> Session<'a> {
             .and_then(|r| r.as_message())
             .and_then(|m| {
                 m.content.iter().find_map(|c| match c {
-                    Content::Text(t) => Some(t.text.clone()),
+                    Content::Text(t) => Some(t.text.get().into_owned()),
                     _ => None,
                 })
             })
@@ -402,14 +402,14 @@ pub(super) fn message_tokens(m: &Message) -> u64 {
     m.content
         .iter()
         .map(|c| match c {
-            Content::Text(t) => tokens::count(&t.text),
+            Content::Text(t) => tokens::count(&t.text.get()),
             Content::Thinking(t) => tokens::count(&t.thinking),
             Content::ToolUse(u) => tokens::count(u.input.get()),
             Content::ToolResult(r) => r
                 .items()
                 .iter()
                 .map(|i| match i {
-                    Content::Text(t) => tokens::count(&t.text),
+                    Content::Text(t) => tokens::count(&t.text.get()),
                     _ => 0,
                 })
                 .sum(),

@@ -341,7 +341,7 @@ fn inject(code: &'static str, s: &mut Session<'_>) -> Option<Vec<Damage>> {
                 .items()
                 .iter()
                 .filter_map(|c| match c {
-                    Content::Text(t) => Some(t.text.clone()),
+                    Content::Text(t) => Some(t.text.get().into_owned()),
                     _ => None,
                 })
                 .collect();

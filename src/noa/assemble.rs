@@ -49,7 +49,7 @@ impl<'a> Block<'a> {
     pub fn of(c: &'a Content) -> Block<'a> {
         let b = |s: &'a str| Cow::Borrowed(s);
         match c {
-            Content::Text(t) => Block::text(b(&t.text)),
+            Content::Text(t) => Block::text(t.text.get()),
             Content::Thinking(t) => Block {
                 kind: b("thinking"),
                 thinking: b(&t.thinking),
@@ -584,7 +584,7 @@ pub fn each_wanted<'a>(
             (block, slot, edited, number.map(|n| n.0), tool).hash(&mut h);
             match cq.kind {
                 Kind::ToolCall | Kind::Reasoning => acts = true,
-                Kind::Text => text_chars += t.text(q).len(),
+                Kind::Text => text_chars += t.text_len(q),
                 Kind::ToolResult => {}
             }
             truncated |= t.is_truncated(q);

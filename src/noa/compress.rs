@@ -22,7 +22,7 @@ pub use undo::Undo;
 use std::collections::{HashMap, HashSet};
 
 use super::args::Range;
-use super::content::{is_summary_text, Core, Kind, Origin, Slot};
+use super::content::{Core, Kind, Origin, Slot};
 use super::pipeline::Turn;
 use super::protect;
 use super::refs::{self, format_ref, parse_block_id, parse_ref};
@@ -142,7 +142,7 @@ pub fn apply_owned(
         .iter()
         .map(|&p| M {
             core: t.core(p),
-            lead: t.lead(p),
+            headed: t.headed(p),
             chars: t.chars(p),
             slot: t.slot(p),
             tokens: t.tokens(p),
@@ -441,15 +441,9 @@ impl<'t, 'a, 's> Shared<'t, 'a, 's> {
         let active: Vec<bool> = state.blocks().iter().map(|b| b.active).collect();
         let covered = super::pipeline::covered(state, &active);
         let soft = protect::soft_zone(
-            msgs.iter().rev().map(|m| {
-                (
-                    m.core,
-                    is_summary_text(m.lead),
-                    m.slot,
-                    covered.contains(m.id()),
-                    m.tokens,
-                )
-            }),
+            msgs.iter()
+                .rev()
+                .map(|m| (m.core, m.headed, m.slot, covered.contains(m.id()), m.tokens)),
             cfg,
         );
         let cores: Vec<&'t Core<'a>> = msgs.iter().map(|m| m.core).collect();
@@ -725,7 +719,7 @@ fn build(
             },
             tool: m.core.tool.to_string(),
             // The transcript's own text (an emergency cut applies to what is sent only).
-            text: m.core.text.to_string(),
+            text: m.core.text.get().into_owned(),
         }));
     }
     let arch = Archive {

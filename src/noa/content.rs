@@ -10,6 +10,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::fasthash::{FastMap, FastSet};
+use crate::format::cold::ColdStr;
 use crate::format::transcript::{Content, Message, ToolResultContent};
 
 /// The tool whose calls noa itself answers; always hard-protected.
@@ -127,7 +128,7 @@ pub struct Core<'a> {
     pub role: Role,
     pub kind: Kind,
     /// The body with any trailing ref tag stripped (a tool call: its input as stored).
-    pub text: Cow<'a, str>,
+    pub text: Text<'a>,
     /// Tool name (calls, and results through the call they answer), else "".
     pub tool: &'a str,
     /// Tool call id (calls and results), else "".
@@ -157,6 +158,93 @@ pub struct Core<'a> {
 /// A tool result's cut (`None`: too short to cut), or a Compress call's stubbed arguments
 /// (`None`: nothing to stub), made the first time a view needs it.
 pub type CutCell = Arc<OnceLock<Option<super::edit::Edit>>>;
+
+/// A content message's text: a string, or its block's own text left in a store of cold
+/// bytes (see [`crate::format::cold`]) and read back each time a rule or a file needs it.
+/// The rules that look at every message use the measures taken once ([`Core::tokens`],
+/// [`Core::chars`], ...), so a large session's texts stay on disk between reads.
+#[derive(Debug, Clone)]
+pub enum Text<'a> {
+    Str(Cow<'a, str>),
+    Cold(&'a ColdStr),
+}
+
+impl<'a> Text<'a> {
+    /// A block's own text: borrowed when it is in memory, else left where it is.
+    pub fn stored(s: &'a ColdStr) -> Text<'a> {
+        match s.in_memory() {
+            Some(t) => Text::Str(Cow::Borrowed(t)),
+            None => Text::Cold(s),
+        }
+    }
+
+    /// The text (read back when it is cold).
+    pub fn get(&self) -> Cow<'_, str> {
+        match self {
+            Text::Str(s) => Cow::Borrowed(s),
+            Text::Cold(c) => c.get(),
+        }
+    }
+
+    /// The text, for as long as the transcript lives (a copy when it is cold or made).
+    pub fn get_ref(&self) -> Cow<'a, str> {
+        match self {
+            Text::Str(Cow::Borrowed(s)) => Cow::Borrowed(s),
+            Text::Str(Cow::Owned(s)) => Cow::Owned(s.clone()),
+            Text::Cold(c) => c.get(),
+        }
+    }
+
+    /// Whether it is its block's own text, as stored (nothing stripped or joined).
+    pub fn is_stored(&self) -> bool {
+        matches!(self, Text::Str(Cow::Borrowed(_)) | Text::Cold(_))
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            Text::Str(s) => s.len(),
+            Text::Cold(c) => c.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl From<String> for Text<'_> {
+    fn from(s: String) -> Self {
+        Text::Str(Cow::Owned(s))
+    }
+}
+
+impl<'a> From<&'a str> for Text<'a> {
+    fn from(s: &'a str) -> Self {
+        Text::Str(Cow::Borrowed(s))
+    }
+}
+
+impl<'a> From<Cow<'a, str>> for Text<'a> {
+    fn from(s: Cow<'a, str>) -> Self {
+        Text::Str(s)
+    }
+}
+
+/// A block's own text with any trailing ref tag stripped: left where it is when there was
+/// none (a text on disk is read back only when it may hold one).
+fn stripped(s: &ColdStr) -> Text<'_> {
+    if let Some(t) = s.in_memory() {
+        return strip_ref_tag(t).into();
+    }
+    if !s.may_hold_ref_tag() {
+        return Text::Cold(s);
+    }
+    match strip_ref_tag(&s.get()) {
+        Cow::Owned(t) => Text::from(t),
+        Cow::Borrowed(_) => Text::Cold(s),
+    }
+}
 
 /// Whether a view may edit a message (and it gets a [`CutCell`]): a Compress call, or a tool
 /// result it may cut.
@@ -221,7 +309,7 @@ impl Core<'_> {
             id: RawId::from(id),
             role: Role::User,
             kind: Kind::Text,
-            text: Cow::Owned(text),
+            text: Text::from(text),
             tool: "",
             call: "",
             origin,
@@ -316,7 +404,7 @@ fn trailing_tag() -> &'static Regex {
 
 /// The body without the ref tag the runtime appends (only the trailing form, one separator).
 pub fn strip_ref_tag(s: &str) -> Cow<'_, str> {
-    if memchr::memmem::find(s.as_bytes(), b"<noa-ref").is_none() {
+    if memchr::memmem::find(s.as_bytes(), crate::format::cold::REF_TAG).is_none() {
         return Cow::Borrowed(s);
     }
     match trailing_tag().find(s) {
@@ -360,25 +448,32 @@ pub fn str_field<'v>(v: &'v Value, key: &str) -> &'v str {
 }
 
 /// A tool result's body: its nested non-empty text blocks joined by `\n`.
-fn result_text<'a>(content: Option<&'a ToolResultContent>) -> Cow<'a, str> {
+fn result_text<'a>(content: Option<&'a ToolResultContent>) -> Text<'a> {
     match content {
-        None => Cow::Borrowed(""),
-        Some(ToolResultContent::Text(t)) => Cow::Borrowed(t),
+        None => Text::from(""),
+        Some(ToolResultContent::Text(t)) => Text::from(t.as_str()),
         Some(ToolResultContent::Items(items)) => {
-            let texts: Vec<&str> = items.iter().filter_map(nested_text).collect();
-            match texts.as_slice() {
-                [] => Cow::Borrowed(""),
-                [one] => Cow::Borrowed(one),
-                many => Cow::Owned(many.join("\n")),
+            let mut texts = items.iter().filter_map(nested_text);
+            let Some(first) = texts.next() else {
+                return Text::from("");
+            };
+            let Some(second) = texts.next() else {
+                return first;
+            };
+            let mut joined = first.get().into_owned();
+            for t in std::iter::once(second).chain(texts) {
+                joined.push('\n');
+                joined.push_str(&t.get());
             }
+            Text::from(joined)
         }
     }
 }
 
-fn nested_text(c: &Content) -> Option<&str> {
+fn nested_text(c: &Content) -> Option<Text<'_>> {
     let t = match c {
-        Content::Text(t) => t.text.as_str(),
-        Content::Other(v) if str_field(v, "type") == "text" => str_field(v, "text"),
+        Content::Text(t) => Text::stored(&t.text),
+        Content::Other(v) if str_field(v, "type") == "text" => Text::from(str_field(v, "text")),
         _ => return None,
     };
     (!t.is_empty()).then_some(t)
@@ -411,7 +506,8 @@ pub fn block_core<'a>(
 ) -> Option<BlockParts<'a>> {
     let user = role == "user";
     Some(match c {
-        Content::Text(t) => text_parts(user, &t.text),
+        Content::Text(t) if user => (Role::User, Kind::Text, stripped(&t.text), "", ""),
+        Content::Text(t) => (Role::Assistant, Kind::Text, Text::stored(&t.text), "", ""),
         Content::Thinking(t) => reasoning_parts(&t.thinking),
         Content::ToolUse(u) => call_parts(Cow::Borrowed(u.input.get()), &u.name, u.id.as_ref()),
         Content::ToolResult(r) => {
@@ -429,47 +525,46 @@ pub fn block_core<'a>(
                 };
                 call_parts(input, str_field(v, "name"), str_field(v, "id"))
             }
-            "tool_result" => result_parts(value_result_text(v), str_field(v, "tool_use_id"), names),
+            "tool_result" => result_parts(
+                value_result_text(v).into(),
+                str_field(v, "tool_use_id"),
+                names,
+            ),
             _ => return None,
         },
     })
 }
 
 /// What [`block_core`] yields: a [`Core`]'s role, kind, text, tool and call.
-pub type BlockParts<'a> = (Role, Kind, Cow<'a, str>, &'a str, &'a str);
+pub type BlockParts<'a> = (Role, Kind, Text<'a>, &'a str, &'a str);
 
 /// A text block: a user's loses its ref tag.
 fn text_parts(user: bool, text: &str) -> BlockParts<'_> {
     if user {
-        (Role::User, Kind::Text, strip_ref_tag(text), "", "")
+        (Role::User, Kind::Text, strip_ref_tag(text).into(), "", "")
     } else {
-        (Role::Assistant, Kind::Text, Cow::Borrowed(text), "", "")
+        (Role::Assistant, Kind::Text, text.into(), "", "")
     }
 }
 
 fn reasoning_parts(text: &str) -> BlockParts<'_> {
-    (
-        Role::Assistant,
-        Kind::Reasoning,
-        Cow::Borrowed(text),
-        "",
-        "",
-    )
+    (Role::Assistant, Kind::Reasoning, text.into(), "", "")
 }
 
 fn call_parts<'a>(input: Cow<'a, str>, tool: &'a str, call: &'a str) -> BlockParts<'a> {
-    (Role::Assistant, Kind::ToolCall, input, tool, call)
+    (Role::Assistant, Kind::ToolCall, input.into(), tool, call)
 }
 
 /// A tool result: its text loses its ref tag; its tool is the one its call named.
 fn result_parts<'a>(
-    text: Cow<'a, str>,
+    text: Text<'a>,
     call: &'a str,
     names: &dyn Fn(&str) -> &'a str,
 ) -> BlockParts<'a> {
     let text = match text {
-        Cow::Borrowed(t) => strip_ref_tag(t),
-        Cow::Owned(t) => Cow::Owned(strip_ref_tag(&t).into_owned()),
+        Text::Str(Cow::Borrowed(t)) => strip_ref_tag(t).into(),
+        Text::Str(Cow::Owned(t)) => Text::from(strip_ref_tag(&t).into_owned()),
+        Text::Cold(c) => stripped(c),
     };
     (Role::Tool, Kind::ToolResult, text, names(call), call)
 }
@@ -695,7 +790,7 @@ impl ProjectionMemo {
                     self.unnamed.insert(call.to_string());
                 }
                 // Borrowed: nothing was stripped or joined.
-                let plain = matches!(text, Cow::Borrowed(_));
+                let plain = text.is_stored();
                 let Measured {
                     tokens,
                     chars,
@@ -704,7 +799,7 @@ impl ProjectionMemo {
                     digest,
                 } = measured
                     .next()
-                    .unwrap_or_else(|| Measured::of(role, kind, &text, tool, call));
+                    .unwrap_or_else(|| Measured::of(role, kind, &text.get(), tool, call));
                 let found = match kind {
                     Kind::ToolCall | Kind::ToolResult => calls.get(call).copied(),
                     _ => None,
@@ -785,7 +880,7 @@ fn measure_blocks<'a>(
         for m in part {
             for c in &m.content {
                 if let Some((role, kind, text, tool, call)) = block_core(&m.role, c, names) {
-                    out.push(Measured::of(role, kind, &text, tool, call));
+                    out.push(Measured::of(role, kind, &text.get(), tool, call));
                 }
             }
         }
@@ -811,22 +906,18 @@ fn plain_core<'a>(
     role: &str,
     c: &'a Content,
     names: &dyn Fn(&str) -> &'a str,
-) -> Option<(Role, Kind, Cow<'a, str>, &'a str, &'a str)> {
+) -> Option<BlockParts<'a>> {
     match c {
-        Content::Text(t) if role == "user" => Some((
-            Role::User,
-            Kind::Text,
-            Cow::Borrowed(t.text.as_str()),
-            "",
-            "",
-        )),
+        Content::Text(t) if role == "user" => {
+            Some((Role::User, Kind::Text, Text::stored(&t.text), "", ""))
+        }
         Content::ToolResult(r) => {
             let text = match &r.content {
-                None => "",
-                Some(ToolResultContent::Text(t)) => t.as_str(),
+                None => Text::from(""),
+                Some(ToolResultContent::Text(t)) => Text::from(t.as_str()),
                 Some(ToolResultContent::Items(items)) => {
                     let mut texts = items.iter().filter_map(nested_text);
-                    let first = texts.next().unwrap_or("");
+                    let first = texts.next().unwrap_or(Text::from(""));
                     if texts.next().is_some() {
                         return None;
                     }
@@ -835,13 +926,7 @@ fn plain_core<'a>(
             };
             let call = r.tool_use_id.as_str();
             let tool = names(call);
-            Some((
-                Role::Tool,
-                Kind::ToolResult,
-                Cow::Borrowed(text),
-                tool,
-                call,
-            ))
+            Some((Role::Tool, Kind::ToolResult, text, tool, call))
         }
         Content::Text(_) | Content::Thinking(_) | Content::ToolUse(_) => block_core(role, c, names),
         _ => None,

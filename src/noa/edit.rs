@@ -7,6 +7,7 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use super::content::Text;
 use super::tokens;
 
 /// The marker a cut tool result carries (detected by substring).
@@ -72,6 +73,29 @@ impl Edit {
         match &self.body {
             Body::Text(t) => t,
             &Body::Cut { head, .. } => own.get(..head).unwrap_or(""),
+        }
+    }
+
+    /// [`Edit::text`] for a message's own text as a projection holds it: read only when the
+    /// edit keeps part of it.
+    pub fn text_of<'t>(&'t self, own: &'t Text<'_>) -> Cow<'t, str> {
+        if let Body::Text(t) = &self.body {
+            return Cow::Borrowed(t);
+        }
+        match own.get() {
+            Cow::Borrowed(o) => self.text(o),
+            Cow::Owned(o) => Cow::Owned(self.text(&o).into_owned()),
+        }
+    }
+
+    /// [`Edit::lead`] for a message's own text as a projection holds it.
+    pub fn lead_of<'t>(&'t self, own: &'t Text<'_>) -> Cow<'t, str> {
+        if let Body::Text(t) = &self.body {
+            return Cow::Borrowed(t);
+        }
+        match own.get() {
+            Cow::Borrowed(o) => Cow::Borrowed(self.lead(o)),
+            Cow::Owned(o) => Cow::Owned(self.lead(&o).to_string()),
         }
     }
 

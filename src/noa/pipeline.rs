@@ -262,26 +262,22 @@ impl<'p, 'a> Turn<'p, 'a> {
             Pos::Core(i) => {
                 let own = &self.proj[i as usize].text;
                 match self.edit(i) {
-                    Some(e) => e.text(own),
-                    None => Cow::Borrowed(own),
+                    Some(e) => e.text_of(own),
+                    None => own.get(),
                 }
             }
-            Pos::Synth(i) => Cow::Borrowed(&self.synth[i as usize].text),
+            Pos::Synth(i) => self.synth[i as usize].text.get(),
         }
     }
 
-    /// The beginning of [`Turn::text`], without making a cut's text: enough to tell a
-    /// summary's header or a marker at the start.
-    pub fn lead(&self, p: Pos) -> &str {
+    /// The length in bytes of [`Turn::text`] (without reading a text left on disk).
+    pub fn text_len(&self, p: Pos) -> usize {
         match p {
-            Pos::Core(i) => {
-                let own = &self.proj[i as usize].text;
-                match self.edit(i) {
-                    Some(e) => e.lead(own),
-                    None => own,
-                }
-            }
-            Pos::Synth(i) => &self.synth[i as usize].text,
+            Pos::Core(i) => match self.edit(i) {
+                Some(e) => e.text_of(&self.proj[i as usize].text).len(),
+                None => self.proj[i as usize].text.len(),
+            },
+            Pos::Synth(i) => self.synth[i as usize].text.len(),
         }
     }
 
@@ -289,10 +285,10 @@ impl<'p, 'a> Turn<'p, 'a> {
     pub fn text_ref(&self, p: Pos) -> Cow<'a, str> {
         match p {
             Pos::Core(i) => match self.edit(i) {
-                Some(e) => Cow::Owned(e.text(&self.proj[i as usize].text).into_owned()),
-                None => self.proj[i as usize].text.clone(),
+                Some(e) => Cow::Owned(e.text_of(&self.proj[i as usize].text).into_owned()),
+                None => self.proj[i as usize].text.get_ref(),
             },
-            Pos::Synth(i) => self.synth[i as usize].text.clone(),
+            Pos::Synth(i) => self.synth[i as usize].text.get_ref(),
         }
     }
 
@@ -301,7 +297,7 @@ impl<'p, 'a> Turn<'p, 'a> {
     pub fn headed(&self, p: Pos) -> bool {
         match p {
             Pos::Core(i) => match self.edit(i) {
-                Some(e) => is_summary_text(e.lead(&self.proj[i as usize].text)),
+                Some(e) => is_summary_text(&e.lead_of(&self.proj[i as usize].text)),
                 None => self.proj[i as usize].headed,
             },
             Pos::Synth(i) => self.synth[i as usize].headed,
@@ -332,7 +328,7 @@ impl<'p, 'a> Turn<'p, 'a> {
     pub fn measures(&self, i: u32) -> (u64, usize, bool) {
         let c = &self.proj[i as usize];
         match self.edit(i) {
-            Some(e) => (e.tokens, e.chars, is_summary_text(e.lead(&c.text))),
+            Some(e) => (e.tokens, e.chars, is_summary_text(&e.lead_of(&c.text))),
             None => (c.tokens(), c.chars as usize, c.headed),
         }
     }
@@ -377,7 +373,7 @@ impl<'p, 'a> Turn<'p, 'a> {
             None => nudge_core(nudge::render(d)),
         };
         debug_assert_eq!(
-            core.text,
+            core.text.get(),
             nudge::render(d),
             "a nudge from kept lines differs"
         );

@@ -284,7 +284,7 @@ fn replay(inputs: &Replay<'_>, asked: Option<Asked<'_>>) -> (Rebuilt, History) {
     let mut succeeded = std::collections::HashMap::new();
     for c in cores {
         if c.kind == Kind::ToolResult && c.tool == COMPRESS_TOOL && !c.call.is_empty() {
-            succeeded.insert(c.call, compress::panel_block_count(&c.text) > 0);
+            succeeded.insert(c.call, compress::panel_block_count(&c.text.get()) > 0);
         }
     }
     // By place in the cores, then calls before the journal's batches before requests and
@@ -469,7 +469,7 @@ impl<'c, 'a> Walk<'c, 'a> {
                         .push(format!("{}: its result reports no block", c.call));
                     return;
                 }
-                let parsed = args::parse(&c.text);
+                let parsed = args::parse(&c.text.get());
                 if parsed.ranges.is_empty() {
                     out.skipped.push(format!("{}: no usable range", c.call));
                     return;

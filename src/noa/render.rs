@@ -286,7 +286,7 @@ pub fn raw_range(
                 super::content::Kind::ToolResult => MessageKind::ToolResult,
             },
             tool: c.tool.to_string(),
-            text: c.text.to_string(),
+            text: c.text.get().into_owned(),
         })
         .collect();
     let title = if start == end {

@@ -6,8 +6,8 @@ use super::*;
 /// One message of the view the batch is resolved against.
 pub(super) struct M<'t, 'a> {
     pub(super) core: &'t Core<'a>,
-    /// The text's beginning (see [`Turn::lead`]).
-    pub(super) lead: &'t str,
+    /// Its text begins with the summary header (see [`Turn::headed`]).
+    pub(super) headed: bool,
     pub(super) chars: usize,
     pub(super) slot: &'t Slot,
     pub(super) tokens: u64,

@@ -87,7 +87,7 @@ fn a_projection_measured_on_several_cores_equals_one_made_in_steps() {
             c.id.to_string(),
             c.role,
             c.kind,
-            c.text.to_string(),
+            c.text.get().into_owned(),
             c.tokens,
             c.chars,
             c.pair,

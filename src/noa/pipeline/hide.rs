@@ -90,7 +90,7 @@ pub(super) fn hide_compress_calls(t: &mut Turn<'_, '_>, state: &State) -> Vec<(u
         }
         if let Pos::Core(i) = p {
             // Stubbed once per call while the projection's memo lasts.
-            let stub = || stub_compress_arguments(&c.text).map(Edit::new);
+            let stub = || stub_compress_arguments(&c.text.get()).map(Edit::new);
             let edit = match &c.cut {
                 Some(cell) => cell.get_or_init(stub).clone(),
                 None => stub(),

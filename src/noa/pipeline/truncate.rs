@@ -90,8 +90,8 @@ pub(super) fn cut_results(t: &mut Turn<'_, '_>, cfg: &NoaConfig, kept: Option<&m
         let core = &t.proj[i as usize];
         // Cut once per message while the projection's memo lasts.
         let edit = match &core.cut {
-            Some(cell) => cell.get_or_init(|| cut(&core.text, n)).clone(),
-            None => cut(&core.text, n),
+            Some(cell) => cell.get_or_init(|| cut(&core.text.get(), n)).clone(),
+            None => cut(&core.text.get(), n),
         };
         let Some(edit) = edit else {
             continue;
@@ -112,13 +112,13 @@ fn candidate(t: &Turn<'_, '_>, p: Pos) -> Option<(u32, u64)> {
     if c.kind != Kind::ToolResult {
         return None;
     }
-    let text = t.text(p);
-    // An edited text is not the core's own: look at it again.
+    // An edited text is not the core's own: look at it again (an unedited one is not read:
+    // it may be on disk).
     let marked = match t.edit(i) {
-        Some(_) => crate::noa::content::is_marked(c.kind, &text),
+        Some(_) => crate::noa::content::is_marked(c.kind, &t.text(p)),
         None => c.marked,
     };
-    if text.is_empty() || marked {
+    if t.text_len(p) == 0 || marked {
         return None;
     }
     let n = t.tokens(p);
