@@ -753,8 +753,8 @@ fn bad_shape(msg: &Message) -> Option<String> {
     None
 }
 
-/// Move a record's cold bytes to `sink`: its unknown fields, its thinking signatures, the
-/// texts of its text blocks and of the text items of its tool results.
+/// Move a record's cold bytes to `sink`: its unknown fields, its thinking blocks (thought and
+/// signature), the texts of its text blocks and of the text items of its tool results.
 fn take_cold(sink: &mut ColdSink, record: &mut Record) {
     if let Some(c) = record.extra.cold_mut() {
         sink.take(c);
@@ -763,6 +763,7 @@ fn take_cold(sink: &mut ColdSink, record: &mut Record) {
         for c in &mut m.content {
             match c {
                 Content::Thinking(t) => {
+                    sink.take(t.thinking.cold_mut());
                     if let Some(sig) = &mut t.signature {
                         sink.take(sig.cold_mut());
                     }

@@ -380,7 +380,9 @@ pub struct TextPart {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ThinkingPart {
-    pub thinking: String,
+    /// Measured once by a view, copied by the files that carry it: cold bytes in a large
+    /// transcript, as a text block's.
+    pub thinking: ColdStr,
     /// Never looked inside: cold bytes (see [`crate::format::cold`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<ColdStr>,
@@ -571,7 +573,7 @@ impl Content {
                 extra: Extra::default(),
             }),
             "thinking" => Content::Thinking(ThinkingPart {
-                thinking: take_str(f, "thinking").unwrap_or_default(),
+                thinking: ColdStr::from(take_str(f, "thinking").unwrap_or_default()),
                 signature: take_str(f, "signature").map(ColdStr::from),
                 extra: Extra::default(),
             }),

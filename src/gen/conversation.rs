@@ -125,7 +125,7 @@ impl<'a> Session<'a> {
 
     pub(super) fn thinking(&mut self) -> Content {
         Content::Thinking(ThinkingPart {
-            thinking: text::thinking(&mut self.rng),
+            thinking: text::thinking(&mut self.rng).into(),
             signature: Some(self.rng.signature().into()),
             extra: Default::default(),
         })
@@ -403,7 +403,7 @@ pub(super) fn message_tokens(m: &Message) -> u64 {
         .iter()
         .map(|c| match c {
             Content::Text(t) => tokens::count(&t.text.get()),
-            Content::Thinking(t) => tokens::count(&t.thinking),
+            Content::Thinking(t) => tokens::count(&t.thinking.get()),
             Content::ToolUse(u) => tokens::count(u.input.get()),
             Content::ToolResult(r) => r
                 .items()

@@ -52,7 +52,7 @@ impl<'a> Block<'a> {
             Content::Text(t) => Block::text(t.text.get()),
             Content::Thinking(t) => Block {
                 kind: b("thinking"),
-                thinking: b(&t.thinking),
+                thinking: t.thinking.get(),
                 signature: t.signature.as_ref().map_or(Cow::Borrowed(""), ColdStr::get),
                 ..Block::default()
             },

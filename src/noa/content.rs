@@ -508,7 +508,13 @@ pub fn block_core<'a>(
     Some(match c {
         Content::Text(t) if user => (Role::User, Kind::Text, stripped(&t.text), "", ""),
         Content::Text(t) => (Role::Assistant, Kind::Text, Text::stored(&t.text), "", ""),
-        Content::Thinking(t) => reasoning_parts(&t.thinking),
+        Content::Thinking(t) => (
+            Role::Assistant,
+            Kind::Reasoning,
+            Text::stored(&t.thinking),
+            "",
+            "",
+        ),
         Content::ToolUse(u) => call_parts(Cow::Borrowed(u.input.get()), &u.name, u.id.as_ref()),
         Content::ToolResult(r) => {
             result_parts(result_text(r.content.as_ref()), &r.tool_use_id, names)
