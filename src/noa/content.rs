@@ -167,6 +167,9 @@ pub type CutCell = Arc<OnceLock<Option<super::edit::Edit>>>;
 pub enum Text<'a> {
     Str(Cow<'a, str>),
     Cold(&'a ColdStr),
+    /// A tool result's text items (two or more non-empty), joined by `\n` when read: not
+    /// kept joined, nor read back to be joined at each projection.
+    Joined(&'a [Content]),
 }
 
 impl<'a> Text<'a> {
@@ -183,6 +186,21 @@ impl<'a> Text<'a> {
         match self {
             Text::Str(s) => Cow::Borrowed(s),
             Text::Cold(c) => c.get(),
+            Text::Joined(items) => Cow::Owned(join_items(items)),
+        }
+    }
+
+    /// Whether it may hold a ref tag (told without reading a text on disk).
+    fn may_hold_ref_tag(&self) -> bool {
+        match self {
+            Text::Str(s) => {
+                memchr::memmem::find(s.as_bytes(), crate::format::cold::REF_TAG).is_some()
+            }
+            Text::Cold(c) => c.may_hold_ref_tag(),
+            Text::Joined(items) => items
+                .iter()
+                .filter_map(nested_text)
+                .any(|t| t.may_hold_ref_tag()),
         }
     }
 
@@ -192,6 +210,7 @@ impl<'a> Text<'a> {
             Text::Str(Cow::Borrowed(s)) => Cow::Borrowed(s),
             Text::Str(Cow::Owned(s)) => Cow::Owned(s.clone()),
             Text::Cold(c) => c.get(),
+            Text::Joined(items) => Cow::Owned(join_items(items)),
         }
     }
 
@@ -205,6 +224,13 @@ impl<'a> Text<'a> {
         match self {
             Text::Str(s) => s.len(),
             Text::Cold(c) => c.len(),
+            Text::Joined(items) => {
+                let (n, len) = items
+                    .iter()
+                    .filter_map(nested_text)
+                    .fold((0usize, 0usize), |(n, len), t| (n + 1, len + t.len()));
+                len + n.saturating_sub(1)
+            }
         }
     }
 
@@ -457,17 +483,24 @@ fn result_text<'a>(content: Option<&'a ToolResultContent>) -> Text<'a> {
             let Some(first) = texts.next() else {
                 return Text::from("");
             };
-            let Some(second) = texts.next() else {
-                return first;
-            };
-            let mut joined = first.get().into_owned();
-            for t in std::iter::once(second).chain(texts) {
-                joined.push('\n');
-                joined.push_str(&t.get());
+            match texts.next() {
+                None => first,
+                Some(_) => Text::Joined(items),
             }
-            Text::from(joined)
         }
     }
+}
+
+/// A tool result's nested non-empty text blocks joined by `\n`.
+fn join_items(items: &[Content]) -> String {
+    let mut joined = String::new();
+    for (i, t) in items.iter().filter_map(nested_text).enumerate() {
+        if i > 0 {
+            joined.push('\n');
+        }
+        joined.push_str(&t.get());
+    }
+    joined
 }
 
 fn nested_text(c: &Content) -> Option<Text<'_>> {
@@ -571,6 +604,16 @@ fn result_parts<'a>(
         Text::Str(Cow::Borrowed(t)) => strip_ref_tag(t).into(),
         Text::Str(Cow::Owned(t)) => Text::from(strip_ref_tag(&t).into_owned()),
         Text::Cold(c) => stripped(c),
+        joined @ Text::Joined(_) => {
+            let owned = match joined.may_hold_ref_tag() {
+                true => match strip_ref_tag(&joined.get()) {
+                    Cow::Owned(t) => Some(t),
+                    Cow::Borrowed(_) => None,
+                },
+                false => None,
+            };
+            owned.map_or(joined, Text::from)
+        }
     };
     (Role::Tool, Kind::ToolResult, text, names(call), call)
 }
