@@ -42,6 +42,13 @@ pub enum Cold {
 /// How a ref tag Noa writes into a text begins (see `noa::content::strip_ref_tag`).
 pub const REF_TAG: &[u8] = b"<noa-ref";
 
+/// Whether `b` holds [`REF_TAG`] (one searcher for every text: building one is a cost each).
+pub fn holds_ref_tag(b: &[u8]) -> bool {
+    static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(REF_TAG));
+    FINDER.find(b).is_some()
+}
+
 impl Cold {
     /// The bytes (read back from the store when they are there).
     pub fn bytes(&self) -> Cow<'_, [u8]> {
@@ -96,7 +103,7 @@ impl ColdStr {
     /// Whether the string may hold a ref tag ([`REF_TAG`]), told without reading it back.
     pub fn may_hold_ref_tag(&self) -> bool {
         match &self.0 {
-            Cold::Mem(b) => memchr::memmem::find(b, REF_TAG).is_some(),
+            Cold::Mem(b) => holds_ref_tag(b),
             Cold::Stored { tagged, .. } => *tagged,
         }
     }
@@ -234,6 +241,17 @@ impl ColdStore {
             }
         }
         let end = at + len as u64;
+        if len >= WINDOW / 2 {
+            // A long text (a file a tool read): read alone, without a copy through a window.
+            let mut out = vec![0; len];
+            return match self.file.read_exact_at(&mut out, at) {
+                Ok(()) => out,
+                Err(e) => {
+                    tracing::error!("reading back a transcript's stored bytes: {e}");
+                    vec![0; len]
+                }
+            };
+        }
         let mut w = self.windows.lock();
         w.uses += 1;
         let now = w.uses;
@@ -340,7 +358,7 @@ impl ColdSink {
             store: s.store.clone(),
             at,
             len,
-            tagged: memchr::memmem::find(b, REF_TAG).is_some(),
+            tagged: holds_ref_tag(b),
         };
         if s.batch.len() >= BATCH {
             self.flush();

@@ -193,9 +193,7 @@ impl<'a> Text<'a> {
     /// Whether it may hold a ref tag (told without reading a text on disk).
     fn may_hold_ref_tag(&self) -> bool {
         match self {
-            Text::Str(s) => {
-                memchr::memmem::find(s.as_bytes(), crate::format::cold::REF_TAG).is_some()
-            }
+            Text::Str(s) => crate::format::cold::holds_ref_tag(s.as_bytes()),
             Text::Cold(c) => c.may_hold_ref_tag(),
             Text::Joined(items) => items
                 .iter()
@@ -430,7 +428,7 @@ fn trailing_tag() -> &'static Regex {
 
 /// The body without the ref tag the runtime appends (only the trailing form, one separator).
 pub fn strip_ref_tag(s: &str) -> Cow<'_, str> {
-    if memchr::memmem::find(s.as_bytes(), crate::format::cold::REF_TAG).is_none() {
+    if !crate::format::cold::holds_ref_tag(s.as_bytes()) {
         return Cow::Borrowed(s);
     }
     match trailing_tag().find(s) {
