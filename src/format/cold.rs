@@ -14,7 +14,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -310,6 +310,84 @@ struct Sink {
     /// Moved bytes not written yet, and where they go.
     batch: Vec<u8>,
     batch_at: u64,
+    /// Writes full batches while the parse goes on (`None`: written in place).
+    writer: Option<Writer>,
+}
+
+/// A thread that writes a sink's full batches, handing each buffer back to be filled again.
+struct Writer {
+    to: Option<mpsc::SyncSender<(u64, Vec<u8>)>>,
+    back: mpsc::Receiver<Vec<u8>>,
+    /// Batches handed to it and not handed back yet.
+    out: usize,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Writer {
+    fn start(store: Arc<ColdStore>) -> Option<Writer> {
+        // One batch waits while one is written: a slower disk holds the parse back, not more
+        // memory.
+        let (to, jobs) = mpsc::sync_channel::<(u64, Vec<u8>)>(1);
+        let (done, back) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("cold-writer".into())
+            .spawn(move || {
+                for (at, mut batch) in jobs {
+                    store.write(at, &batch);
+                    batch.clear();
+                    if done.send(batch).is_err() {
+                        return;
+                    }
+                }
+            })
+            .ok()?;
+        Some(Writer {
+            to: Some(to),
+            back,
+            out: 0,
+            thread: Some(thread),
+        })
+    }
+
+    /// Hand `batch` over to be written at `at`; a written buffer back when there is one.
+    fn send(&mut self, at: u64, batch: Vec<u8>) -> Result<Option<Vec<u8>>, Vec<u8>> {
+        let Some(to) = &self.to else {
+            return Err(batch);
+        };
+        if let Err(mpsc::SendError((_, batch))) = to.send((at, batch)) {
+            return Err(batch);
+        }
+        self.out += 1;
+        Ok(self.back.try_recv().ok().inspect(|_| self.out -= 1))
+    }
+
+    /// Wait until every batch handed over is written.
+    fn wait(&mut self) -> Option<Vec<u8>> {
+        let mut kept = None;
+        while self.out > 0 {
+            match self.back.recv() {
+                Ok(b) => {
+                    self.out -= 1;
+                    kept = Some(b);
+                }
+                // The thread is gone (a panic in a write): nothing more will come back.
+                Err(_) => {
+                    self.out = 0;
+                    self.to = None;
+                }
+            }
+        }
+        kept
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.to = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 impl Clone for ColdSink {
@@ -335,6 +413,7 @@ impl ColdSink {
             store: Arc::new(store),
             batch: Vec::new(),
             batch_at: 0,
+            writer: None,
         }))
     }
 
@@ -361,25 +440,55 @@ impl ColdSink {
             tagged: holds_ref_tag(b),
         };
         if s.batch.len() >= BATCH {
-            self.flush();
+            s.hand_over();
         }
     }
 
     /// Write the moved bytes: every range handed out is readable after this.
     pub fn flush(&mut self) {
         let Some(s) = &mut self.0 else { return };
-        if s.batch.is_empty() {
-            return;
+        if !s.batch.is_empty() {
+            let at = s.batch_at;
+            s.batch_at += s.batch.len() as u64;
+            s.store.write(at, &s.batch);
+            s.batch.clear();
         }
-        // Written from the one buffer, kept for the next batch: a new one each time would be
-        // new pages to fault in, as large as the batch.
-        let at = s.batch_at;
-        s.batch_at += s.batch.len() as u64;
-        s.store.write(at, &s.batch);
-        s.batch.clear();
+        if let Some(back) = s.writer.as_mut().and_then(Writer::wait) {
+            if s.batch.capacity() == 0 {
+                s.batch = back;
+            }
+        }
         if s.batch.capacity() > 2 * BATCH {
             // Grown for one long text: not kept.
             s.batch = Vec::new();
+        }
+    }
+}
+
+impl Sink {
+    /// A full batch to the writer thread (started at the first), or written in place when
+    /// there is none; the batch then filled again is a buffer the writer gave back.
+    fn hand_over(&mut self) {
+        let at = self.batch_at;
+        self.batch_at += self.batch.len() as u64;
+        if self.writer.is_none() {
+            self.writer = Writer::start(self.store.clone());
+        }
+        let batch = std::mem::take(&mut self.batch);
+        let refill = match self.writer.as_mut() {
+            Some(w) => w.send(at, batch),
+            None => Err(batch),
+        };
+        self.batch = match refill {
+            Ok(back) => back.unwrap_or_default(),
+            Err(mut batch) => {
+                self.store.write(at, &batch);
+                batch.clear();
+                batch
+            }
+        };
+        if self.batch.capacity() > 2 * BATCH {
+            self.batch = Vec::new();
         }
     }
 }
@@ -420,6 +529,33 @@ mod tests {
         // A copy of the sink keeps what it is given in memory.
         let mut copy = sink.clone();
         assert!(matches!(moved(&mut copy, &long[5]).0, Cold::Mem(_)));
+    }
+
+    /// Batches past the first go to the writer thread: every range reads back once flushed,
+    /// written or (the disk refusing them) held.
+    #[test]
+    fn batches_written_while_the_parse_goes_on_read_back() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("ro");
+        std::fs::write(&path, b"").expect("write");
+        let refusing = ColdStore::in_file(File::open(&path).expect("open"));
+        for store in [ColdStore::new(dir.path()).expect("store"), refusing] {
+            let mut sink = ColdSink::to(store);
+            // Some 13 MB: three batches and more, and one text longer than a batch.
+            let mut texts: Vec<String> = (0..3000)
+                .map(|i| format!("{i:05} {}", "결과 ".repeat(i % 500 + 300)))
+                .collect();
+            texts.insert(1500, "x".repeat(BATCH + 17));
+            let kept: Vec<ColdStr> = texts.iter().map(|t| moved(&mut sink, t)).collect();
+            sink.flush();
+            for (k, t) in kept.iter().zip(&texts).rev() {
+                assert_eq!(k.get(), t.as_str());
+            }
+            // More after a flush, as an append adds.
+            let more = moved(&mut sink, &texts[7]);
+            sink.flush();
+            assert_eq!(more.get(), texts[7].as_str());
+        }
     }
 
     #[test]
