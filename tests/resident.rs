@@ -181,3 +181,53 @@ fn a_large_session_s_markdown_and_materialized_history_are_not_held_whole() {
     );
     assert_eq!(md.len() as u64, sizes[1].1);
 }
+
+/// A large session's texts (its tool results, its text and thinking blocks) stay on disk
+/// while its view is made and served: the peak of the mount over a first read of
+/// `view.jsonl` is under 1.25× the transcript (when the parse held every text it was about
+/// 1.55× on this session).
+#[test]
+fn a_large_session_s_texts_stay_on_disk_while_its_view_is_made() {
+    if !fuse_available() {
+        return;
+    }
+    let (root, mnt, d) = gen_mounted(&["--sessions", "1", "--messages", "40000"]);
+    let transcript = std::fs::metadata(root.path().join("transcripts/s1-0001.jsonl"))
+        .expect("transcript")
+        .len();
+    let view = std::fs::read(mnt.path().join("sessions/s1-0001/view.jsonl")).expect("view");
+    let top = peak(d.pid);
+    eprintln!(
+        "peak {} MiB over a {} MiB transcript ({} MiB view)",
+        top / MIB,
+        transcript / MIB,
+        view.len() as u64 / MIB
+    );
+    assert!(transcript > 40 * MIB, "a large session: {transcript} bytes");
+    assert!(
+        top * 4 < transcript * 5,
+        "the mount peaked at {} MiB serving the view of a {} MiB transcript (at most 1.25×)",
+        top / MIB,
+        transcript / MIB
+    );
+    // The texts read back are the texts: the view holds the transcript's last result whole.
+    let last_result = std::fs::read_to_string(root.path().join("transcripts/s1-0001.jsonl"))
+        .expect("transcript")
+        .lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find_map(|r| {
+            let items = r["message"]["content"].as_array()?.clone();
+            items.iter().find_map(|c| {
+                (c["type"] == "tool_result")
+                    .then(|| c["content"][0]["text"].as_str().map(String::from))?
+            })
+        })
+        .expect("a tool result");
+    let view = String::from_utf8(view).expect("utf-8");
+    let escaped = serde_json::to_string(&last_result).expect("json");
+    assert!(
+        view.contains(escaped.trim_matches('"')),
+        "the view holds the last result's text as written"
+    );
+}
