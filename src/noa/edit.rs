@@ -88,14 +88,14 @@ impl Edit {
         }
     }
 
-    /// [`Edit::lead`] for a message's own text as a projection holds it.
-    pub fn lead_of<'t>(&'t self, own: &'t Text<'_>) -> Cow<'t, str> {
-        if let Body::Text(t) = &self.body {
-            return Cow::Borrowed(t);
-        }
-        match own.get() {
-            Cow::Borrowed(o) => Cow::Borrowed(self.lead(o)),
-            Cow::Owned(o) => Cow::Owned(self.lead(&o).to_string()),
+    /// Whether [`Edit::text`] begins with the summary header, for a message whose own text
+    /// does or not (`own_headed`): a cut's head is its own text's first
+    /// [`TRUNCATE_KEEP_CHARS`] characters, which tell the header as the whole text does, so
+    /// the own text is not read again (it may be on disk).
+    pub fn headed(&self, own_headed: bool) -> bool {
+        match &self.body {
+            Body::Text(t) => super::content::is_summary_text(t),
+            Body::Cut { .. } => own_headed,
         }
     }
 
@@ -188,7 +188,17 @@ mod tests {
             let (head, tail) = ends(&text, TRUNCATE_KEEP_CHARS).expect("cut");
             assert!(made.starts_with(head) && made.ends_with(tail));
             assert_eq!(edit.lead(&text), head);
+            let own_headed = crate::noa::content::is_summary_text(&text);
+            assert_eq!(
+                edit.headed(own_headed),
+                crate::noa::content::is_summary_text(head)
+            );
         }
+        // A summary's text cut keeps its header.
+        let summary = format!("{}\n{}", crate::noa::content::SUMMARY_HEADER, long("y "));
+        let edit = cut(&summary, 99).expect("long enough to cut");
+        assert!(edit.headed(true));
+        assert!(crate::noa::content::is_summary_text(&edit.text(&summary)));
         assert!(cut(&"a".repeat(2 * TRUNCATE_KEEP_CHARS), 9).is_none());
     }
 }

@@ -23,8 +23,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::content::{
-    is_summary_text, Core, Kind, Origin, Role, Slot, COMPRESS_TOOL, NUDGE_ID, SUMMARY_HEADER,
-    SUMMARY_ID_PREFIX,
+    Core, Kind, Origin, Role, Slot, COMPRESS_TOOL, NUDGE_ID, SUMMARY_HEADER, SUMMARY_ID_PREFIX,
 };
 use super::{nudge, protect, refs, turns};
 use crate::config::NoaConfig;
@@ -297,7 +296,7 @@ impl<'p, 'a> Turn<'p, 'a> {
     pub fn headed(&self, p: Pos) -> bool {
         match p {
             Pos::Core(i) => match self.edit(i) {
-                Some(e) => is_summary_text(&e.lead_of(&self.proj[i as usize].text)),
+                Some(e) => e.headed(self.proj[i as usize].headed),
                 None => self.proj[i as usize].headed,
             },
             Pos::Synth(i) => self.synth[i as usize].headed,
@@ -328,7 +327,7 @@ impl<'p, 'a> Turn<'p, 'a> {
     pub fn measures(&self, i: u32) -> (u64, usize, bool) {
         let c = &self.proj[i as usize];
         match self.edit(i) {
-            Some(e) => (e.tokens, e.chars, is_summary_text(&e.lead_of(&c.text))),
+            Some(e) => (e.tokens, e.chars, e.headed(c.headed)),
             None => (c.tokens(), c.chars as usize, c.headed),
         }
     }
