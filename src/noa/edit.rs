@@ -88,6 +88,28 @@ impl Edit {
         }
     }
 
+    /// The length in bytes of [`Edit::text`] for a message whose own text is `own_len` bytes
+    /// long (a cut's is told without reading its own text).
+    pub fn len_of(&self, own_len: usize) -> usize {
+        match &self.body {
+            Body::Text(t) => t.len(),
+            &Body::Cut { head, tail, n } => {
+                let mut marker = String::new();
+                push_marker(&mut marker, n);
+                head + marker.len() + own_len.saturating_sub(tail)
+            }
+        }
+    }
+
+    /// Whether [`Edit::text`] holds the truncation marker, as a tool result's
+    /// (`content::is_marked`): a cut's always does.
+    pub fn marked(&self) -> bool {
+        match &self.body {
+            Body::Text(t) => t.contains(TRUNCATION_MARKER),
+            Body::Cut { .. } => true,
+        }
+    }
+
     /// Whether [`Edit::text`] begins with the summary header, for a message whose own text
     /// does or not (`own_headed`): a cut's head is its own text's first
     /// [`TRUNCATE_KEEP_CHARS`] characters, which tell the header as the whole text does, so
@@ -188,6 +210,8 @@ mod tests {
             let (head, tail) = ends(&text, TRUNCATE_KEEP_CHARS).expect("cut");
             assert!(made.starts_with(head) && made.ends_with(tail));
             assert_eq!(edit.lead(&text), head);
+            assert_eq!(edit.len_of(text.len()), made.len());
+            assert!(edit.marked() && made.contains(super::TRUNCATION_MARKER));
             let own_headed = crate::noa::content::is_summary_text(&text);
             assert_eq!(
                 edit.headed(own_headed),

@@ -272,10 +272,10 @@ impl<'p, 'a> Turn<'p, 'a> {
     /// The length in bytes of [`Turn::text`] (without reading a text left on disk).
     pub fn text_len(&self, p: Pos) -> usize {
         match p {
-            Pos::Core(i) => match self.edit(i) {
-                Some(e) => e.text_of(&self.proj[i as usize].text).len(),
-                None => self.proj[i as usize].text.len(),
-            },
+            Pos::Core(i) => {
+                let own = self.proj[i as usize].text.len();
+                self.edit(i).map_or(own, |e| e.len_of(own))
+            }
             Pos::Synth(i) => self.synth[i as usize].text.len(),
         }
     }

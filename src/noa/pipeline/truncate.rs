@@ -114,10 +114,7 @@ fn candidate(t: &Turn<'_, '_>, p: Pos) -> Option<(u32, u64)> {
     }
     // An edited text is not the core's own: look at it again (an unedited one is not read:
     // it may be on disk).
-    let marked = match t.edit(i) {
-        Some(_) => crate::noa::content::is_marked(c.kind, &t.text(p)),
-        None => c.marked,
-    };
+    let marked = t.edit(i).map_or(c.marked, Edit::marked);
     if t.text_len(p) == 0 || marked {
         return None;
     }
