@@ -448,45 +448,53 @@ impl ColdSink {
     pub fn flush(&mut self) {
         let Some(s) = &mut self.0 else { return };
         if !s.batch.is_empty() {
-            let at = s.batch_at;
-            s.batch_at += s.batch.len() as u64;
-            s.store.write(at, &s.batch);
-            s.batch.clear();
+            s.write_here();
         }
         if let Some(back) = s.writer.as_mut().and_then(Writer::wait) {
             if s.batch.capacity() == 0 {
                 s.batch = back;
+                s.trim();
             }
-        }
-        if s.batch.capacity() > 2 * BATCH {
-            // Grown for one long text: not kept.
-            s.batch = Vec::new();
         }
     }
 }
 
 impl Sink {
-    /// A full batch to the writer thread (started at the first), or written in place when
-    /// there is none; the batch then filled again is a buffer the writer gave back.
+    /// A full batch to the writer thread (started at the first), or written here when there
+    /// is none; the batch then filled again is a buffer the writer gave back.
     fn hand_over(&mut self) {
-        let at = self.batch_at;
-        self.batch_at += self.batch.len() as u64;
         if self.writer.is_none() {
             self.writer = Writer::start(self.store.clone());
         }
-        let batch = std::mem::take(&mut self.batch);
-        let refill = match self.writer.as_mut() {
-            Some(w) => w.send(at, batch),
-            None => Err(batch),
+        let Some(w) = self.writer.as_mut() else {
+            return self.write_here();
         };
-        self.batch = match refill {
-            Ok(back) => back.unwrap_or_default(),
-            Err(mut batch) => {
-                self.store.write(at, &batch);
-                batch.clear();
-                batch
+        let (at, len) = (self.batch_at, self.batch.len() as u64);
+        match w.send(at, std::mem::take(&mut self.batch)) {
+            Ok(back) => {
+                self.batch_at += len;
+                self.batch = back.unwrap_or_default();
+                self.trim();
             }
-        };
+            Err(batch) => {
+                self.batch = batch;
+                self.write_here();
+            }
+        }
+    }
+
+    /// Write the batch in place, its buffer kept for the next: a new one each time would be
+    /// new pages to fault in, as large as the batch.
+    fn write_here(&mut self) {
+        let at = self.batch_at;
+        self.batch_at += self.batch.len() as u64;
+        self.store.write(at, &self.batch);
+        self.batch.clear();
+        self.trim();
+    }
+
+    /// A buffer grown for one long text is not kept.
+    fn trim(&mut self) {
         if self.batch.capacity() > 2 * BATCH {
             self.batch = Vec::new();
         }
@@ -496,6 +504,13 @@ impl Sink {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A store whose file cannot be written (opened read-only): every batch is held.
+    fn refusing(dir: &Path) -> ColdStore {
+        let path = dir.join("ro");
+        std::fs::write(&path, b"").expect("write");
+        ColdStore::in_file(File::open(&path).expect("open"))
+    }
 
     fn moved(sink: &mut ColdSink, text: &str) -> ColdStr {
         let mut s = ColdStr::from(text);
@@ -536,10 +551,10 @@ mod tests {
     #[test]
     fn batches_written_while_the_parse_goes_on_read_back() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("ro");
-        std::fs::write(&path, b"").expect("write");
-        let refusing = ColdStore::in_file(File::open(&path).expect("open"));
-        for store in [ColdStore::new(dir.path()).expect("store"), refusing] {
+        for store in [
+            ColdStore::new(dir.path()).expect("store"),
+            refusing(dir.path()),
+        ] {
             let mut sink = ColdSink::to(store);
             // Some 13 MB: three batches and more, and one text longer than a batch.
             let mut texts: Vec<String> = (0..3000)
@@ -561,11 +576,7 @@ mod tests {
     #[test]
     fn a_batch_the_disk_refuses_is_kept_in_memory() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("ro");
-        std::fs::write(&path, b"").expect("write");
-        // A store whose file cannot be written: every batch is held.
-        let store = ColdStore::in_file(File::open(&path).expect("open"));
-        let mut sink = ColdSink::to(store);
+        let mut sink = ColdSink::to(refusing(dir.path()));
         let texts: Vec<String> = (0..50).map(|i| format!("{i}").repeat(60)).collect();
         let kept: Vec<ColdStr> = texts.iter().map(|t| moved(&mut sink, t)).collect();
         sink.flush();
