@@ -108,6 +108,54 @@ impl ColdStr {
         }
     }
 
+    /// Bytes `from..to` of the string, which lie on character boundaries (a stored one's read
+    /// back by themselves: see `ColdStore::read_alone`).
+    pub fn range(&self, from: usize, to: usize) -> Cow<'_, str> {
+        let to = to.min(self.len());
+        let from = from.min(to);
+        match &self.0 {
+            Cold::Mem(b) => String::from_utf8_lossy(&b[from..to]),
+            Cold::Stored { store, at, .. } => {
+                Cow::Owned(utf8(store.read_alone(at + from as u64, to - from)))
+            }
+        }
+    }
+
+    /// The whole characters within bytes `from..to` of the string, and where they start (a
+    /// character cut by either end is left out); `None` when the bytes are not UTF-8 (the
+    /// disk changed them: read the whole string then).
+    pub fn chars_within(&self, from: usize, to: usize) -> Option<(usize, String)> {
+        let to = to.min(self.len());
+        let from = from.min(to);
+        let bytes = match &self.0 {
+            Cold::Mem(b) => b[from..to].to_vec(),
+            Cold::Stored { store, at, .. } => store.read_alone(at + from as u64, to - from),
+        };
+        // At most three bytes of a character begun before `from`.
+        let skip = if from == 0 {
+            0
+        } else {
+            bytes
+                .iter()
+                .take(3)
+                .take_while(|&&b| b & 0xC0 == 0x80)
+                .count()
+        };
+        let mut bytes = bytes;
+        bytes.drain(..skip);
+        match String::from_utf8(bytes) {
+            Ok(s) => Some((from + skip, s)),
+            // A character the end cuts short: what comes before it.
+            Err(e) if to < self.len() && e.utf8_error().error_len().is_none() => {
+                let valid = e.utf8_error().valid_up_to();
+                let mut bytes = e.into_bytes();
+                bytes.truncate(valid);
+                String::from_utf8(bytes).ok().map(|s| (from + skip, s))
+            }
+            Err(_) => None,
+        }
+    }
+
     /// The string when it is in memory (`None` when it is in a store).
     pub fn in_memory(&self) -> Option<&str> {
         match &self.0 {
@@ -226,6 +274,30 @@ impl ColdStore {
         }
     }
 
+    /// `len` bytes from `at`, read by themselves: a read out of the order the bytes were
+    /// stored in (a cut's two ends, a text cut here and there), which a window would read
+    /// far more than it needs for.
+    fn read_alone(&self, at: u64, len: usize) -> Vec<u8> {
+        {
+            let held = self.held.lock();
+            if let Some((from, b)) = held
+                .iter()
+                .find(|(from, b)| *from <= at && at + len as u64 <= from + b.len() as u64)
+            {
+                let off = (at - from) as usize;
+                return b[off..off + len].to_vec();
+            }
+        }
+        let mut out = vec![0; len];
+        match self.file.read_exact_at(&mut out, at) {
+            Ok(()) => out,
+            Err(e) => {
+                tracing::error!("reading back a transcript's stored bytes: {e}");
+                vec![0; len]
+            }
+        }
+    }
+
     /// `len` bytes from `at`. A read the disk fails gives zeros, said in the log, as a
     /// spool's ([`crate::bytes::Spool`]): the bytes were written by this process and are not
     /// expected to go.
@@ -243,14 +315,7 @@ impl ColdStore {
         let end = at + len as u64;
         if len >= WINDOW / 2 {
             // A long text (a file a tool read): read alone, without a copy through a window.
-            let mut out = vec![0; len];
-            return match self.file.read_exact_at(&mut out, at) {
-                Ok(()) => out,
-                Err(e) => {
-                    tracing::error!("reading back a transcript's stored bytes: {e}");
-                    vec![0; len]
-                }
-            };
+            return self.read_alone(at, len);
         }
         let mut w = self.windows.lock();
         w.uses += 1;
@@ -544,6 +609,38 @@ mod tests {
         // A copy of the sink keeps what it is given in memory.
         let mut copy = sink.clone();
         assert!(matches!(moved(&mut copy, &long[5]).0, Cold::Mem(_)));
+    }
+
+    /// A range of a stored string reads back alone, and the whole characters within any bytes
+    /// of it are told with where they start, in memory as on disk.
+    #[test]
+    fn parts_of_a_string_read_back_by_their_bytes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut sink = ColdSink::to(ColdStore::new(dir.path()).expect("store"));
+        let text = format!("{}a日本😀é", "x".repeat(5000));
+        let on_disk = moved(&mut sink, &text);
+        sink.flush();
+        assert!(matches!(on_disk.0, Cold::Stored { .. }));
+        let x = 5000;
+        for s in [&on_disk, &ColdStr::from(text.as_str())] {
+            assert_eq!(s.range(x, x + 7), "a日本");
+            assert_eq!(s.range(x + 7, 1 << 20), "😀é");
+            // Cut inside 日 at the start, inside 😀 at the end.
+            assert_eq!(
+                s.chars_within(x + 2, x + 9),
+                Some((x + 4, "本".to_string()))
+            );
+            assert_eq!(
+                s.chars_within(x + 3, x + 10),
+                Some((x + 4, "本".to_string()))
+            );
+            assert_eq!(s.chars_within(x, x + 12), Some((x, "a日本😀".to_string())));
+            assert_eq!(
+                s.chars_within(x + 8, text.len()),
+                Some((x + 11, "é".to_string()))
+            );
+            assert_eq!(s.chars_within(0, 3), Some((0, "xxx".to_string())));
+        }
     }
 
     /// Batches past the first go to the writer thread: every range reads back once flushed,

@@ -584,7 +584,7 @@ pub fn each_wanted<'a>(
             (block, slot, edited, number.map(|n| n.0), tool).hash(&mut h);
             match cq.kind {
                 Kind::ToolCall | Kind::Reasoning => acts = true,
-                Kind::Text => text_chars += t.text_len(q),
+                Kind::Text => text_chars += t.chars(q),
                 Kind::ToolResult => {}
             }
             truncated |= t.is_truncated(q);

@@ -38,6 +38,18 @@ enum Body {
 }
 
 impl Edit {
+    /// A cut keeping its text's bytes up to `head` and from `tail`, `tally` being theirs.
+    fn cut_at(head: usize, tail: usize, n: u64, mut tally: tokens::Tally) -> Edit {
+        let mut marker = String::with_capacity(80);
+        push_marker(&mut marker, n);
+        tally.add_str(&marker);
+        Edit {
+            body: Body::Cut { head, tail, n },
+            tokens: tally.tokens(),
+            chars: tally.chars(),
+        }
+    }
+
     pub fn new(text: String) -> Edit {
         let (tokens, chars) = tokens::count_and_chars(&text);
         Edit {
@@ -79,25 +91,21 @@ impl Edit {
     /// [`Edit::text`] for a message's own text as a projection holds it: read only when the
     /// edit keeps part of it.
     pub fn text_of<'t>(&'t self, own: &'t Text<'_>) -> Cow<'t, str> {
-        if let Body::Text(t) = &self.body {
-            return Cow::Borrowed(t);
+        let &Body::Cut { head, tail, n } = &self.body else {
+            return Cow::Borrowed(self.own_text().unwrap_or(""));
+        };
+        if let Text::Cold(c) = own {
+            // Only the ends it keeps are read back.
+            let (head, tail) = (c.range(0, head), c.range(tail, c.len()));
+            let mut text = String::with_capacity(head.len() + tail.len() + 80);
+            text.push_str(&head);
+            push_marker(&mut text, n);
+            text.push_str(&tail);
+            return Cow::Owned(text);
         }
         match own.get() {
             Cow::Borrowed(o) => self.text(o),
             Cow::Owned(o) => Cow::Owned(self.text(&o).into_owned()),
-        }
-    }
-
-    /// The length in bytes of [`Edit::text`] for a message whose own text is `own_len` bytes
-    /// long (a cut's is told without reading its own text).
-    pub fn len_of(&self, own_len: usize) -> usize {
-        match &self.body {
-            Body::Text(t) => t.len(),
-            &Body::Cut { head, tail, n } => {
-                let mut marker = String::new();
-                push_marker(&mut marker, n);
-                head + marker.len() + own_len.saturating_sub(tail)
-            }
         }
     }
 
@@ -142,30 +150,53 @@ fn push_marker(text: &mut String, n: u64) {
 /// A tool result of `n` tokens cut to its first and last [`TRUNCATE_KEEP_CHARS`] characters
 /// around the marker; `None` when it is not longer than both.
 pub(super) fn cut(text: &str, n: u64) -> Option<Edit> {
-    let (head, tail, mut tally) = head_and_tail(text, TRUNCATE_KEEP_CHARS)?;
-    let mut marker = String::with_capacity(80);
-    push_marker(&mut marker, n);
-    tally.add_str(&marker);
-    Some(Edit {
-        body: Body::Cut {
-            head: head.len(),
-            tail: text.len() - tail.len(),
-            n,
-        },
-        tokens: tally.tokens(),
-        chars: tally.chars(),
-    })
+    let (head, tail, tally) = ends_within(text, text, 0, text.len(), TRUNCATE_KEEP_CHARS)?;
+    Some(Edit::cut_at(head, tail, n, tally))
 }
 
-/// The first and last `keep` characters of a text longer than `2 * keep` characters, with
-/// their tally (taken on the way: these texts are cut again at every view).
-fn head_and_tail(text: &str, keep: usize) -> Option<(&str, &str, tokens::Tally)> {
-    if text.len() <= 2 * keep || keep == 0 {
+/// [`cut`] of a message's own text as a projection holds it: a long text on disk is read
+/// only at its two ends (the cut keeps [`TRUNCATE_KEEP_CHARS`] characters of each), not
+/// whole.
+pub(super) fn cut_of(own: &Text<'_>, n: u64) -> Option<Edit> {
+    let Text::Cold(c) = own else {
+        return cut(&own.get(), n);
+    };
+    let (len, window) = (c.len(), END_WINDOW);
+    if len > 2 * window {
+        let ends = c
+            .chars_within(0, window)
+            .zip(c.chars_within(len - window, len));
+        if let Some(((_, head), (tail_at, tail))) = ends {
+            let (head, tail, tally) = ends_within(&head, &tail, tail_at, len, TRUNCATE_KEEP_CHARS)?;
+            return Some(Edit::cut_at(head, tail, n, tally));
+        }
+    }
+    // Cuts are made here and there, not in the order texts are stored: read alone.
+    cut(&c.range(0, len), n)
+}
+
+/// The bytes read at each end of a long text to cut it: [`TRUNCATE_KEEP_CHARS`] characters
+/// and one more, at four bytes each at most, so that the whole characters within the bytes
+/// read are always enough.
+const END_WINDOW: usize = 4 * (TRUNCATE_KEEP_CHARS + 1);
+
+/// Where the first `keep` characters of a text of `len` bytes end and its last `keep` begin,
+/// when it has more than `2 * keep` characters, with their tally (taken on the way: these
+/// texts are cut again at every view). `head` is the text's beginning and `tail` its end from
+/// byte `tail_at`, each whole characters and at least `keep + 1` of them (or the whole text).
+fn ends_within(
+    head: &str,
+    tail: &str,
+    tail_at: usize,
+    len: usize,
+    keep: usize,
+) -> Option<(usize, usize, tokens::Tally)> {
+    if len <= 2 * keep || keep == 0 {
         return None; // no more characters than bytes
     }
     let mut tally = tokens::Tally::default();
     let mut head_end = None;
-    for (k, (at, c)) in text.char_indices().enumerate() {
+    for (k, (at, c)) in head.char_indices().enumerate() {
         if k == keep {
             head_end = Some(at);
             break;
@@ -173,17 +204,26 @@ fn head_and_tail(text: &str, keep: usize) -> Option<(&str, &str, tokens::Tally)>
         tally.add(c);
     }
     let mut tail_start = None;
-    for (at, c) in text.char_indices().rev().take(keep) {
+    for (at, c) in tail.char_indices().rev().take(keep) {
         tally.add(c);
-        tail_start = Some(at);
+        tail_start = Some(tail_at + at);
     }
     let (head_end, tail_start) = (head_end?, tail_start?);
-    (head_end < tail_start).then(|| (&text[..head_end], &text[tail_start..], tally))
+    (head_end < tail_start).then_some((head_end, tail_start, tally))
+}
+
+/// The first and last `keep` characters of a text longer than `2 * keep` characters.
+#[cfg(test)]
+fn head_and_tail(text: &str, keep: usize) -> Option<(&str, &str, tokens::Tally)> {
+    let (head, tail, tally) = ends_within(text, text, 0, text.len(), keep)?;
+    Some((&text[..head], &text[tail..], tally))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{cut, head_and_tail, TRUNCATE_KEEP_CHARS};
+    use super::{cut, cut_of, head_and_tail, END_WINDOW, TRUNCATE_KEEP_CHARS};
+    use crate::format::cold::{ColdSink, ColdStore, ColdStr};
+    use crate::noa::content::Text;
     use crate::noa::tokens;
 
     fn ends(text: &str, keep: usize) -> Option<(&str, &str)> {
@@ -210,7 +250,6 @@ mod tests {
             let (head, tail) = ends(&text, TRUNCATE_KEEP_CHARS).expect("cut");
             assert!(made.starts_with(head) && made.ends_with(tail));
             assert_eq!(edit.lead(&text), head);
-            assert_eq!(edit.len_of(text.len()), made.len());
             assert!(edit.marked() && made.contains(super::TRUNCATION_MARKER));
             let own_headed = crate::noa::content::is_summary_text(&text);
             assert_eq!(
@@ -224,5 +263,62 @@ mod tests {
         assert!(edit.headed(true));
         assert!(crate::noa::content::is_summary_text(&edit.text(&summary)));
         assert!(cut(&"a".repeat(2 * TRUNCATE_KEEP_CHARS), 9).is_none());
+    }
+
+    /// A text moved to a store, as a large transcript's are.
+    fn stored(sink: &mut ColdSink, text: &str) -> ColdStr {
+        let mut s = ColdStr::from(text);
+        sink.take(s.cold_mut());
+        s
+    }
+
+    /// Texts on disk are cut from their two ends only, and their cut made from those ends:
+    /// the same edit and text as from the whole text, for lengths about where the ends
+    /// meet, characters of one to four bytes across the bytes read, and texts too few in
+    /// characters to cut though long in bytes.
+    #[test]
+    fn a_text_on_disk_is_cut_from_its_ends_as_from_the_whole() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut sink = ColdSink::to(ColdStore::new(dir.path()).expect("store"));
+        let mut texts = Vec::new();
+        for unit in ["a", "é", "日", "😀", "x한😀é "] {
+            let per = unit.len() as f64 / unit.chars().count() as f64;
+            for chars in [
+                2 * TRUNCATE_KEEP_CHARS + 1,
+                (2.0 * END_WINDOW as f64 / per) as usize - 3,
+                (2.0 * END_WINDOW as f64 / per) as usize + 5,
+                (3.0 * END_WINDOW as f64 / per) as usize + 1,
+                50_000,
+            ] {
+                for shift in ["", "ab", "字"] {
+                    let body: String = unit.chars().cycle().take(chars).collect();
+                    texts.push(format!("{shift}{body}"));
+                }
+            }
+        }
+        // Long in bytes, too few characters to cut.
+        texts.push("😀".repeat(2 * TRUNCATE_KEEP_CHARS));
+        let kept: Vec<ColdStr> = texts.iter().map(|t| stored(&mut sink, t)).collect();
+        sink.flush();
+        let mut cuts = 0;
+        for (k, text) in kept.iter().zip(&texts) {
+            let own = Text::stored(k);
+            assert!(matches!(own, Text::Cold(_)), "the text is on disk");
+            let (whole, ends) = (cut(text, 4321), cut_of(&own, 4321));
+            assert_eq!(whole.is_some(), ends.is_some(), "{} bytes", text.len());
+            let (Some(whole), Some(ends)) = (whole, ends) else {
+                continue;
+            };
+            cuts += 1;
+            assert_eq!(
+                (whole.tokens, whole.chars),
+                (ends.tokens, ends.chars),
+                "{} bytes",
+                text.len()
+            );
+            assert_eq!(whole.text(text), ends.text_of(&own), "{} bytes", text.len());
+            assert_eq!(whole.text(text), ends.text(text));
+        }
+        assert!(cuts > 40, "most texts are long enough to cut: {cuts}");
     }
 }

@@ -269,17 +269,6 @@ impl<'p, 'a> Turn<'p, 'a> {
         }
     }
 
-    /// The length in bytes of [`Turn::text`] (without reading a text left on disk).
-    pub fn text_len(&self, p: Pos) -> usize {
-        match p {
-            Pos::Core(i) => {
-                let own = self.proj[i as usize].text.len();
-                self.edit(i).map_or(own, |e| e.len_of(own))
-            }
-            Pos::Synth(i) => self.synth[i as usize].text.len(),
-        }
-    }
-
     /// The text as a value that lives as long as the transcript (an edit's is a copy).
     pub fn text_ref(&self, p: Pos) -> Cow<'a, str> {
         match p {

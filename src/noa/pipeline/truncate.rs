@@ -2,7 +2,7 @@
 //! outside the recent tail are cut to their first and last characters around a marker.
 
 use super::*;
-use crate::noa::edit::cut;
+use crate::noa::edit::cut_of;
 
 /// The truncation threshold in tokens: `truncate_ratio × window`, truncated.
 pub fn truncate_threshold(cfg: &NoaConfig) -> u64 {
@@ -90,8 +90,8 @@ pub(super) fn cut_results(t: &mut Turn<'_, '_>, cfg: &NoaConfig, kept: Option<&m
         let core = &t.proj[i as usize];
         // Cut once per message while the projection's memo lasts.
         let edit = match &core.cut {
-            Some(cell) => cell.get_or_init(|| cut(&core.text.get(), n)).clone(),
-            None => cut(&core.text.get(), n),
+            Some(cell) => cell.get_or_init(|| cut_of(&core.text, n)).clone(),
+            None => cut_of(&core.text, n),
         };
         let Some(edit) = edit else {
             continue;
@@ -115,7 +115,7 @@ fn candidate(t: &Turn<'_, '_>, p: Pos) -> Option<(u32, u64)> {
     // An edited text is not the core's own: look at it again (an unedited one is not read:
     // it may be on disk).
     let marked = t.edit(i).map_or(c.marked, Edit::marked);
-    if t.text_len(p) == 0 || marked {
+    if t.chars(p) == 0 || marked {
         return None;
     }
     let n = t.tokens(p);
