@@ -173,14 +173,16 @@ pub fn push_str(out: &mut Vec<u8>, s: &str) {
 /// usual short forms where JSON has them), everything else as it is.
 pub fn escape_into(out: &mut Vec<u8>, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    /// Whether any byte of `w` is a control character, `"` or `\\`.
+    /// The top bit of each byte of `w` (little-endian) that is a control character, `"` or
+    /// `\\`, and maybe of bytes after the first such: the lowest bit set is always the first.
     #[inline]
-    fn needs(w: u64) -> bool {
+    fn needs(w: u64) -> u64 {
         const LO: u64 = 0x0101_0101_0101_0101;
         const HI: u64 = 0x8080_8080_8080_8080;
+        // A byte's borrow can only flag the bytes above it.
         let zero = |x: u64| x.wrapping_sub(LO) & !x & HI;
         let below_space = w.wrapping_sub(LO * 0x20) & !w & HI;
-        below_space | zero(w ^ (LO * b'"' as u64)) | zero(w ^ (LO * b'\\' as u64)) != 0
+        below_space | zero(w ^ (LO * b'"' as u64)) | zero(w ^ (LO * b'\\' as u64))
     }
     let b = s.as_bytes();
     out.reserve(b.len());
@@ -190,9 +192,13 @@ pub fn escape_into(out: &mut Vec<u8>, s: &str) {
         if i + 8 <= b.len() {
             let mut w = [0u8; 8];
             w.copy_from_slice(&b[i..i + 8]);
-            if !needs(u64::from_le_bytes(w)) {
-                i += 8;
-                continue;
+            match needs(u64::from_le_bytes(w)) {
+                0 => {
+                    i += 8;
+                    continue;
+                }
+                // Straight to the first byte to escape.
+                m => i += (m.trailing_zeros() / 8) as usize,
             }
         }
         let c = b[i];
@@ -769,6 +775,20 @@ mod tests {
                     assert_escaped_as_json(&s);
                 }
             }
+        }
+        // Several in a word, and the bytes a borrow from one could flag above it.
+        let mixed: Vec<char> = "\u{0}\u{1f} !\"#\\]\n\u{7f}aé日😀".chars().collect();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..5000 {
+            let s: String = (0..(seed % 40) as usize)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    mixed[(seed >> 16) as usize % mixed.len()]
+                })
+                .collect();
+            assert_escaped_as_json(&s);
         }
         for s in [
             "\u{1}\u{2}\u{3}\u{4}\u{5}\u{6}\u{7}\u{8}\u{9}\u{a}\u{b}\u{c}\u{d}\u{e}\u{f}\u{10}\u{11}",

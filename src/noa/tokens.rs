@@ -163,6 +163,48 @@ mod tests {
         }
     }
 
+    /// Counted by bytes as by characters, over texts of every kind of character about the
+    /// CJK ranges' ends, in every mix and length (chunks passed over and looked into).
+    #[test]
+    fn a_text_is_tallied_by_its_bytes_as_by_its_characters() {
+        let palette: Vec<char> = "a ~\n\u{7f}é\u{7ff}\u{800}\u{303f}\u{3040}\u{30ff}\u{3100}\u{4dff}\u{4e00}\u{9fff}\u{a000}\u{abff}\u{ac00}\u{d7af}\u{d7b0}\u{e000}\u{ffff}😀\u{10ffff}"
+            .chars()
+            .collect();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for round in 0..3000 {
+            let len = (next() % 120) as usize;
+            // Mostly ASCII in some texts, any character in others.
+            let ascii_bias = round % 3;
+            let text: String = (0..len)
+                .map(|_| {
+                    let r = next();
+                    if ascii_bias > 0 && r % 4 != 0 {
+                        'x'
+                    } else {
+                        palette[(r >> 8) as usize % palette.len()]
+                    }
+                })
+                .collect();
+            let mut tally = Tally::default();
+            tally.add_str(&text);
+            let by_chars = text.chars().fold(Tally::default(), |mut t, c| {
+                t.add(c);
+                t
+            });
+            assert_eq!(
+                (tally.tokens(), tally.chars()),
+                (by_chars.tokens(), by_chars.chars()),
+                "{text:?}"
+            );
+        }
+    }
+
     #[test]
     fn formats_like_the_runtime() {
         assert_eq!(format(999), "999");
