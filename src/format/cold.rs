@@ -171,6 +171,14 @@ impl ColdStr {
     }
 }
 
+/// `text` as a large transcript's parse keeps it: moved to `sink`'s store (a test's).
+#[cfg(test)]
+pub(crate) fn moved(sink: &mut ColdSink, text: &str) -> ColdStr {
+    let mut s = ColdStr::from(text);
+    sink.take(s.cold_mut());
+    s
+}
+
 /// Bytes read back as a string. They were written from one, so the check passes unless the
 /// disk changed them (then what is not UTF-8 is replaced). Read back texts are most of what a
 /// large session's first view reads, and this check is several times faster than the
@@ -274,19 +282,22 @@ impl ColdStore {
         }
     }
 
+    /// `len` bytes from `at` when they are in a batch the disk did not take.
+    fn held_range(&self, at: u64, len: usize) -> Option<Vec<u8>> {
+        let held = self.held.lock();
+        let (from, b) = held
+            .iter()
+            .find(|(from, b)| *from <= at && at + len as u64 <= from + b.len() as u64)?;
+        let off = (at - from) as usize;
+        Some(b[off..off + len].to_vec())
+    }
+
     /// `len` bytes from `at`, read by themselves: a read out of the order the bytes were
     /// stored in (a cut's two ends, a text cut here and there), which a window would read
     /// far more than it needs for.
     fn read_alone(&self, at: u64, len: usize) -> Vec<u8> {
-        {
-            let held = self.held.lock();
-            if let Some((from, b)) = held
-                .iter()
-                .find(|(from, b)| *from <= at && at + len as u64 <= from + b.len() as u64)
-            {
-                let off = (at - from) as usize;
-                return b[off..off + len].to_vec();
-            }
+        if let Some(b) = self.held_range(at, len) {
+            return b;
         }
         let mut out = vec![0; len];
         match self.file.read_exact_at(&mut out, at) {
@@ -302,21 +313,14 @@ impl ColdStore {
     /// spool's ([`crate::bytes::Spool`]): the bytes were written by this process and are not
     /// expected to go.
     fn read(&self, at: u64, len: usize) -> Vec<u8> {
-        {
-            let held = self.held.lock();
-            if let Some((from, b)) = held
-                .iter()
-                .find(|(from, b)| *from <= at && at + len as u64 <= from + b.len() as u64)
-            {
-                let off = (at - from) as usize;
-                return b[off..off + len].to_vec();
-            }
-        }
-        let end = at + len as u64;
         if len >= WINDOW / 2 {
             // A long text (a file a tool read): read alone, without a copy through a window.
             return self.read_alone(at, len);
         }
+        if let Some(b) = self.held_range(at, len) {
+            return b;
+        }
+        let end = at + len as u64;
         let mut w = self.windows.lock();
         w.uses += 1;
         let now = w.uses;
@@ -575,12 +579,6 @@ mod tests {
         let path = dir.join("ro");
         std::fs::write(&path, b"").expect("write");
         ColdStore::in_file(File::open(&path).expect("open"))
-    }
-
-    fn moved(sink: &mut ColdSink, text: &str) -> ColdStr {
-        let mut s = ColdStr::from(text);
-        sink.take(s.cold_mut());
-        s
     }
 
     #[test]

@@ -68,14 +68,11 @@ impl Edit {
     pub fn text<'t>(&'t self, own: &'t str) -> Cow<'t, str> {
         match &self.body {
             Body::Text(t) => Cow::Borrowed(t),
-            &Body::Cut { head, tail, n } => {
-                let (head, tail) = (own.get(..head).unwrap_or(""), own.get(tail..).unwrap_or(""));
-                let mut text = String::with_capacity(head.len() + tail.len() + 80);
-                text.push_str(head);
-                push_marker(&mut text, n);
-                text.push_str(tail);
-                Cow::Owned(text)
-            }
+            &Body::Cut { head, tail, n } => Cow::Owned(around_marker(
+                own.get(..head).unwrap_or(""),
+                own.get(tail..).unwrap_or(""),
+                n,
+            )),
         }
     }
 
@@ -97,11 +94,7 @@ impl Edit {
         if let Text::Cold(c) = own {
             // Only the ends it keeps are read back.
             let (head, tail) = (c.range(0, head), c.range(tail, c.len()));
-            let mut text = String::with_capacity(head.len() + tail.len() + 80);
-            text.push_str(&head);
-            push_marker(&mut text, n);
-            text.push_str(&tail);
-            return Cow::Owned(text);
+            return Cow::Owned(around_marker(&head, &tail, n));
         }
         match own.get() {
             Cow::Borrowed(o) => self.text(o),
@@ -145,6 +138,15 @@ fn push_marker(text: &mut String, n: u64) {
         text,
         "\n\n...{TRUNCATION_MARKER} — original ~{n} tokens]...\n\n"
     );
+}
+
+/// A cut's text: its head, the marker for its `n` tokens, its tail.
+fn around_marker(head: &str, tail: &str, n: u64) -> String {
+    let mut text = String::with_capacity(head.len() + tail.len() + 80);
+    text.push_str(head);
+    push_marker(&mut text, n);
+    text.push_str(tail);
+    text
 }
 
 /// A tool result of `n` tokens cut to its first and last [`TRUNCATE_KEEP_CHARS`] characters
@@ -222,7 +224,7 @@ fn head_and_tail(text: &str, keep: usize) -> Option<(&str, &str, tokens::Tally)>
 #[cfg(test)]
 mod tests {
     use super::{cut, cut_of, head_and_tail, END_WINDOW, TRUNCATE_KEEP_CHARS};
-    use crate::format::cold::{ColdSink, ColdStore, ColdStr};
+    use crate::format::cold::{moved, ColdSink, ColdStore, ColdStr};
     use crate::noa::content::Text;
     use crate::noa::tokens;
 
@@ -265,13 +267,6 @@ mod tests {
         assert!(cut(&"a".repeat(2 * TRUNCATE_KEEP_CHARS), 9).is_none());
     }
 
-    /// A text moved to a store, as a large transcript's are.
-    fn stored(sink: &mut ColdSink, text: &str) -> ColdStr {
-        let mut s = ColdStr::from(text);
-        sink.take(s.cold_mut());
-        s
-    }
-
     /// Texts on disk are cut from their two ends only, and their cut made from those ends:
     /// the same edit and text as from the whole text, for lengths about where the ends
     /// meet, characters of one to four bytes across the bytes read, and texts too few in
@@ -298,7 +293,7 @@ mod tests {
         }
         // Long in bytes, too few characters to cut.
         texts.push("😀".repeat(2 * TRUNCATE_KEEP_CHARS));
-        let kept: Vec<ColdStr> = texts.iter().map(|t| stored(&mut sink, t)).collect();
+        let kept: Vec<ColdStr> = texts.iter().map(|t| moved(&mut sink, t)).collect();
         sink.flush();
         let mut cuts = 0;
         for (k, text) in kept.iter().zip(&texts) {
