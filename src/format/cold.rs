@@ -58,6 +58,19 @@ impl Cold {
         }
     }
 
+    /// Bytes `from..to` (clamped to the end), a stored range read back by itself (see
+    /// `ColdStore::read_alone`).
+    pub fn range(&self, from: usize, to: usize) -> Cow<'_, [u8]> {
+        let to = to.min(self.len());
+        let from = from.min(to);
+        match self {
+            Cold::Mem(b) => Cow::Borrowed(&b[from..to]),
+            Cold::Stored { store, at, .. } => {
+                Cow::Owned(store.read_alone(at + from as u64, to - from))
+            }
+        }
+    }
+
     pub fn len(&self) -> usize {
         match self {
             Cold::Mem(b) => b.len(),
@@ -111,13 +124,9 @@ impl ColdStr {
     /// Bytes `from..to` of the string, which lie on character boundaries (a stored one's read
     /// back by themselves: see `ColdStore::read_alone`).
     pub fn range(&self, from: usize, to: usize) -> Cow<'_, str> {
-        let to = to.min(self.len());
-        let from = from.min(to);
-        match &self.0 {
-            Cold::Mem(b) => String::from_utf8_lossy(&b[from..to]),
-            Cold::Stored { store, at, .. } => {
-                Cow::Owned(utf8(store.read_alone(at + from as u64, to - from)))
-            }
+        match self.0.range(from, to) {
+            Cow::Borrowed(b) => String::from_utf8_lossy(b),
+            Cow::Owned(b) => Cow::Owned(utf8(b)),
         }
     }
 
@@ -127,10 +136,7 @@ impl ColdStr {
     pub fn chars_within(&self, from: usize, to: usize) -> Option<(usize, String)> {
         let to = to.min(self.len());
         let from = from.min(to);
-        let bytes = match &self.0 {
-            Cold::Mem(b) => b[from..to].to_vec(),
-            Cold::Stored { store, at, .. } => store.read_alone(at + from as u64, to - from),
-        };
+        let mut bytes = self.0.range(from, to).into_owned();
         // At most three bytes of a character begun before `from`.
         let skip = if from == 0 {
             0
@@ -141,7 +147,6 @@ impl ColdStr {
                 .take_while(|&&b| b & 0xC0 == 0x80)
                 .count()
         };
-        let mut bytes = bytes;
         bytes.drain(..skip);
         match String::from_utf8(bytes) {
             Ok(s) => Some((from + skip, s)),

@@ -76,15 +76,6 @@ impl Edit {
         }
     }
 
-    /// The beginning of [`Edit::text`] without making it: all of it, or a cut's head (at
-    /// least [`TRUNCATE_KEEP_CHARS`] characters, enough to tell a summary's header).
-    pub fn lead<'t>(&'t self, own: &'t str) -> &'t str {
-        match &self.body {
-            Body::Text(t) => t,
-            &Body::Cut { head, .. } => own.get(..head).unwrap_or(""),
-        }
-    }
-
     /// [`Edit::text`] for a message's own text as a projection holds it: read only when the
     /// edit keeps part of it.
     pub fn text_of<'t>(&'t self, own: &'t Text<'_>) -> Cow<'t, str> {
@@ -251,7 +242,8 @@ mod tests {
             assert_eq!((edit.tokens, edit.chars), tokens::count_and_chars(&made));
             let (head, tail) = ends(&text, TRUNCATE_KEEP_CHARS).expect("cut");
             assert!(made.starts_with(head) && made.ends_with(tail));
-            assert_eq!(edit.lead(&text), head);
+            // The head as it is, then the marker.
+            assert!(made[head.len()..].starts_with("\n\n...[truncated for context space"));
             assert!(edit.marked() && made.contains(super::TRUNCATION_MARKER));
             let own_headed = crate::noa::content::is_summary_text(&text);
             assert_eq!(
