@@ -96,12 +96,9 @@ pub struct ColdStr(Cold);
 impl ColdStr {
     /// The string (read back from the store when it is there).
     pub fn get(&self) -> Cow<'_, str> {
-        match self.0.bytes() {
-            Cow::Borrowed(b) => match simdutf8::basic::from_utf8(b) {
-                Ok(s) => Cow::Borrowed(s),
-                Err(_) => String::from_utf8_lossy(b),
-            },
-            Cow::Owned(b) => Cow::Owned(utf8(b)),
+        match self.in_memory() {
+            Some(s) => Cow::Borrowed(s),
+            None => Cow::Owned(utf8(self.0.bytes().into_owned())),
         }
     }
 
@@ -164,15 +161,17 @@ impl ColdStr {
     /// The string when it is in memory (`None` when it is in a store).
     pub fn in_memory(&self) -> Option<&str> {
         match &self.0 {
-            // Made from a `str`: the check cannot fail.
-            Cold::Mem(b) => simdutf8::basic::from_utf8(b).ok(),
+            // SAFETY: a `ColdStr` in memory was made from a `str` (the `From` impls are its
+            // only makers) and its bytes only ever move to a store whole.
+            Cold::Mem(b) => Some(unsafe { std::str::from_utf8_unchecked(b) }),
             Cold::Stored { .. } => None,
         }
     }
 
-    /// Its bytes, to be moved to a store.
-    pub(crate) fn cold_mut(&mut self) -> &mut Cold {
-        &mut self.0
+    /// Move its bytes to `sink`'s store (see [`ColdSink::take`]). Nothing else changes
+    /// them: in memory, they are always the `str` it was made from.
+    pub(crate) fn move_to(&mut self, sink: &mut ColdSink) {
+        sink.take(&mut self.0);
     }
 }
 
@@ -180,7 +179,7 @@ impl ColdStr {
 #[cfg(test)]
 pub(crate) fn moved(sink: &mut ColdSink, text: &str) -> ColdStr {
     let mut s = ColdStr::from(text);
-    sink.take(s.cold_mut());
+    s.move_to(sink);
     s
 }
 

@@ -763,17 +763,17 @@ fn take_cold(sink: &mut ColdSink, record: &mut Record) {
         for c in &mut m.content {
             match c {
                 Content::Thinking(t) => {
-                    sink.take(t.thinking.cold_mut());
+                    t.thinking.move_to(sink);
                     if let Some(sig) = &mut t.signature {
-                        sink.take(sig.cold_mut());
+                        sig.move_to(sink);
                     }
                 }
-                Content::Text(t) => sink.take(t.text.cold_mut()),
+                Content::Text(t) => t.text.move_to(sink),
                 Content::ToolResult(r) => {
                     if let Some(ToolResultContent::Items(items)) = &mut r.content {
                         for item in items {
                             if let Content::Text(t) = item {
-                                sink.take(t.text.cold_mut());
+                                t.text.move_to(sink);
                             }
                         }
                     }

@@ -171,7 +171,7 @@ impl Computed {
                 }
             }
         }
-        drop(p);
+        memo.projection.give_back(p.cores, appended);
         // A message read from the unterminated last line may be replaced when the line is
         // finished (or turns out to be no record): ids and lines derived from it are not
         // kept for the next version.
