@@ -486,6 +486,34 @@ pub fn each_wanted<'a>(
     want: &dyn Fn(LineKey) -> bool,
     sink: &mut dyn FnMut(Option<Out<'a>>, LineKey),
 ) -> Vec<(String, i64)> {
+    each_wanted_in(t, msgs, state, tags, 0..t.items.len(), want, sink)
+}
+
+/// Where the message that item `at` of `t` belongs to begins, or the one after it when `at`
+/// is within a message: a place to split a turn's items into parts of whole messages.
+pub fn message_start_from(t: &Turn<'_, '_>, at: usize) -> usize {
+    let msg_of = |i: usize| match t.items.get(i).map(|&p| t.core(p).origin) {
+        Some(Origin::Block { msg, .. }) => Some(msg),
+        _ => None,
+    };
+    let mut i = at.min(t.items.len());
+    while i > 0 && i < t.items.len() && msg_of(i).is_some() && msg_of(i) == msg_of(i - 1) {
+        i += 1;
+    }
+    i
+}
+
+/// [`each_wanted`] for the messages whose items are `range` of `t`'s (which begins and ends
+/// where messages do, see [`message_start_from`]).
+pub fn each_wanted_in<'a>(
+    t: &Turn<'_, 'a>,
+    msgs: &[&'a Message],
+    state: &State,
+    tags: bool,
+    range: std::ops::Range<usize>,
+    want: &dyn Fn(LineKey) -> bool,
+    sink: &mut dyn FnMut(Option<Out<'a>>, LineKey),
+) -> Vec<(String, i64)> {
     use std::hash::{Hash, Hasher};
     let mut tagged = Vec::new();
     // The number a message's tag shows (none for a message without a tag), and whether the
@@ -507,9 +535,9 @@ pub fn each_wanted<'a>(
     };
     let (uses, results) = tool_pairs(t, &t.items);
     let has = |set: &[bool], pair: u32| set.get(pair as usize).copied().unwrap_or(false);
-    let items = &t.items;
+    let items = t.items.get(..range.end).unwrap_or(&t.items);
     let mut kept: Vec<Pos> = Vec::new();
-    let mut i = 0;
+    let mut i = range.start;
     while i < items.len() {
         let p = items[i];
         let c = t.core(p);

@@ -3,6 +3,7 @@
 //! only when its [`LineKey`](super::assemble::LineKey) is new.
 
 use std::cell::{Cell, RefCell};
+use std::ops::Range;
 use std::sync::Arc;
 
 use super::assemble::{self, LineKey, Out};
@@ -257,20 +258,27 @@ pub fn view_lines(
     tags: bool,
     cache: &mut LineCache,
 ) -> Bytes {
-    cached_lines(cache, t.items.len(), |want, sink| {
-        assemble::each_wanted(t, msgs, state, tags, want, &mut |m, key| sink(m, key));
-    })
+    cached_lines(
+        cache,
+        t.items.len(),
+        &|at| assemble::message_start_from(t, at),
+        &|range, want, sink| {
+            assemble::each_wanted_in(t, msgs, state, tags, range, want, &mut |m, key| {
+                sink(m, key)
+            });
+        },
+    )
 }
 
 /// The JSON lines of the messages as they are (the materialized history of a session without
 /// live blocks), message `i` with the refs `slots_of(i)`, reusing the lines `cache` has.
 pub fn verbatim_lines(
     msgs: &[&Message],
-    slots_of: impl Fn(usize) -> Vec<Slot>,
+    slots_of: impl Fn(usize) -> Vec<Slot> + Sync,
     cache: &mut LineCache,
 ) -> Bytes {
-    cached_lines(cache, msgs.len(), |want, sink| {
-        for (i, m) in msgs.iter().enumerate() {
+    cached_lines(cache, msgs.len(), &|at| at, &|range, want, sink| {
+        for (i, m) in msgs.iter().enumerate().take(range.end).skip(range.start) {
             let slots = slots_of(i);
             let key = assemble::verbatim_key(i, &slots);
             let out = want(key).then(|| assemble::verbatim_out(m, slots));
@@ -279,43 +287,71 @@ pub fn verbatim_lines(
     })
 }
 
-/// The lines `make` gives, in order, each with its key: `make` asks `want` whether a key's
-/// line is to be built (a line of the last version in `cache` is taken from it instead) and
-/// gives the sink the built line, or `None` for one not wanted. The cache then holds this
-/// version.
+/// What makes a file's lines: the lines of its items in `range`, in order, each with its key.
+/// It asks `want` whether a key's line is to be built (a line of the last version is taken
+/// instead) and gives the sink the built line, or `None` for one not wanted.
+type Make<'m> = dyn Fn(Range<usize>, &dyn Fn(LineKey) -> bool, &mut dyn FnMut(Option<Out<'_>>, LineKey))
+    + Sync
+    + 'm;
+
+/// The lines `make` gives for `expected` items; a line of the last version in `cache` is
+/// taken from it, not built, and the cache then holds this version. A large first version
+/// is made in parts at once (`split(at)`: where a part may begin, at `at` or after).
 fn cached_lines(
     cache: &mut LineCache,
     expected: usize,
-    make: impl FnOnce(&dyn Fn(LineKey) -> bool, &mut dyn FnMut(Option<Out<'_>>, LineKey)),
+    split: &(dyn Fn(usize) -> usize + Sync),
+    make: &Make<'_>,
 ) -> Bytes {
     cache.renew_spool();
     let prev = std::mem::take(&mut cache.order);
-    let finder = RefCell::new(Finder {
-        prev: &prev,
-        at: 0,
-        misses: 0,
-        index: None,
-    });
-    let mut w = Writer::new(cache.spool.clone(), expected);
-    // The line `want` found, for the sink that follows: one lookup per line.
-    let found: Cell<Option<Piece>> = Cell::new(None);
-    let want = |key| match finder.borrow_mut().find(key) {
-        Some(piece) => {
-            found.set(Some(piece));
-            false
+    let spool = cache.spool.clone();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Only a first version: the next ones take most lines from this one, in order.
+    let w = if prev.is_empty() && expected >= MADE_IN_PARTS && cores > 1 {
+        // Parts of whole messages, taken in turn by as many threads as cores (a part's time
+        // varies: older messages are cut, and their texts read from their two ends).
+        let mut bounds = vec![0];
+        for k in 1..PARTS {
+            let at = split(expected * k / PARTS).min(expected);
+            if at > *bounds.last().unwrap_or(&0) {
+                bounds.push(at);
+            }
         }
-        None => true,
+        bounds.push(expected);
+        let parts: Vec<Range<usize>> = bounds.windows(2).map(|b| b[0]..b[1]).collect();
+        let made: Vec<std::sync::Mutex<Option<Writer>>> =
+            parts.iter().map(|_| std::sync::Mutex::new(None)).collect();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let work = || loop {
+            let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(range) = parts.get(k) else { break };
+            let w = Writer::new(spool.clone(), range.len());
+            let w = whole(lines_into(make, range.clone(), &[], w));
+            if let Some(slot) = made.get(k) {
+                *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(w);
+            }
+        };
+        std::thread::scope(|scope| {
+            let helpers: Vec<_> = (1..cores.min(PART_THREADS))
+                .map(|_| scope.spawn(work))
+                .collect();
+            work();
+            for h in helpers {
+                h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+            }
+        });
+        let mut w = Writer::new(None, expected);
+        for slot in made {
+            if let Some(part) = slot.into_inner().unwrap_or_else(|e| e.into_inner()) {
+                w.out.extend(part.out);
+            }
+        }
+        w
+    } else {
+        let w = Writer::new(spool, expected);
+        whole(lines_into(make, 0..expected, &prev, w))
     };
-    make(&want, &mut |m, key| match m {
-        Some(m) => {
-            w.line(key, |buf| m.write_line(buf));
-        }
-        // Not wanted: the last version has it.
-        None => w.out.push((key, found.take())),
-    });
-    w.seal();
-    w.settle();
-    drop(finder);
     drop(prev);
     let order: Vec<(LineKey, Piece)> = w
         .out
@@ -325,6 +361,55 @@ fn cached_lines(
     let bytes = Bytes::from_pieces(order.iter().map(|(_, p)| p.clone()));
     cache.order = order;
     bytes
+}
+
+/// From this many items on, a first version's lines are made in parts on several cores at
+/// once (half the time of a large session's first view went to its lines, on one core).
+/// (Tests make small sessions in parts too.)
+const MADE_IN_PARTS: usize = if cfg!(test) { 64 } else { 20_000 };
+
+/// How many parts, and at most how many threads make them.
+const PARTS: usize = 16;
+const PART_THREADS: usize = 4;
+
+/// The lines `make` gives for `range`: written into `w`, or taken from `prev` where it has
+/// them.
+fn lines_into(
+    make: &Make<'_>,
+    range: Range<usize>,
+    prev: &[(LineKey, Piece)],
+    mut w: Writer,
+) -> Writer {
+    let finder = RefCell::new(Finder {
+        prev,
+        at: 0,
+        misses: 0,
+        index: None,
+    });
+    // The line `want` found, for the sink that follows: one lookup per line.
+    let found: Cell<Option<Piece>> = Cell::new(None);
+    let want = |key| match finder.borrow_mut().find(key) {
+        Some(piece) => {
+            found.set(Some(piece));
+            false
+        }
+        None => true,
+    };
+    make(range, &want, &mut |m, key| match m {
+        Some(m) => {
+            w.line(key, |buf| m.write_line(buf));
+        }
+        // Not wanted: the last version has it.
+        None => w.out.push((key, found.take())),
+    });
+    w
+}
+
+/// `w` with every line it wrote given its piece.
+fn whole(mut w: Writer) -> Writer {
+    w.seal();
+    w.settle();
+    w
 }
 
 /// A file made a part at a time, into buffers of about [`CHUNK`] bytes (half that for a

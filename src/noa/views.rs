@@ -267,3 +267,78 @@ pub fn turn<'p, 'a>(
     t.inject_nudge();
     t
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gen::{generate_profiled, GenOptions, Profile};
+    use crate::store::root::RootPaths;
+    use crate::store::session;
+
+    /// A large session's first `view.jsonl` and `materialized.jsonl` (made in parts on
+    /// several cores: in tests, from 64 items on) are the lines made one by one, and so is the next version, made from
+    /// the first's lines: with live summaries (the view's lines) and without (the
+    /// transcript's lines as they are).
+    #[test]
+    fn a_large_first_version_made_in_parts_is_the_one_made_line_by_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("root");
+        let opts = GenOptions {
+            sessions: 2,
+            messages: 600,
+            seed: 41,
+            subagents: false,
+            memories: 0,
+            max_result_bytes: 20_000,
+            ..GenOptions::default()
+        };
+        let report = generate_profiled(
+            &root,
+            &opts,
+            &[Profile::Showcase, Profile::Plain],
+            &mut |_, _| {},
+        )
+        .expect("gen");
+        let paths = RootPaths::from_root(&root);
+        let cfg = NoaConfig::default();
+        let mut live = 0;
+        for sid in &report.clean_sessions {
+            let s = session::load(&paths, sid);
+            let (state, _) = session::opened_state(&paths, sid, &s.state.state, &cfg);
+            let p = Projection::new(s.messages());
+            let files = Files::new(&p, &state, &cfg, sid, &runtime_path);
+            let items = files.turn().items.len();
+            assert!(
+                items >= 4 * 64,
+                "{sid}: {items} items, too few to be made in parts"
+            );
+            live += usize::from(state.blocks().iter().any(|b| b.active));
+            let mut one_by_one = Vec::new();
+            files.write_view(&mut one_by_one).expect("write");
+            let materialized: Vec<u8> = files
+                .materialized()
+                .messages
+                .iter()
+                .flat_map(|m| {
+                    let mut line = Vec::new();
+                    m.write_line(&mut line);
+                    line
+                })
+                .collect();
+            let mut lines = Lines::default();
+            for version in ["first", "next"] {
+                let view = files.bytes(Form::View, &mut lines);
+                assert!(
+                    view.to_vec() == one_by_one,
+                    "{sid}: {version} view.jsonl differs"
+                );
+                let m = files.bytes(Form::Materialized, &mut lines);
+                assert!(
+                    m.to_vec() == materialized,
+                    "{sid}: {version} materialized.jsonl differs"
+                );
+            }
+        }
+        assert_eq!(live, 1, "one session with live summaries, one without");
+    }
+}
