@@ -486,7 +486,33 @@ pub fn each_wanted<'a>(
     want: &dyn Fn(LineKey) -> bool,
     sink: &mut dyn FnMut(Option<Out<'a>>, LineKey),
 ) -> Vec<(String, i64)> {
-    each_wanted_in(t, msgs, state, tags, 0..t.items.len(), want, sink)
+    let pairs = ToolPairs::of(t);
+    let whole = Part {
+        range: 0..t.items.len(),
+        pairs: &pairs,
+    };
+    each_wanted_in(t, msgs, state, tags, whole, want, sink)
+}
+
+/// Which pairs of a turn have a call and which a result (by [`Core::pair`]): made once for
+/// all the parts of a view.
+pub struct ToolPairs {
+    uses: Vec<bool>,
+    results: Vec<bool>,
+}
+
+impl ToolPairs {
+    pub fn of(t: &Turn<'_, '_>) -> ToolPairs {
+        let (uses, results) = tool_pairs(t, &t.items);
+        ToolPairs { uses, results }
+    }
+}
+
+/// Items `range` of a turn (beginning and ending where messages do, see
+/// [`message_start_from`]), with the turn's pairs.
+pub struct Part<'p> {
+    pub range: std::ops::Range<usize>,
+    pub pairs: &'p ToolPairs,
 }
 
 /// Where the message that item `at` of `t` belongs to begins, or the one after it when `at`
@@ -497,20 +523,20 @@ pub fn message_start_from(t: &Turn<'_, '_>, at: usize) -> usize {
         _ => None,
     };
     let mut i = at.min(t.items.len());
-    while i > 0 && i < t.items.len() && msg_of(i).is_some() && msg_of(i) == msg_of(i - 1) {
+    // Past the last item, `msg_of` is `None`: the loop ends there.
+    while i > 0 && msg_of(i).is_some_and(|m| msg_of(i - 1) == Some(m)) {
         i += 1;
     }
     i
 }
 
-/// [`each_wanted`] for the messages whose items are `range` of `t`'s (which begins and ends
-/// where messages do, see [`message_start_from`]).
+/// [`each_wanted`] for the messages of `part` of `t`'s items.
 pub fn each_wanted_in<'a>(
     t: &Turn<'_, 'a>,
     msgs: &[&'a Message],
     state: &State,
     tags: bool,
-    range: std::ops::Range<usize>,
+    part: Part<'_>,
     want: &dyn Fn(LineKey) -> bool,
     sink: &mut dyn FnMut(Option<Out<'a>>, LineKey),
 ) -> Vec<(String, i64)> {
@@ -533,11 +559,11 @@ pub fn each_wanted_in<'a>(
             None => (t.tokens(p), true),
         })
     };
-    let (uses, results) = tool_pairs(t, &t.items);
+    let (uses, results) = (&part.pairs.uses, &part.pairs.results);
     let has = |set: &[bool], pair: u32| set.get(pair as usize).copied().unwrap_or(false);
-    let items = t.items.get(..range.end).unwrap_or(&t.items);
+    let items = t.items.get(..part.range.end).unwrap_or(&t.items);
     let mut kept: Vec<Pos> = Vec::new();
-    let mut i = range.start;
+    let mut i = part.range.start;
     while i < items.len() {
         let p = items[i];
         let c = t.core(p);
@@ -590,8 +616,8 @@ pub fn each_wanted_in<'a>(
             j += 1;
             // Pairing: a call no result answers, or a result no call asked for, goes.
             let paired = match cq.kind {
-                Kind::ToolCall => has(&results, cq.pair),
-                Kind::ToolResult => has(&uses, cq.pair),
+                Kind::ToolCall => has(results, cq.pair),
+                Kind::ToolResult => has(uses, cq.pair),
                 _ => true,
             };
             if !paired {

@@ -258,14 +258,17 @@ pub fn view_lines(
     tags: bool,
     cache: &mut LineCache,
 ) -> Bytes {
+    let pairs = assemble::ToolPairs::of(t);
     cached_lines(
         cache,
         t.items.len(),
         &|at| assemble::message_start_from(t, at),
         &|range, want, sink| {
-            assemble::each_wanted_in(t, msgs, state, tags, range, want, &mut |m, key| {
-                sink(m, key)
-            });
+            let part = assemble::Part {
+                range,
+                pairs: &pairs,
+            };
+            assemble::each_wanted_in(t, msgs, state, tags, part, want, &mut |m, key| sink(m, key));
         },
     )
 }
@@ -309,8 +312,8 @@ fn cached_lines(
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     // Only a first version: the next ones take most lines from this one, in order.
     let w = if prev.is_empty() && expected >= MADE_IN_PARTS && cores > 1 {
-        // Parts of whole messages, taken in turn by as many threads as cores (a part's time
-        // varies: older messages are cut, and their texts read from their two ends).
+        // Parts of whole messages, taken in turn by a thread a core, up to PART_THREADS (a
+        // part's time varies: older messages are cut, and their texts read from their ends).
         let mut bounds = vec![0];
         for k in 1..PARTS {
             let at = split(expected * k / PARTS).min(expected);
