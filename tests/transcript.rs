@@ -720,6 +720,77 @@ fn a_large_feed_parsed_on_several_cores_equals_one_fed_a_few_lines_at_a_time() {
     assert_same(parser.transcript(), &whole);
 }
 
+/// A large feed parsed on several cores moves its texts to a store of cold bytes, each piece
+/// to a part of the store of its own, from the thread that parses it: what reads back is what
+/// a parse that keeps everything in memory has, fed at once or in the mount's 4 MiB chunks.
+/// Unknown fields written back longer than they were read (`1E5` is `100000.0`) do not spill
+/// into the next piece's part.
+#[test]
+fn a_large_feed_with_a_store_of_cold_bytes_reads_back_as_one_kept_in_memory() {
+    let mut bytes = Vec::new();
+    let mut prev: Option<String> = None;
+    let mut i = 0;
+    while bytes.len() < 5 << 20 {
+        let uuid = format!("c{i}");
+        let text = format!("{i}: {}", "결과 text ☃ ".repeat(i % 40 + 4));
+        let mut v = match i % 4 {
+            0 => json!({"type": "message", "message": {"role": "user", "content": [
+                {"type": "text", "text": text}]}}),
+            1 => json!({"type": "message", "message": {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": text, "signature": format!("sig{i}").repeat(20)},
+                {"type": "tool_use", "id": format!("t{i}"), "name": "Bash", "input": {"n": i}}]}}),
+            2 => json!({"type": "message", "message": {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": format!("t{}", i - 1),
+                 "content": [{"type": "text", "text": text}]}]}}),
+            _ => json!({"type": "note"}),
+        };
+        v["uuid"] = json!(uuid);
+        if let Some(p) = &prev {
+            v["parent_uuid"] = json!(p);
+        }
+        prev = Some(uuid);
+        let mut line = serde_json::to_vec(&v).unwrap();
+        if i % 4 == 3 {
+            // Unknown fields only, each written back three times as long as it is read.
+            line.pop();
+            for f in 0..(i % 30 + 150) {
+                line.extend_from_slice(format!(",\"f{f}\":1E5").as_bytes());
+            }
+            line.push(b'}');
+        }
+        bytes.extend_from_slice(&line);
+        bytes.push(b'\n');
+        i += 1;
+    }
+    let kept = Transcript::parse(&bytes, None);
+    let dir = tempfile::tempdir().unwrap();
+    for chunk in [bytes.len(), 4 << 20] {
+        let mut parser = Parser::new(None);
+        parser.store_cold_in(normafs::format::cold::ColdStore::new(dir.path()).unwrap());
+        for part in bytes.chunks(chunk) {
+            parser.feed(part);
+        }
+        let stored = parser.transcript();
+        let texts: Vec<bool> = stored
+            .records
+            .iter()
+            .filter_map(|r| r.record.as_message())
+            .flat_map(|m| &m.content)
+            .filter_map(|c| match c {
+                Content::Text(t) => Some(t.text.in_memory().is_none()),
+                _ => None,
+            })
+            .collect();
+        let moved = texts.iter().filter(|m| **m).count();
+        assert!(
+            moved * 2 > texts.len(),
+            "{moved} of {} texts moved",
+            texts.len()
+        );
+        assert_same(stored, &kept);
+    }
+}
+
 // ---------------------------------------------------------------- property tests
 
 /// One line of a damaged transcript.

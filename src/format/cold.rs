@@ -168,10 +168,10 @@ impl ColdStr {
         }
     }
 
-    /// Move its bytes to `sink`'s store (see [`ColdSink::take`]). Nothing else changes
-    /// them: in memory, they are always the `str` it was made from.
-    pub(crate) fn move_to(&mut self, sink: &mut ColdSink) {
-        sink.take(&mut self.0);
+    /// Move its bytes to a store (see [`ColdSink::take`]). Nothing else changes them: in
+    /// memory, they are always the `str` it was made from.
+    pub(crate) fn move_to(&mut self, to: &mut impl TakeCold) {
+        to.take(&mut self.0);
     }
 }
 
@@ -241,8 +241,9 @@ impl<'de> Deserialize<'de> for ColdStr {
 /// A batch the disk did not take is kept in memory instead, under the same range.
 pub struct ColdStore {
     file: File,
-    /// Batches that could not be written, by where they start.
-    held: Mutex<Vec<(u64, Box<[u8]>)>>,
+    /// Batches not in the file, by where they start: handed to the writer thread and not
+    /// written yet, or refused by the disk (kept for good).
+    held: Mutex<Vec<(u64, Arc<Vec<u8>>)>>,
     /// The end of the last batch the file took.
     written: AtomicU64,
     /// The last windows read, where each starts, and when it was last used: ranges are read
@@ -358,17 +359,83 @@ impl ColdStore {
         }
     }
 
-    /// Write a batch at `at`; kept in memory when the disk does not take it.
-    fn write(&self, at: u64, batch: &[u8]) {
+    /// `batch`, to be written at `at`, readable from memory until it is.
+    fn hold(&self, at: u64, batch: Vec<u8>) -> Arc<Vec<u8>> {
+        let batch = Arc::new(batch);
+        self.held.lock().push((at, batch.clone()));
+        batch
+    }
+
+    /// Write a held batch at `at` and let it go from memory, its buffer given back to be
+    /// filled again; held for good when the disk does not take it.
+    fn write_held(&self, at: u64, batch: Arc<Vec<u8>>) -> Option<Vec<u8>> {
         let end = at + batch.len() as u64;
-        if let Err(e) = self.file.write_all_at(batch, at) {
+        if let Err(e) = self.file.write_all_at(&batch, at) {
             tracing::warn!(
                 "transcript bytes kept in memory: the temporary directory took none: {e}"
             );
-            self.held.lock().push((at, batch.into()));
+            return None;
+        }
+        // Readable from the file before they go from memory.
+        self.written.fetch_max(end, Ordering::Release);
+        self.held.lock().retain(|(_, b)| !Arc::ptr_eq(b, &batch));
+        // Readers copy a held range out under the lock: no one else holds it now.
+        Arc::try_unwrap(batch).ok()
+    }
+}
+
+/// What moves cold bytes to a store: a parser's [`ColdSink`], or a [`ColdRegion`] of it.
+pub trait TakeCold {
+    /// Move `c`'s bytes to the store, when there is one and it is worth it.
+    fn take(&mut self, c: &mut Cold);
+}
+
+/// `b`'s length as a stored range's, when `b` is worth moving.
+fn movable(b: &[u8]) -> Option<u32> {
+    if b.len() < COLD_MIN {
+        return None;
+    }
+    u32::try_from(b.len()).ok()
+}
+
+/// Where one piece of a parse shared between threads moves its cold bytes, on the thread
+/// that parses it: a region of the store of its own, set aside by the sink
+/// ([`ColdSink::reserve`]) as long as the piece's lines (a string is never longer than the
+/// JSON that writes it). Its bytes go to the sink with the piece ([`ColdSink::fill`]).
+pub struct ColdRegion {
+    store: Arc<ColdStore>,
+    at: u64,
+    /// Its length: bytes that would go past it stay in memory.
+    len: usize,
+    bytes: Vec<u8>,
+}
+
+impl ColdRegion {
+    pub fn new(store: Arc<ColdStore>, at: u64, len: usize) -> ColdRegion {
+        ColdRegion {
+            store,
+            at,
+            len,
+            bytes: Vec::new(),
+        }
+    }
+}
+
+impl TakeCold for ColdRegion {
+    fn take(&mut self, c: &mut Cold) {
+        let Cold::Mem(b) = c else { return };
+        let Some(len) = movable(b) else { return };
+        if self.bytes.len() + b.len() > self.len {
             return;
         }
-        self.written.fetch_max(end, Ordering::Release);
+        let at = self.at + self.bytes.len() as u64;
+        self.bytes.extend_from_slice(b);
+        *c = Cold::Stored {
+            store: self.store.clone(),
+            at,
+            len,
+            tagged: holds_ref_tag(b),
+        };
     }
 }
 
@@ -387,12 +454,11 @@ struct Sink {
     writer: Option<Writer>,
 }
 
-/// A thread that writes a sink's full batches, handing each buffer back to be filled again.
+/// A thread that writes a sink's batches (held in the store meanwhile), handing each buffer
+/// back to be filled again.
 struct Writer {
-    to: Option<mpsc::SyncSender<(u64, Vec<u8>)>>,
+    to: Option<mpsc::SyncSender<(u64, Arc<Vec<u8>>)>>,
     back: mpsc::Receiver<Vec<u8>>,
-    /// Batches handed to it and not handed back yet.
-    out: usize,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -400,16 +466,17 @@ impl Writer {
     fn start(store: Arc<ColdStore>) -> Option<Writer> {
         // One batch waits while one is written: a slower disk holds the parse back, not more
         // memory.
-        let (to, jobs) = mpsc::sync_channel::<(u64, Vec<u8>)>(1);
+        let (to, jobs) = mpsc::sync_channel::<(u64, Arc<Vec<u8>>)>(1);
         let (done, back) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("cold-writer".into())
             .spawn(move || {
-                for (at, mut batch) in jobs {
-                    store.write(at, &batch);
-                    batch.clear();
-                    if done.send(batch).is_err() {
-                        return;
+                for (at, batch) in jobs {
+                    if let Some(mut buffer) = store.write_held(at, batch) {
+                        buffer.clear();
+                        if done.send(buffer).is_err() {
+                            return;
+                        }
                     }
                 }
             })
@@ -417,40 +484,20 @@ impl Writer {
         Some(Writer {
             to: Some(to),
             back,
-            out: 0,
             thread: Some(thread),
         })
     }
 
     /// Hand `batch` over to be written at `at`; a written buffer back when there is one.
-    fn send(&mut self, at: u64, batch: Vec<u8>) -> Result<Option<Vec<u8>>, Vec<u8>> {
+    fn send(&mut self, at: u64, batch: Arc<Vec<u8>>) -> Result<Option<Vec<u8>>, Arc<Vec<u8>>> {
         let Some(to) = &self.to else {
             return Err(batch);
         };
         if let Err(mpsc::SendError((_, batch))) = to.send((at, batch)) {
+            self.to = None;
             return Err(batch);
         }
-        self.out += 1;
-        Ok(self.back.try_recv().ok().inspect(|_| self.out -= 1))
-    }
-
-    /// Wait until every batch handed over is written.
-    fn wait(&mut self) -> Option<Vec<u8>> {
-        let mut kept = None;
-        while self.out > 0 {
-            match self.back.recv() {
-                Ok(b) => {
-                    self.out -= 1;
-                    kept = Some(b);
-                }
-                // The thread is gone (a panic in a write): nothing more will come back.
-                Err(_) => {
-                    self.out = 0;
-                    self.to = None;
-                }
-            }
-        }
-        kept
+        Ok(self.back.try_recv().ok())
     }
 }
 
@@ -490,17 +537,41 @@ impl ColdSink {
         }))
     }
 
-    /// Move `c` to the store (when there is one and it is worth it). Its range is readable
-    /// once the batch is written ([`ColdSink::flush`]).
-    pub fn take(&mut self, c: &mut Cold) {
+    /// Set `len` bytes of the store aside for [`ColdRegion`]s, after every byte moved so far;
+    /// where they start (`None` when there is no store: nothing is moved then).
+    pub fn reserve(&mut self, len: u64) -> Option<(Arc<ColdStore>, u64)> {
+        let s = self.0.as_mut()?;
+        if !s.batch.is_empty() {
+            s.hand_over();
+        }
+        let at = s.batch_at;
+        s.batch_at += len;
+        Some((s.store.clone(), at))
+    }
+
+    /// Hand a region's bytes over to be written (in the order the regions were set aside):
+    /// its ranges are readable after this.
+    pub fn fill(&mut self, region: ColdRegion) {
         let Some(s) = &mut self.0 else { return };
-        let Cold::Mem(b) = c else { return };
-        let Ok(len) = u32::try_from(b.len()) else {
-            return;
-        };
-        if b.len() < COLD_MIN {
+        if region.bytes.is_empty() {
             return;
         }
+        let back = s.send(region.at, region.bytes);
+        if s.batch.capacity() == 0 {
+            if let Some(b) = back {
+                s.batch = b;
+                s.trim();
+            }
+        }
+    }
+}
+
+impl TakeCold for ColdSink {
+    /// Its range is readable once the batch is handed over ([`ColdSink::flush`]).
+    fn take(&mut self, c: &mut Cold) {
+        let Some(s) = &mut self.0 else { return };
+        let Cold::Mem(b) = c else { return };
+        let Some(len) = movable(b) else { return };
         let at = s.batch_at + s.batch.len() as u64;
         if s.batch.capacity() == 0 {
             s.batch.reserve_exact(BATCH + BATCH / 4);
@@ -516,54 +587,50 @@ impl ColdSink {
             s.hand_over();
         }
     }
+}
 
-    /// Write the moved bytes: every range handed out is readable after this.
+impl ColdSink {
+    /// Hand the moved bytes over to be written: every range handed out is readable after
+    /// this (from memory until the writer thread has written it).
     pub fn flush(&mut self) {
         let Some(s) = &mut self.0 else { return };
         if !s.batch.is_empty() {
-            s.write_here();
-        }
-        if let Some(back) = s.writer.as_mut().and_then(Writer::wait) {
-            if s.batch.capacity() == 0 {
-                s.batch = back;
-                s.trim();
-            }
+            s.hand_over();
         }
     }
 }
 
 impl Sink {
-    /// A full batch to the writer thread (started at the first), or written here when there
-    /// is none; the batch then filled again is a buffer the writer gave back.
+    /// The batch to the writer thread (started at the first), or written here when there is
+    /// none; the batch then filled again is a buffer written before (a new one each time
+    /// would be new pages to fault in, as large as the batch).
     fn hand_over(&mut self) {
+        let at = self.batch_at;
+        self.batch_at += self.batch.len() as u64;
+        let batch = std::mem::take(&mut self.batch);
+        self.batch = self.send(at, batch).unwrap_or_default();
+        self.trim();
+    }
+
+    /// Bytes to be written at `at`, held until they are; a written buffer back (empty) when
+    /// there is one.
+    fn send(&mut self, at: u64, bytes: Vec<u8>) -> Option<Vec<u8>> {
         if self.writer.is_none() {
             self.writer = Writer::start(self.store.clone());
         }
-        let Some(w) = self.writer.as_mut() else {
-            return self.write_here();
+        let held = self.store.hold(at, bytes);
+        let sent = match self.writer.as_mut() {
+            Some(w) => w.send(at, held),
+            None => Err(held),
         };
-        let (at, len) = (self.batch_at, self.batch.len() as u64);
-        match w.send(at, std::mem::take(&mut self.batch)) {
-            Ok(back) => {
-                self.batch_at += len;
-                self.batch = back.unwrap_or_default();
-                self.trim();
-            }
-            Err(batch) => {
-                self.batch = batch;
-                self.write_here();
-            }
+        let mut back = match sent {
+            Ok(back) => back,
+            Err(held) => self.store.write_held(at, held),
+        };
+        if let Some(b) = &mut back {
+            b.clear();
         }
-    }
-
-    /// Write the batch in place, its buffer kept for the next: a new one each time would be
-    /// new pages to fault in, as large as the batch.
-    fn write_here(&mut self) {
-        let at = self.batch_at;
-        self.batch_at += self.batch.len() as u64;
-        self.store.write(at, &self.batch);
-        self.batch.clear();
-        self.trim();
+        back
     }
 
     /// A buffer grown for one long text is not kept.

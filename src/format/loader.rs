@@ -34,7 +34,7 @@ use std::sync::Arc;
 
 use serde::de::IgnoredAny;
 
-use super::cold::{ColdSink, ColdStore};
+use super::cold::{ColdRegion, ColdSink, ColdStore, TakeCold};
 use super::short::ShortStr;
 use super::transcript::{
     parse_line, Content, Message, Record, ToolResultContent, ToolUsePart, Usage,
@@ -471,37 +471,47 @@ impl Parser {
         self.cold.flush();
     }
 
-    /// Parse and commit complete lines (each ending with a newline). Much of them is parsed
-    /// on other cores meanwhile: lines parse alone, and only committing them is in order.
+    /// Parse and commit complete lines (each ending with a newline). Large feeds are cut into
+    /// pieces that this thread and helpers on the other cores take in turn to parse; only
+    /// committing is in order, here, between the pieces this thread parses.
     fn commit_lines(&mut self, complete: &[u8]) {
-        let parts = parallel_parts(complete);
-        let [first, rest @ ..] = parts.as_slice() else {
-            return;
-        };
-        if rest.is_empty() {
-            for line in lines_of(first) {
+        let helpers = parse_helpers(complete.len());
+        if helpers == 0 {
+            for line in lines_of(complete) {
                 self.commit_line(line);
             }
             return;
         }
+        let pieces = pieces_of(complete, PIECE);
+        // Each piece moves its cold bytes to a region of the store of its own, on the thread
+        // that parses it: where its lines are in the feed, from where the feed's begins.
+        let regions = self.cold.reserve(complete.len() as u64);
+        let parse = |i: usize| {
+            let piece = pieces[i];
+            let region = regions.as_ref().map(|(store, at)| {
+                let from = piece.as_ptr() as u64 - complete.as_ptr() as u64;
+                ColdRegion::new(store.clone(), at + from, piece.len())
+            });
+            parse_piece(piece, region)
+        };
+        let shared = Pieces::new(pieces.len());
         std::thread::scope(|scope| {
-            let parsed: Vec<_> = rest
-                .iter()
-                .map(|part| {
-                    scope.spawn(move || {
-                        lines_of(part)
-                            .map(|line| (line, parse_record(line)))
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            for line in lines_of(first) {
-                self.commit_line(line);
+            for _ in 0..helpers {
+                scope.spawn(|| shared.parse_on_helper(&parse));
             }
-            for part in parsed {
-                let lines = part.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
-                for (line, record) in lines {
+            for next in 0..pieces.len() {
+                let parsed = loop {
+                    match shared.next_for_committer(next) {
+                        Next::Parsed(parsed) => break parsed,
+                        Next::Own => break parse(next),
+                        Next::Ahead(i) => shared.put(i, parse(i)),
+                    }
+                };
+                for (line, record) in parsed.lines {
                     self.commit_parsed(line, record);
+                }
+                if let Some(region) = parsed.cold {
+                    self.cold.fill(region);
                 }
             }
         });
@@ -755,7 +765,7 @@ fn bad_shape(msg: &Message) -> Option<String> {
 
 /// Move a record's cold bytes to `sink`: its unknown fields, its thinking blocks (thought and
 /// signature), the texts of its text blocks and of the text items of its tool results.
-fn take_cold(sink: &mut ColdSink, record: &mut Record) {
+fn take_cold(sink: &mut impl TakeCold, record: &mut Record) {
     if let Some(c) = record.extra.cold_mut() {
         sink.take(c);
     }
@@ -820,35 +830,158 @@ const PARALLEL_BYTES: usize = 1 << 20;
 /// At most this many cores parse one feed.
 const PARALLEL_MAX: usize = 4;
 
-/// `complete` (lines ending with a newline) cut at newlines into one part per core that may
-/// parse it: one part when it is small or one core is all there is.
-fn parallel_parts(complete: &[u8]) -> Vec<&[u8]> {
-    if complete.is_empty() {
-        return Vec::new();
+/// About how many bytes of lines make one piece of a parse shared between cores.
+const PIECE: usize = 256 << 10;
+
+/// How many threads besides this one help parse `len` bytes of complete lines.
+fn parse_helpers(len: usize) -> usize {
+    if len < PARALLEL_BYTES {
+        return 0;
     }
-    let cores = if complete.len() < PARALLEL_BYTES {
-        1
-    } else {
-        std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(PARALLEL_MAX)
-    };
-    let mut parts = Vec::with_capacity(cores);
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(PARALLEL_MAX)) - 1
+}
+
+/// `complete` (lines ending with a newline) cut after the first newline at or past every
+/// `size` bytes.
+fn pieces_of(complete: &[u8], size: usize) -> Vec<&[u8]> {
+    let mut pieces = Vec::with_capacity(complete.len() / size + 1);
     let mut rest = complete;
-    for left in (2..=cores).rev() {
-        // The first newline at or after this part's share ends it.
-        let share = rest.len() / left;
-        let Some(nl) = rest.get(share..).and_then(|r| memchr::memchr(b'\n', r)) else {
-            break;
-        };
-        let (part, after) = rest.split_at(share + nl + 1);
-        parts.push(part);
+    while !rest.is_empty() {
+        let end = rest
+            .get(size..)
+            .and_then(|r| memchr::memchr(b'\n', r))
+            .map_or(rest.len(), |nl| size + nl + 1);
+        let (piece, after) = rest.split_at(end);
+        pieces.push(piece);
         rest = after;
     }
-    if !rest.is_empty() {
-        parts.push(rest);
+    pieces
+}
+
+/// A piece's lines, each with its parse, and the region its cold bytes moved to.
+struct ParsedPiece<'a> {
+    lines: Vec<(&'a [u8], Result<Record, LineError>)>,
+    cold: Option<ColdRegion>,
+}
+
+fn parse_piece(piece: &[u8], mut cold: Option<ColdRegion>) -> ParsedPiece<'_> {
+    let lines = lines_of(piece)
+        .map(|line| {
+            let mut parsed = parse_record(line);
+            if let (Ok(record), Some(region)) = (&mut parsed, &mut cold) {
+                take_cold(region, record);
+            }
+            (line, parsed)
+        })
+        .collect();
+    ParsedPiece { lines, cold }
+}
+
+/// The pieces of one shared parse: taken in order by whoever is free, each parsed by one
+/// thread and committed in order by the one that commits.
+struct Pieces<'a> {
+    n: usize,
+    taken: std::sync::atomic::AtomicUsize,
+    state: parking_lot::Mutex<Vec<Piece<'a>>>,
+    ready: parking_lot::Condvar,
+}
+
+enum Piece<'a> {
+    /// Not taken, or being parsed.
+    Waiting,
+    Parsed(ParsedPiece<'a>),
+    /// The helper that took it stopped (a panic): the committer parses it.
+    Dropped,
+}
+
+/// What the committer does for the next piece in order.
+enum Next<'a> {
+    /// Commit the lines a helper parsed.
+    Parsed(ParsedPiece<'a>),
+    /// Parse and commit it: no one took it.
+    Own,
+    /// Parse piece `i`, a later one, while a helper parses the next.
+    Ahead(usize),
+}
+
+impl<'a> Pieces<'a> {
+    fn new(n: usize) -> Pieces<'a> {
+        Pieces {
+            n,
+            taken: std::sync::atomic::AtomicUsize::new(0),
+            state: parking_lot::Mutex::new((0..n).map(|_| Piece::Waiting).collect()),
+            ready: parking_lot::Condvar::new(),
+        }
     }
-    parts
+
+    fn take(&self) -> usize {
+        self.taken
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn put(&self, i: usize, parsed: ParsedPiece<'a>) {
+        self.set(i, Piece::Parsed(parsed));
+    }
+
+    fn set(&self, i: usize, piece: Piece<'a>) {
+        if let Some(p) = self.state.lock().get_mut(i) {
+            *p = piece;
+        }
+        self.ready.notify_all();
+    }
+
+    /// A helper's part: take pieces until none is left.
+    fn parse_on_helper(&self, parse: &impl Fn(usize) -> ParsedPiece<'a>) {
+        loop {
+            let i = self.take();
+            if i >= self.n {
+                return;
+            }
+            // Should the parse panic, the committer is told rather than left waiting.
+            let guard = DropGuard(self, i);
+            let parsed = parse(i);
+            std::mem::forget(guard);
+            self.put(i, parsed);
+        }
+    }
+
+    /// What to do about piece `next`, every piece before it committed.
+    fn next_for_committer(&self, next: usize) -> Next<'a> {
+        let mut state = self.state.lock();
+        loop {
+            match state
+                .get_mut(next)
+                .map(|p| std::mem::replace(p, Piece::Waiting))
+            {
+                Some(Piece::Parsed(lines)) => return Next::Parsed(lines),
+                Some(Piece::Dropped) | None => return Next::Own,
+                Some(Piece::Waiting) => {}
+            }
+            // Taken by a helper, or not yet: take the first piece no one has.
+            if self.taken.load(std::sync::atomic::Ordering::Relaxed) < self.n {
+                drop(state);
+                let i = self.take();
+                if i == next {
+                    return Next::Own;
+                }
+                if i < self.n {
+                    return Next::Ahead(i);
+                }
+                state = self.state.lock();
+                continue;
+            }
+            self.ready.wait(&mut state);
+        }
+    }
+}
+
+/// Marks a helper's piece as dropped when its parse unwinds.
+struct DropGuard<'p, 'a>(&'p Pieces<'a>, usize);
+
+impl Drop for DropGuard<'_, '_> {
+    fn drop(&mut self) {
+        self.0.set(self.1, Piece::Dropped);
+    }
 }
 
 /// The lines of `part` (each ending with a newline), without their newlines.
