@@ -722,7 +722,7 @@ fn a_large_feed_parsed_on_several_cores_equals_one_fed_a_few_lines_at_a_time() {
 
 /// A large feed parsed on several cores moves its texts to a store of cold bytes, each piece
 /// to a part of the store of its own, from the thread that parses it: what reads back is what
-/// a parse that keeps everything in memory has, fed at once or in the mount's 4 MiB chunks.
+/// a parse that keeps everything in memory has, fed at once or 4 MiB at a time.
 /// Unknown fields written back longer than they were read (`1E5` is `100000.0`) do not spill
 /// into the next piece's part.
 #[test]

@@ -266,7 +266,7 @@ pub fn read_first_messages(
     let mut parser = Parser::new(session);
     // Smaller than a whole read's: what is read past the messages asked for is parsed for
     // nothing.
-    let mut chunk = vec![0u8; CHUNK / 4];
+    let mut chunk = vec![0u8; 1 << 20];
     let mut at = 0u64;
     while parser.stable_messages() <= messages {
         let n = match file.read_at(&mut chunk, at) {
@@ -287,8 +287,11 @@ fn sha256(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
 }
 
-/// Bytes read and parsed at a time: a large transcript is never held whole in memory.
-const CHUNK: usize = 4 << 20;
+/// Bytes read and parsed at a time: a large transcript is never held whole in memory. The
+/// cores that parse a chunk together wait for each other at its end: H's first read took
+/// 1.68 s with 4 MiB chunks, 1.53 s with these (medians of 9 interleaved runs), at the same
+/// peak RSS.
+const CHUNK: usize = 16 << 20;
 
 /// Feed `parser` the file from `offset` (where its input ends) to the end, a chunk at a time.
 /// When the bytes complete a line, `sha` becomes the checksum of the last complete line,
