@@ -418,8 +418,8 @@ mod tests {
     fn lines_across_read_chunks() {
         let d = tempfile::tempdir().expect("tempdir");
         let path = d.path().join("s.jsonl");
-        // Lines of 1000 bytes, then one that spans the end of the first chunk and is the last
-        // complete line, then an unterminated one.
+        // Lines of 1000 bytes, then one of 2000 that spans the end of the first chunk and is
+        // the last complete line, then an unterminated one.
         let mut bytes = Vec::new();
         let mut i = 0;
         while bytes.len() + 1000 < CHUNK - 300 {
@@ -427,7 +427,7 @@ mod tests {
             i += 1;
         }
         let spanning_at = bytes.len();
-        bytes.extend(line(i, 1000));
+        bytes.extend(line(i, 2000));
         assert!(spanning_at < CHUNK && bytes.len() > CHUNK);
         let partial = line(i + 1, 1000);
         bytes.extend_from_slice(&partial[..400]);
