@@ -2,7 +2,6 @@
 //! ids, and the projection of a transcript's messages into them.
 
 use std::borrow::Cow;
-use std::fmt::Write as _;
 use std::sync::{Arc, OnceLock};
 
 use regex::Regex;
@@ -351,9 +350,12 @@ impl Core<'_> {
 /// Whether a tool result's text holds the truncation marker: truncated before, it is not cut
 /// again.
 pub fn is_marked(kind: Kind, text: &str) -> bool {
-    kind == Kind::ToolResult
-        && memchr::memmem::find(text.as_bytes(), super::edit::TRUNCATION_MARKER.as_bytes())
-            .is_some()
+    // One searcher for every text: building one is a cost each time.
+    static MARKER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| {
+            memchr::memmem::Finder::new(super::edit::TRUNCATION_MARKER.as_bytes())
+        });
+    kind == Kind::ToolResult && MARKER.find(text.as_bytes()).is_some()
 }
 
 /// Tokens and characters of a text.
@@ -386,12 +388,35 @@ pub fn derive_id(role: Role, kind: Kind, call: &str, tool: &str, text: &str) -> 
 
 /// The id of the `n`-th occurrence (0: the first) of a digest.
 pub fn id_text(digest: u64, n: u32) -> String {
-    let mut id = String::with_capacity(24);
-    let _ = write!(id, "h_{digest:016x}");
-    if n > 0 {
-        let _ = write!(id, "_{n}");
+    raw_id(digest, n).to_string()
+}
+
+/// [`id_text`] written in place: `h_`, 16 hex digits, and `_n` after the first occurrence.
+/// Every block of a projection has one, so no heap string and no formatting machinery.
+pub fn raw_id(digest: u64, n: u32) -> RawId {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    // `h_`, 16 digits, `_` and at most 10 decimal digits.
+    let mut buf = [0u8; 29];
+    buf[..2].copy_from_slice(b"h_");
+    for (i, b) in buf[2..18].iter_mut().enumerate() {
+        *b = HEX[((digest >> (60 - 4 * i)) & 0xf) as usize];
     }
-    id
+    let mut len = 18;
+    if n > 0 {
+        buf[len] = b'_';
+        len += 1;
+        let mut digits = [0u8; 10];
+        let (mut k, mut rest) = (digits.len(), n);
+        while rest > 0 {
+            k -= 1;
+            digits[k] = b'0' + (rest % 10) as u8;
+            rest /= 10;
+        }
+        let digits = &digits[k..];
+        buf[len..len + digits.len()].copy_from_slice(digits);
+        len += digits.len();
+    }
+    RawId::from(std::str::from_utf8(&buf[..len]).unwrap_or_default())
 }
 
 /// Tells repeats apart within one projection: the first occurrence of an id keeps it, the
@@ -406,7 +431,7 @@ pub struct Repeats {
 
 impl Repeats {
     /// The id of the next occurrence of a digest.
-    pub fn next(&mut self, digest: u64) -> String {
+    pub fn next(&mut self, digest: u64) -> RawId {
         let n = if self.seen.insert(digest) {
             0
         } else {
@@ -414,7 +439,7 @@ impl Repeats {
             *next += 1;
             *next - 1
         };
-        id_text(digest, n)
+        raw_id(digest, n)
     }
 }
 
@@ -884,7 +909,7 @@ impl ProjectionMemo {
                     .map_or(NO_CALL, |c| c.at);
                 let pair = found.map_or(NO_PAIR, |c| c.seq);
                 let cut = edited(kind, tool, tokens, marked).then(CutCell::default);
-                let id = RawId::from(self.repeats.next(digest));
+                let id = self.repeats.next(digest);
                 let kn = Known {
                     id,
                     tokens,

@@ -30,10 +30,13 @@ fn ids_hash_role_type_call_tool_text() {
     );
     assert!(id.starts_with("h_") && id.len() == 18, "{id}");
     let mut r = Repeats::default();
-    assert_eq!(r.next(0xab), "h_00000000000000ab");
-    assert_eq!(r.next(0xab), "h_00000000000000ab_1");
-    assert_eq!(r.next(0xab), "h_00000000000000ab_2");
-    assert_eq!(r.next(0xcd), "h_00000000000000cd");
+    assert_eq!(&*r.next(0xab), "h_00000000000000ab");
+    assert_eq!(&*r.next(0xab), "h_00000000000000ab_1");
+    assert_eq!(&*r.next(0xab), "h_00000000000000ab_2");
+    assert_eq!(&*r.next(0xcd), "h_00000000000000cd");
+    assert_eq!(id_text(u64::MAX, 0), "h_ffffffffffffffff");
+    assert_eq!(id_text(0x0123_4567_89ab_cdef, 10), "h_0123456789abcdef_10");
+    assert_eq!(id_text(1 << 60, u32::MAX), "h_1000000000000000_4294967295");
 }
 
 /// A projection large enough to be measured on several cores gives what one made a few
@@ -114,7 +117,7 @@ fn repeats_are_numbered_in_order_of_occurrence() {
     let mut r = Repeats::default();
     let got: Vec<String> = [7u64, 7, 9, 7, 9, 11, 7]
         .into_iter()
-        .map(|d| r.next(d))
+        .map(|d| r.next(d).to_string())
         .collect();
     assert_eq!(
         got,
