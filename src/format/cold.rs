@@ -13,7 +13,7 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 
 use parking_lot::Mutex;
@@ -246,25 +246,32 @@ pub struct ColdStore {
     held: Mutex<Vec<(u64, Arc<Vec<u8>>)>>,
     /// The end of the last batch the file took.
     written: AtomicU64,
-    /// The last windows read, where each starts, and when it was last used: ranges are read
-    /// back mostly in the order they were stored (a view's lines, one record after another),
-    /// [`WINDOW`] at a time rather than one `pread` each. A projection measures its texts on
-    /// several threads at once, each in a part of its own: one window each.
-    windows: Mutex<Windows>,
-}
-
-#[derive(Default)]
-struct Windows {
-    each: [(u64, Vec<u8>, u64); WINDOWS],
-    uses: u64,
+    /// Whether the disk refused a batch: ranges below `written` may then be held.
+    refused: AtomicBool,
+    /// Tells its ranges apart in the windows threads keep (see [`WINDOWS`]).
+    id: u64,
 }
 
 /// How much is read at once.
 const WINDOW: usize = 256 << 10;
 
-/// How many windows are kept (as many as a projection's threads, see
-/// `noa::content::measure_blocks`).
-const WINDOWS: usize = 4;
+/// The last windows of stored bytes a thread read, the one used last first: (its store's id,
+/// where it starts, its bytes). Ranges are read back mostly in the order they were stored (a
+/// view's lines, one record after another): [`WINDOW`] at a time rather than one `pread`
+/// each. A projection measures its texts and makes its lines on several threads at once,
+/// each in a part of its own: a window of its own each, without a lock to wait on (one shared
+/// set of windows was a tenth of a large session's first view, much of it threads waking each
+/// other). A window holds only written bytes, which never change, and a store's id is never
+/// given again: a window is never stale.
+const THREAD_WINDOWS: usize = 2;
+
+thread_local! {
+    static WINDOWS: std::cell::RefCell<[(u64, u64, Vec<u8>); THREAD_WINDOWS]> =
+        const { std::cell::RefCell::new([(0, 0, Vec::new()), (0, 0, Vec::new())]) };
+}
+
+/// The id of the next store made (0 is no store's: an empty window's).
+static NEXT_STORE: AtomicU64 = AtomicU64::new(1);
 
 impl fmt::Debug for ColdStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -283,7 +290,8 @@ impl ColdStore {
             file,
             held: Mutex::new(Vec::new()),
             written: AtomicU64::new(0),
-            windows: Mutex::new(Windows::default()),
+            refused: AtomicBool::new(false),
+            id: NEXT_STORE.fetch_add(1, Ordering::Relaxed),
         }
     }
 
@@ -322,41 +330,46 @@ impl ColdStore {
             // A long text (a file a tool read): read alone, without a copy through a window.
             return self.read_alone(at, len);
         }
-        if let Some(b) = self.held_range(at, len) {
-            return b;
-        }
         let end = at + len as u64;
-        let mut w = self.windows.lock();
-        w.uses += 1;
-        let now = w.uses;
-        if let Some((start, buf, used)) = w
-            .each
-            .iter_mut()
-            .find(|(start, buf, _)| *start <= at && end <= *start + buf.len() as u64)
-        {
-            *used = now;
-            let off = (at - *start) as usize;
-            return buf[off..off + len].to_vec();
-        }
-        // A new window from `at`, in place of the one used longest ago: as far as the file
-        // was written, at least the range.
-        let Some((start, buf, used)) = w.each.iter_mut().min_by_key(|(_, _, used)| *used) else {
-            return vec![0; len];
-        };
-        *used = now;
-        let upto = end.max((at + WINDOW as u64).min(self.written.load(Ordering::Acquire)));
-        buf.resize((upto - at) as usize, 0);
-        match self.file.read_exact_at(buf, at) {
-            Ok(()) => {
-                *start = at;
-                buf[..len].to_vec()
-            }
-            Err(e) => {
-                tracing::error!("reading back a transcript's stored bytes: {e}");
-                buf.clear();
-                vec![0; len]
+        // Below what was written, and no batch refused, the bytes are in the file: the held
+        // batches' lock is not taken.
+        let in_file =
+            end <= self.written.load(Ordering::Acquire) && !self.refused.load(Ordering::Acquire);
+        if !in_file {
+            if let Some(b) = self.held_range(at, len) {
+                return b;
             }
         }
+        WINDOWS.with(|w| {
+            let Ok(mut w) = w.try_borrow_mut() else {
+                return self.read_alone(at, len);
+            };
+            let covers = |(id, start, buf): &(u64, u64, Vec<u8>)| {
+                *id == self.id && *start <= at && end <= *start + buf.len() as u64
+            };
+            match w.iter().position(covers) {
+                Some(i) => w[..=i].rotate_right(1),
+                None => {
+                    // A new window from `at`, in place of the one used longest ago: as far as
+                    // the file was written, at least the range.
+                    w.rotate_right(1);
+                    let upto =
+                        end.max((at + WINDOW as u64).min(self.written.load(Ordering::Acquire)));
+                    let (id, start, buf) = &mut w[0];
+                    buf.resize((upto - at) as usize, 0);
+                    if let Err(e) = self.file.read_exact_at(buf, at) {
+                        tracing::error!("reading back a transcript's stored bytes: {e}");
+                        buf.clear();
+                        *id = 0;
+                        return vec![0; len];
+                    }
+                    (*id, *start) = (self.id, at);
+                }
+            }
+            let (_, start, buf) = &w[0];
+            let off = (at - start) as usize;
+            buf[off..off + len].to_vec()
+        })
     }
 
     /// `batch`, to be written at `at`, readable from memory until it is.
@@ -374,6 +387,7 @@ impl ColdStore {
             tracing::warn!(
                 "transcript bytes kept in memory: the temporary directory took none: {e}"
             );
+            self.refused.store(true, Ordering::Release);
             return None;
         }
         // Readable from the file before they go from memory.
@@ -678,6 +692,45 @@ mod tests {
         // A copy of the sink keeps what it is given in memory.
         let mut copy = sink.clone();
         assert!(matches!(moved(&mut copy, &long[5]).0, Cold::Mem(_)));
+    }
+
+    /// Two stores hold different bytes at the same places: read in turn, on one thread and on
+    /// several, each string reads back from its own store (a thread's windows tell stores
+    /// apart).
+    #[test]
+    fn strings_of_two_stores_read_in_turn_read_back_from_their_own() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let texts = |tag: &str| -> Vec<String> {
+            (0..3000)
+                .map(|i| format!("{tag} {i:04} {}", "ab".repeat(i % 50 + 40)))
+                .collect()
+        };
+        let (a, b) = (texts("one"), texts("two"));
+        let stored = |texts: &[String]| {
+            let mut sink = ColdSink::to(ColdStore::new(dir.path()).expect("store"));
+            let kept: Vec<ColdStr> = texts.iter().map(|t| moved(&mut sink, t)).collect();
+            sink.flush();
+            kept
+        };
+        let (ka, kb) = (stored(&a), stored(&b));
+        let place = |k: &ColdStr| match k.0 {
+            Cold::Stored { at, .. } => Some(at),
+            Cold::Mem(_) => None,
+        };
+        assert!(place(&ka[2999]).is_some_and(|at| at > 0));
+        assert!((0..a.len()).all(|i| place(&ka[i]) == place(&kb[i])));
+        let check = |from: usize| {
+            for i in (from..a.len()).step_by(3) {
+                assert_eq!(ka[i].get(), a[i].as_str());
+                assert_eq!(kb[i].get(), b[i].as_str());
+            }
+        };
+        check(0);
+        std::thread::scope(|s| {
+            for from in 0..3 {
+                s.spawn(move || check(from));
+            }
+        });
     }
 
     /// A range of a stored string reads back alone, and the whole characters within any bytes
