@@ -275,23 +275,27 @@ pub fn mount_background(
             None
         }
     };
-    // Four malloc arenas, not glibc's eight per core: each thread of its own keeps the memory
-    // it freed, and a mount that computed a thousand sessions and let them go kept some
-    // 10 MiB more resident for it with eight. With two, the threads that parse a large
-    // transcript together shared one arena's lock: H's first read took 2.15 s against
-    // 1.83 s with four (medians of 11 interleaved runs), and the RSS after a whole-mount
-    // `grep -r` of a 1,000-session root was 92-93 MiB against 95-99 MiB. Blocks of 32 MiB and more mapped of their own, those
-    // below from the heap (the bound glibc would reach by itself, fixed from the start).
-    // With a bound of 256 KiB, every large list of a computation was a new mapping faulted
-    // in page by page: the first read of a 100,000-message session's view took ~1.21 s
-    // against ~1.03 s (medians of 10 interleaved runs), with the RSS after `ls -l` and `du`
-    // of a 1,000-session root (+43-46 MiB), after a whole-mount grep (77-78 MiB) and after
-    // a read past a small budget (14 MiB) the same either way; what is freed goes back to
-    // the system through `malloc_trim` (`store/cache.rs`).
+    // Eight malloc arenas, not glibc's eight per core: each thread of its own keeps the
+    // memory it freed. The threads that parse a large transcript together are made anew for
+    // each 16 MiB read, and take an arena another thread may be using: with fewer arenas
+    // they waited on each other's locks. H's first read took 2.15 s with two arenas against
+    // 1.83 s with four (medians of 11 interleaved runs), and once stored texts were read back
+    // without a lock, 1.24 s with four against 1.15 s with eight (B: 0.91 s against 0.84 s).
+    // After `ls -l` and `du`, then a `grep -r`, of a 1,000-session root, a mount held 92-98
+    // MiB with four and 96-100 MiB with eight (peaks 156-160 and 159-165 MiB); H's first
+    // read peaked at 199 MB either way.
+    // Blocks of 32 MiB and more are mapped on their own, those below come from the heap (the
+    // bound glibc would reach by itself, fixed from the start). With a bound of 256 KiB,
+    // every large list of a computation was a new mapping faulted in page by page: the first
+    // read of a 100,000-message session's view took ~1.21 s against ~1.03 s (medians of 10
+    // interleaved runs), with the RSS after `ls -l` and `du` of a 1,000-session root
+    // (+43-46 MiB), after a whole-mount grep (77-78 MiB) and after a read past a small
+    // budget (14 MiB) the same either way; what is freed goes back to the system through
+    // `malloc_trim` (`store/cache.rs`).
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt has no preconditions; set before the mount's threads start.
     unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 4);
+        libc::mallopt(libc::M_ARENA_MAX, 8);
         libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
     }
     let setup = NormaFs::setup(
