@@ -184,6 +184,48 @@ fn unknown_fields_are_kept_and_read_back_in_order() {
     assert_eq!(r.extra["k"], 2);
 }
 
+/// An unknown field is written back as serde_json writes the `Value` it reads, whatever the
+/// value: strings with every kind of escape, numbers, literals and nesting, in a record and
+/// in a message.
+#[test]
+fn unknown_fields_are_written_back_as_their_values_write() {
+    let values = [
+        r#""/home/dev/project""#,
+        r#""caf\u00e9 \n \t \" \\ \/ \u0001 \u001f \u007f \u2028 \ud83c\udf89 세션""#,
+        r#""""#,
+        "0",
+        "-0",
+        "-5",
+        "1E5",
+        "2.5e3",
+        "1.0",
+        "0.1",
+        "1e-7",
+        "12345678901234567890",
+        "-9223372036854775808",
+        "true",
+        "false",
+        "null",
+        "{}",
+        "[]",
+        r#"{"z":[1,2.5e3,{"q":"\"x\""}],"a":true,"n":null,"e":"\u00e9"}"#,
+        r#"[[],[{}],"s",-1.5E-3]"#,
+    ];
+    for v in values {
+        let want = serde_json::to_string(&serde_json::from_str::<Value>(v).expect(v)).expect(v);
+        for line in [
+            format!(r#"{{"uuid":"a","f":{v},"type":"x"}}"#),
+            format!(
+                r#"{{"uuid":"a","type":"message","message":{{"role":"user","f":{v},"content":[]}}}}"#
+            ),
+        ] {
+            let r = parse_line(line.as_bytes()).expect(&line);
+            let back = r.to_line();
+            assert!(back.contains(&format!(r#""f":{want}"#)), "{line} -> {back}");
+        }
+    }
+}
+
 #[test]
 fn hand_written_records_are_typed_as_expected() {
     let r = parse_line(HAND_WRITTEN[1].as_bytes()).unwrap();
