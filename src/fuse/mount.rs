@@ -275,15 +275,15 @@ pub fn mount_background(
             None
         }
     };
-    // Eight malloc arenas, not glibc's eight per core: each thread of its own keeps the
-    // memory it freed. The threads that parse a large transcript together are made anew for
-    // each 16 MiB read, and take an arena another thread may be using: with fewer arenas
-    // they waited on each other's locks. H's first read took 2.15 s with two arenas against
-    // 1.83 s with four (medians of 11 interleaved runs), and once stored texts were read back
-    // without a lock, 1.24 s with four against 1.15 s with eight (B: 0.91 s against 0.84 s).
-    // After `ls -l` and `du`, then a `grep -r`, of a 1,000-session root, a mount held 92-98
-    // MiB with four and 96-100 MiB with eight (peaks 156-160 and 159-165 MiB); H's first
-    // read peaked at 199 MB either way.
+    // Four malloc arenas, not glibc's eight per core: each thread of its own keeps the
+    // memory it freed. With two, the threads that parse a large transcript together shared
+    // one arena's lock: H's first read took 2.15 s against 1.83 s with four (medians of 11
+    // interleaved runs). More are faster still (eight: 1.15 s against 1.24 s with four, once
+    // stored texts were read back without a lock; six: 1.18 s against 1.25 s), because the
+    // parse's threads, made anew for each 16 MiB read, less often take an arena in use. But
+    // each arena keeps its own freed memory: with `tests/resident.rs` run whole, the peak of
+    // a 65 MiB transcript's first read was 73-80 MiB with four, 84 MiB with six and 77-89 MiB
+    // with eight, against the 1.25x (81 MiB) that test holds the mount to.
     // Blocks of 32 MiB and more are mapped on their own, those below come from the heap (the
     // bound glibc would reach by itself, fixed from the start). With a bound of 256 KiB,
     // every large list of a computation was a new mapping faulted in page by page: the first
@@ -295,7 +295,7 @@ pub fn mount_background(
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt has no preconditions; set before the mount's threads start.
     unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 8);
+        libc::mallopt(libc::M_ARENA_MAX, 4);
         libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
     }
     let setup = NormaFs::setup(
