@@ -101,11 +101,47 @@ impl Spool {
     /// said once in the log: the bytes were written by this process and are not expected to
     /// go.
     fn read_into(&self, from: u64, to: u64, out: &mut Vec<u8>) {
-        let at = out.len();
-        out.resize(at + (to - from) as usize, 0);
-        if let Err(e) = self.file.read_exact_at(&mut out[at..], from) {
-            tracing::error!("reading back spooled bytes: {e}");
+        use std::os::fd::AsRawFd;
+        let want = to.saturating_sub(from) as usize;
+        let end = out.len() + want;
+        out.reserve(want);
+        // Read into the spare capacity, not zeroed first (reads of a version kept here ask
+        // for a megabyte each).
+        while out.len() < end {
+            let left = end - out.len();
+            let at = from + (want - left) as u64;
+            let spare = &mut out.spare_capacity_mut()[..left];
+            // SAFETY: pread writes at most `spare.len()` bytes into the vector's spare
+            // capacity, which stays allocated for the call; only the bytes it reports
+            // written are then counted as initialized.
+            let n = unsafe {
+                libc::pread(
+                    self.file.as_raw_fd(),
+                    spare.as_mut_ptr().cast(),
+                    spare.len(),
+                    i64::try_from(at).unwrap_or(i64::MAX),
+                )
+            };
+            match n {
+                n if n > 0 => {
+                    // SAFETY: pread initialized the next `n` bytes (n <= spare capacity).
+                    unsafe { out.set_len(out.len() + n as usize) };
+                }
+                0 => {
+                    tracing::error!("reading back spooled bytes: the spool ends at {at}");
+                    break;
+                }
+                _ => {
+                    let e = std::io::Error::last_os_error();
+                    if e.kind() == std::io::ErrorKind::Interrupted {
+                        continue;
+                    }
+                    tracing::error!("reading back spooled bytes: {e}");
+                    break;
+                }
+            }
         }
+        out.resize(end, 0);
     }
 }
 
