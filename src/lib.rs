@@ -27,5 +27,6 @@ pub mod fuse;
 pub mod gen;
 pub mod html;
 pub mod noa;
+pub mod pool;
 pub mod store;
 pub mod timeline;

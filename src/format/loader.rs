@@ -495,10 +495,8 @@ impl Parser {
             parse_piece(piece, region)
         };
         let shared = Pieces::new(pieces.len());
-        std::thread::scope(|scope| {
-            for _ in 0..helpers {
-                scope.spawn(|| shared.parse_on_helper(&parse));
-            }
+        let help = || shared.parse_on_helper(&parse);
+        crate::pool::with_helpers(helpers, &help, || {
             for next in 0..pieces.len() {
                 let parsed = loop {
                     match shared.next_for_committer(next) {

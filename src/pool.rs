@@ -1,0 +1,199 @@
+//! Threads made once for the parallel part of a parse: each large read of a transcript is cut
+//! into pieces that its reader and these threads take in turn (`format/loader.rs`).
+//!
+//! A thread made for each read takes a malloc arena when it first allocates, round robin
+//! among those the process has (four in a mount, see `fuse/mount.rs`), and so often shares the
+//! one its reader allocates from: the two then wait for each other inside `malloc` (thousands
+//! of context switches in a 200 MB first read). A thread kept keeps its arena, which the
+//! next read finds it on.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::{Condvar, Mutex};
+
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// The kept threads: where to hand them work.
+struct Pool {
+    jobs: Mutex<Sender<Job>>,
+}
+
+/// How many threads are kept: one for each core but the caller's, as many as a parse asks
+/// for (see `format/loader.rs`, `PARALLEL_MAX`).
+fn threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().clamp(2, 4)) - 1
+}
+
+/// The pool, made on first use; `None` when no thread could be made (the caller then makes
+/// its own, as before).
+fn pool() -> Option<&'static Pool> {
+    static POOL: OnceLock<Option<Pool>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let (tx, rx) = channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        let mut made = 0;
+        for _ in 0..threads() {
+            let rx = rx.clone();
+            let spawned = std::thread::Builder::new()
+                .name("normafs-parse".into())
+                .spawn(move || serve(&rx));
+            match spawned {
+                Ok(_) => made += 1,
+                Err(e) => tracing::debug!("a parse thread could not be made: {e}"),
+            }
+        }
+        (made > 0).then(|| Pool {
+            jobs: Mutex::new(tx),
+        })
+    })
+    .as_ref()
+}
+
+fn serve(rx: &Mutex<Receiver<Job>>) {
+    loop {
+        let job = rx.lock().recv();
+        match job {
+            Ok(job) => job(),
+            Err(_) => return,
+        }
+    }
+}
+
+/// What one call's jobs have done: how many began and ended, and whether the call is over (a
+/// job that has not begun by then does nothing).
+#[derive(Default)]
+struct Calls {
+    state: Mutex<Progress>,
+    ended: Condvar,
+}
+
+#[derive(Default)]
+struct Progress {
+    began: usize,
+    ended: usize,
+    over: bool,
+}
+
+/// Waits, when the call ends (returning or unwinding), for every job that began.
+struct Over<'a>(&'a Calls);
+
+impl Drop for Over<'_> {
+    fn drop(&mut self) {
+        let mut p = self.0.state.lock();
+        p.over = true;
+        while p.ended < p.began {
+            self.0.ended.wait(&mut p);
+        }
+    }
+}
+
+/// Run `body` on this thread while `n` kept threads run `work` (each once, as they come
+/// free); return once `body` has and every `work` that began has ended. A `work` that
+/// panics ends there; the caller must not count on it having done anything (`work` takes
+/// what it does from shared state that tells what is left undone).
+pub fn with_helpers<R>(n: usize, work: &(dyn Fn() + Sync), body: impl FnOnce() -> R) -> R {
+    let Some(pool) = pool().filter(|_| n > 0) else {
+        return std::thread::scope(|scope| {
+            for _ in 0..n {
+                scope.spawn(work);
+            }
+            body()
+        });
+    };
+    let calls = Arc::new(Calls::default());
+    // SAFETY: the reference is used only by jobs that began before `over` below is dropped,
+    // and its drop waits for each of them to end, on return and on unwinding alike; a job
+    // that begins after it sees the call over and does not use it. So no use outlives the
+    // borrow of `work`.
+    let work: &'static (dyn Fn() + Sync) =
+        unsafe { std::mem::transmute::<&(dyn Fn() + Sync), &'static (dyn Fn() + Sync)>(work) };
+    let over = Over(&calls);
+    {
+        let jobs = pool.jobs.lock();
+        for _ in 0..n {
+            let calls = calls.clone();
+            let job: Job = Box::new(move || {
+                {
+                    let mut p = calls.state.lock();
+                    if p.over {
+                        return;
+                    }
+                    p.began += 1;
+                }
+                if catch_unwind(AssertUnwindSafe(work)).is_err() {
+                    tracing::debug!("a parse thread's work panicked; the caller does it");
+                }
+                calls.state.lock().ended += 1;
+                calls.ended.notify_all();
+            });
+            if jobs.send(job).is_err() {
+                break;
+            }
+        }
+    }
+    let r = body();
+    drop(over);
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn every_helper_that_began_ended_before_the_call_returns() {
+        for n in 0..4 {
+            let done = AtomicUsize::new(0);
+            let began = AtomicUsize::new(0);
+            let work = || {
+                began.fetch_add(1, Ordering::SeqCst);
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                done.fetch_add(1, Ordering::SeqCst);
+            };
+            let r = with_helpers(n, &work, || 7);
+            assert_eq!(r, 7);
+            assert_eq!(done.load(Ordering::SeqCst), began.load(Ordering::SeqCst));
+        }
+    }
+
+    #[test]
+    fn helpers_share_the_work_with_the_caller() {
+        let next = AtomicUsize::new(0);
+        let sum = AtomicUsize::new(0);
+        let take = || loop {
+            let i = next.fetch_add(1, Ordering::SeqCst);
+            if i >= 1000 {
+                return;
+            }
+            sum.fetch_add(i, Ordering::SeqCst);
+        };
+        with_helpers(threads(), &take, take);
+        assert_eq!(sum.load(Ordering::SeqCst), 999 * 1000 / 2);
+    }
+
+    #[test]
+    fn a_helper_that_panics_leaves_the_pool_serving() {
+        let boom = || panic!("a helper's work panics");
+        with_helpers(1, &boom, || ());
+        let ran = AtomicUsize::new(0);
+        let count = || {
+            ran.fetch_add(1, Ordering::SeqCst);
+        };
+        // Each call waits for the helpers that began; one that had not is skipped, so count
+        // until the kept thread is seen to run work again.
+        let mut calls = 0;
+        while ran.load(Ordering::SeqCst) == 0 && calls < 1000 {
+            with_helpers(1, &count, || {
+                std::thread::sleep(std::time::Duration::from_millis(1))
+            });
+            calls += 1;
+        }
+        assert!(
+            ran.load(Ordering::SeqCst) > 0,
+            "the kept thread runs work again"
+        );
+    }
+}
