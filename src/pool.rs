@@ -1,11 +1,13 @@
-//! Threads made once for the parallel part of a parse: each large read of a transcript is cut
-//! into pieces that its reader and these threads take in turn (`format/loader.rs`).
+//! Threads made once for the parallel parts of making a large view: a transcript's large
+//! reads are cut into pieces that the reader and these threads take in turn
+//! (`format/loader.rs`), and so are the measuring of new blocks (`noa/content.rs`) and the
+//! writing of a first version's lines (`noa/lines.rs`).
 //!
-//! A thread made for each read takes a malloc arena when it first allocates, round robin
+//! A thread made for each call takes a malloc arena when it first allocates, round robin
 //! among those the process has (four in a mount, see `fuse/mount.rs`), and so often shares the
-//! one its reader allocates from: the two then wait for each other inside `malloc` (thousands
+//! one its caller allocates from: the two then wait for each other inside `malloc` (thousands
 //! of context switches in a 200 MB first read). A thread kept keeps its arena, which the
-//! next read finds it on.
+//! next call finds it on.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -20,8 +22,8 @@ struct Pool {
     jobs: Mutex<Sender<Job>>,
 }
 
-/// How many threads are kept: one for each core but the caller's, as many as a parse asks
-/// for (see `format/loader.rs`, `PARALLEL_MAX`).
+/// How many threads are kept: one for each core but the caller's, at most three (no caller
+/// asks for more: see `format/loader.rs`, `PARALLEL_MAX`).
 fn threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().clamp(2, 4)) - 1
 }
@@ -37,11 +39,11 @@ fn pool() -> Option<&'static Pool> {
         for _ in 0..threads() {
             let rx = rx.clone();
             let spawned = std::thread::Builder::new()
-                .name("normafs-parse".into())
+                .name("normafs-helper".into())
                 .spawn(move || serve(&rx));
             match spawned {
                 Ok(_) => made += 1,
-                Err(e) => tracing::debug!("a parse thread could not be made: {e}"),
+                Err(e) => tracing::debug!("a helper thread could not be made: {e}"),
             }
         }
         (made > 0).then(|| Pool {
@@ -123,7 +125,9 @@ pub fn with_helpers<R>(n: usize, work: &(dyn Fn() + Sync), body: impl FnOnce() -
                     p.began += 1;
                 }
                 if catch_unwind(AssertUnwindSafe(work)).is_err() {
-                    tracing::debug!("a parse thread's work panicked; the caller does it");
+                    tracing::debug!(
+                        "a helper thread's work panicked; its caller does what is left"
+                    );
                 }
                 calls.state.lock().ended += 1;
                 calls.ended.notify_all();

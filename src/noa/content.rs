@@ -1023,17 +1023,26 @@ fn measure_blocks<'a>(
         out
     };
     let per = new.len().div_ceil(cores);
-    let mut parts = new.chunks(per.max(1));
-    let first = parts.next().unwrap_or_default();
-    std::thread::scope(|scope| {
-        let others: Vec<_> = parts.map(|part| scope.spawn(move || each(part))).collect();
-        let mut out = Vec::with_capacity(blocks);
-        out.extend(each(first));
-        for h in others {
-            out.extend(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
-        }
-        out
-    })
+    let parts: Vec<&[&'a Message]> = new.chunks(per.max(1)).collect();
+    let made: Vec<std::sync::Mutex<Option<Vec<Measured>>>> =
+        parts.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || loop {
+        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (Some(part), Some(slot)) = (parts.get(k), made.get(k)) else {
+            break;
+        };
+        let measured = each(part);
+        *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(measured);
+    };
+    crate::pool::with_helpers(parts.len().saturating_sub(1), &work, work);
+    let mut out = Vec::with_capacity(blocks);
+    for (slot, part) in made.into_iter().zip(&parts) {
+        // A part whose thread panicked is measured here (and panics here, if it must).
+        let measured = slot.into_inner().unwrap_or_else(|e| e.into_inner());
+        out.extend(measured.unwrap_or_else(|| each(part)));
+    }
+    out
 }
 
 /// A block's content message taken as stored (no tag stripping, a single text): what

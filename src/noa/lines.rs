@@ -326,29 +326,24 @@ fn cached_lines(
         let made: Vec<std::sync::Mutex<Option<Writer>>> =
             parts.iter().map(|_| std::sync::Mutex::new(None)).collect();
         let next = std::sync::atomic::AtomicUsize::new(0);
+        let part = |range: &Range<usize>| {
+            let w = Writer::new(spool.clone(), range.len());
+            whole(lines_into(make, range.clone(), &[], w))
+        };
         let work = || loop {
             let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let Some(range) = parts.get(k) else { break };
-            let w = Writer::new(spool.clone(), range.len());
-            let w = whole(lines_into(make, range.clone(), &[], w));
+            let w = part(range);
             if let Some(slot) = made.get(k) {
                 *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(w);
             }
         };
-        std::thread::scope(|scope| {
-            let helpers: Vec<_> = (1..cores.min(PART_THREADS))
-                .map(|_| scope.spawn(work))
-                .collect();
-            work();
-            for h in helpers {
-                h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
-            }
-        });
+        crate::pool::with_helpers(cores.min(PART_THREADS).saturating_sub(1), &work, work);
         let mut w = Writer::new(None, expected);
-        for slot in made {
-            if let Some(part) = slot.into_inner().unwrap_or_else(|e| e.into_inner()) {
-                w.out.extend(part.out);
-            }
+        for (slot, range) in made.into_iter().zip(&parts) {
+            // A part whose thread panicked is made here (and panics here, if it must).
+            let made = slot.into_inner().unwrap_or_else(|e| e.into_inner());
+            w.out.extend(made.unwrap_or_else(|| part(range)).out);
         }
         w
     } else {
