@@ -280,10 +280,11 @@ pub fn mount_background(
     // one arena's lock: H's first read took 2.15 s against 1.83 s with four (medians of 11
     // interleaved runs). More are faster still (eight: 1.15 s against 1.24 s with four, once
     // stored texts were read back without a lock; six: 1.18 s against 1.25 s), because the
-    // parse's threads, made anew for each 16 MiB read, less often take an arena in use. But
-    // each arena keeps its own freed memory: with `tests/resident.rs` run whole, the peak of
-    // a 65 MiB transcript's first read was 73-80 MiB with four, 84 MiB with six and 77-89 MiB
-    // with eight, against the 1.25x (81 MiB) that test holds the mount to.
+    // parse's threads, then made anew for each 16 MiB read, less often took an arena in use.
+    // But each arena keeps its own freed memory: with `tests/resident.rs` run whole, the peak
+    // of a 65 MiB transcript's first read was 73-80 MiB with four, 84 MiB with six and 77-89
+    // MiB with eight, against the 1.25x (81 MiB) that test holds the mount to. Threads kept
+    // for the parse (`pool.rs`) took more than that gain with four arenas: 0.86 -> 0.73 s.
     // Blocks of 32 MiB and more are mapped on their own, those below come from the heap (the
     // bound glibc would reach by itself, fixed from the start). With a bound of 256 KiB,
     // every large list of a computation was a new mapping faulted in page by page: the first
