@@ -665,6 +665,27 @@ mod tests {
         assert_eq!(first, &want[..1_700_000]);
     }
 
+    /// A spooled range is read after what a reused buffer holds, never as what its spare
+    /// capacity held before; a range is cut at the spool's end.
+    #[test]
+    fn spooled_reads_append_to_a_reused_buffer() {
+        let spool = Arc::new(Spool::new(&std::env::temp_dir()).expect("spool"));
+        let at = spool.append(b"0123456789").expect("append") as usize;
+        let mut out = b"kept".to_vec();
+        out.extend_from_slice(&[0xff; 60]);
+        out.truncate(4);
+        Piece::spooled(spool.clone(), at + 2, at + 6).append_range(0, 4, &mut out);
+        assert_eq!(out, b"kept2345");
+        Piece::spooled(spool.clone(), at + 8, at + 14).append_range(0, 6, &mut out);
+        assert_eq!(out, b"kept234589");
+        let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
+        let at = spool.append(&big).expect("append") as usize;
+        let mut out = vec![0xee; 5];
+        Piece::spooled(spool, at, at + big.len()).append_range(7, 2_000_007, &mut out);
+        assert_eq!(&out[..5], &[0xee; 5]);
+        assert_eq!(&out[5..], &big[7..2_000_007]);
+    }
+
     #[test]
     fn a_prefix_is_found_across_pieces_shared_or_copied() {
         let buf = Arc::new(b"line one\nline two\n".to_vec());
