@@ -53,7 +53,14 @@ fn pool() -> Option<&'static Pool> {
     .as_ref()
 }
 
+thread_local! {
+    /// This thread is one of the kept ones: work it hands on runs on a thread of its own
+    /// (queued behind the work it is doing, it would wait for itself).
+    static KEPT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 fn serve(rx: &Mutex<Receiver<Job>>) {
+    KEPT.with(|k| k.set(true));
     loop {
         let job = rx.lock().recv();
         match job {
@@ -96,7 +103,7 @@ impl Drop for Over<'_> {
 /// panics ends there; the caller must not count on it having done anything (`work` takes
 /// what it does from shared state that tells what is left undone).
 pub fn with_helpers<R>(n: usize, work: &(dyn Fn() + Sync), body: impl FnOnce() -> R) -> R {
-    let Some(pool) = pool().filter(|_| n > 0) else {
+    let Some(pool) = pool().filter(|_| n > 0 && !KEPT.with(|k| k.get())) else {
         return std::thread::scope(|scope| {
             for _ in 0..n {
                 scope.spawn(work);
@@ -142,6 +149,83 @@ pub fn with_helpers<R>(n: usize, work: &(dyn Fn() + Sync), body: impl FnOnce() -
     r
 }
 
+/// Run `work` on a kept thread (one of its own when none can be had, or when this is a kept
+/// thread) while `body` runs here, and return what each gave once both have ended: `work`'s
+/// `None` when it panicked. `body` is told whether `work` runs at all (`false`: no thread
+/// could be had; `work` is then dropped unrun), and must not wait for it otherwise.
+pub fn on_helper<'a, T, R>(
+    work: impl FnOnce() -> T + Send + 'a,
+    body: impl FnOnce(bool) -> R,
+) -> (R, Option<T>)
+where
+    T: Send + 'a,
+{
+    let Some(pool) = pool().filter(|_| !KEPT.with(|k| k.get())) else {
+        return std::thread::scope(|scope| {
+            let name = "normafs-helper".to_string();
+            match std::thread::Builder::new()
+                .name(name)
+                .spawn_scoped(scope, work)
+            {
+                Ok(h) => {
+                    let r = body(true);
+                    (r, h.join().ok())
+                }
+                Err(e) => {
+                    tracing::debug!("no thread for a helper's work: {e}");
+                    (body(false), None)
+                }
+            }
+        });
+    };
+    let calls = Arc::new(Calls::default());
+    let out: Mutex<Option<T>> = Mutex::new(None);
+    let task = || {
+        if let Ok(t) = catch_unwind(AssertUnwindSafe(work)) {
+            *out.lock() = Some(t);
+        }
+    };
+    // Taken by the job that runs it (`FnOnce` behind a `Fn`).
+    let once = Mutex::new(Some(task));
+    let run = || {
+        if let Some(task) = once.lock().take() {
+            task();
+        }
+    };
+    let run: &(dyn Fn() + Sync) = &run;
+    // SAFETY: the job uses `run` only after counting itself begun while the call was not
+    // over, and the call waits for it to end (below, or in `over`'s drop when `body`
+    // unwinds) before `run` and what it borrows go out of scope.
+    let run: &'static (dyn Fn() + Sync) =
+        unsafe { std::mem::transmute::<&(dyn Fn() + Sync), &'static (dyn Fn() + Sync)>(run) };
+    let over = Over(&calls);
+    let job_calls = calls.clone();
+    let job: Job = Box::new(move || {
+        {
+            let mut p = job_calls.state.lock();
+            if p.over {
+                return;
+            }
+            p.began += 1;
+        }
+        run();
+        job_calls.state.lock().ended += 1;
+        job_calls.ended.notify_all();
+    });
+    let sent = pool.jobs.lock().send(job).is_ok();
+    let r = body(sent);
+    // The work is waited for, begun or not: `body` counted on it.
+    if sent {
+        let mut p = calls.state.lock();
+        while p.began == 0 || p.ended < p.began {
+            calls.ended.wait(&mut p);
+        }
+    }
+    drop(over);
+    let t = out.lock().take();
+    (r, t)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,6 +260,53 @@ mod tests {
         };
         with_helpers(threads(), &take, take);
         assert_eq!(sum.load(Ordering::SeqCst), 999 * 1000 / 2);
+    }
+
+    #[test]
+    fn on_helper_gives_both_results_and_none_for_a_panic() {
+        let data = [1u64, 2, 3];
+        let (mine, theirs) = on_helper(|| data.iter().sum::<u64>(), |running| (running, 7));
+        assert_eq!(mine, (true, 7));
+        assert_eq!(theirs, Some(6));
+        let (mine, theirs) = on_helper(|| -> u64 { panic!("the helper's work panics") }, |_| 8);
+        assert_eq!(mine, 8);
+        assert_eq!(theirs, None);
+    }
+
+    /// The body may wait for the helper's work: it runs even when every kept thread is busy
+    /// with other calls, and when the caller is a kept thread itself (queued behind the work
+    /// it is doing, it would never run).
+    #[test]
+    fn on_helper_s_work_runs_whatever_thread_asks() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let nested = || {
+                let flag = std::sync::Mutex::new(false);
+                let told = std::sync::Condvar::new();
+                let (_, theirs) = on_helper(
+                    || {
+                        *flag.lock().expect("lock") = true;
+                        told.notify_all();
+                        1
+                    },
+                    |running| {
+                        assert!(running);
+                        let mut set = flag.lock().expect("lock");
+                        while !*set {
+                            set = told.wait(set).expect("wait");
+                        }
+                    },
+                );
+                assert_eq!(theirs, Some(1));
+            };
+            // On every kept thread at once, and on this one.
+            with_helpers(threads(), &nested, nested);
+            let _ = tx.send(());
+        });
+        assert!(
+            rx.recv_timeout(std::time::Duration::from_secs(20)).is_ok(),
+            "a body waiting for its helper's work was never answered"
+        );
     }
 
     #[test]

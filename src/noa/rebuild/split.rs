@@ -90,30 +90,28 @@ pub(super) fn replay(
         at: Mutex::new(None),
         told: Condvar::new(),
     };
-    let (mut mine, split, theirs) = std::thread::scope(|scope| {
-        let decided = &decided;
-        let theirs = std::thread::Builder::new()
-            .name("normafs-replay".into())
-            .spawn_scoped(scope, move || {
-                let teller = Teller(decided);
-                let states = Mode {
-                    requests: false,
-                    pacing: ctx.at_request,
-                    ..mode
-                };
-                let mut walk = Walk::new(ctx, states);
-                for (i, (key, ev)) in events.iter().enumerate() {
-                    let replayed = walk.out.replayed;
-                    walk.step(ctx, *key, ev);
-                    if i >= from && walk.out.replayed > replayed {
-                        // Right after a call that was replayed: the pacing starts again.
-                        teller.0.tell(Some(i + 1));
-                        return Some(rest(ctx, walk, &events[i + 1..], mode));
-                    }
-                }
-                None
-            });
-        if theirs.is_err() {
+    let decided = &decided;
+    let theirs = move || {
+        let teller = Teller(decided);
+        let states = Mode {
+            requests: false,
+            pacing: ctx.at_request,
+            ..mode
+        };
+        let mut walk = Walk::new(ctx, states);
+        for (i, (key, ev)) in events.iter().enumerate() {
+            let replayed = walk.out.replayed;
+            walk.step(ctx, *key, ev);
+            if i >= from && walk.out.replayed > replayed {
+                // Right after a call that was replayed: the pacing starts again.
+                teller.0.tell(Some(i + 1));
+                return Some(rest(ctx, walk, &events[i + 1..], mode));
+            }
+        }
+        None
+    };
+    let mine = |running: bool| {
+        if !running {
             decided.tell(None);
         }
         let mut walk = Walk::new(ctx, mode);
@@ -127,9 +125,11 @@ pub(super) fn replay(
             }
             walk.step(ctx, *key, ev);
         }
-        let theirs = theirs.ok().and_then(|h| h.join().ok()).flatten();
-        (walk, split.flatten(), theirs)
-    });
+        (walk, split.flatten())
+    };
+    // The other walk on a kept thread: one made for it would share this one's malloc arena.
+    let ((mut mine, split), theirs) = crate::pool::on_helper(theirs, mine);
+    let theirs = theirs.flatten();
     let done = match (split, theirs) {
         (Some(_), Some(theirs)) => join(mine, theirs),
         // Split where the other thread then failed: this one goes on from there.
