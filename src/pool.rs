@@ -1,7 +1,8 @@
 //! Threads made once for the parallel parts of making a large view: a transcript's large
 //! reads are cut into pieces that the reader and these threads take in turn
 //! (`format/loader.rs`), and so are the measuring of new blocks (`noa/content.rs`) and the
-//! writing of a first version's lines (`noa/lines.rs`).
+//! writing of a first version's lines (`noa/lines.rs`); a long timeline's second walk runs
+//! on one (`noa/rebuild/split.rs`).
 //!
 //! A thread made for each call takes a malloc arena when it first allocates, round robin
 //! among those the process has (four in a mount, see `fuse/mount.rs`), and so often shares the
@@ -151,8 +152,8 @@ pub fn with_helpers<R>(n: usize, work: &(dyn Fn() + Sync), body: impl FnOnce() -
 
 /// Run `work` on a kept thread (one of its own when none can be had, or when this is a kept
 /// thread) while `body` runs here, and return what each gave once both have ended: `work`'s
-/// `None` when it panicked. `body` is told whether `work` runs at all (`false`: no thread
-/// could be had; `work` is then dropped unrun), and must not wait for it otherwise.
+/// `None` when it panicked. `body` is told whether `work` runs at all: told `false` (no
+/// thread could be had; `work` is then dropped unrun), it must not wait for `work`.
 pub fn on_helper<'a, T, R>(
     work: impl FnOnce() -> T + Send + 'a,
     body: impl FnOnce(bool) -> R,
