@@ -99,6 +99,26 @@ impl Drop for Over<'_> {
     }
 }
 
+/// One call's job for a kept thread: `work`, unless the call is over before the job begins
+/// (counted begun and ended in `calls`, so that the call can wait for it).
+fn job(calls: &Arc<Calls>, work: &'static (dyn Fn() + Sync)) -> Job {
+    let calls = calls.clone();
+    Box::new(move || {
+        {
+            let mut p = calls.state.lock();
+            if p.over {
+                return;
+            }
+            p.began += 1;
+        }
+        if catch_unwind(AssertUnwindSafe(work)).is_err() {
+            tracing::debug!("a helper thread's work panicked; its caller does what is left");
+        }
+        calls.state.lock().ended += 1;
+        calls.ended.notify_all();
+    })
+}
+
 /// Run `body` on this thread while `n` kept threads run `work` (each once, as they come
 /// free); return once `body` has and every `work` that began has ended. A `work` that
 /// panics ends there; the caller must not count on it having done anything (`work` takes
@@ -123,24 +143,7 @@ pub fn with_helpers<R>(n: usize, work: &(dyn Fn() + Sync), body: impl FnOnce() -
     {
         let jobs = pool.jobs.lock();
         for _ in 0..n {
-            let calls = calls.clone();
-            let job: Job = Box::new(move || {
-                {
-                    let mut p = calls.state.lock();
-                    if p.over {
-                        return;
-                    }
-                    p.began += 1;
-                }
-                if catch_unwind(AssertUnwindSafe(work)).is_err() {
-                    tracing::debug!(
-                        "a helper thread's work panicked; its caller does what is left"
-                    );
-                }
-                calls.state.lock().ended += 1;
-                calls.ended.notify_all();
-            });
-            if jobs.send(job).is_err() {
+            if jobs.send(job(&calls, work)).is_err() {
                 break;
             }
         }
@@ -200,20 +203,7 @@ where
     let run: &'static (dyn Fn() + Sync) =
         unsafe { std::mem::transmute::<&(dyn Fn() + Sync), &'static (dyn Fn() + Sync)>(run) };
     let over = Over(&calls);
-    let job_calls = calls.clone();
-    let job: Job = Box::new(move || {
-        {
-            let mut p = job_calls.state.lock();
-            if p.over {
-                return;
-            }
-            p.began += 1;
-        }
-        run();
-        job_calls.state.lock().ended += 1;
-        job_calls.ended.notify_all();
-    });
-    let sent = pool.jobs.lock().send(job).is_ok();
+    let sent = pool.jobs.lock().send(job(&calls, run)).is_ok();
     let r = body(sent);
     // The work is waited for, begun or not: `body` counted on it.
     if sent {
