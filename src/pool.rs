@@ -153,6 +153,35 @@ pub fn with_helpers<R>(n: usize, work: &(dyn Fn() + Sync), body: impl FnOnce() -
     r
 }
 
+/// `make` of each part, in order: the parts are taken in turn by this thread and up to
+/// `helpers` kept threads. A part whose helper panicked is made here afterwards (and panics
+/// here, if it must).
+pub fn each_part<P: Sync, T: Send>(
+    parts: &[P],
+    helpers: usize,
+    make: impl Fn(&P) -> T + Sync,
+) -> Vec<T> {
+    let made: Vec<std::sync::Mutex<Option<T>>> =
+        parts.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || loop {
+        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (Some(part), Some(slot)) = (parts.get(k), made.get(k)) else {
+            break;
+        };
+        let out = make(part);
+        *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(out);
+    };
+    with_helpers(helpers, &work, work);
+    made.into_iter()
+        .zip(parts)
+        .map(|(slot, part)| {
+            let out = slot.into_inner().unwrap_or_else(|e| e.into_inner());
+            out.unwrap_or_else(|| make(part))
+        })
+        .collect()
+}
+
 /// Run `work` on a kept thread (one of its own when none can be had, or when this is a kept
 /// thread) while `body` runs here, and return what each gave once both have ended: `work`'s
 /// `None` when it panicked. `body` is told whether `work` runs at all: told `false` (no
@@ -236,6 +265,31 @@ mod tests {
             assert_eq!(r, 7);
             assert_eq!(done.load(Ordering::SeqCst), began.load(Ordering::SeqCst));
         }
+    }
+
+    #[test]
+    fn each_part_gives_every_part_in_order_and_remakes_one_whose_helper_panicked() {
+        let parts: Vec<usize> = (0..24).collect();
+        let panicked = AtomicUsize::new(0);
+        let made = each_part(&parts, threads(), |&i| {
+            // Every part a kept thread takes panics there: the caller makes it again.
+            if std::thread::current().name() == Some("normafs-helper") {
+                panicked.fetch_add(1, Ordering::SeqCst);
+                panic!("part {i} on a helper");
+            }
+            // The caller waits for a helper to take a part (the helpers may be busy with
+            // another test's work a while).
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while panicked.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < until {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            i * 10
+        });
+        assert_eq!(made, (0..24).map(|i| i * 10).collect::<Vec<_>>());
+        assert!(
+            panicked.load(Ordering::SeqCst) > 0,
+            "no helper took a part: the remaking was not exercised"
+        );
     }
 
     #[test]

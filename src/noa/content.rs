@@ -1024,23 +1024,10 @@ fn measure_blocks<'a>(
     };
     let per = new.len().div_ceil(cores);
     let parts: Vec<&[&'a Message]> = new.chunks(per.max(1)).collect();
-    let made: Vec<std::sync::Mutex<Option<Vec<Measured>>>> =
-        parts.iter().map(|_| std::sync::Mutex::new(None)).collect();
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let work = || loop {
-        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let (Some(part), Some(slot)) = (parts.get(k), made.get(k)) else {
-            break;
-        };
-        let measured = each(part);
-        *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(measured);
-    };
-    crate::pool::with_helpers(parts.len().saturating_sub(1), &work, work);
+    let measured = crate::pool::each_part(&parts, parts.len().saturating_sub(1), |p| each(p));
     let mut out = Vec::with_capacity(blocks);
-    for (slot, part) in made.into_iter().zip(&parts) {
-        // A part whose thread panicked is measured here (and panics here, if it must).
-        let measured = slot.into_inner().unwrap_or_else(|e| e.into_inner());
-        out.extend(measured.unwrap_or_else(|| each(part)));
+    for part in measured {
+        out.extend(part);
     }
     out
 }

@@ -323,27 +323,14 @@ fn cached_lines(
         }
         bounds.push(expected);
         let parts: Vec<Range<usize>> = bounds.windows(2).map(|b| b[0]..b[1]).collect();
-        let made: Vec<std::sync::Mutex<Option<Writer>>> =
-            parts.iter().map(|_| std::sync::Mutex::new(None)).collect();
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let part = |range: &Range<usize>| {
-            let w = Writer::new(spool.clone(), range.len());
-            whole(lines_into(make, range.clone(), &[], w))
-        };
-        let work = || loop {
-            let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let Some(range) = parts.get(k) else { break };
-            let w = part(range);
-            if let Some(slot) = made.get(k) {
-                *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(w);
-            }
-        };
-        crate::pool::with_helpers(cores.min(PART_THREADS).saturating_sub(1), &work, work);
+        let made =
+            crate::pool::each_part(&parts, cores.min(PART_THREADS).saturating_sub(1), |range| {
+                let w = Writer::new(spool.clone(), range.len());
+                whole(lines_into(make, range.clone(), &[], w))
+            });
         let mut w = Writer::new(None, expected);
-        for (slot, range) in made.into_iter().zip(&parts) {
-            // A part whose thread panicked is made here (and panics here, if it must).
-            let made = slot.into_inner().unwrap_or_else(|e| e.into_inner());
-            w.out.extend(made.unwrap_or_else(|| part(range)).out);
+        for part in made {
+            w.out.extend(part.out);
         }
         w
     } else {
